@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * One event loop per daemon: fd events (epoll) and one-shot or periodic
+ * timers, plus a before-sleep hook.  The hook runs after every batch of
+ * events and before the loop blocks again; remusdbd uses it to push
+ * replication output before it sleeps (Redis ae.c's beforesleep).
+ *
+ * Timers are few (per VM: heartbeat, failure detection, checkpoint
+ * deadline), so they live in an unsorted array: O(N) per iteration.
+ */
+#ifndef RDB_EVLOOP_H
+#define RDB_EVLOOP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define RDB_EV_READ  0x1u
+#define RDB_EV_WRITE 0x2u
+#define RDB_EV_ERROR 0x4u	/* EPOLLERR/EPOLLHUP: reported with READ */
+
+struct rdb_evloop;
+typedef void (*rdb_fd_cb)(struct rdb_evloop *loop, int fd, unsigned events,
+			  void *opaque);
+/* Return the next delay in ns to stay armed, or 0 to be removed. */
+typedef uint64_t (*rdb_timer_cb)(struct rdb_evloop *loop, uint64_t id,
+				 void *opaque);
+typedef void (*rdb_hook_cb)(struct rdb_evloop *loop, void *opaque);
+
+int rdb_evloop_create(struct rdb_evloop **loop_out);
+void rdb_evloop_destroy(struct rdb_evloop *loop);	/* NULL ok */
+
+int rdb_evloop_add_fd(struct rdb_evloop *loop, int fd, unsigned events,
+		      rdb_fd_cb cb, void *opaque);
+int rdb_evloop_mod_fd(struct rdb_evloop *loop, int fd, unsigned events);
+/* Safe from inside any callback, including the fd's own. */
+void rdb_evloop_del_fd(struct rdb_evloop *loop, int fd);
+
+/* id_out > 0 on success; ids are never reused. */
+int rdb_evloop_add_timer(struct rdb_evloop *loop, uint64_t delay_ns,
+			 rdb_timer_cb cb, void *opaque, uint64_t *id_out);
+/* Unknown or already fired ids are fine (idempotent). */
+void rdb_evloop_del_timer(struct rdb_evloop *loop, uint64_t id);
+
+void rdb_evloop_set_before_sleep(struct rdb_evloop *loop, rdb_hook_cb cb,
+				 void *opaque);
+
+/* Runs until rdb_evloop_stop(); returns 0, or a negative errno if epoll
+ * itself fails. */
+int rdb_evloop_run(struct rdb_evloop *loop);
+void rdb_evloop_stop(struct rdb_evloop *loop);
+
+/* One iteration with at most max_wait_ns of blocking (tests). */
+int rdb_evloop_run_once(struct rdb_evloop *loop, uint64_t max_wait_ns);
+
+#endif

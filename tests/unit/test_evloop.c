@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/* RDB-WRAP: rdb_now_ns */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "evloop.h"
+
+static uint64_t fake_now;
+
+uint64_t __wrap_rdb_now_ns(void)
+{
+	return fake_now;
+}
+
+struct counts {
+	int fired;
+	uint64_t rearm;
+	int reads;
+	struct rdb_evloop *loop;
+	uint64_t other;
+};
+
+static uint64_t on_timer(struct rdb_evloop *loop, uint64_t id, void *opaque)
+{
+	struct counts *c = opaque;
+
+	c->fired++;
+	return c->rearm;
+}
+
+static void test_timer_fires_once_when_due(void **state)
+{
+	struct rdb_evloop *loop;
+	struct counts c = { 0 };
+	uint64_t id;
+
+	fake_now = 1000 * RDB_NS_PER_MS;
+	assert_int_equal(rdb_evloop_create(&loop), 0);
+	assert_int_equal(rdb_evloop_add_timer(loop, 50 * RDB_NS_PER_MS,
+					      on_timer, &c, &id), 0);
+	assert_true(id > 0);
+	fake_now += 49 * RDB_NS_PER_MS;
+	assert_int_equal(rdb_evloop_run_once(loop, 0), 0);
+	assert_int_equal(c.fired, 0);
+	fake_now += 1 * RDB_NS_PER_MS;
+	assert_int_equal(rdb_evloop_run_once(loop, 0), 0);
+	assert_int_equal(c.fired, 1);
+	fake_now += 500 * RDB_NS_PER_MS;
+	assert_int_equal(rdb_evloop_run_once(loop, 0), 0);
+	assert_int_equal(c.fired, 1);
+	rdb_evloop_destroy(loop);
+}
+
+static void test_periodic_timer_keeps_its_id(void **state)
+{
+	struct rdb_evloop *loop;
+	struct counts c = { .rearm = 10 * RDB_NS_PER_MS };
+	uint64_t id;
+
+	fake_now = 0;
+	assert_int_equal(rdb_evloop_create(&loop), 0);
+	assert_int_equal(rdb_evloop_add_timer(loop, 10 * RDB_NS_PER_MS,
+					      on_timer, &c, &id), 0);
+	for (int i = 0; i < 5; i++) {
+		fake_now += 10 * RDB_NS_PER_MS;
+		assert_int_equal(rdb_evloop_run_once(loop, 0), 0);
+	}
+	assert_int_equal(c.fired, 5);
+	/* Deleting by the original id stops it: re-arming kept the id. */
+	rdb_evloop_del_timer(loop, id);
+	fake_now += 100 * RDB_NS_PER_MS;
+	assert_int_equal(rdb_evloop_run_once(loop, 0), 0);
+	assert_int_equal(c.fired, 5);
+	rdb_evloop_del_timer(loop, id);	/* idempotent */
+	rdb_evloop_destroy(loop);
+}
+
+static void on_read_then_delete(struct rdb_evloop *loop, int fd,
+				unsigned events, void *opaque)
+{
+	struct counts *c = opaque;
+	char b[16];
+
+	assert_true(events & RDB_EV_READ);
+	c->reads++;
+	assert_true(read(fd, b, sizeof(b)) > 0);
+	rdb_evloop_del_fd(loop, fd);
+}
+
+static void test_fd_event_and_delete_in_callback(void **state)
+{
+	struct rdb_evloop *loop;
+	struct counts c = { 0 };
+	int p[2];
+
+	fake_now = 0;
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(rdb_evloop_create(&loop), 0);
+	assert_int_equal(rdb_evloop_add_fd(loop, p[0], RDB_EV_READ,
+					   on_read_then_delete, &c), 0);
+	assert_int_equal(rdb_evloop_add_fd(loop, p[0], RDB_EV_READ,
+					   on_read_then_delete, &c), -EEXIST);
+	assert_int_equal(write(p[1], "xy", 2), 2);
+	assert_int_equal(rdb_evloop_run_once(loop, 0), 0);
+	assert_int_equal(c.reads, 1);
+	assert_int_equal(write(p[1], "z", 1), 1);
+	assert_int_equal(rdb_evloop_run_once(loop, 0), 0);
+	assert_int_equal(c.reads, 1);	/* deleted: no more callbacks */
+	assert_int_equal(rdb_evloop_mod_fd(loop, p[0], RDB_EV_READ), -ENOENT);
+	rdb_evloop_destroy(loop);
+	close(p[0]);
+	close(p[1]);
+}
+
+static int hook_calls;
+
+static void hook(struct rdb_evloop *loop, void *opaque)
+{
+	hook_calls++;
+}
+
+static void test_before_sleep_runs_each_iteration(void **state)
+{
+	struct rdb_evloop *loop;
+
+	assert_int_equal(rdb_evloop_create(&loop), 0);
+	rdb_evloop_set_before_sleep(loop, hook, NULL);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(rdb_evloop_run_once(loop, 0), 0);
+	assert_int_equal(hook_calls, 3);
+	rdb_evloop_destroy(loop);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_timer_fires_once_when_due),
+		cmocka_unit_test(test_periodic_timer_keeps_its_id),
+		cmocka_unit_test(test_fd_event_and_delete_in_callback),
+		cmocka_unit_test(test_before_sleep_runs_each_iteration),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Install everything RemusDB needs to build and test, from Debian packages
+# (plus the two PyPI build tools QEMU's +ds tarball no longer bundles).
+# Idempotent: a second run changes nothing and takes seconds.
+set -euo pipefail
+
+[ "$(id -u)" = 0 ] || { echo "setup-deps: must run as root (apt-get)" >&2; exit 1; }
+
+stamp_dir=${REMUSDB_CACHE:-/var/cache/remusdb}
+mkdir -p "$stamp_dir"
+here=$(cd "$(dirname "$0")" && pwd)
+
+# The deb-src and bookworm-backports entries reuse the mirror this machine's
+# apt already trusts, so no host is named here.
+mirror_uri() {
+	local f u
+	for f in /etc/apt/sources.list.d/*.sources; do
+		[ -f "$f" ] || continue
+		u=$(awk '/^URIs:/{print $2; exit}' "$f")
+		case "$u" in */debian|*/debian/) echo "${u%/}"; return 0 ;; esac
+	done
+	u=$(awk '$1=="deb" && $0 ~ / bookworm / {for(i=2;i<=NF;i++) if ($i ~ /^[a-z]+:\/\//) {print $i; exit}}' /etc/apt/sources.list 2>/dev/null || true)
+	[ -n "$u" ] && { echo "${u%/}"; return 0; }
+	return 1
+}
+
+src=/etc/apt/sources.list.d/remusdb.sources
+if [ ! -f "$src" ]; then
+	uri=$(mirror_uri) || { echo "setup-deps: cannot find the Debian mirror in apt's sources" >&2; exit 1; }
+	cat > "$src" <<EOS
+# Added by RemusDB tools/setup-deps.sh: source packages (QEMU, PostgreSQL,
+# MariaDB) and bookworm-backports (QEMU 10.0.2 orig tarball).
+Types: deb-src
+URIs: $uri
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb deb-src
+URIs: $uri
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOS
+	rm -f "$stamp_dir/apt-updated"
+fi
+# An earlier hand-made copy of the same entries would duplicate them.
+rm -f /etc/apt/sources.list.d/remusdb-test.sources
+
+pkgs=(
+	# build
+	build-essential pkg-config clang llvm libclang-rt-14-dev
+	libjansson-dev libcmocka-dev liblz4-dev
+	# QEMU build deps
+	libglib2.0-dev libpixman-1-dev libfdt-dev libslirp-dev zlib1g-dev
+	ninja-build python3-venv flex bison bzip2 xz-utils dpkg-dev
+	# QEMU firmware and test guest
+	seabios ipxe-qemu busybox-static cpio kmod
+	# tests: network namespaces, captures
+	iproute2 iputils-ping tcpdump socat jq e2fsprogs
+)
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ] || [ ! -f "$stamp_dir/apt-updated" ]; then
+	apt-get update -q
+	touch "$stamp_dir/apt-updated"
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "setup-deps: installing ${missing[*]}"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+echo "setup-deps: ok"
