@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * Parser of the stream a QEMU COLO primary sends to its secondary — here,
+ * to remusdbd.  Pure: it is fed bytes in any split and reports through
+ * callbacks; it never does I/O.  Grammar (QEMU 7.2-10.0, be = big-endian):
+ *
+ *   stream     = header config top* devtail colo*
+ *   header     = magic:be32 0x5145564d  version:be32 3
+ *   config     = 0x07 len:be32 machine[len] subsection*
+ *   subsection = 0x05 len:u8 name[len] version:be32 fields      (by name)
+ *   top        = command | ramsect
+ *   command    = 0x08 cmd:be16 len:be16 data[len]    (ENABLE_COLO 8, SWITCHOVER_START 11)
+ *   ramsect    = (0x01 id:be32 len:u8 "ram" instance:be32 version:be32
+ *                 memsize ramblock* | 0x02 id:be32 | 0x03 id:be32)
+ *                page* eos [0x7e id:be32]
+ *   memsize    = be64(total | MEM_SIZE 0x04); ramblock = len:u8 idstr used:be64
+ *                (until the used lengths add up to total)
+ *   page       = be64(addr | flags) [len:u8 idstr  unless CONTINUE 0x20]
+ *                (ZERO 0x02: fill:u8 | PAGE 0x08: 4096 bytes)
+ *   eos        = be64(EOS 0x10)
+ *   devtail    = (0x04 device sections, not length-prefixed) ... 0x00 (EOF)
+ *                0x06 len:be32 json[len]
+ *                — found as "the buffer ends in EOF 0x06 len json[len] and
+ *                  json parses": QEMU then waits for our CHECKPOINT_READY.
+ *   colo       = REQUEST:be32 1  (we answer REPLY 2; the VM stops)
+ *                VMSTATE_SEND:be32 3  command?  ramsect(0x03)  0x00
+ *                VMSTATE_SIZE:be32 4  n:be64  devstate[n]
+ *                (we answer VMSTATE_RECEIVED 5, VMSTATE_LOADED 6)
+ *
+ * The initial stream is epoch 0; checkpoint k is epoch k.
+ */
+#ifndef RDB_COLO_STREAM_H
+#define RDB_COLO_STREAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "ramblock.h"
+
+#define RDB_COLO_MAX_DEVSTATE (64u << 20)
+#define RDB_COLO_MAX_VMDESC (16u << 20)
+
+enum rdb_colo_msg {
+	RDB_COLO_CHECKPOINT_READY = 0,
+	RDB_COLO_CHECKPOINT_REQUEST = 1,
+	RDB_COLO_CHECKPOINT_REPLY = 2,
+	RDB_COLO_VMSTATE_SEND = 3,
+	RDB_COLO_VMSTATE_SIZE = 4,
+	RDB_COLO_VMSTATE_RECEIVED = 5,
+	RDB_COLO_VMSTATE_LOADED = 6,
+	RDB_COLO_MSG__MAX
+};
+
+struct rdb_colo_ops {
+	/* The raw QEMU_VM_CONFIGURATION section, from its 0x07 byte on. */
+	int (*config)(void *opaque, const uint8_t *section, size_t len);
+	int (*ram_blocks)(void *opaque, const struct rdb_ram_block *blocks,
+			  size_t n);
+	/* data: 4096 bytes valid during the call, or NULL: every byte = fill. */
+	int (*page)(void *opaque, uint32_t block, uint64_t offset,
+		    const uint8_t *data, uint8_t fill);
+	/* devstate: device sections + EOF byte, no header. */
+	int (*epoch_end)(void *opaque, uint64_t epoch, const uint8_t *devstate,
+			 size_t len);
+	/* QEMU asks for checkpoint `epoch`: answer REPLY now. */
+	int (*checkpoint_request)(void *opaque, uint64_t epoch);
+};
+
+enum rdb_colo_pstate {
+	RDB_CP_HEADER,
+	RDB_CP_CONFIG,
+	RDB_CP_TOP,		/* initial stream, between sections */
+	RDB_CP_RAM,		/* inside a ram section */
+	RDB_CP_FOOTER,		/* after EOS: optional footer */
+	RDB_CP_DEVTAIL,		/* initial device sections + vmdesc */
+	RDB_CP_COLO,		/* waiting for REQUEST */
+	RDB_CP_SEND,		/* waiting for VMSTATE_SEND */
+	RDB_CP_CKPT_TOP,	/* checkpoint, between sections */
+	RDB_CP_CKPT_SIZE,	/* VMSTATE_SIZE + n */
+	RDB_CP_CKPT_DEV,	/* n bytes of device state */
+	RDB_CP_FAILED,
+};
+
+struct rdb_colo_parser {
+	const struct rdb_colo_ops *ops;
+	void *opaque;
+	enum rdb_colo_pstate state;
+	struct rdb_buf in;
+	uint64_t epoch;
+	uint32_t ram_section_id;
+	int have_ram_section;
+	int blocks_reported;
+	int ram_setup;		/* next ram record is MEM_SIZE (START) */
+	uint64_t mem_total, mem_listed;
+	struct rdb_ram_block blocks[RDB_MAX_RAM_BLOCKS];
+	size_t nblocks;
+	int cur_block;		/* for CONTINUE; persists across sections */
+	uint64_t dev_len;
+	char err[200];
+};
+
+int rdb_colo_parser_init(struct rdb_colo_parser *p,
+			 const struct rdb_colo_ops *ops, void *opaque);
+void rdb_colo_parser_dispose(struct rdb_colo_parser *p);
+/* 0 when all of buf was taken; -EPROTO (see rdb_colo_parser_error),
+ * -ENOMEM, or a callback's error.  After an error the parser stays failed. */
+int rdb_colo_parser_feed(struct rdb_colo_parser *p, const uint8_t *buf,
+			 size_t len);
+const char *rdb_colo_parser_error(const struct rdb_colo_parser *p);
+void rdb_colo_msg_encode(enum rdb_colo_msg m, uint8_t out[4]);
+
+#endif
