@@ -1,0 +1,748 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#define RDB_COMPONENT "backup"
+#include "backup.h"
+#include "clock.h"
+#include "daemon.h"
+#include "log.h"
+#include "netstream.h"
+#include "proto.h"
+#include "ramimage.h"
+#include "sockutil.h"
+#include "stage.h"
+#include "tap.h"
+#include "vm.h"
+#include "qemu/launch.h"
+#include "qemu/qmp.h"
+#include "qemu/restore.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define HELLO_DEADLINE_NS (5 * RDB_NS_PER_S)
+#define QEMU_START_DEADLINE_NS (10 * RDB_NS_PER_S)
+#define RESTORE_DEADLINE_NS (20 * RDB_NS_PER_S)
+
+struct rdb_backup {
+	struct rdb_vm *vm;
+	struct rdb_daemon *d;
+	int fd;
+	struct rdb_buf out;
+	struct rdb_proto_decoder dec;
+	uint64_t last_rx_ns;
+	uint64_t hb_timer, hb_seq;
+
+	struct rdb_vm_setup setup;	/* from VM_SETUP */
+	bool have_setup;
+	struct rdb_ramimage img;
+	bool img_open;
+	struct rdb_stage st;
+	bool have_committed;
+
+	/* after failover */
+	struct rdb_qemu_proc qemu;
+	struct rdb_qmp qmp;
+	bool qmp_open;
+	int net_listen_fd, net_fd, tap_fd;
+	struct rdb_netstream ns;
+	char net_path[108];
+};
+
+/* A connection that has not said HELLO yet. */
+struct pending {
+	struct rdb_daemon *d;
+	int fd;
+	struct rdb_proto_decoder dec;
+	uint64_t timer;
+};
+
+static void close_link(struct rdb_backup *b)
+{
+	if (b->fd >= 0) {
+		rdb_evloop_del_fd(b->d->loop, b->fd);
+		close(b->fd);
+		b->fd = -1;
+	}
+}
+
+static void want_write(struct rdb_backup *b)
+{
+	if (b->fd >= 0)
+		rdb_evloop_mod_fd(b->d->loop, b->fd,
+				  RDB_EV_READ | (b->out.len ? RDB_EV_WRITE : 0));
+}
+
+/* The link is unusable: protection of this VM is over, no failover. */
+static void link_lost(struct rdb_backup *b, const char *why)
+{
+	close_link(b);
+	rdb_stage_discard(&b->st);
+	rdb_vm_set_state(b->vm, RDB_VM_DEGRADED, "%s", why);
+}
+
+static int handle_setup(struct rdb_backup *b, const struct rdb_frame *f)
+{
+	struct rdb_vm *vm = b->vm;
+	char dir[512], err[256];
+	json_t *j;
+	int rc;
+
+	if (b->have_setup)
+		return -EPROTO;
+	rc = rdb_msg_vm_setup_parse(f, &b->setup);
+	if (rc < 0)
+		return rc;
+	b->have_setup = true;
+	/* The VM's own config comes from the primary; the backup keeps its
+	 * defaults for anything the primary did not set. */
+	j = json_loads(b->setup.vm_json, 0, NULL);
+	rc = rdb_vm_config_from_json(j, &vm->cfg, err, sizeof(err));
+	json_decref(j);
+	if (rc < 0) {
+		LOGVM(ERROR, vm->name, "VM config from the primary: %s", err);
+		return -EPROTO;
+	}
+	snprintf(dir, sizeof(dir), "%s/%s", b->d->cfg.state_dir, vm->name);
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	rc = rdb_ramimage_open(dir, b->setup.blocks, b->setup.nblocks, &b->img);
+	if (rc < 0) {
+		LOGVM(ERROR, vm->name, "RAM image in %s: %s", dir,
+		      rc == -ENOSPC ? "no space left on device" : strerror(-rc));
+		return rc;
+	}
+	b->img_open = true;
+	LOGVM(INFO, vm->name, "RAM image ready in %s (%zu blocks)", dir,
+	      b->setup.nblocks);
+	return 0;
+}
+
+static int handle_epoch_end(struct rdb_backup *b, const struct rdb_frame *f)
+{
+	struct rdb_vm *vm = b->vm;
+	uint64_t pages, bytes;
+	int rc;
+
+	rc = rdb_msg_epoch_end_parse(f, &pages, &bytes);
+	if (rc < 0)
+		return rc;
+	rc = rdb_stage_commit(&b->st, f->epoch, pages, bytes, &b->img);
+	if (rc < 0) {
+		LOGVM(ERROR, vm->name, "epoch %llu not committed: %s",
+		      (unsigned long long)f->epoch, rdb_stage_error(&b->st));
+		return rc;
+	}
+	/* Committed: the image and device state are exactly epoch N now. */
+	b->have_committed = true;
+	vm->st.committed_epoch = f->epoch;
+	vm->st.pages += pages;
+	vm->st.bytes += bytes;
+	if (vm->st.checkpoints == 0)
+		vm->st.first_ckpt_ns = rdb_now_ns();
+	vm->st.last_ckpt_ns = rdb_now_ns();
+	vm->st.checkpoints = f->epoch + 1;
+	rc = rdb_proto_put_ack(&b->out, f->epoch);
+	if (rc < 0)
+		return rc;
+	want_write(b);
+	if (vm->state == RDB_VM_PROTECTING)
+		rdb_vm_set_state(vm, RDB_VM_PROTECTED,
+				 "initial state committed (%llu pages)",
+				 (unsigned long long)pages);
+	return 0;
+}
+
+static int handle_msg(struct rdb_backup *b, const struct rdb_frame *f)
+{
+	int rc;
+
+	switch (f->type) {
+	case RDB_MSG_VM_SETUP:
+		return handle_setup(b, f);
+	case RDB_MSG_PAGES:
+		if (!b->img_open)
+			return -EPROTO;
+		rc = rdb_stage_add_pages(&b->st, f, &b->img);
+		return rc;
+	case RDB_MSG_DEVSTATE:
+		return rdb_stage_set_devstate(&b->st, f->epoch, f->payload, f->len);
+	case RDB_MSG_EPOCH_END:
+		return handle_epoch_end(b, f);
+	case RDB_MSG_HEARTBEAT:
+		return 0;
+	case RDB_MSG_UNPROTECT:
+		close_link(b);
+		rdb_stage_discard(&b->st);
+		rdb_vm_set_state(b->vm, RDB_VM_UNPROTECTED,
+				 "primary unprotected the VM");
+		return 0;
+	case RDB_MSG_ERROR:
+		link_lost(b, "primary dropped protection");
+		return 0;
+	default:
+		return -EPROTO;
+	}
+}
+
+static void on_link(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
+{
+	struct rdb_backup *b = opaque;
+	struct rdb_frame f;
+	int rc = 0;
+
+	if (ev & RDB_EV_WRITE) {
+		rc = rdb_buf_write_fd(&b->out, fd);
+		if (rc < 0 && rc != -EAGAIN) {
+			link_lost(b, "replication link write failed");
+			return;
+		}
+		want_write(b);
+	}
+	if (!(ev & RDB_EV_READ))
+		return;
+	rc = rdb_proto_decoder_read_fd(&b->dec, fd);
+	if (rc >= 0 || rc == -EAGAIN || rc == -ECONNRESET)
+		b->last_rx_ns = rdb_now_ns();
+	while (rc >= 0 || rc == -EAGAIN || rc == -ECONNRESET) {
+		int r2 = rdb_proto_decoder_next(&b->dec, &f);
+
+		if (r2 < 0) {
+			rc = r2;
+			break;
+		}
+		if (r2 == 0)
+			break;
+		r2 = handle_msg(b, &f);
+		if (b->fd < 0)
+			return;
+		if (r2 < 0) {
+			char why[300];
+
+			snprintf(why, sizeof(why), "message %u of epoch %llu: %s",
+				 f.type, (unsigned long long)f.epoch,
+				 r2 == -EPROTO ? "malformed or out of order" :
+				 strerror(-r2));
+			rdb_proto_put_error(&b->out, why);
+			rdb_buf_write_fd(&b->out, fd);
+			link_lost(b, why);
+			return;
+		}
+	}
+	if (rc == -ECONNRESET) {
+		link_lost(b, "primary closed the replication link (host alive: no failover)");
+	} else if (rc < 0 && rc != -EAGAIN) {
+		char why[300];
+
+		snprintf(why, sizeof(why), "replication link: %s",
+			 rc == -EPROTO ? rdb_proto_decoder_error(&b->dec) :
+			 strerror(-rc));
+		link_lost(b, why);
+	}
+}
+
+static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
+{
+	struct rdb_backup *b = opaque;
+	struct rdb_vm *vm = b->vm;
+	uint64_t now = rdb_now_ns();
+	uint64_t timeout = (uint64_t)b->d->cfg.failover_timeout_ms * RDB_NS_PER_MS;
+	uint64_t period = (uint64_t)b->d->cfg.heartbeat_ms * RDB_NS_PER_MS;
+
+	if (b->fd < 0)
+		return vm->state == RDB_VM_FAILED_OVER ? 0 : period;
+	if (now - b->last_rx_ns > timeout) {
+		char why[160];
+
+		snprintf(why, sizeof(why), "primary silent for %llu ms",
+			 (unsigned long long)((now - b->last_rx_ns) / RDB_NS_PER_MS));
+		if (b->have_committed)
+			rdb_backup_failover(vm, why);
+		else
+			link_lost(b, "primary silent before the initial state was committed");
+		return 0;
+	}
+	rdb_proto_put_heartbeat(&b->out, ++b->hb_seq, now);
+	want_write(b);
+	return period;
+}
+
+/* ---- failover ---- */
+
+static void on_guest_frame(void *opaque, const uint8_t *frame, size_t len)
+{
+	struct rdb_backup *b = opaque;
+
+	rdb_tap_write(b->tap_fd, frame, len);
+}
+
+static void on_net(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
+{
+	struct rdb_backup *b = opaque;
+	int rc = 0;
+
+	if (ev & RDB_EV_READ)
+		rc = rdb_netstream_read(&b->ns, fd, on_guest_frame, b);
+	if (rc == 0 && (ev & RDB_EV_WRITE))
+		rc = rdb_netstream_flush(&b->ns, fd);
+	if (rc < 0 && rc != -EAGAIN) {
+		LOGVM(WARN, b->vm->name, "guest NIC stream closed");
+		rdb_evloop_del_fd(loop, fd);
+		close(fd);
+		b->net_fd = -1;
+		rdb_netstream_reset(&b->ns);
+		return;
+	}
+	rdb_evloop_mod_fd(loop, fd, RDB_EV_READ |
+			  (rdb_netstream_pending(&b->ns) ? RDB_EV_WRITE : 0));
+}
+
+static void on_net_accept(struct rdb_evloop *loop, int fd, unsigned ev,
+			  void *opaque)
+{
+	struct rdb_backup *b = opaque;
+	int c = rdb_sock_accept(fd);
+
+	if (c < 0)
+		return;
+	if (b->net_fd >= 0) {
+		rdb_evloop_del_fd(loop, b->net_fd);
+		close(b->net_fd);
+		rdb_netstream_reset(&b->ns);
+	}
+	b->net_fd = c;
+	if (rdb_evloop_add_fd(loop, c, RDB_EV_READ, on_net, b) < 0) {
+		close(c);
+		b->net_fd = -1;
+	}
+}
+
+static void to_guest(void *opaque, const uint8_t *frame, size_t len)
+{
+	struct rdb_backup *b = opaque;
+
+	if (b->net_fd >= 0)
+		rdb_netstream_queue(&b->ns, frame, len);
+}
+
+static void on_tap(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
+{
+	struct rdb_backup *b = opaque;
+
+	rdb_tap_read_all(fd, to_guest, b);
+	if (b->net_fd >= 0 && rdb_netstream_pending(&b->ns)) {
+		if (rdb_netstream_flush(&b->ns, b->net_fd) == 0 &&
+		    rdb_netstream_pending(&b->ns))
+			rdb_evloop_mod_fd(loop, b->net_fd,
+					  RDB_EV_READ | RDB_EV_WRITE);
+	}
+}
+
+static int failover_net(struct rdb_backup *b)
+{
+	struct rdb_vm *vm = b->vm;
+	const char *tap = vm->cfg.backup_tap && vm->cfg.backup_tap[0] ?
+		vm->cfg.backup_tap : vm->cfg.tap;
+	int rc;
+
+	rc = rdb_tap_open(tap, &b->tap_fd);
+	if (rc < 0) {
+		LOGVM(ERROR, vm->name, "tap %s: %s", tap, strerror(-rc));
+		return rc;
+	}
+	snprintf(b->net_path, sizeof(b->net_path), "%s/%s.net",
+		 b->d->cfg.run_dir, vm->name);
+	rc = rdb_sock_listen_unix(b->net_path, &b->net_listen_fd);
+	if (rc == 0)
+		rc = rdb_evloop_add_fd(b->d->loop, b->net_listen_fd, RDB_EV_READ,
+				       on_net_accept, b);
+	if (rc == 0)
+		rc = rdb_evloop_add_fd(b->d->loop, b->tap_fd, RDB_EV_READ,
+				       on_tap, b);
+	return rc;
+}
+
+/* Starts QEMU from the last committed epoch; the guest runs on return 0. */
+static int restore_vm(struct rdb_backup *b, uint64_t t0)
+{
+	struct rdb_vm *vm = b->vm;
+	struct rdb_daemon *d = b->d;
+	struct rdb_restore_block *rb = NULL;
+	struct rdb_restore_spec spec;
+	char qmp_path[108], in_path[108], log_path[512], con_path[512];
+	char uri[160], status[32];
+	uint64_t deadline = t0 + RESTORE_DEADLINE_NS, ram_bytes = 0;
+	const struct rdb_committed *c = rdb_stage_committed(&b->st);
+	const char *image;
+	uint8_t *stream = NULL;
+	size_t stream_len = 0;
+	char **argv = NULL;
+	int rc, fd = -1;
+
+	snprintf(qmp_path, sizeof(qmp_path), "%s/%s.qmp", d->cfg.run_dir, vm->name);
+	snprintf(in_path, sizeof(in_path), "%s/%s.incoming", d->cfg.run_dir, vm->name);
+	snprintf(log_path, sizeof(log_path), "%s/%s/qemu.log", d->cfg.state_dir, vm->name);
+	snprintf(con_path, sizeof(con_path), "%s/%s/console.log", d->cfg.state_dir, vm->name);
+	image = rdb_ramimage_path(&b->img, RDB_RESTORE_SHARED_BLOCK);
+	if (!image) {
+		LOGVM(ERROR, vm->name, "no %s block to restore from",
+		      RDB_RESTORE_SHARED_BLOCK);
+		return -ENOENT;
+	}
+
+	rb = calloc(b->setup.nblocks, sizeof(*rb));
+	if (!rb)
+		return -ENOMEM;
+	for (size_t i = 0; i < b->setup.nblocks; i++) {
+		rb[i].idstr = b->setup.blocks[i].idstr;
+		rb[i].used_length = b->setup.blocks[i].used_length;
+		rb[i].shared = strcmp(rb[i].idstr, RDB_RESTORE_SHARED_BLOCK) == 0;
+		if (rb[i].shared)
+			ram_bytes = rb[i].used_length;
+		rb[i].data = rdb_ramimage_base(&b->img, i);
+	}
+	spec = (struct rdb_restore_spec){
+		.config = b->setup.config,
+		.config_len = b->setup.config_len,
+		.blocks = rb,
+		.nblocks = b->setup.nblocks,
+		.devstate = c->devstate,
+		.devstate_len = c->devstate_len,
+	};
+	rc = rdb_restore_stream_build(&spec, &stream, &stream_len);
+	if (rc < 0) {
+		LOGVM(ERROR, vm->name, "building the restore stream: %s", strerror(-rc));
+		goto out;
+	}
+	rc = rdb_restore_argv(d->cfg.qemu_binary, vm->cfg.qemu_arg.v,
+			      vm->cfg.qemu_arg.n, image, ram_bytes, qmp_path,
+			      b->net_path, con_path, &argv);
+	if (rc < 0)
+		goto out;
+	rc = rdb_qemu_spawn(argv, log_path, &b->qemu);
+	if (rc < 0) {
+		LOGVM(ERROR, vm->name, "starting %s: %s", d->cfg.qemu_binary, strerror(-rc));
+		goto out;
+	}
+	rc = rdb_qmp_connect(&b->qmp, qmp_path, vm->name,
+			     rdb_now_ns() + QEMU_START_DEADLINE_NS);
+	if (rc < 0) {
+		LOGVM(ERROR, vm->name, "QMP of the restored QEMU: %s (see %s)",
+		      strerror(-rc), log_path);
+		goto out;
+	}
+	b->qmp_open = true;
+	rc = rdb_qmp_set_capability(&b->qmp, "x-ignore-shared", true, deadline);
+	if (rc == 0) {
+		snprintf(uri, sizeof(uri), "unix:%s", in_path);
+		rc = rdb_qmp_migrate_incoming(&b->qmp, uri, deadline);
+	}
+	if (rc == 0)
+		rc = rdb_sock_connect_unix(in_path, deadline, &fd);
+	if (rc == 0)
+		rc = rdb_restore_stream_send(fd, stream, stream_len, deadline);
+	if (fd >= 0) {
+		/* End of stream: QEMU must not wait for more. */
+		close(fd);
+		fd = -1;
+	}
+	if (rc < 0) {
+		LOGVM(ERROR, vm->name, "feeding the restore stream: %s",
+		      rc == -EREMOTEIO ? rdb_qmp_last_error(&b->qmp) : strerror(-rc));
+		goto out;
+	}
+	/* QEMU starts the guest by itself once the stream is loaded. */
+	for (;;) {
+		rc = rdb_qmp_query_status(&b->qmp, status, sizeof(status), deadline);
+		if (rc < 0)
+			goto out;
+		if (strcmp(status, "running") == 0)
+			break;
+		if (strcmp(status, "inmigrate") != 0 &&
+		    strcmp(status, "prelaunch") != 0 &&
+		    strcmp(status, "paused") != 0 &&
+		    strcmp(status, "finish-migrate") != 0) {
+			LOGVM(ERROR, vm->name, "restored QEMU is %s, not running "
+			      "(see %s)", status, log_path);
+			rc = -EIO;
+			goto out;
+		}
+		if (rdb_now_ns() > deadline) {
+			rc = -ETIMEDOUT;
+			goto out;
+		}
+		usleep(2000);
+	}
+	rc = rdb_qmp_announce_self(&b->qmp, deadline);
+	if (rc < 0)
+		LOGVM(WARN, vm->name, "announce-self: %s", strerror(-rc));
+	rc = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	rdb_restore_argv_free(argv);
+	free(stream);
+	free(rb);
+	return rc;
+}
+
+int rdb_backup_failover(struct rdb_vm *vm, const char *why)
+{
+	struct rdb_backup *b = vm->bak;
+	uint64_t t0 = rdb_now_ns();
+	int rc;
+
+	if (!b)
+		return -ENOENT;
+	if (vm->state == RDB_VM_FAILED_OVER || vm->state == RDB_VM_FAILING_OVER)
+		return -EALREADY;
+	if (!b->have_committed) {
+		LOGVM(ERROR, vm->name, "cannot fail over: no committed checkpoint");
+		return -ENODATA;
+	}
+	rdb_vm_set_state(vm, RDB_VM_FAILING_OVER, "%s", why);
+	close_link(b);
+	/* The epoch in flight never committed: it must leave no trace. */
+	rdb_stage_discard(&b->st);
+	rc = failover_net(b);
+	if (rc == 0)
+		rc = restore_vm(b, t0);
+	if (rc < 0) {
+		rdb_vm_set_state(vm, RDB_VM_FAILED, "restore from epoch %llu failed: %s",
+				 (unsigned long long)vm->st.committed_epoch,
+				 strerror(-rc));
+		return rc;
+	}
+	vm->st.failover_ns = rdb_now_ns() - t0;
+	rdb_vm_set_state(vm, RDB_VM_FAILED_OVER,
+			 "running from epoch %llu, restored in %.1f ms",
+			 (unsigned long long)vm->st.committed_epoch,
+			 (double)vm->st.failover_ns / RDB_NS_PER_MS);
+	return 0;
+}
+
+/* ---- accepting primaries ---- */
+
+static struct rdb_backup *backup_new(struct rdb_daemon *d, const char *name)
+{
+	struct rdb_vm *vm = rdb_vm_new(d, name, RDB_ROLE_BACKUP);
+	struct rdb_backup *b = calloc(1, sizeof(*b));
+
+	if (!vm || !b) {
+		free(b);
+		rdb_vm_free(vm);
+		return NULL;
+	}
+	vm->bak = b;
+	b->vm = vm;
+	b->d = d;
+	b->fd = b->net_listen_fd = b->net_fd = b->tap_fd = -1;
+	b->qemu.pid = -1;
+	rdb_buf_init(&b->out);
+	rdb_proto_decoder_init(&b->dec);
+	rdb_stage_init(&b->st);
+	rdb_netstream_init(&b->ns);
+	return b;
+}
+
+static void pending_free(struct pending *pc, bool close_fd)
+{
+	rdb_evloop_del_fd(pc->d->loop, pc->fd);
+	rdb_evloop_del_timer(pc->d->loop, pc->timer);
+	if (close_fd)
+		close(pc->fd);
+	rdb_proto_decoder_dispose(&pc->dec);
+	free(pc);
+}
+
+static uint64_t on_pending_timeout(struct rdb_evloop *loop, uint64_t id,
+				   void *opaque)
+{
+	struct pending *pc = opaque;
+
+	LOG(WARN, "replication connection sent no HELLO in time: closed");
+	pc->timer = 0;
+	pending_free(pc, true);
+	return 0;
+}
+
+static void refuse(struct pending *pc, const char *why)
+{
+	struct rdb_buf out;
+
+	rdb_buf_init(&out);
+	if (rdb_proto_put_hello_nak(&out, why) == 0)
+		rdb_buf_write_all_fd(&out, pc->fd, rdb_now_ns() + RDB_NS_PER_S);
+	rdb_buf_dispose(&out);
+	LOG(WARN, "refused a primary: %s", why);
+	pending_free(pc, true);
+}
+
+static void on_pending(struct rdb_evloop *loop, int fd, unsigned ev,
+		       void *opaque)
+{
+	struct pending *pc = opaque;
+	struct rdb_daemon *d = pc->d;
+	char name[65], why[200];
+	struct rdb_backup *b;
+	struct rdb_vm *old;
+	struct rdb_frame f;
+	int rc;
+
+	rc = rdb_proto_decoder_read_fd(&pc->dec, fd);
+	if (rc < 0 && rc != -EAGAIN) {
+		pending_free(pc, true);
+		return;
+	}
+	rc = rdb_proto_decoder_next(&pc->dec, &f);
+	if (rc == 0)
+		return;
+	if (rc < 0 || f.type != RDB_MSG_HELLO) {
+		refuse(pc, rc < 0 ? rdb_proto_decoder_error(&pc->dec) :
+		       "expected HELLO");
+		return;
+	}
+	rc = rdb_msg_hello_parse(&f, name, sizeof(name));
+	if (rc < 0) {
+		refuse(pc, rc == -EPROTONOSUPPORT ?
+		       "no common protocol version" : "malformed HELLO");
+		return;
+	}
+	old = rdb_vm_find(d, name);
+	if (old && (old->role != RDB_ROLE_BACKUP ||
+		    old->state == RDB_VM_FAILED_OVER ||
+		    old->state == RDB_VM_FAILING_OVER ||
+		    (old->bak && old->bak->fd >= 0))) {
+		snprintf(why, sizeof(why), "VM %s is %s here as %s", name,
+			 rdb_vm_state_name(old->state),
+			 rdb_vm_role_name(old->role));
+		refuse(pc, why);
+		return;
+	}
+	if (old) {
+		/* A new protection of a VM whose link died: start afresh. */
+		rdb_backup_teardown(old);
+		rdb_vm_free(old);
+	}
+	b = backup_new(d, name);
+	if (!b) {
+		refuse(pc, "backup out of memory");
+		return;
+	}
+	b->fd = fd;
+	rdb_proto_decoder_move(&b->dec, &pc->dec);
+	pending_free(pc, false);
+	b->last_rx_ns = rdb_now_ns();
+	if (rdb_proto_put_hello_ack(&b->out) < 0 ||
+	    rdb_evloop_add_fd(d->loop, fd, RDB_EV_READ | RDB_EV_WRITE, on_link, b) < 0 ||
+	    rdb_evloop_add_timer(d->loop, (uint64_t)d->cfg.heartbeat_ms * RDB_NS_PER_MS,
+				 on_heartbeat, b, &b->hb_timer) < 0) {
+		link_lost(b, "cannot set up the replication link");
+		return;
+	}
+	LOGVM(INFO, name, "primary connected: backing up");
+	/* Frames that came with the HELLO are already buffered. */
+	on_link(loop, fd, RDB_EV_READ, b);
+}
+
+static void on_accept(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
+{
+	struct rdb_daemon *d = opaque;
+	struct pending *pc;
+	int c = rdb_sock_accept(fd);
+
+	if (c < 0)
+		return;
+	pc = calloc(1, sizeof(*pc));
+	if (!pc) {
+		close(c);
+		return;
+	}
+	pc->d = d;
+	pc->fd = c;
+	rdb_proto_decoder_init(&pc->dec);
+	if (rdb_evloop_add_fd(loop, c, RDB_EV_READ, on_pending, pc) < 0 ||
+	    rdb_evloop_add_timer(loop, HELLO_DEADLINE_NS, on_pending_timeout,
+				 pc, &pc->timer) < 0) {
+		rdb_evloop_del_fd(loop, c);
+		close(c);
+		rdb_proto_decoder_dispose(&pc->dec);
+		free(pc);
+	}
+}
+
+int rdb_backup_listen(struct rdb_daemon *d)
+{
+	int rc = rdb_sock_listen_tcp(d->cfg.listen, &d->repl_listen_fd);
+
+	if (rc < 0) {
+		LOG(ERROR, "cannot listen for primaries on %s: %s",
+		    d->cfg.listen, strerror(-rc));
+		return rc;
+	}
+	LOG(INFO, "listening for primaries on %s", d->cfg.listen);
+	return rdb_evloop_add_fd(d->loop, d->repl_listen_fd, RDB_EV_READ,
+				 on_accept, d);
+}
+
+void rdb_backup_stop_listening(struct rdb_daemon *d)
+{
+	if (d->repl_listen_fd >= 0) {
+		rdb_evloop_del_fd(d->loop, d->repl_listen_fd);
+		close(d->repl_listen_fd);
+		d->repl_listen_fd = -1;
+	}
+}
+
+void rdb_backup_teardown(struct rdb_vm *vm)
+{
+	struct rdb_backup *b = vm->bak;
+	struct rdb_evloop *loop;
+
+	if (!b)
+		return;
+	loop = b->d->loop;
+	if (b->hb_timer)
+		rdb_evloop_del_timer(loop, b->hb_timer);
+	close_link(b);
+	if (b->net_fd >= 0) {
+		rdb_evloop_del_fd(loop, b->net_fd);
+		close(b->net_fd);
+	}
+	if (b->net_listen_fd >= 0) {
+		rdb_evloop_del_fd(loop, b->net_listen_fd);
+		close(b->net_listen_fd);
+		unlink(b->net_path);
+	}
+	if (b->tap_fd >= 0) {
+		rdb_evloop_del_fd(loop, b->tap_fd);
+		close(b->tap_fd);
+	}
+	if (b->qmp_open)
+		rdb_qmp_close(&b->qmp);
+	/* A restored guest is the VM now: it outlives the daemon's teardown. */
+	rdb_stage_dispose(&b->st);
+	if (b->img_open)
+		rdb_ramimage_close(&b->img);
+	if (b->have_setup)
+		rdb_vm_setup_dispose(&b->setup);
+	rdb_netstream_dispose(&b->ns);
+	rdb_proto_decoder_dispose(&b->dec);
+	rdb_buf_dispose(&b->out);
+	free(b);
+	vm->bak = NULL;
+}
+
+void rdb_backup_status(const struct rdb_vm *vm, json_t *o)
+{
+	const struct rdb_backup *b = vm->bak;
+
+	if (!b)
+		return;
+	json_object_set_new(o, "link_up", json_boolean(b->fd >= 0));
+	json_object_set_new(o, "last_heard_ms", json_integer((json_int_t)
+			    ((rdb_now_ns() - b->last_rx_ns) / RDB_NS_PER_MS)));
+	json_object_set_new(o, "qemu_pid", json_integer(b->qemu.pid));
+	json_object_set_new(o, "guest_nic_connected", json_boolean(b->net_fd >= 0));
+}

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The backup role: this host keeps a committed copy of a VM that runs on
+ * a primary, and brings it back to life when the primary goes silent.
+ *
+ *   PAGES/DEVSTATE of epoch N  staged in memory, nothing applied
+ *   EPOCH_END(N)               complete? apply to the RAM image and swap
+ *                              the device state (commit), then ACK(N)
+ *   silence > failover_timeout drop the staged epoch, start QEMU from the
+ *                              image + last device state, announce the MAC
+ *
+ * A connection the primary closes (FIN/RST) is not taken as a failure:
+ * a kernel that can close a socket is alive, and failing over then would
+ * run the VM twice.  Only silence — what a power loss looks like — fails
+ * over by itself; `remusdbctl failover` covers the rest.
+ */
+#ifndef RDB_BACKUP_H
+#define RDB_BACKUP_H
+
+#include <jansson.h>
+
+struct rdb_daemon;
+struct rdb_vm;
+
+/* Opens the replication listener (daemon config "listen"). */
+int rdb_backup_listen(struct rdb_daemon *d);
+void rdb_backup_stop_listening(struct rdb_daemon *d);
+
+/* Operator failover (also used on detection). */
+int rdb_backup_failover(struct rdb_vm *vm, const char *why);
+void rdb_backup_teardown(struct rdb_vm *vm);
+void rdb_backup_status(const struct rdb_vm *vm, json_t *o);
+
+#endif

@@ -1,0 +1,424 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "config.h"
+#include "sockutil.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define OFF(type, field) offsetof(struct type, field)
+
+static int v_hostport(const char *v)
+{
+	char h[256], p[16];
+
+	if (rdb_sock_split_hostport(v, h, sizeof(h), p, sizeof(p)) < 0)
+		return -EINVAL;
+	for (const char *c = p; *c; c++)
+		if (!isdigit((unsigned char)*c))
+			return -EINVAL;
+	return atoi(p) > 0 && atoi(p) < 65536 ? 0 : -EINVAL;
+}
+
+static int v_name(const char *v)
+{
+	size_t n = strlen(v);
+
+	if (n == 0 || n > 64)
+		return -EINVAL;
+	for (const char *c = v; *c; c++)
+		if (!isalnum((unsigned char)*c) && !strchr("_.-", *c))
+			return -EINVAL;
+	return 0;
+}
+
+static int v_mac(const char *v)
+{
+	unsigned b[6];
+	char tail;
+
+	return strlen(v) == 17 && sscanf(v, "%2x:%2x:%2x:%2x:%2x:%2x%c",
+		b, b + 1, b + 2, b + 3, b + 4, b + 5, &tail) == 6 ? 0 : -EINVAL;
+}
+
+static int v_level(const char *v)
+{
+	const char *ok[] = { "debug", "info", "warn", "error" };
+
+	for (size_t i = 0; i < 4; i++)
+		if (strcmp(v, ok[i]) == 0)
+			return 0;
+	return -EINVAL;
+}
+
+static int v_mode(const char *v)
+{
+	return strcmp(v, "plain") == 0 ? 0 : -EINVAL;
+}
+
+static const struct rdb_option daemon_opts[] = {
+	{ "listen", RDB_OPT_STRING, OFF(rdb_daemon_config, listen), "0.0.0.0:7788", 0, 0, v_hostport,
+	  "address:port where this host accepts primaries it backs up" },
+	{ "control_socket", RDB_OPT_STRING, OFF(rdb_daemon_config, control_socket), "/run/remusdb/remusdbd.sock", 0, 0, NULL,
+	  "root-only unix socket for remusdbctl" },
+	{ "run_dir", RDB_OPT_STRING, OFF(rdb_daemon_config, run_dir), "/run/remusdb", 0, 0, NULL,
+	  "sockets shared with QEMU (created 0700)" },
+	{ "state_dir", RDB_OPT_STRING, OFF(rdb_daemon_config, state_dir), "/var/lib/remusdb", 0, 0, NULL,
+	  "RAM images of backed-up VMs; needs room for each VM's RAM" },
+	{ "log_level", RDB_OPT_STRING, OFF(rdb_daemon_config, log_level), "info", 0, 0, v_level,
+	  "debug, info, warn or error" },
+	{ "heartbeat_ms", RDB_OPT_U32, OFF(rdb_daemon_config, heartbeat_ms), "100", 10, 10000, NULL,
+	  "heartbeat period on every replication link" },
+	{ "failover_timeout_ms", RDB_OPT_U32, OFF(rdb_daemon_config, failover_timeout_ms), "1000", 50, 60000, NULL,
+	  "silence after which a backup fails over (and a primary drops its backup)" },
+	{ "qemu_binary", RDB_OPT_STRING, OFF(rdb_daemon_config, qemu_binary), "qemu-system-x86_64", 0, 0, NULL,
+	  "QEMU started on failover" },
+	{ "metrics_file", RDB_OPT_STRING, OFF(rdb_daemon_config, metrics_file), "", 0, 0, NULL,
+	  "Prometheus text file rewritten every second; empty: off" },
+	{ "allow_fault_injection", RDB_OPT_BOOL, OFF(rdb_daemon_config, allow_fault_injection), "false", 0, 0, NULL,
+	  "accept `remusdbctl inject` (tests only)" },
+};
+
+static const struct rdb_option vm_opts[] = {
+	{ "name", RDB_OPT_STRING, OFF(rdb_vm_config, name), "", 0, 0, v_name,
+	  "VM name: [A-Za-z0-9_.-], 1-64 characters (required)" },
+	{ "qmp", RDB_OPT_STRING, OFF(rdb_vm_config, qmp), "", 0, 0, NULL,
+	  "the VM's QMP unix socket (required)" },
+	{ "watchdog_qmp", RDB_OPT_STRING, OFF(rdb_vm_config, watchdog_qmp), "", 0, 0, NULL,
+	  "a second QMP socket for the watchdog; without it a stalled daemon can freeze the guest" },
+	{ "net_socket", RDB_OPT_STRING, OFF(rdb_vm_config, net_socket), "", 0, 0, NULL,
+	  "unix socket remusdbd listens on for the VM's -netdev stream (required)" },
+	{ "tap", RDB_OPT_STRING, OFF(rdb_vm_config, tap), "vmtap0", 0, 0, NULL,
+	  "tap device on this host's bridge" },
+	{ "backup_tap", RDB_OPT_STRING, OFF(rdb_vm_config, backup_tap), "", 0, 0, NULL,
+	  "tap device on the backup's bridge; empty: same as tap" },
+	{ "mac", RDB_OPT_STRING, OFF(rdb_vm_config, mac), "", 0, 0, v_mac,
+	  "guest MAC, announced after failover" },
+	{ "peer", RDB_OPT_STRING, OFF(rdb_vm_config, peer), "", 0, 0, v_hostport,
+	  "backup host's remusdbd, address:port (required)" },
+	{ "checkpoint_ms", RDB_OPT_U32, OFF(rdb_vm_config, checkpoint_ms), "25", 5, 10000, NULL,
+	  "epoch length" },
+	{ "checkpoint_deadline_ms", RDB_OPT_U32, OFF(rdb_vm_config, checkpoint_deadline_ms), "500", 10, 60000, NULL,
+	  "longest the guest may stay paused for a checkpoint before protection is dropped" },
+	{ "ram_mb", RDB_OPT_U32, OFF(rdb_vm_config, ram_mb), "0", 0, 16u << 20, NULL,
+	  "guest RAM in MiB as in -m (0: take it from the checkpoint stream)" },
+	{ "mode", RDB_OPT_STRING, OFF(rdb_vm_config, mode), "plain", 0, 0, v_mode,
+	  "plain (every output packet waits for its checkpoint); commit-protection is not built yet" },
+	{ "qemu_arg", RDB_OPT_STRLIST, OFF(rdb_vm_config, qemu_arg), NULL, 0, 0, NULL,
+	  "one QEMU argument per line, common to both hosts; no -qmp/-netdev/-serial/-incoming; NIC on netdev=net0" },
+};
+
+const struct rdb_config_table rdb_daemon_config_table = {
+	"daemon", daemon_opts, sizeof(daemon_opts) / sizeof(daemon_opts[0]),
+};
+
+const struct rdb_config_table rdb_vm_config_table = {
+	"vm", vm_opts, sizeof(vm_opts) / sizeof(vm_opts[0]),
+};
+
+static const struct rdb_option *find(const struct rdb_config_table *t,
+				     const char *key)
+{
+	for (size_t i = 0; i < t->n; i++)
+		if (strcmp(t->opts[i].name, key) == 0)
+			return &t->opts[i];
+	return NULL;
+}
+
+static int set_opt(const struct rdb_option *o, void *cfg, const char *v,
+		   char *err, size_t errlen)
+{
+	char *field = (char *)cfg + o->offset;
+
+	switch (o->type) {
+	case RDB_OPT_BOOL:
+		if (!strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "1"))
+			*(bool *)field = true;
+		else if (!strcmp(v, "false") || !strcmp(v, "no") || !strcmp(v, "0"))
+			*(bool *)field = false;
+		else
+			goto bad;
+		return 0;
+	case RDB_OPT_U32: {
+		char *end;
+		unsigned long n;
+
+		errno = 0;
+		n = strtoul(v, &end, 10);
+		if (errno || end == v || *end || n < o->min || n > o->max) {
+			snprintf(err, errlen, "%s = %s: want an integer in %u..%u",
+				 o->name, v, o->min, o->max);
+			return -EINVAL;
+		}
+		*(uint32_t *)field = (uint32_t)n;
+		return 0;
+	}
+	case RDB_OPT_STRING: {
+		char *s;
+
+		if (o->validate && v[0] && o->validate(v) < 0)
+			goto bad;
+		s = strdup(v);
+		if (!s)
+			return -ENOMEM;
+		free(*(char **)field);
+		*(char **)field = s;
+		return 0;
+	}
+	case RDB_OPT_STRLIST: {
+		struct rdb_strlist *l = (struct rdb_strlist *)field;
+		char **nv = realloc(l->v, (l->n + 2) * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		l->v = nv;
+		l->v[l->n] = strdup(v);
+		if (!l->v[l->n])
+			return -ENOMEM;
+		l->v[++l->n] = NULL;
+		return 0;
+	}
+	}
+bad:
+	snprintf(err, errlen, "%s = %s: invalid value (%s)", o->name, v, o->doc);
+	return -EINVAL;
+}
+
+void rdb_config_dispose(const struct rdb_config_table *t, void *cfg)
+{
+	for (size_t i = 0; i < t->n; i++) {
+		char *field = (char *)cfg + t->opts[i].offset;
+
+		if (t->opts[i].type == RDB_OPT_STRING) {
+			free(*(char **)field);
+			*(char **)field = NULL;
+		} else if (t->opts[i].type == RDB_OPT_STRLIST) {
+			struct rdb_strlist *l = (struct rdb_strlist *)field;
+
+			for (size_t k = 0; k < l->n; k++)
+				free(l->v[k]);
+			free(l->v);
+			l->v = NULL;
+			l->n = 0;
+		}
+	}
+}
+
+void rdb_config_defaults(const struct rdb_config_table *t, void *cfg)
+{
+	char err[256];
+
+	for (size_t i = 0; i < t->n; i++) {
+		char *field = (char *)cfg + t->opts[i].offset;
+
+		if (t->opts[i].type == RDB_OPT_STRING)
+			*(char **)field = NULL;
+		else if (t->opts[i].type == RDB_OPT_STRLIST)
+			memset(field, 0, sizeof(struct rdb_strlist));
+		if (t->opts[i].def)
+			set_opt(&t->opts[i], cfg, t->opts[i].def, err, sizeof(err));
+	}
+}
+
+int rdb_config_set(const struct rdb_config_table *t, void *cfg,
+		   const char *key, const char *value, char *err, size_t errlen)
+{
+	const struct rdb_option *o = find(t, key);
+
+	if (!o) {
+		snprintf(err, errlen, "unknown %s option '%s'", t->what, key);
+		return -EINVAL;
+	}
+	return set_opt(o, cfg, value, err, errlen);
+}
+
+static char *trim(char *s)
+{
+	char *e;
+
+	while (isspace((unsigned char)*s))
+		s++;
+	e = s + strlen(s);
+	while (e > s && isspace((unsigned char)e[-1]))
+		*--e = 0;
+	return s;
+}
+
+int rdb_config_load_file(const struct rdb_config_table *t, const char *path,
+			 void *cfg, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "r");
+	char line[4096], e2[512];
+	bool seen[64] = { false };
+	int lineno = 0, rc = 0;
+
+	if (!f) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return -errno;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		char *s = trim(line), *eq;
+		const struct rdb_option *o;
+
+		lineno++;
+		if (!*s || *s == '#')
+			continue;
+		eq = strchr(s, '=');
+		if (!eq) {
+			snprintf(err, errlen, "%s:%d: expected key = value", path, lineno);
+			rc = -EINVAL;
+			break;
+		}
+		*eq = 0;
+		o = find(t, trim(s));
+		if (!o) {
+			snprintf(err, errlen, "%s:%d: unknown %s option '%s'", path,
+				 lineno, t->what, trim(s));
+			rc = -EINVAL;
+			break;
+		}
+		if (o->type != RDB_OPT_STRLIST && seen[o - t->opts]) {
+			snprintf(err, errlen, "%s:%d: '%s' set twice", path, lineno,
+				 o->name);
+			rc = -EINVAL;
+			break;
+		}
+		seen[o - t->opts] = true;
+		rc = set_opt(o, cfg, trim(eq + 1), e2, sizeof(e2));
+		if (rc < 0) {
+			snprintf(err, errlen, "%s:%d: %s", path, lineno, e2);
+			break;
+		}
+	}
+	fclose(f);
+	return rc;
+}
+
+void rdb_config_dump_defaults(const struct rdb_config_table *t, FILE *f)
+{
+	for (size_t i = 0; i < t->n; i++) {
+		const struct rdb_option *o = &t->opts[i];
+
+		fprintf(f, "# %s", o->doc);
+		if (o->type == RDB_OPT_U32)
+			fprintf(f, " [%u..%u]", o->min, o->max);
+		fprintf(f, "\n%s%s = %s\n\n", o->type == RDB_OPT_STRLIST ? "# " : "",
+			o->name, o->def ? o->def : "");
+	}
+}
+
+int rdb_vm_config_check(const struct rdb_vm_config *c, char *err, size_t errlen)
+{
+	const char *missing = !c->name || !c->name[0] ? "name" :
+		!c->qmp || !c->qmp[0] ? "qmp" :
+		!c->net_socket || !c->net_socket[0] ? "net_socket" :
+		!c->peer || !c->peer[0] ? "peer" :
+		c->qemu_arg.n == 0 ? "qemu_arg" : NULL;
+
+	if (missing) {
+		snprintf(err, errlen, "VM config: '%s' is required", missing);
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < c->qemu_arg.n; i++) {
+		const char *a = c->qemu_arg.v[i];
+
+		if (!strcmp(a, "-qmp") || !strcmp(a, "-netdev") ||
+		    !strcmp(a, "-serial") || !strcmp(a, "-incoming") ||
+		    !strcmp(a, "-daemonize")) {
+			snprintf(err, errlen, "VM config: qemu_arg %s is host-specific: "
+				 "remusdbd adds it", a);
+			return -EINVAL;
+		}
+	}
+	if (c->checkpoint_deadline_ms <= c->checkpoint_ms / 2) {
+		snprintf(err, errlen, "VM config: checkpoint_deadline_ms (%u) is too "
+			 "short for checkpoint_ms (%u)", c->checkpoint_deadline_ms,
+			 c->checkpoint_ms);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+json_t *rdb_vm_config_to_json(const struct rdb_vm_config *c)
+{
+	json_t *o = json_object();
+
+	for (size_t i = 0; o && i < rdb_vm_config_table.n; i++) {
+		const struct rdb_option *opt = &rdb_vm_config_table.opts[i];
+		const char *field = (const char *)c + opt->offset;
+
+		switch (opt->type) {
+		case RDB_OPT_BOOL:
+			json_object_set_new(o, opt->name, json_boolean(*(const bool *)field));
+			break;
+		case RDB_OPT_U32:
+			json_object_set_new(o, opt->name, json_integer(*(const uint32_t *)field));
+			break;
+		case RDB_OPT_STRING:
+			json_object_set_new(o, opt->name,
+					    json_string(*(char *const *)field ? *(char *const *)field : ""));
+			break;
+		case RDB_OPT_STRLIST: {
+			const struct rdb_strlist *l = (const struct rdb_strlist *)field;
+			json_t *a = json_array();
+
+			for (size_t k = 0; a && k < l->n; k++)
+				json_array_append_new(a, json_string(l->v[k]));
+			json_object_set_new(o, opt->name, a);
+			break;
+		}
+		}
+	}
+	return o;
+}
+
+int rdb_vm_config_from_json(json_t *obj, struct rdb_vm_config *c, char *err,
+			    size_t errlen)
+{
+	const char *key;
+	json_t *v;
+	int rc;
+
+	if (!json_is_object(obj)) {
+		snprintf(err, errlen, "VM config must be a JSON object");
+		return -EINVAL;
+	}
+	json_object_foreach(obj, key, v) {
+		char num[32];
+		const char *s = NULL;
+
+		if (json_is_array(v)) {
+			size_t i;
+			json_t *e;
+
+			json_array_foreach(v, i, e) {
+				if (!json_is_string(e)) {
+					snprintf(err, errlen, "%s: list of strings expected", key);
+					return -EINVAL;
+				}
+				rc = rdb_config_set(&rdb_vm_config_table, c, key,
+						    json_string_value(e), err, errlen);
+				if (rc < 0)
+					return rc;
+			}
+			continue;
+		}
+		if (json_is_string(v)) {
+			s = json_string_value(v);
+		} else if (json_is_integer(v)) {
+			snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(v));
+			s = num;
+		} else if (json_is_boolean(v)) {
+			s = json_is_true(v) ? "true" : "false";
+		} else {
+			snprintf(err, errlen, "%s: unsupported JSON type", key);
+			return -EINVAL;
+		}
+		rc = rdb_config_set(&rdb_vm_config_table, c, key, s, err, errlen);
+		if (rc < 0)
+			return rc;
+	}
+	return rdb_vm_config_check(c, err, errlen);
+}

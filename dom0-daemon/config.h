@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * Configuration as tables (Redis config.c's standardConfig): each option
+ * has a name, a type, bounds, a default that works out of the box, and a
+ * line of documentation.  Files are `key = value` lines; `#` comments.
+ */
+#ifndef RDB_CONFIG_H
+#define RDB_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+enum rdb_opt_type {
+	RDB_OPT_BOOL,
+	RDB_OPT_U32,
+	RDB_OPT_STRING,
+	RDB_OPT_STRLIST,	/* repeatable key */
+};
+
+struct rdb_strlist {
+	char **v;
+	size_t n;
+};
+
+struct rdb_option {
+	const char *name;
+	enum rdb_opt_type type;
+	size_t offset;
+	const char *def;
+	uint32_t min, max;	/* U32 */
+	int (*validate)(const char *value);	/* 0 or -EINVAL; may be NULL */
+	const char *doc;
+};
+
+struct rdb_config_table {
+	const char *what;
+	const struct rdb_option *opts;
+	size_t n;
+};
+
+struct rdb_daemon_config {
+	char *listen;
+	char *control_socket;
+	char *run_dir;
+	char *state_dir;
+	char *log_level;
+	uint32_t heartbeat_ms;
+	uint32_t failover_timeout_ms;
+	char *qemu_binary;
+	char *metrics_file;
+	bool allow_fault_injection;
+};
+
+struct rdb_vm_config {
+	char *name;
+	char *qmp;
+	char *watchdog_qmp;
+	char *net_socket;
+	char *tap;
+	char *backup_tap;
+	char *mac;
+	char *peer;
+	uint32_t checkpoint_ms;
+	uint32_t checkpoint_deadline_ms;
+	uint32_t ram_mb;
+	char *mode;
+	struct rdb_strlist qemu_arg;
+};
+
+extern const struct rdb_config_table rdb_daemon_config_table;
+extern const struct rdb_config_table rdb_vm_config_table;
+
+void rdb_config_defaults(const struct rdb_config_table *t, void *cfg);
+void rdb_config_dispose(const struct rdb_config_table *t, void *cfg);
+int rdb_config_set(const struct rdb_config_table *t, void *cfg,
+		   const char *key, const char *value, char *err, size_t errlen);
+/* A missing file is an error; call only for files that should exist. */
+int rdb_config_load_file(const struct rdb_config_table *t, const char *path,
+			 void *cfg, char *err, size_t errlen);
+/* Prints every option with its default and doc, as a config file. */
+void rdb_config_dump_defaults(const struct rdb_config_table *t, FILE *f);
+
+/* Required fields and cross-field rules of a VM config. */
+int rdb_vm_config_check(const struct rdb_vm_config *c, char *err, size_t errlen);
+json_t *rdb_vm_config_to_json(const struct rdb_vm_config *c);
+/* Applies every key of obj (strings, numbers, booleans, string arrays). */
+int rdb_vm_config_from_json(json_t *obj, struct rdb_vm_config *c, char *err,
+			    size_t errlen);
+
+#endif

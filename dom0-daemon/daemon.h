@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/* The one remusdbd process per host: every VM it protects or backs up. */
+#ifndef RDB_DAEMON_H
+#define RDB_DAEMON_H
+
+#include <stdint.h>
+
+#include "config.h"
+#include "evloop.h"
+
+struct rdb_vm;
+struct rdb_ctl;
+struct rdb_watchdog;
+
+struct rdb_daemon {
+	struct rdb_daemon_config cfg;
+	struct rdb_evloop *loop;
+	struct rdb_vm *vms;
+	struct rdb_ctl *ctl;
+	struct rdb_watchdog *wd;
+	int repl_listen_fd;		/* backups accept primaries here */
+	uint64_t started_ns;
+	uint64_t metrics_timer;
+};
+
+#endif

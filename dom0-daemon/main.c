@@ -1,0 +1,335 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * remusdbd: one per host.  Protects the VMs that run here (primary role)
+ * and backs up the VMs whose primaries connect to it (backup role).
+ *
+ *   remusdbd [-c /etc/remusdb/remusdbd.conf] [-o key=value]...
+ *
+ * Startup (unwound in reverse on failure or SIGTERM): config, run/state
+ * dirs, event loop, watchdog child (forked before anything else opens),
+ * control socket, replication listener.
+ */
+#define RDB_COMPONENT "main"
+#include "backup.h"
+#include "clock.h"
+#include "config.h"
+#include "ctl.h"
+#include "daemon.h"
+#include "log.h"
+#include "primary.h"
+#include "vm.h"
+#include "watchdog.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define DEFAULT_CONFIG "/etc/remusdb/remusdbd.conf"
+#define WATCHDOG_POLL_NS (5 * RDB_NS_PER_MS)
+#define HOUSEKEEPING_NS (20 * RDB_NS_PER_MS)
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: remusdbd [-c CONFIG] [-o KEY=VALUE]...\n"
+		"  -c CONFIG   daemon configuration (default %s; missing file = defaults)\n"
+		"  -o KEY=VAL  override one option (see remusdbctl config --dump-defaults)\n",
+		DEFAULT_CONFIG);
+}
+
+/* ---- control commands ---- */
+
+static int ctl_status(void *opaque, json_t *req, json_t **reply_out)
+{
+	struct rdb_daemon *d = opaque;
+	json_t *args = json_object_get(req, "args");
+	const char *only = json_string_value(json_object_get(args, "name"));
+	json_t *list = json_array();
+
+	if (!list)
+		return -ENOMEM;
+	for (struct rdb_vm *vm = d->vms; vm; vm = vm->next) {
+		json_t *o;
+
+		if (only && strcmp(only, vm->name) != 0)
+			continue;
+		o = rdb_vm_status_json(vm);
+		if (!o)
+			continue;
+		if (vm->role == RDB_ROLE_PRIMARY)
+			rdb_primary_status(vm, o);
+		else
+			rdb_backup_status(vm, o);
+		json_array_append_new(list, o);
+	}
+	if (only && json_array_size(list) == 0) {
+		json_decref(list);
+		*reply_out = json_sprintf("no VM named %s here", only);
+		return -ENOENT;
+	}
+	*reply_out = json_pack("{s:o}", "vms", list);
+	return 0;
+}
+
+static int ctl_protect(void *opaque, json_t *req, json_t **reply_out)
+{
+	struct rdb_daemon *d = opaque;
+	struct rdb_vm_config cfg;
+	char err[512] = "";
+	int rc;
+
+	rdb_config_defaults(&rdb_vm_config_table, &cfg);
+	rc = rdb_vm_config_from_json(json_object_get(req, "args"), &cfg, err,
+				     sizeof(err));
+	if (rc == 0)
+		rc = rdb_primary_protect(d, &cfg, err, sizeof(err));
+	rdb_config_dispose(&rdb_vm_config_table, &cfg);
+	if (rc < 0) {
+		*reply_out = json_string(err[0] ? err : strerror(-rc));
+		return rc;
+	}
+	*reply_out = json_pack("{s:s}", "state", "protecting");
+	return 0;
+}
+
+static struct rdb_vm *vm_arg(struct rdb_daemon *d, json_t *req, json_t **reply_out)
+{
+	const char *name = json_string_value(json_object_get(
+				json_object_get(req, "args"), "name"));
+	struct rdb_vm *vm = name ? rdb_vm_find(d, name) : NULL;
+
+	if (!vm)
+		*reply_out = name ? json_sprintf("no VM named %s here", name) :
+			json_string("missing VM name");
+	return vm;
+}
+
+static int ctl_unprotect(void *opaque, json_t *req, json_t **reply_out)
+{
+	struct rdb_vm *vm = vm_arg(opaque, req, reply_out);
+
+	if (!vm)
+		return -ENOENT;
+	if (vm->role != RDB_ROLE_PRIMARY) {
+		*reply_out = json_string("unprotect runs on the primary's host");
+		return -EINVAL;
+	}
+	return rdb_primary_unprotect(vm);
+}
+
+static int ctl_failover(void *opaque, json_t *req, json_t **reply_out)
+{
+	struct rdb_vm *vm = vm_arg(opaque, req, reply_out);
+	int rc;
+
+	if (!vm)
+		return -ENOENT;
+	if (vm->role != RDB_ROLE_BACKUP) {
+		*reply_out = json_string("failover runs on the backup's host");
+		return -EINVAL;
+	}
+	rc = rdb_backup_failover(vm, "operator failover");
+	if (rc < 0)
+		*reply_out = json_sprintf("failover: %s", strerror(-rc));
+	return rc;
+}
+
+static int ctl_inject(void *opaque, json_t *req, json_t **reply_out)
+{
+	struct rdb_daemon *d = opaque;
+	struct rdb_vm *vm;
+	const char *fault;
+
+	if (!d->cfg.allow_fault_injection) {
+		*reply_out = json_string("fault injection is off (allow_fault_injection)");
+		return -EPERM;
+	}
+	vm = vm_arg(d, req, reply_out);
+	if (!vm)
+		return -ENOENT;
+	fault = json_string_value(json_object_get(json_object_get(req, "args"),
+						  "fault"));
+	if (!fault || rdb_primary_inject(vm, fault) < 0) {
+		*reply_out = json_string("unknown fault (known: stop-in-pause)");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static const struct rdb_ctl_handler handlers[] = {
+	{ "status", ctl_status },
+	{ "protect", ctl_protect },
+	{ "unprotect", ctl_unprotect },
+	{ "failover", ctl_failover },
+	{ "inject", ctl_inject },
+};
+
+/* ---- housekeeping ---- */
+
+static void write_metrics(struct rdb_daemon *d)
+{
+	char tmp[600];
+	FILE *f;
+
+	if (!d->cfg.metrics_file || !d->cfg.metrics_file[0])
+		return;
+	snprintf(tmp, sizeof(tmp), "%s.tmp", d->cfg.metrics_file);
+	f = fopen(tmp, "w");
+	if (!f)
+		return;
+	for (struct rdb_vm *vm = d->vms; vm; vm = vm->next)
+		rdb_vm_metrics_write(vm, f);
+	if (fclose(f) == 0)
+		rename(tmp, d->cfg.metrics_file);
+}
+
+static uint64_t on_housekeeping(struct rdb_evloop *loop, uint64_t id, void *opaque)
+{
+	struct rdb_daemon *d = opaque;
+	static uint64_t last_metrics;
+	uint64_t now = rdb_now_ns();
+
+	rdb_watchdog_beat(d->wd);
+	if (now - last_metrics >= RDB_NS_PER_S) {
+		write_metrics(d);
+		last_metrics = now;
+	}
+	return HOUSEKEEPING_NS;
+}
+
+static void before_sleep(struct rdb_evloop *loop, void *opaque)
+{
+	struct rdb_daemon *d = opaque;
+
+	rdb_watchdog_beat(d->wd);
+}
+
+static void on_signal(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
+{
+	struct signalfd_siginfo si;
+
+	if (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		LOG(INFO, "signal %u: shutting down", si.ssi_signo);
+		rdb_evloop_stop(loop);
+	}
+}
+
+static int make_dir(const char *path)
+{
+	if (mkdir(path, 0700) < 0 && errno != EEXIST) {
+		LOG(ERROR, "mkdir %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct rdb_daemon d = { .repl_listen_fd = -1 };
+	struct rdb_watchdog wd = { .shm = NULL, .pid = -1 };
+	const char *config_path = DEFAULT_CONFIG;
+	bool config_given = false;
+	char err[512];
+	enum rdb_log_level lvl;
+	sigset_t mask;
+	int opt, sfd = -1, rc = 1;
+
+	rdb_log_setup("remusdbd", RDB_LOG_INFO);
+	rdb_config_defaults(&rdb_daemon_config_table, &d.cfg);
+	while ((opt = getopt(argc, argv, "c:o:h")) != -1) {
+		if (opt == 'c') {
+			config_path = optarg;
+			config_given = true;
+		} else if (opt != 'o') {
+			usage(opt == 'h' ? stdout : stderr);
+			return opt == 'h' ? 0 : 2;
+		}
+	}
+	if (config_given || access(config_path, F_OK) == 0) {
+		if (rdb_config_load_file(&rdb_daemon_config_table, config_path,
+					 &d.cfg, err, sizeof(err)) < 0) {
+			fprintf(stderr, "remusdbd: %s\n", err);
+			return 2;
+		}
+	}
+	/* -o overrides the file, whatever their order on the command line. */
+	optind = 1;
+	while ((opt = getopt(argc, argv, "c:o:h")) != -1) {
+		char *eq = opt == 'o' ? strchr(optarg, '=') : NULL;
+
+		if (opt != 'o')
+			continue;
+		if (!eq) {
+			fprintf(stderr, "remusdbd: -o wants KEY=VALUE, got %s\n", optarg);
+			return 2;
+		}
+		*eq = 0;
+		if (rdb_config_set(&rdb_daemon_config_table, &d.cfg, optarg,
+				   eq + 1, err, sizeof(err)) < 0) {
+			fprintf(stderr, "remusdbd: %s\n", err);
+			return 2;
+		}
+	}
+	if (rdb_log_level_parse(d.cfg.log_level, &lvl) == 0)
+		rdb_log_setup("remusdbd", lvl);
+	signal(SIGPIPE, SIG_IGN);
+	d.started_ns = rdb_now_ns();
+
+	if (make_dir(d.cfg.run_dir) < 0 || make_dir(d.cfg.state_dir) < 0)
+		goto out;
+	if (rdb_evloop_create(&d.loop) < 0)
+		goto out;
+	/* Fork before any other fd or thread exists: the child holds nothing. */
+	if (rdb_watchdog_start(&wd, WATCHDOG_POLL_NS) < 0) {
+		LOG(ERROR, "cannot start the watchdog: %s", strerror(errno));
+		goto out;
+	}
+	d.wd = &wd;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (sfd < 0 || rdb_evloop_add_fd(d.loop, sfd, RDB_EV_READ, on_signal, &d) < 0)
+		goto out;
+	if (rdb_ctl_listen(d.cfg.control_socket, d.loop, handlers,
+			   sizeof(handlers) / sizeof(handlers[0]), &d, &d.ctl) < 0) {
+		LOG(ERROR, "cannot open the control socket %s", d.cfg.control_socket);
+		goto out;
+	}
+	if (rdb_backup_listen(&d) < 0)
+		goto out;
+	rdb_evloop_set_before_sleep(d.loop, before_sleep, &d);
+	if (rdb_evloop_add_timer(d.loop, HOUSEKEEPING_NS, on_housekeeping, &d,
+				 &d.metrics_timer) < 0)
+		goto out;
+	LOG(INFO, "remusdbd ready: control %s, replication %s, state %s",
+	    d.cfg.control_socket, d.cfg.listen, d.cfg.state_dir);
+	rc = rdb_evloop_run(d.loop) < 0;
+out:
+	while (d.vms) {
+		struct rdb_vm *vm = d.vms;
+
+		if (vm->role == RDB_ROLE_PRIMARY)
+			rdb_primary_teardown(vm);
+		else
+			rdb_backup_teardown(vm);
+		rdb_vm_free(vm);
+	}
+	if (d.loop)
+		rdb_backup_stop_listening(&d);
+	if (d.ctl)
+		rdb_ctl_close(d.ctl);
+	if (sfd >= 0)
+		close(sfd);
+	rdb_watchdog_stop(&wd);
+	rdb_evloop_destroy(d.loop);
+	rdb_config_dispose(&rdb_daemon_config_table, &d.cfg);
+	LOG(INFO, "remusdbd stopped");
+	return rc;
+}

@@ -1,0 +1,843 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#define RDB_COMPONENT "primary"
+#include "primary.h"
+#include "clock.h"
+#include "daemon.h"
+#include "log.h"
+#include "netbuf.h"
+#include "netstream.h"
+#include "proto.h"
+#include "sockutil.h"
+#include "tap.h"
+#include "vm.h"
+#include "watchdog.h"
+#include "qemu/colo_stream.h"
+#include "qemu/qmp.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* A PAGES message carries at most this much page payload. */
+#define PAGES_BATCH_BYTES (1u << 20)
+/* Bytes queued for the backup beyond this mean the link cannot keep up:
+ * protection is dropped rather than letting memory grow without bound. */
+#define PEER_QUEUE_MAX (512u << 20)
+#define SETUP_DEADLINE_NS (5 * RDB_NS_PER_S)
+/* From the end of the initial state to the first checkpoint. */
+#define COLO_START_DEADLINE_NS (10 * RDB_NS_PER_S)
+
+struct rdb_primary {
+	struct rdb_vm *vm;
+	struct rdb_daemon *d;
+	bool colo_active;		/* COLO runs: output is held */
+
+	/* QEMU */
+	struct rdb_qmp qmp;
+	bool qmp_open;
+	int mig_listen_fd, mig_fd;
+	char mig_path[108];
+	struct rdb_colo_parser parser;
+	bool parser_init;
+
+	/* guest network */
+	int net_listen_fd, net_fd, tap_fd;
+	char net_path[108];
+	struct rdb_netstream ns;
+	struct rdb_netbuf nb;
+	uint64_t open_epoch;		/* guest frames read now belong to it */
+
+	/* backup */
+	int peer_fd;
+	struct rdb_buf out;
+	struct rdb_proto_decoder dec;
+	uint64_t last_peer_rx_ns;
+	uint64_t hb_seq;
+
+	/* the checkpoint in flight */
+	uint64_t ckpt_start_ns;
+	bool in_pause;
+	uint64_t epoch_pages, epoch_bytes;
+	struct rdb_buf batch;		/* page records of one PAGES message */
+	uint32_t batch_block;
+	uint32_t batch_count;
+	uint64_t batch_epoch;
+	uint8_t *config_section;
+	size_t config_len;
+
+	uint64_t hb_timer, deadline_timer;
+	bool fault_stop_in_pause;
+};
+
+static void drop_protection(struct rdb_primary *p, const char *why);
+
+/* ---- sending to the backup ---- */
+
+static void peer_want_write(struct rdb_primary *p)
+{
+	if (p->peer_fd >= 0)
+		rdb_evloop_mod_fd(p->d->loop, p->peer_fd,
+				  RDB_EV_READ | (p->out.len ? RDB_EV_WRITE : 0));
+}
+
+static int peer_flush(struct rdb_primary *p)
+{
+	int rc;
+
+	if (p->peer_fd < 0)
+		return -ENOTCONN;
+	rc = rdb_buf_write_fd(&p->out, p->peer_fd);
+	if (rc < 0 && rc != -EAGAIN)
+		return rc;
+	peer_want_write(p);
+	return 0;
+}
+
+static int batch_flush(struct rdb_primary *p)
+{
+	int rc;
+
+	if (p->batch_count == 0)
+		return 0;
+	rc = rdb_proto_put_pages(&p->out, p->batch_epoch, p->batch_block,
+				 p->batch_count, p->batch.data, p->batch.len);
+	p->vm->st.bytes += p->batch.len;
+	rdb_buf_reset(&p->batch);
+	p->batch_count = 0;
+	return rc;
+}
+
+/* ---- COLO parser callbacks (the VM may be stopped: stay in memory) ---- */
+
+static int on_config(void *opaque, const uint8_t *section, size_t len)
+{
+	struct rdb_primary *p = opaque;
+
+	free(p->config_section);
+	p->config_section = malloc(len);
+	if (!p->config_section)
+		return -ENOMEM;
+	memcpy(p->config_section, section, len);
+	p->config_len = len;
+	return 0;
+}
+
+static int on_ram_blocks(void *opaque, const struct rdb_ram_block *blocks,
+			 size_t n)
+{
+	struct rdb_primary *p = opaque;
+	struct rdb_vm *vm = p->vm;
+
+	json_t *j = rdb_vm_config_to_json(&vm->cfg);
+	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	int rc;
+
+	json_decref(j);
+	if (!text)
+		return -ENOMEM;
+	LOGVM(INFO, vm->name, "initial stream: %zu RAM blocks", n);
+	rc = rdb_proto_put_vm_setup(&p->out, blocks, n, p->config_section,
+				    p->config_len, text);
+	free(text);
+	return rc;
+}
+
+static int on_page(void *opaque, uint32_t block, uint64_t offset,
+		   const uint8_t *data, uint8_t fill)
+{
+	struct rdb_primary *p = opaque;
+	int rc;
+
+	if (p->batch_count &&
+	    (block != p->batch_block || p->batch.len >= PAGES_BATCH_BYTES)) {
+		rc = batch_flush(p);
+		if (rc < 0)
+			return rc;
+	}
+	p->batch_block = block;
+	p->batch_epoch = p->vm->st.checkpoints;
+	rc = rdb_proto_page_record_append(&p->batch, offset, data, fill);
+	if (rc < 0)
+		return rc;
+	p->batch_count++;
+	p->epoch_pages++;
+	p->epoch_bytes += data ? RDB_PAGE_SIZE : 1;
+	p->vm->st.pages++;
+	return 0;
+}
+
+static int colo_send(struct rdb_primary *p, enum rdb_colo_msg m)
+{
+	uint8_t b[4];
+
+	rdb_colo_msg_encode(m, b);
+	return rdb_sock_write_all(p->mig_fd, b, sizeof(b),
+				  rdb_now_ns() + RDB_NS_PER_S);
+}
+
+static int on_checkpoint_request(void *opaque, uint64_t epoch)
+{
+	struct rdb_primary *p = opaque;
+	int rc;
+
+	rc = colo_send(p, RDB_COLO_CHECKPOINT_REPLY);
+	if (rc < 0)
+		return rc;
+	/* The VM stops now, until our LOADED. */
+	p->ckpt_start_ns = rdb_now_ns();
+	p->in_pause = true;
+	if (p->fault_stop_in_pause) {
+		p->fault_stop_in_pause = false;
+		LOGVM(WARN, p->vm->name,
+		      "fault injection: stopping remusdbd inside the pause of epoch %llu",
+		      (unsigned long long)epoch);
+		raise(SIGSTOP);
+	}
+	return 0;
+}
+
+static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
+			size_t len)
+{
+	struct rdb_primary *p = opaque;
+	struct rdb_vm *vm = p->vm;
+	uint64_t now;
+	int rc;
+
+	rc = batch_flush(p);
+	if (rc == 0)
+		rc = rdb_proto_put_devstate(&p->out, epoch, dev, len);
+	if (rc == 0)
+		rc = rdb_proto_put_epoch_end(&p->out, epoch, p->epoch_pages,
+					     p->epoch_bytes + len);
+	if (rc < 0)
+		return rc;
+	vm->st.bytes += len;
+	p->epoch_pages = 0;
+	p->epoch_bytes = 0;
+	/* The VM is still stopped: every frame it sent so far is epoch <= N. */
+	p->open_epoch = epoch + 1;
+	if (epoch == 0) {
+		rc = colo_send(p, RDB_COLO_CHECKPOINT_READY);
+	} else {
+		rc = colo_send(p, RDB_COLO_VMSTATE_RECEIVED);
+		if (rc == 0)
+			rc = colo_send(p, RDB_COLO_VMSTATE_LOADED);
+	}
+	if (rc < 0)
+		return rc;
+	now = rdb_now_ns();
+	if (p->in_pause) {
+		rdb_vm_pause_recorded(vm, now - p->ckpt_start_ns);
+		p->in_pause = false;
+	}
+	if (vm->st.checkpoints == 0)
+		vm->st.first_ckpt_ns = now;
+	vm->st.last_ckpt_ns = now;
+	vm->st.checkpoints = epoch + 1;
+	if (p->out.len > PEER_QUEUE_MAX)
+		return -ENOBUFS;
+	peer_want_write(p);
+	return 0;
+}
+
+static const struct rdb_colo_ops colo_ops = {
+	.config = on_config,
+	.ram_blocks = on_ram_blocks,
+	.page = on_page,
+	.epoch_end = on_epoch_end,
+	.checkpoint_request = on_checkpoint_request,
+};
+
+/* ---- network: guest -> held -> tap; tap -> guest at once ---- */
+
+static void tap_sink(void *opaque, const uint8_t *frame, size_t len)
+{
+	struct rdb_primary *p = opaque;
+
+	rdb_tap_write(p->tap_fd, frame, len);
+}
+
+static void guest_frame(void *opaque, const uint8_t *frame, size_t len)
+{
+	struct rdb_primary *p = opaque;
+
+	if (p->colo_active)
+		rdb_netbuf_hold(&p->nb, p->open_epoch, frame, len);
+	else
+		rdb_tap_write(p->tap_fd, frame, len);
+}
+
+static void on_net(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
+{
+	struct rdb_primary *p = opaque;
+	int rc = 0;
+
+	if (ev & RDB_EV_READ)
+		rc = rdb_netstream_read(&p->ns, fd, guest_frame, p);
+	if (rc == 0 && (ev & RDB_EV_WRITE))
+		rc = rdb_netstream_flush(&p->ns, fd);
+	if (rc < 0 && rc != -EAGAIN) {
+		LOGVM(WARN, p->vm->name, "guest NIC stream closed: %s",
+		      rc == -ECONNRESET ? "QEMU disconnected" : strerror(-rc));
+		rdb_evloop_del_fd(loop, fd);
+		close(fd);
+		p->net_fd = -1;
+		rdb_netstream_reset(&p->ns);
+		return;
+	}
+	rdb_evloop_mod_fd(loop, fd, RDB_EV_READ |
+			  (rdb_netstream_pending(&p->ns) ? RDB_EV_WRITE : 0));
+}
+
+static void on_net_accept(struct rdb_evloop *loop, int fd, unsigned ev,
+			  void *opaque)
+{
+	struct rdb_primary *p = opaque;
+	int c = rdb_sock_accept(fd);
+
+	if (c < 0)
+		return;
+	if (p->net_fd >= 0) {
+		/* QEMU reconnected: the old stream is dead. */
+		rdb_evloop_del_fd(loop, p->net_fd);
+		close(p->net_fd);
+		rdb_netstream_reset(&p->ns);
+	}
+	p->net_fd = c;
+	if (rdb_evloop_add_fd(loop, c, RDB_EV_READ, on_net, p) < 0) {
+		close(c);
+		p->net_fd = -1;
+		return;
+	}
+	LOGVM(INFO, p->vm->name, "guest NIC connected (%s)", p->net_path);
+}
+
+static void guest_in_frame(void *opaque, const uint8_t *frame, size_t len)
+{
+	struct rdb_primary *p = opaque;
+
+	if (p->net_fd >= 0)
+		rdb_netstream_queue(&p->ns, frame, len);
+}
+
+static void on_tap(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
+{
+	struct rdb_primary *p = opaque;
+
+	rdb_tap_read_all(fd, guest_in_frame, p);
+	if (p->net_fd >= 0 && rdb_netstream_pending(&p->ns)) {
+		if (rdb_netstream_flush(&p->ns, p->net_fd) == 0 &&
+		    rdb_netstream_pending(&p->ns))
+			rdb_evloop_mod_fd(loop, p->net_fd,
+					  RDB_EV_READ | RDB_EV_WRITE);
+	}
+}
+
+/* ---- QEMU's migration socket ---- */
+
+static void close_mig(struct rdb_primary *p)
+{
+	if (p->mig_fd >= 0) {
+		rdb_evloop_del_fd(p->d->loop, p->mig_fd);
+		close(p->mig_fd);
+		p->mig_fd = -1;
+	}
+}
+
+static void on_mig(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
+{
+	struct rdb_primary *p = opaque;
+	uint8_t buf[256 * 1024];
+	ssize_t r;
+	int rc;
+
+	for (int i = 0; i < 64; i++) {
+		r = read(fd, buf, sizeof(buf));
+		if (r < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (r <= 0) {
+			if (p->colo_active)
+				drop_protection(p, r == 0 ?
+					"QEMU closed the checkpoint stream" :
+					"checkpoint stream read error");
+			close_mig(p);
+			return;
+		}
+		rc = rdb_colo_parser_feed(&p->parser, buf, (size_t)r);
+		if (rc < 0) {
+			char why[256];
+
+			snprintf(why, sizeof(why), "checkpoint stream: %s",
+				 rc == -EPROTO ? rdb_colo_parser_error(&p->parser) :
+				 strerror(-rc));
+			drop_protection(p, why);
+			close_mig(p);
+			return;
+		}
+	}
+}
+
+static void on_mig_accept(struct rdb_evloop *loop, int fd, unsigned ev,
+			  void *opaque)
+{
+	struct rdb_primary *p = opaque;
+	int c = rdb_sock_accept(fd);
+
+	if (c < 0)
+		return;
+	if (p->mig_fd >= 0) {
+		LOGVM(WARN, p->vm->name, "second migration connection refused");
+		close(c);
+		return;
+	}
+	p->mig_fd = c;
+	if (rdb_evloop_add_fd(loop, c, RDB_EV_READ, on_mig, p) < 0) {
+		close(c);
+		p->mig_fd = -1;
+		drop_protection(p, "cannot watch the checkpoint stream");
+		return;
+	}
+	/* One connection per protection: no one else may attach. */
+	rdb_evloop_del_fd(loop, p->mig_listen_fd);
+	close(p->mig_listen_fd);
+	p->mig_listen_fd = -1;
+	unlink(p->mig_path);
+	LOGVM(INFO, p->vm->name, "QEMU connected its checkpoint stream");
+}
+
+/* ---- the backup link ---- */
+
+static void on_peer_msg(struct rdb_primary *p, const struct rdb_frame *f)
+{
+	struct rdb_vm *vm = p->vm;
+
+	p->last_peer_rx_ns = rdb_now_ns();
+	switch (f->type) {
+	case RDB_MSG_ACK:
+		if (f->epoch + 1 > vm->st.checkpoints) {
+			drop_protection(p, "backup acknowledged an epoch never sent");
+			return;
+		}
+		vm->st.committed_epoch = f->epoch;
+		vm->st.last_ack_ns = p->last_peer_rx_ns;
+		rdb_netbuf_release(&p->nb, f->epoch, tap_sink, p);
+		if (vm->state == RDB_VM_PROTECTING)
+			rdb_vm_set_state(vm, RDB_VM_PROTECTED,
+					 "backup committed the initial state");
+		break;
+	case RDB_MSG_HEARTBEAT:
+		break;
+	case RDB_MSG_ERROR: {
+		char why[300];
+
+		snprintf(why, sizeof(why), "backup reported: %.*s",
+			 (int)f->len, (const char *)f->payload);
+		drop_protection(p, why);
+		break;
+	}
+	default:
+		drop_protection(p, "backup sent an unexpected message");
+	}
+}
+
+static void close_peer(struct rdb_primary *p)
+{
+	if (p->peer_fd >= 0) {
+		rdb_evloop_del_fd(p->d->loop, p->peer_fd);
+		close(p->peer_fd);
+		p->peer_fd = -1;
+	}
+}
+
+static void on_peer(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
+{
+	struct rdb_primary *p = opaque;
+	struct rdb_frame f;
+	int rc;
+
+	if (ev & RDB_EV_WRITE) {
+		rc = peer_flush(p);
+		if (rc < 0) {
+			drop_protection(p, "replication link write failed");
+			return;
+		}
+	}
+	if (!(ev & RDB_EV_READ))
+		return;
+	rc = rdb_proto_decoder_read_fd(&p->dec, fd);
+	while (rc >= 0 && (rc = rdb_proto_decoder_next(&p->dec, &f)) > 0) {
+		on_peer_msg(p, &f);
+		if (p->peer_fd < 0)
+			return;
+	}
+	if (rc < 0 && rc != -EAGAIN) {
+		char why[300];
+
+		snprintf(why, sizeof(why), "replication link: %s",
+			 rc == -EPROTO ? rdb_proto_decoder_error(&p->dec) :
+			 rc == -ECONNRESET ? "backup closed the connection" :
+			 strerror(-rc));
+		drop_protection(p, why);
+	}
+}
+
+/* ---- timers ---- */
+
+static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
+{
+	struct rdb_primary *p = opaque;
+	struct rdb_vm *vm = p->vm;
+	uint64_t now = rdb_now_ns();
+	uint64_t timeout = (uint64_t)p->d->cfg.failover_timeout_ms * RDB_NS_PER_MS;
+
+	if (vm->wd_slot >= 0 && rdb_watchdog_tripped(p->d->wd, vm->wd_slot)) {
+		vm->st.watchdog_trips++;
+		drop_protection(p, "the watchdog dropped protection while remusdbd was stalled");
+	}
+	if (!p->colo_active)
+		return (uint64_t)p->d->cfg.heartbeat_ms * RDB_NS_PER_MS;
+	if (p->peer_fd >= 0 && now - p->last_peer_rx_ns > timeout) {
+		char why[128];
+
+		snprintf(why, sizeof(why), "backup silent for %llu ms",
+			 (unsigned long long)((now - p->last_peer_rx_ns) / RDB_NS_PER_MS));
+		drop_protection(p, why);
+	} else if (p->peer_fd >= 0) {
+		rdb_proto_put_heartbeat(&p->out, ++p->hb_seq, now);
+		peer_want_write(p);
+	}
+	/*
+	 * QEMU 10.0.0-10.0.6 completes the initial migration but never enters
+	 * COLO (see hypervisor/qemu/README.md): no checkpoint ever follows.
+	 */
+	if (vm->st.checkpoints == 1 &&
+	    now - vm->st.first_ckpt_ns > COLO_START_DEADLINE_NS +
+	    3ULL * vm->cfg.checkpoint_ms * RDB_NS_PER_MS) {
+		drop_protection(p, "QEMU sent its initial state but no checkpoint "
+				"followed: this QEMU does not enter COLO "
+				"(10.0.0-10.0.6 need upstream fix 0b5bf4ea)");
+		return 0;
+	}
+	if (p->in_pause && now - p->ckpt_start_ns >
+	    (uint64_t)vm->cfg.checkpoint_deadline_ms * RDB_NS_PER_MS) {
+		vm->st.deadline_misses++;
+		drop_protection(p, "checkpoint overran its deadline");
+	}
+	return (uint64_t)p->d->cfg.heartbeat_ms * RDB_NS_PER_MS;
+}
+
+/*
+ * Protection ends without a failover: COLO is stopped in QEMU so the
+ * guest runs on by itself, and output held for epochs the backup will
+ * now never acknowledge is released — there is no backup to stay
+ * consistent with, and holding it would only cut the guest off.
+ */
+static void drop_protection(struct rdb_primary *p, const char *why)
+{
+	struct rdb_vm *vm = p->vm;
+	int rc;
+
+	if (!p->colo_active)
+		return;
+	p->colo_active = false;
+	p->in_pause = false;
+	if (vm->wd_slot >= 0) {
+		rdb_watchdog_disarm(p->d->wd, vm->wd_slot);
+		vm->wd_slot = -1;
+	}
+	if (p->qmp_open) {
+		rc = rdb_qmp_colo_lost_heartbeat(&p->qmp, rdb_now_ns() + RDB_NS_PER_S);
+		if (rc < 0 && rc != -EREMOTEIO)
+			LOGVM(WARN, vm->name, "x-colo-lost-heartbeat: %s",
+			      strerror(-rc));
+	}
+	rdb_netbuf_release(&p->nb, UINT64_MAX, tap_sink, p);
+	close_mig(p);
+	if (p->peer_fd >= 0) {
+		rdb_proto_put_error(&p->out, "primary dropped protection");
+		rdb_buf_write_fd(&p->out, p->peer_fd);
+		close_peer(p);
+	}
+	rdb_vm_set_state(vm, RDB_VM_DEGRADED, "%s", why);
+}
+
+/* ---- setup and teardown ---- */
+
+static int connect_backup(struct rdb_primary *p, char *err, size_t errlen)
+{
+	struct rdb_vm *vm = p->vm;
+	uint64_t deadline = rdb_now_ns() + SETUP_DEADLINE_NS;
+	struct rdb_frame f;
+	int rc;
+
+	rc = rdb_sock_connect_tcp(vm->cfg.peer, deadline, &p->peer_fd);
+	if (rc < 0) {
+		snprintf(err, errlen, "cannot reach backup %s: %s",
+			 vm->cfg.peer, strerror(-rc));
+		return rc;
+	}
+	rc = rdb_proto_put_hello(&p->out, vm->name);
+	if (rc == 0)
+		rc = rdb_buf_write_all_fd(&p->out, p->peer_fd, deadline);
+	while (rc == 0) {
+		rc = rdb_proto_decoder_next(&p->dec, &f);
+		if (rc > 0)
+			break;
+		if (rc == 0)
+			rc = rdb_proto_decoder_read_fd_deadline(&p->dec,
+								p->peer_fd,
+								deadline);
+	}
+	if (rc < 0) {
+		snprintf(err, errlen, "handshake with backup %s: %s",
+			 vm->cfg.peer, rc == -EPROTO ?
+			 rdb_proto_decoder_error(&p->dec) : strerror(-rc));
+		return rc;
+	}
+	if (f.type != RDB_MSG_HELLO_ACK) {
+		snprintf(err, errlen, "backup %s refused %s: %.*s", vm->cfg.peer,
+			 vm->name, (int)f.len, (const char *)f.payload);
+		return -ECONNREFUSED;
+	}
+	rc = rdb_proto_check_hello_ack(&f);
+	if (rc < 0) {
+		snprintf(err, errlen, "backup %s: unsupported protocol", vm->cfg.peer);
+		return rc;
+	}
+	p->last_peer_rx_ns = rdb_now_ns();
+	return rdb_evloop_add_fd(p->d->loop, p->peer_fd, RDB_EV_READ, on_peer, p);
+}
+
+static int setup_net(struct rdb_primary *p, char *err, size_t errlen)
+{
+	struct rdb_vm *vm = p->vm;
+	int rc;
+
+	rc = rdb_tap_open(vm->cfg.tap, &p->tap_fd);
+	if (rc < 0) {
+		snprintf(err, errlen, "tap %s: %s", vm->cfg.tap, strerror(-rc));
+		return rc;
+	}
+	rc = rdb_sock_listen_unix(vm->cfg.net_socket, &p->net_listen_fd);
+	if (rc < 0) {
+		snprintf(err, errlen, "listen on %s: %s", vm->cfg.net_socket,
+			 strerror(-rc));
+		return rc;
+	}
+	snprintf(p->net_path, sizeof(p->net_path), "%s", vm->cfg.net_socket);
+	rc = rdb_evloop_add_fd(p->d->loop, p->tap_fd, RDB_EV_READ, on_tap, p);
+	if (rc == 0)
+		rc = rdb_evloop_add_fd(p->d->loop, p->net_listen_fd,
+				       RDB_EV_READ, on_net_accept, p);
+	if (rc < 0)
+		snprintf(err, errlen, "event loop: %s", strerror(-rc));
+	return rc;
+}
+
+static int start_colo(struct rdb_primary *p, char *err, size_t errlen)
+{
+	struct rdb_vm *vm = p->vm;
+	uint64_t deadline = rdb_now_ns() + SETUP_DEADLINE_NS;
+	char uri[128];
+	int rc;
+
+	snprintf(p->mig_path, sizeof(p->mig_path), "%s/%s.colo",
+		 p->d->cfg.run_dir, vm->name);
+	rc = rdb_sock_listen_unix(p->mig_path, &p->mig_listen_fd);
+	if (rc < 0) {
+		snprintf(err, errlen, "listen on %s: %s", p->mig_path, strerror(-rc));
+		return rc;
+	}
+	rc = rdb_evloop_add_fd(p->d->loop, p->mig_listen_fd, RDB_EV_READ,
+			       on_mig_accept, p);
+	if (rc < 0)
+		return rc;
+	rc = rdb_qmp_connect(&p->qmp, vm->cfg.qmp, vm->name, deadline);
+	if (rc < 0) {
+		snprintf(err, errlen, "QMP %s: %s", vm->cfg.qmp, strerror(-rc));
+		return rc;
+	}
+	p->qmp_open = true;
+	rc = rdb_colo_parser_init(&p->parser, &colo_ops, p);
+	if (rc < 0)
+		return rc;
+	p->parser_init = true;
+	p->colo_active = true;
+	snprintf(uri, sizeof(uri), "unix:%s", p->mig_path);
+	rc = rdb_qmp_migrate_colo_start(&p->qmp, uri, vm->cfg.checkpoint_ms,
+					deadline);
+	if (rc < 0) {
+		p->colo_active = false;
+		snprintf(err, errlen, "starting COLO: %s", rc == -EREMOTEIO ?
+			 rdb_qmp_last_error(&p->qmp) : strerror(-rc));
+		return rc;
+	}
+	if (vm->cfg.watchdog_qmp && vm->cfg.watchdog_qmp[0]) {
+		rc = rdb_watchdog_arm(p->d->wd, vm->name, vm->cfg.watchdog_qmp,
+				      (uint64_t)vm->cfg.checkpoint_deadline_ms *
+				      RDB_NS_PER_MS);
+		if (rc < 0)
+			LOGVM(WARN, vm->name, "no watchdog slot: %s", strerror(-rc));
+		else
+			vm->wd_slot = rc;
+	} else {
+		LOGVM(WARN, vm->name, "no watchdog_qmp socket configured: a "
+		      "stalled remusdbd could freeze this guest");
+	}
+	return 0;
+}
+
+int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
+			char *err, size_t errlen)
+{
+	struct rdb_primary *p;
+	struct rdb_vm *vm;
+	int rc;
+
+	if (rdb_vm_find(d, cfg->name)) {
+		snprintf(err, errlen, "VM %s is already known to this daemon",
+			 cfg->name);
+		return -EEXIST;
+	}
+	vm = rdb_vm_new(d, cfg->name, RDB_ROLE_PRIMARY);
+	p = calloc(1, sizeof(*p));
+	if (!vm || !p) {
+		free(p);
+		rdb_vm_free(vm);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	rdb_config_dispose(&rdb_vm_config_table, &vm->cfg);
+	vm->cfg = *cfg;
+	memset(cfg, 0, sizeof(*cfg));
+	vm->pri = p;
+	p->vm = vm;
+	p->d = d;
+	p->mig_listen_fd = p->mig_fd = -1;
+	p->net_listen_fd = p->net_fd = p->tap_fd = -1;
+	p->peer_fd = -1;
+	rdb_buf_init(&p->out);
+	rdb_buf_init(&p->batch);
+	rdb_proto_decoder_init(&p->dec);
+	rdb_netstream_init(&p->ns);
+	rc = rdb_netbuf_init(&p->nb, 0);
+	if (rc == 0)
+		rc = connect_backup(p, err, errlen);
+	if (rc == 0)
+		rc = setup_net(p, err, errlen);
+	if (rc == 0)
+		rc = start_colo(p, err, errlen);
+	if (rc == 0)
+		rc = rdb_evloop_add_timer(d->loop,
+					  (uint64_t)d->cfg.heartbeat_ms * RDB_NS_PER_MS,
+					  on_heartbeat, p, &p->hb_timer);
+	if (rc < 0) {
+		if (!err[0])
+			snprintf(err, errlen, "%s", strerror(-rc));
+		LOGVM(ERROR, vm->name, "protect failed: %s", err);
+		rdb_primary_teardown(vm);
+		rdb_vm_free(vm);
+		return rc;
+	}
+	LOGVM(INFO, vm->name, "protecting: backup %s, checkpoint every %u ms, "
+	      "deadline %u ms", vm->cfg.peer, vm->cfg.checkpoint_ms,
+	      vm->cfg.checkpoint_deadline_ms);
+	return 0;
+}
+
+int rdb_primary_unprotect(struct rdb_vm *vm)
+{
+	struct rdb_primary *p = vm->pri;
+
+	if (!p)
+		return -ENOENT;
+	if (p->colo_active) {
+		if (p->peer_fd >= 0) {
+			rdb_proto_put_unprotect(&p->out, vm->name);
+			rdb_buf_write_all_fd(&p->out, p->peer_fd,
+					     rdb_now_ns() + RDB_NS_PER_S);
+		}
+		/* Tell the backup first: otherwise it would see a failure. */
+		close_peer(p);
+		drop_protection(p, "operator unprotect");
+	}
+	rdb_vm_set_state(vm, RDB_VM_UNPROTECTED, "operator unprotect");
+	return 0;
+}
+
+void rdb_primary_teardown(struct rdb_vm *vm)
+{
+	struct rdb_primary *p = vm->pri;
+	struct rdb_evloop *loop;
+
+	if (!p)
+		return;
+	loop = p->d->loop;
+	if (vm->wd_slot >= 0) {
+		rdb_watchdog_disarm(p->d->wd, vm->wd_slot);
+		vm->wd_slot = -1;
+	}
+	if (p->hb_timer)
+		rdb_evloop_del_timer(loop, p->hb_timer);
+	close_mig(p);
+	close_peer(p);
+	if (p->mig_listen_fd >= 0) {
+		rdb_evloop_del_fd(loop, p->mig_listen_fd);
+		close(p->mig_listen_fd);
+		unlink(p->mig_path);
+	}
+	if (p->net_fd >= 0) {
+		rdb_evloop_del_fd(loop, p->net_fd);
+		close(p->net_fd);
+	}
+	if (p->net_listen_fd >= 0) {
+		rdb_evloop_del_fd(loop, p->net_listen_fd);
+		close(p->net_listen_fd);
+		unlink(p->net_path);
+	}
+	if (p->tap_fd >= 0) {
+		rdb_evloop_del_fd(loop, p->tap_fd);
+		close(p->tap_fd);
+	}
+	if (p->qmp_open)
+		rdb_qmp_close(&p->qmp);
+	if (p->parser_init)
+		rdb_colo_parser_dispose(&p->parser);
+	rdb_netstream_dispose(&p->ns);
+	rdb_netbuf_dispose(&p->nb);
+	rdb_proto_decoder_dispose(&p->dec);
+	rdb_buf_dispose(&p->out);
+	rdb_buf_dispose(&p->batch);
+	free(p->config_section);
+	free(p);
+	vm->pri = NULL;
+}
+
+void rdb_primary_status(const struct rdb_vm *vm, json_t *o)
+{
+	const struct rdb_primary *p = vm->pri;
+
+	if (!p)
+		return;
+	json_object_set_new(o, "peer", json_string(vm->cfg.peer));
+	json_object_set_new(o, "open_epoch", json_integer((json_int_t)p->open_epoch));
+	json_object_set_new(o, "held_frames", json_integer((json_int_t)rdb_netbuf_frames(&p->nb)));
+	json_object_set_new(o, "held_bytes", json_integer((json_int_t)rdb_netbuf_bytes(&p->nb)));
+	json_object_set_new(o, "replication_queue_bytes", json_integer((json_int_t)p->out.len));
+	json_object_set_new(o, "guest_nic_connected", json_boolean(p->net_fd >= 0));
+}
+
+int rdb_primary_inject(struct rdb_vm *vm, const char *fault)
+{
+	if (!vm->pri)
+		return -ENOENT;
+	if (strcmp(fault, "stop-in-pause") == 0) {
+		vm->pri->fault_stop_in_pause = true;
+		return 0;
+	}
+	return -EINVAL;
+}

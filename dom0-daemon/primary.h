@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The primary role: one protected VM running on this host.
+ *
+ * Per checkpoint N (Remus epoch, see ARCHITECTURE.md):
+ *   QEMU ──REQUEST──►            we answer REPLY, the VM stops
+ *   QEMU ──pages, devstate──►    parsed into memory, queued for the backup
+ *   epoch_end(N)                 frames read from now on are epoch N+1;
+ *                                we answer RECEIVED + LOADED: the VM runs
+ *   backup ──ACK(N)──►           frames of epochs <= N go out to the tap
+ * Nothing slow runs between REQUEST and LOADED: sending to the backup
+ * happens from the event loop while the guest runs.
+ */
+#ifndef RDB_PRIMARY_H
+#define RDB_PRIMARY_H
+
+#include <jansson.h>
+
+struct rdb_daemon;
+struct rdb_vm;
+struct rdb_vm_config;
+
+/* Starts protecting the VM described by cfg (the config is moved in).
+ * On failure nothing is left behind and err says why. */
+int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
+			char *err, size_t errlen);
+/* Operator unprotect: COLO stops cleanly, held output is released. */
+int rdb_primary_unprotect(struct rdb_vm *vm);
+/* Frees everything; idempotent on vm->pri == NULL. */
+void rdb_primary_teardown(struct rdb_vm *vm);
+void rdb_primary_status(const struct rdb_vm *vm, json_t *o);
+/* Fault injection for tests: stop this process inside the next pause. */
+int rdb_primary_inject(struct rdb_vm *vm, const char *fault);
+
+#endif

@@ -1,0 +1,546 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "proto.h"
+#include "clock.h"
+#include "crc32c.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *const msg_names[RDB_MSG__MAX] = {
+	[RDB_MSG_HELLO] = "HELLO",
+	[RDB_MSG_HELLO_ACK] = "HELLO_ACK",
+	[RDB_MSG_HELLO_NAK] = "HELLO_NAK",
+	[RDB_MSG_VM_SETUP] = "VM_SETUP",
+	[RDB_MSG_PAGES] = "PAGES",
+	[RDB_MSG_DEVSTATE] = "DEVSTATE",
+	[RDB_MSG_EPOCH_END] = "EPOCH_END",
+	[RDB_MSG_ACK] = "ACK",
+	[RDB_MSG_HEARTBEAT] = "HEARTBEAT",
+	[RDB_MSG_UNPROTECT] = "UNPROTECT",
+	[RDB_MSG_ERROR] = "ERROR",
+};
+
+const char *rdb_msg_name(enum rdb_msg_type t)
+{
+	return t > 0 && t < RDB_MSG__MAX ? msg_names[t] : "?";
+}
+
+/* ---- big-endian helpers ---- */
+
+static void be16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
+static void be32(uint8_t *p, uint32_t v)
+{
+	be16(p, (uint16_t)(v >> 16));
+	be16(p + 2, (uint16_t)v);
+}
+
+static void be64(uint8_t *p, uint64_t v)
+{
+	be32(p, (uint32_t)(v >> 32));
+	be32(p + 4, (uint32_t)v);
+}
+
+static uint16_t get16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] << 8 | p[1]);
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)get16(p) << 16 | get16(p + 2);
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	return (uint64_t)get32(p) << 32 | get32(p + 4);
+}
+
+/* ---- encoding ---- */
+
+/*
+ * A frame is written in place: header, then the payload parts, then the
+ * CRC over both is patched in.  parts/lens: up to 4 payload pieces.
+ */
+static int put_frame(struct rdb_buf *out, enum rdb_msg_type type,
+		     uint64_t epoch, const void *const *parts,
+		     const size_t *lens, int nparts)
+{
+	size_t total = 0, at;
+	uint8_t *h;
+
+	for (int i = 0; i < nparts; i++)
+		total += lens[i];
+	if (total > RDB_PROTO_MAX_PAYLOAD)
+		return -EMSGSIZE;
+	h = rdb_buf_reserve(out, RDB_PROTO_HEADER_LEN + total);
+	if (!h)
+		return -ENOMEM;
+	memset(h, 0, RDB_PROTO_HEADER_LEN);
+	be32(h, RDB_PROTO_MAGIC);
+	h[4] = RDB_PROTO_VERSION;
+	h[5] = (uint8_t)type;
+	be32(h + 8, (uint32_t)total);
+	be64(h + 16, epoch);
+	at = RDB_PROTO_HEADER_LEN;
+	for (int i = 0; i < nparts; i++) {
+		if (lens[i])
+			memcpy(h + at, parts[i], lens[i]);
+		at += lens[i];
+	}
+	be32(h + 24, rdb_crc32c(0, h, RDB_PROTO_HEADER_LEN + total));
+	out->len += RDB_PROTO_HEADER_LEN + total;
+	return 0;
+}
+
+static int put1(struct rdb_buf *out, enum rdb_msg_type type, uint64_t epoch,
+		const void *p, size_t n)
+{
+	const void *parts[1] = { p };
+	size_t lens[1] = { n };
+
+	return put_frame(out, type, epoch, parts, lens, 1);
+}
+
+int rdb_proto_put_hello(struct rdb_buf *out, const char *vm_name)
+{
+	uint8_t b[8 + 2 + 255];
+	size_t n = strlen(vm_name);
+
+	if (n > 255)
+		return -ENAMETOOLONG;
+	be16(b, RDB_PROTO_VERSION);
+	be16(b + 2, RDB_PROTO_VERSION);
+	be32(b + 4, 0);		/* features: none in v1 */
+	be16(b + 8, (uint16_t)n);
+	memcpy(b + 10, vm_name, n);
+	return put1(out, RDB_MSG_HELLO, 0, b, 10 + n);
+}
+
+int rdb_proto_put_hello_ack(struct rdb_buf *out)
+{
+	uint8_t b[6];
+
+	be16(b, RDB_PROTO_VERSION);
+	be32(b + 2, 0);
+	return put1(out, RDB_MSG_HELLO_ACK, 0, b, sizeof(b));
+}
+
+int rdb_proto_put_hello_nak(struct rdb_buf *out, const char *reason)
+{
+	return put1(out, RDB_MSG_HELLO_NAK, 0, reason, strlen(reason));
+}
+
+int rdb_proto_put_vm_setup(struct rdb_buf *out,
+			   const struct rdb_ram_block *blocks, size_t n,
+			   const uint8_t *config, size_t config_len,
+			   const char *vm_json)
+{
+	struct rdb_buf p;
+	size_t jl = strlen(vm_json);
+	uint8_t b[8];
+	int rc = 0;
+
+	if (n == 0 || n > RDB_MAX_RAM_BLOCKS)
+		return -EINVAL;
+	rdb_buf_init(&p);
+	be16(b, (uint16_t)n);
+	rc = rdb_buf_append(&p, b, 2);
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		uint8_t l = (uint8_t)strnlen(blocks[i].idstr, 255);
+
+		rc = rdb_buf_append(&p, &l, 1);
+		if (rc == 0)
+			rc = rdb_buf_append(&p, blocks[i].idstr, l);
+		be64(b, blocks[i].used_length);
+		if (rc == 0)
+			rc = rdb_buf_append(&p, b, 8);
+	}
+	be32(b, (uint32_t)config_len);
+	if (rc == 0)
+		rc = rdb_buf_append(&p, b, 4);
+	if (rc == 0 && config_len)
+		rc = rdb_buf_append(&p, config, config_len);
+	be32(b, (uint32_t)jl);
+	if (rc == 0)
+		rc = rdb_buf_append(&p, b, 4);
+	if (rc == 0)
+		rc = rdb_buf_append(&p, vm_json, jl);
+	if (rc == 0)
+		rc = put1(out, RDB_MSG_VM_SETUP, 0, p.data, p.len);
+	rdb_buf_dispose(&p);
+	return rc;
+}
+
+int rdb_proto_page_record_append(struct rdb_buf *records, uint64_t offset,
+				 const uint8_t *data, uint8_t fill)
+{
+	uint8_t *p = rdb_buf_reserve(records, 9 + RDB_PAGE_SIZE);
+
+	if (!p)
+		return -ENOMEM;
+	be64(p, offset);
+	if (data) {
+		p[8] = RDB_PAGE_RAW;
+		memcpy(p + 9, data, RDB_PAGE_SIZE);
+		records->len += 9 + RDB_PAGE_SIZE;
+	} else {
+		p[8] = RDB_PAGE_ZERO;
+		p[9] = fill;
+		records->len += 10;
+	}
+	return 0;
+}
+
+int rdb_proto_put_pages(struct rdb_buf *out, uint64_t epoch, uint32_t block,
+			uint32_t count, const uint8_t *records, size_t len)
+{
+	uint8_t h[8];
+	const void *parts[2] = { h, records };
+	size_t lens[2] = { 8, len };
+
+	be32(h, block);
+	be32(h + 4, count);
+	return put_frame(out, RDB_MSG_PAGES, epoch, parts, lens, 2);
+}
+
+int rdb_proto_put_devstate(struct rdb_buf *out, uint64_t epoch,
+			   const uint8_t *blob, size_t len)
+{
+	return put1(out, RDB_MSG_DEVSTATE, epoch, blob, len);
+}
+
+int rdb_proto_put_epoch_end(struct rdb_buf *out, uint64_t epoch,
+			    uint64_t pages, uint64_t bytes)
+{
+	uint8_t b[16];
+
+	be64(b, pages);
+	be64(b + 8, bytes);
+	return put1(out, RDB_MSG_EPOCH_END, epoch, b, sizeof(b));
+}
+
+int rdb_proto_put_ack(struct rdb_buf *out, uint64_t epoch)
+{
+	return put1(out, RDB_MSG_ACK, epoch, NULL, 0);
+}
+
+int rdb_proto_put_heartbeat(struct rdb_buf *out, uint64_t seq,
+			    uint64_t sender_ns)
+{
+	uint8_t b[16];
+
+	be64(b, seq);
+	be64(b + 8, sender_ns);
+	return put1(out, RDB_MSG_HEARTBEAT, 0, b, sizeof(b));
+}
+
+int rdb_proto_put_unprotect(struct rdb_buf *out, const char *vm_name)
+{
+	return put1(out, RDB_MSG_UNPROTECT, 0, NULL, 0);
+}
+
+int rdb_proto_put_error(struct rdb_buf *out, const char *msg)
+{
+	size_t n = strlen(msg);
+
+	return put1(out, RDB_MSG_ERROR, 0, msg, n > 1024 ? 1024 : n);
+}
+
+/* ---- decoding ---- */
+
+void rdb_proto_decoder_init(struct rdb_proto_decoder *d)
+{
+	rdb_buf_init(&d->in);
+	d->pending = 0;
+	d->err[0] = 0;
+}
+
+void rdb_proto_decoder_dispose(struct rdb_proto_decoder *d)
+{
+	rdb_buf_dispose(&d->in);
+	d->pending = 0;
+}
+
+void rdb_proto_decoder_move(struct rdb_proto_decoder *dst,
+			    struct rdb_proto_decoder *src)
+{
+	rdb_proto_decoder_dispose(dst);
+	*dst = *src;
+	rdb_proto_decoder_init(src);
+}
+
+int rdb_proto_decoder_feed(struct rdb_proto_decoder *d, const void *p,
+			   size_t n)
+{
+	return rdb_buf_append(&d->in, p, n);
+}
+
+int rdb_proto_decoder_read_fd(struct rdb_proto_decoder *d, int fd)
+{
+	size_t want = 256 * 1024;
+	bool got = false;
+
+	for (int i = 0; i < 16; i++) {
+		uint8_t *dst = rdb_buf_reserve(&d->in, want);
+		ssize_t r;
+
+		if (!dst)
+			return -ENOMEM;
+		r = read(fd, dst, want);
+		if (r > 0) {
+			d->in.len += (size_t)r;
+			got = true;
+			if ((size_t)r < want)
+				break;
+			continue;
+		}
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && errno == EAGAIN)
+			return got ? 0 : -EAGAIN;
+		if (r == 0)
+			return -ECONNRESET;
+		return -errno;
+	}
+	return 0;
+}
+
+int rdb_proto_decoder_read_fd_deadline(struct rdb_proto_decoder *d, int fd,
+				       uint64_t deadline_ns)
+{
+	for (;;) {
+		int rc = rdb_proto_decoder_read_fd(d, fd);
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		uint64_t now;
+
+		if (rc != -EAGAIN)
+			return rc;
+		now = rdb_now_ns();
+		if (now >= deadline_ns)
+			return -ETIMEDOUT;
+		poll(&pfd, 1, (int)((deadline_ns - now) / RDB_NS_PER_MS) + 1);
+	}
+}
+
+static int fail(struct rdb_proto_decoder *d, const char *fmt, unsigned long v)
+{
+	snprintf(d->err, sizeof(d->err), fmt, v);
+	return -EPROTO;
+}
+
+int rdb_proto_decoder_next(struct rdb_proto_decoder *d, struct rdb_frame *f)
+{
+	const uint8_t *h;
+	uint32_t len, crc;
+	uint8_t hdr[RDB_PROTO_HEADER_LEN];
+
+	/* The frame returned last time is done with now. */
+	rdb_buf_consume(&d->in, d->pending);
+	d->pending = 0;
+	if (d->in.len < RDB_PROTO_HEADER_LEN)
+		return 0;
+	h = d->in.data;
+	if (get32(h) != RDB_PROTO_MAGIC)
+		return fail(d, "bad frame magic 0x%08lx", get32(h));
+	if (h[4] != RDB_PROTO_VERSION)
+		return fail(d, "unsupported frame version %lu", h[4]);
+	if (h[5] == 0 || h[5] >= RDB_MSG__MAX)
+		return fail(d, "unknown message type %lu", h[5]);
+	len = get32(h + 8);
+	if (len > RDB_PROTO_MAX_PAYLOAD)
+		return fail(d, "frame payload of %lu bytes is over the limit", len);
+	if (d->in.len < RDB_PROTO_HEADER_LEN + (size_t)len)
+		return 0;
+	memcpy(hdr, h, sizeof(hdr));
+	memset(hdr + 24, 0, 4);
+	crc = rdb_crc32c(0, hdr, sizeof(hdr));
+	crc = rdb_crc32c(crc, h + RDB_PROTO_HEADER_LEN, len);
+	if (crc != get32(h + 24))
+		return fail(d, "CRC mismatch on a %lu-byte frame", len);
+	f->type = h[5];
+	f->flags = get16(h + 6);
+	f->epoch = get64(h + 16);
+	f->payload = h + RDB_PROTO_HEADER_LEN;
+	f->len = len;
+	d->pending = RDB_PROTO_HEADER_LEN + len;
+	return 1;
+}
+
+const char *rdb_proto_decoder_error(const struct rdb_proto_decoder *d)
+{
+	return d->err[0] ? d->err : "no error";
+}
+
+/* ---- payload parsers ---- */
+
+struct rd {
+	const uint8_t *p, *end;
+};
+
+static bool take(struct rd *r, size_t n, const uint8_t **out)
+{
+	if ((size_t)(r->end - r->p) < n)
+		return false;
+	*out = r->p;
+	r->p += n;
+	return true;
+}
+
+int rdb_msg_hello_parse(const struct rdb_frame *f, char *name, size_t namelen)
+{
+	struct rd r = { f->payload, f->payload + f->len };
+	const uint8_t *h, *s;
+	uint16_t vmin, vmax, n;
+
+	if (f->type != RDB_MSG_HELLO || !take(&r, 10, &h))
+		return -EPROTO;
+	vmin = get16(h);
+	vmax = get16(h + 2);
+	n = get16(h + 8);
+	if (!take(&r, n, &s) || r.p != r.end || n == 0 || n >= namelen ||
+	    memchr(s, 0, n))
+		return -EPROTO;
+	if (vmin > RDB_PROTO_VERSION || vmax < RDB_PROTO_VERSION)
+		return -EPROTONOSUPPORT;
+	memcpy(name, s, n);
+	name[n] = 0;
+	return 0;
+}
+
+int rdb_proto_check_hello_ack(const struct rdb_frame *f)
+{
+	if (f->type != RDB_MSG_HELLO_ACK || f->len != 6)
+		return -EPROTO;
+	if (get16(f->payload) != RDB_PROTO_VERSION)
+		return -EPROTONOSUPPORT;
+	/* v1 asks for no features: a peer granting any is confused. */
+	return get32(f->payload + 2) ? -EPROTO : 0;
+}
+
+void rdb_vm_setup_dispose(struct rdb_vm_setup *s)
+{
+	free(s->blocks);
+	free(s->config);
+	free(s->vm_json);
+	memset(s, 0, sizeof(*s));
+}
+
+int rdb_msg_vm_setup_parse(const struct rdb_frame *f, struct rdb_vm_setup *out)
+{
+	struct rd r = { f->payload, f->payload + f->len };
+	const uint8_t *p;
+	uint32_t n;
+
+	memset(out, 0, sizeof(*out));
+	if (f->type != RDB_MSG_VM_SETUP || !take(&r, 2, &p))
+		return -EPROTO;
+	out->nblocks = get16(p);
+	if (out->nblocks == 0 || out->nblocks > RDB_MAX_RAM_BLOCKS)
+		return -EPROTO;
+	out->blocks = calloc(out->nblocks, sizeof(*out->blocks));
+	if (!out->blocks)
+		return -ENOMEM;
+	for (size_t i = 0; i < out->nblocks; i++) {
+		const uint8_t *s;
+		uint8_t l;
+
+		if (!take(&r, 1, &p))
+			goto bad;
+		l = *p;
+		if (l == 0 || !take(&r, l, &s) || memchr(s, 0, l) ||
+		    !take(&r, 8, &p))
+			goto bad;
+		memcpy(out->blocks[i].idstr, s, l);
+		out->blocks[i].idstr[l] = 0;
+		out->blocks[i].used_length = get64(p);
+		if (out->blocks[i].used_length % RDB_PAGE_SIZE)
+			goto bad;
+	}
+	if (!take(&r, 4, &p))
+		goto bad;
+	n = get32(p);
+	if (!take(&r, n, &p))
+		goto bad;
+	out->config = malloc(n ? n : 1);
+	if (!out->config)
+		goto nomem;
+	memcpy(out->config, p, n);
+	out->config_len = n;
+	if (!take(&r, 4, &p))
+		goto bad;
+	n = get32(p);
+	if (!take(&r, n, &p) || r.p != r.end || memchr(p, 0, n))
+		goto bad;
+	out->vm_json = malloc((size_t)n + 1);
+	if (!out->vm_json)
+		goto nomem;
+	memcpy(out->vm_json, p, n);
+	out->vm_json[n] = 0;
+	return 0;
+bad:
+	rdb_vm_setup_dispose(out);
+	return -EPROTO;
+nomem:
+	rdb_vm_setup_dispose(out);
+	return -ENOMEM;
+}
+
+int rdb_msg_pages_begin(const struct rdb_frame *f, struct rdb_pages_iter *it)
+{
+	if (f->type != RDB_MSG_PAGES || f->len < 8)
+		return -EPROTO;
+	it->block = get32(f->payload);
+	it->left = get32(f->payload + 4);
+	it->p = f->payload + 8;
+	it->end = f->payload + f->len;
+	return 0;
+}
+
+int rdb_msg_pages_next(struct rdb_pages_iter *it, struct rdb_page_rec *rec)
+{
+	struct rd r = { it->p, it->end };
+	const uint8_t *p;
+
+	if (it->left == 0)
+		return r.p == r.end ? 0 : -EPROTO;
+	if (!take(&r, 9, &p))
+		return -EPROTO;
+	rec->offset = get64(p);
+	rec->enc = p[8];
+	switch (rec->enc) {
+	case RDB_PAGE_RAW:
+		if (!take(&r, RDB_PAGE_SIZE, &rec->data))
+			return -EPROTO;
+		break;
+	case RDB_PAGE_ZERO:
+		if (!take(&r, 1, &p))
+			return -EPROTO;
+		rec->data = NULL;
+		rec->fill = *p;
+		break;
+	default:
+		return -EPROTO;
+	}
+	it->p = r.p;
+	it->left--;
+	return 1;
+}
+
+int rdb_msg_epoch_end_parse(const struct rdb_frame *f, uint64_t *pages,
+			    uint64_t *bytes)
+{
+	if (f->type != RDB_MSG_EPOCH_END || f->len != 16)
+		return -EPROTO;
+	*pages = get64(f->payload);
+	*bytes = get64(f->payload + 8);
+	return 0;
+}

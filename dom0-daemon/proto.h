@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * Replication protocol v1: primary <-> backup, one TCP connection per VM.
+ *
+ * Every message is one frame; all integers are big-endian:
+ *
+ *   frame   = header payload
+ *   header  = magic:u32 "RDB1"  version:u8  type:u8  flags:u16
+ *             length:u32  reserved:u32  epoch:u64  crc:u32  reserved:u32
+ *   crc     = CRC32C over header (crc field zero) and payload
+ *
+ *   HELLO      = vmin:u16 vmax:u16 features:u32 name:str16
+ *   HELLO_ACK  = version:u16 features:u32
+ *   HELLO_NAK  = reason:bytes
+ *   VM_SETUP   = nblocks:u16 { idstr:str8 used_length:u64 }*nblocks
+ *                config:str32 vm:str32        (vm = the VM's config, JSON)
+ *   PAGES      = block:u32 count:u32 { offset:u64 enc:u8 body }*count
+ *       body   = RAW: 4096 bytes | ZERO: fill:u8
+ *   DEVSTATE   = blob:bytes                  (QEMU device sections + EOF)
+ *   EPOCH_END  = pages:u64 bytes:u64         (what the epoch carried)
+ *   ACK        = (empty; epoch in header: committed on the backup)
+ *   HEARTBEAT  = seq:u64 sender_ns:u64
+ *   UNPROTECT  = (empty)
+ *   ERROR      = message:bytes
+ *   strN       = length:uN bytes
+ *
+ * An epoch is PAGES* DEVSTATE EPOCH_END, in that order, every epoch in
+ * turn from 0 (the initial state).  New page encodings (XOR+RLE, LZ4)
+ * get new enc values, enabled only by a feature bit both sides agreed on
+ * in HELLO/HELLO_ACK; v1 peers reject unknown encodings.
+ */
+#ifndef RDB_PROTO_H
+#define RDB_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "ramblock.h"
+
+#define RDB_PROTO_MAGIC 0x52444231u	/* "RDB1" */
+#define RDB_PROTO_VERSION 1
+#define RDB_PROTO_HEADER_LEN 32
+#define RDB_PROTO_MAX_PAYLOAD (16u << 20)
+
+enum rdb_msg_type {
+	RDB_MSG_HELLO = 1,
+	RDB_MSG_HELLO_ACK,
+	RDB_MSG_HELLO_NAK,
+	RDB_MSG_VM_SETUP,
+	RDB_MSG_PAGES,
+	RDB_MSG_DEVSTATE,
+	RDB_MSG_EPOCH_END,
+	RDB_MSG_ACK,
+	RDB_MSG_HEARTBEAT,
+	RDB_MSG_UNPROTECT,
+	RDB_MSG_ERROR,
+	RDB_MSG__MAX
+};
+
+enum rdb_page_enc {
+	RDB_PAGE_RAW = 0,
+	RDB_PAGE_ZERO = 1,
+	RDB_PAGE_ENC__MAX
+};
+
+struct rdb_frame {
+	enum rdb_msg_type type;
+	uint16_t flags;
+	uint64_t epoch;
+	const uint8_t *payload;	/* valid until the next decoder call */
+	uint32_t len;
+};
+
+const char *rdb_msg_name(enum rdb_msg_type t);
+
+/* ---- encoding: each appends one whole frame to out ---- */
+int rdb_proto_put_hello(struct rdb_buf *out, const char *vm_name);
+int rdb_proto_put_hello_ack(struct rdb_buf *out);
+int rdb_proto_put_hello_nak(struct rdb_buf *out, const char *reason);
+int rdb_proto_put_vm_setup(struct rdb_buf *out,
+			   const struct rdb_ram_block *blocks, size_t n,
+			   const uint8_t *config, size_t config_len,
+			   const char *vm_json);
+/* records: count page records built with rdb_proto_page_record_append. */
+int rdb_proto_put_pages(struct rdb_buf *out, uint64_t epoch, uint32_t block,
+			uint32_t count, const uint8_t *records, size_t len);
+int rdb_proto_page_record_append(struct rdb_buf *records, uint64_t offset,
+				 const uint8_t *data, uint8_t fill);
+int rdb_proto_put_devstate(struct rdb_buf *out, uint64_t epoch,
+			   const uint8_t *blob, size_t len);
+int rdb_proto_put_epoch_end(struct rdb_buf *out, uint64_t epoch,
+			    uint64_t pages, uint64_t bytes);
+int rdb_proto_put_ack(struct rdb_buf *out, uint64_t epoch);
+int rdb_proto_put_heartbeat(struct rdb_buf *out, uint64_t seq,
+			    uint64_t sender_ns);
+int rdb_proto_put_unprotect(struct rdb_buf *out, const char *vm_name);
+int rdb_proto_put_error(struct rdb_buf *out, const char *msg);
+
+/* ---- decoding ---- */
+struct rdb_proto_decoder {
+	struct rdb_buf in;
+	size_t pending;		/* bytes of the frame last returned */
+	char err[160];
+};
+
+void rdb_proto_decoder_init(struct rdb_proto_decoder *d);
+void rdb_proto_decoder_dispose(struct rdb_proto_decoder *d);
+/* Takes over src's buffered bytes; src is left empty. */
+void rdb_proto_decoder_move(struct rdb_proto_decoder *dst,
+			    struct rdb_proto_decoder *src);
+int rdb_proto_decoder_feed(struct rdb_proto_decoder *d, const void *p,
+			   size_t n);
+/* Reads what the socket has: 0 (got bytes), -EAGAIN (nothing),
+ * -ECONNRESET (peer closed), or another negative errno. */
+int rdb_proto_decoder_read_fd(struct rdb_proto_decoder *d, int fd);
+/* Blocks for more bytes until deadline_ns. */
+int rdb_proto_decoder_read_fd_deadline(struct rdb_proto_decoder *d, int fd,
+				       uint64_t deadline_ns);
+/* 1: *f is the next verified frame; 0: need more bytes; -EPROTO: corrupt
+ * stream (see rdb_proto_decoder_error), the connection must be dropped. */
+int rdb_proto_decoder_next(struct rdb_proto_decoder *d, struct rdb_frame *f);
+const char *rdb_proto_decoder_error(const struct rdb_proto_decoder *d);
+
+/* ---- payload parsers: every length checked, -EPROTO on bad input ---- */
+int rdb_msg_hello_parse(const struct rdb_frame *f, char *name, size_t namelen);
+int rdb_proto_check_hello_ack(const struct rdb_frame *f);
+
+struct rdb_vm_setup {
+	struct rdb_ram_block *blocks;
+	size_t nblocks;
+	uint8_t *config;
+	size_t config_len;
+	char *vm_json;
+};
+int rdb_msg_vm_setup_parse(const struct rdb_frame *f, struct rdb_vm_setup *out);
+void rdb_vm_setup_dispose(struct rdb_vm_setup *s);	/* idempotent */
+
+struct rdb_pages_iter {
+	const uint8_t *p, *end;
+	uint32_t block, left;
+};
+struct rdb_page_rec {
+	uint64_t offset;
+	enum rdb_page_enc enc;
+	const uint8_t *data;	/* RAW: RDB_PAGE_SIZE bytes */
+	uint8_t fill;		/* ZERO */
+};
+int rdb_msg_pages_begin(const struct rdb_frame *f, struct rdb_pages_iter *it);
+/* 1: *rec filled; 0: done (and every byte used); -EPROTO. */
+int rdb_msg_pages_next(struct rdb_pages_iter *it, struct rdb_page_rec *rec);
+int rdb_msg_epoch_end_parse(const struct rdb_frame *f, uint64_t *pages,
+			    uint64_t *bytes);
+
+#endif

@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "stage.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define REC_HDR 13
+
+void rdb_stage_init(struct rdb_stage *st)
+{
+	memset(st, 0, sizeof(*st));
+	rdb_buf_init(&st->pages);
+}
+
+void rdb_stage_dispose(struct rdb_stage *st)
+{
+	rdb_buf_dispose(&st->pages);
+	free(st->devstate);
+	free(st->c.devstate);
+	memset(st, 0, sizeof(*st));
+}
+
+const char *rdb_stage_error(const struct rdb_stage *st)
+{
+	return st->err[0] ? st->err : "no error";
+}
+
+static int fail(struct rdb_stage *st, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(st->err, sizeof(st->err), fmt, ap);
+	va_end(ap);
+	return -EPROTO;
+}
+
+/* The next epoch after the committed one opens on its first message. */
+static int open_epoch(struct rdb_stage *st, uint64_t epoch)
+{
+	uint64_t want = st->have_committed ? st->c.epoch + 1 : 0;
+
+	if (st->open) {
+		if (epoch != st->epoch)
+			return fail(st, "epoch %llu data while %llu is staged",
+				    (unsigned long long)epoch,
+				    (unsigned long long)st->epoch);
+		return 0;
+	}
+	if (epoch != want)
+		return fail(st, "epoch %llu out of order (expected %llu)",
+			    (unsigned long long)epoch, (unsigned long long)want);
+	st->open = true;
+	st->epoch = epoch;
+	return 0;
+}
+
+int rdb_stage_add_pages(struct rdb_stage *st, const struct rdb_frame *f,
+			const struct rdb_ramimage *img)
+{
+	struct rdb_pages_iter it;
+	struct rdb_page_rec r;
+	int rc = open_epoch(st, f->epoch);
+
+	if (rc == 0)
+		rc = rdb_msg_pages_begin(f, &it);
+	if (rc < 0)
+		return rc == -EPROTO && !st->err[0] ?
+			fail(st, "malformed PAGES") : rc;
+	if (it.block >= img->n)
+		return fail(st, "PAGES for block %u of %zu", it.block, img->n);
+	while ((rc = rdb_msg_pages_next(&it, &r)) == 1) {
+		size_t body = r.enc == RDB_PAGE_RAW ? RDB_PAGE_SIZE : 1;
+		uint8_t *p;
+
+		if (r.offset % RDB_PAGE_SIZE ||
+		    r.offset >= img->b[it.block].length)
+			return fail(st, "page 0x%llx outside block %s",
+				    (unsigned long long)r.offset,
+				    img->b[it.block].idstr);
+		p = rdb_buf_reserve(&st->pages, REC_HDR + body);
+		if (!p)
+			return -ENOMEM;
+		memcpy(p, &it.block, 4);
+		memcpy(p + 4, &r.offset, 8);
+		p[12] = (uint8_t)r.enc;
+		if (r.enc == RDB_PAGE_RAW)
+			memcpy(p + REC_HDR, r.data, RDB_PAGE_SIZE);
+		else
+			p[REC_HDR] = r.fill;
+		st->pages.len += REC_HDR + body;
+		st->npages++;
+		st->bytes += r.enc == RDB_PAGE_RAW ? RDB_PAGE_SIZE : 1;
+	}
+	return rc < 0 ? fail(st, "malformed page record in PAGES") : 0;
+}
+
+int rdb_stage_set_devstate(struct rdb_stage *st, uint64_t epoch,
+			   const uint8_t *blob, size_t len)
+{
+	int rc = open_epoch(st, epoch);
+
+	if (rc < 0)
+		return rc;
+	if (st->devstate)
+		return fail(st, "two device states in epoch %llu",
+			    (unsigned long long)epoch);
+	if (len == 0 || blob[len - 1] != 0)
+		return fail(st, "device state of epoch %llu does not end in EOF",
+			    (unsigned long long)epoch);
+	st->devstate = malloc(len);
+	if (!st->devstate)
+		return -ENOMEM;
+	memcpy(st->devstate, blob, len);
+	st->devstate_len = len;
+	return 0;
+}
+
+int rdb_stage_commit(struct rdb_stage *st, uint64_t epoch, uint64_t pages,
+		     uint64_t bytes, struct rdb_ramimage *img)
+{
+	const uint8_t *p, *end;
+	int rc = open_epoch(st, epoch);
+
+	if (rc < 0)
+		return rc;
+	if (!st->devstate)
+		return fail(st, "epoch %llu ended without device state",
+			    (unsigned long long)epoch);
+	if (pages != st->npages || bytes != st->bytes + st->devstate_len)
+		return fail(st, "epoch %llu incomplete: %llu/%llu pages, "
+			    "%llu/%llu bytes", (unsigned long long)epoch,
+			    (unsigned long long)st->npages,
+			    (unsigned long long)pages,
+			    (unsigned long long)(st->bytes + st->devstate_len),
+			    (unsigned long long)bytes);
+	/* Complete: from here on nothing can fail, so the apply is whole. */
+	p = st->pages.data;
+	end = p + st->pages.len;
+	while (p < end) {
+		uint32_t blk;
+		uint64_t off;
+		uint8_t *dst;
+
+		memcpy(&blk, p, 4);
+		memcpy(&off, p + 4, 8);
+		dst = img->b[blk].base + off;
+		if (p[12] == RDB_PAGE_RAW) {
+			memcpy(dst, p + REC_HDR, RDB_PAGE_SIZE);
+			p += REC_HDR + RDB_PAGE_SIZE;
+		} else {
+			memset(dst, p[REC_HDR], RDB_PAGE_SIZE);
+			p += REC_HDR + 1;
+		}
+	}
+	free(st->c.devstate);
+	st->c.devstate = st->devstate;
+	st->c.devstate_len = st->devstate_len;
+	st->c.epoch = epoch;
+	st->have_committed = true;
+	st->devstate = NULL;
+	st->devstate_len = 0;
+	rdb_buf_reset(&st->pages);
+	st->npages = st->bytes = 0;
+	st->open = false;
+	return 0;
+}
+
+void rdb_stage_discard(struct rdb_stage *st)
+{
+	free(st->devstate);
+	st->devstate = NULL;
+	st->devstate_len = 0;
+	rdb_buf_reset(&st->pages);
+	st->npages = st->bytes = 0;
+	st->open = false;
+}
+
+const struct rdb_committed *rdb_stage_committed(const struct rdb_stage *st)
+{
+	return st->have_committed ? &st->c : NULL;
+}

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * Epoch staging on the backup.  Everything of epoch N is kept aside until
+ * EPOCH_END(N) proves it complete; only then is it applied — pages into
+ * the RAM image, the device state swapped in — so the image always holds
+ * exactly one committed epoch.  A failover discards the staged epoch.
+ */
+#ifndef RDB_STAGE_H
+#define RDB_STAGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "proto.h"
+#include "ramimage.h"
+
+struct rdb_committed {
+	uint64_t epoch;
+	uint8_t *devstate;
+	size_t devstate_len;
+};
+
+struct rdb_stage {
+	bool open;
+	uint64_t epoch;
+	struct rdb_buf pages;	/* records: block:u32 offset:u64 enc:u8 body */
+	uint64_t npages, bytes;
+	uint8_t *devstate;
+	size_t devstate_len;
+	bool have_committed;
+	struct rdb_committed c;
+	char err[160];
+};
+
+void rdb_stage_init(struct rdb_stage *st);
+void rdb_stage_dispose(struct rdb_stage *st);	/* idempotent */
+/* Stages the page records of a PAGES frame; validates every record
+ * against the image (block, alignment, bounds). */
+int rdb_stage_add_pages(struct rdb_stage *st, const struct rdb_frame *f,
+			const struct rdb_ramimage *img);
+int rdb_stage_set_devstate(struct rdb_stage *st, uint64_t epoch,
+			   const uint8_t *blob, size_t len);
+/* Applies the staged epoch if it is complete and next in line. */
+int rdb_stage_commit(struct rdb_stage *st, uint64_t epoch, uint64_t pages,
+		     uint64_t bytes, struct rdb_ramimage *img);
+void rdb_stage_discard(struct rdb_stage *st);
+/* The last committed epoch; NULL before the first commit. */
+const struct rdb_committed *rdb_stage_committed(const struct rdb_stage *st);
+const char *rdb_stage_error(const struct rdb_stage *st);
+
+#endif

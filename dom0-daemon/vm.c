@@ -1,0 +1,217 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#define RDB_COMPONENT "vm"
+#include "vm.h"
+#include "clock.h"
+#include "daemon.h"
+#include "log.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const state_names[RDB_VM_STATE__MAX] = {
+	[RDB_VM_PROTECTING] = "protecting",
+	[RDB_VM_PROTECTED] = "protected",
+	[RDB_VM_DEGRADED] = "degraded",
+	[RDB_VM_FAILING_OVER] = "failing-over",
+	[RDB_VM_FAILED_OVER] = "failed-over",
+	[RDB_VM_UNPROTECTED] = "unprotected",
+	[RDB_VM_FAILED] = "failed",
+};
+
+static const char *const role_names[RDB_ROLE__MAX] = {
+	[RDB_ROLE_PRIMARY] = "primary",
+	[RDB_ROLE_BACKUP] = "backup",
+};
+
+const char *rdb_vm_state_name(enum rdb_vm_state s)
+{
+	return s < RDB_VM_STATE__MAX ? state_names[s] : "?";
+}
+
+const char *rdb_vm_role_name(enum rdb_vm_role r)
+{
+	return r < RDB_ROLE__MAX ? role_names[r] : "?";
+}
+
+struct rdb_vm *rdb_vm_new(struct rdb_daemon *d, const char *name,
+			  enum rdb_vm_role role)
+{
+	struct rdb_vm *vm = calloc(1, sizeof(*vm));
+
+	if (!vm)
+		return NULL;
+	snprintf(vm->name, sizeof(vm->name), "%s", name);
+	vm->role = role;
+	vm->state = RDB_VM_PROTECTING;
+	vm->state_since_ns = rdb_now_ns();
+	vm->st.transitions[RDB_VM_PROTECTING] = 1;
+	vm->d = d;
+	vm->wd_slot = -1;
+	rdb_config_defaults(&rdb_vm_config_table, &vm->cfg);
+	vm->next = d->vms;
+	d->vms = vm;
+	LOGVM(INFO, vm->name, "state protecting (role %s)",
+	      rdb_vm_role_name(role));
+	return vm;
+}
+
+struct rdb_vm *rdb_vm_find(struct rdb_daemon *d, const char *name)
+{
+	for (struct rdb_vm *vm = d->vms; vm; vm = vm->next)
+		if (strcmp(vm->name, name) == 0)
+			return vm;
+	return NULL;
+}
+
+void rdb_vm_free(struct rdb_vm *vm)
+{
+	struct rdb_vm **pp;
+
+	if (!vm)
+		return;
+	for (pp = &vm->d->vms; *pp; pp = &(*pp)->next) {
+		if (*pp == vm) {
+			*pp = vm->next;
+			break;
+		}
+	}
+	rdb_config_dispose(&rdb_vm_config_table, &vm->cfg);
+	free(vm);
+}
+
+void rdb_vm_set_state(struct rdb_vm *vm, enum rdb_vm_state s,
+		      const char *fmt, ...)
+{
+	va_list ap;
+	uint64_t now = rdb_now_ns();
+	enum rdb_log_level lvl;
+
+	if (s >= RDB_VM_STATE__MAX || s == vm->state)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(vm->state_reason, sizeof(vm->state_reason), fmt, ap);
+	va_end(ap);
+	switch (s) {
+	case RDB_VM_DEGRADED:
+	case RDB_VM_FAILING_OVER:
+	case RDB_VM_FAILED:
+		lvl = RDB_LOG_ERROR;
+		break;
+	case RDB_VM_FAILED_OVER:
+		lvl = RDB_LOG_WARN;
+		break;
+	default:
+		lvl = RDB_LOG_INFO;
+	}
+	rdb_log_write(lvl, RDB_COMPONENT, vm->name,
+		      "state %s -> %s after %.3f s: %s",
+		      rdb_vm_state_name(vm->state), rdb_vm_state_name(s),
+		      (double)(now - vm->state_since_ns) / RDB_NS_PER_S,
+		      vm->state_reason);
+	vm->state = s;
+	vm->state_since_ns = now;
+	vm->st.transitions[s]++;
+}
+
+void rdb_vm_pause_recorded(struct rdb_vm *vm, uint64_t pause_ns)
+{
+	vm->st.pause_ns[vm->st.npause % RDB_PAUSE_RING] = pause_ns;
+	vm->st.npause++;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+uint64_t rdb_vm_pause_percentile(const struct rdb_vm *vm, unsigned p)
+{
+	uint64_t tmp[RDB_PAUSE_RING];
+	size_t n = vm->st.npause < RDB_PAUSE_RING ? vm->st.npause :
+		RDB_PAUSE_RING;
+	size_t idx;
+
+	if (n == 0)
+		return 0;
+	memcpy(tmp, vm->st.pause_ns, n * sizeof(tmp[0]));
+	qsort(tmp, n, sizeof(tmp[0]), cmp_u64);
+	idx = (n - 1) * (p > 100 ? 100 : p) / 100;
+	return tmp[idx];
+}
+
+static double ckpt_rate(const struct rdb_vm *vm)
+{
+	uint64_t span = vm->st.last_ckpt_ns - vm->st.first_ckpt_ns;
+
+	if (vm->st.checkpoints < 2 || span == 0)
+		return 0;
+	return (double)(vm->st.checkpoints - 1) * RDB_NS_PER_S / span;
+}
+
+json_t *rdb_vm_status_json(const struct rdb_vm *vm)
+{
+	uint64_t now = rdb_now_ns();
+	json_t *o = json_object(), *tr = json_object();
+
+	if (!o || !tr) {
+		json_decref(o);
+		json_decref(tr);
+		return NULL;
+	}
+	for (int s = 0; s < RDB_VM_STATE__MAX; s++)
+		json_object_set_new(tr, state_names[s],
+				    json_integer((json_int_t)vm->st.transitions[s]));
+	json_object_set_new(o, "name", json_string(vm->name));
+	json_object_set_new(o, "role", json_string(rdb_vm_role_name(vm->role)));
+	json_object_set_new(o, "state", json_string(rdb_vm_state_name(vm->state)));
+	json_object_set_new(o, "state_reason", json_string(vm->state_reason));
+	json_object_set_new(o, "state_age_ms",
+			    json_integer((json_int_t)((now - vm->state_since_ns) / RDB_NS_PER_MS)));
+	json_object_set_new(o, "transitions", tr);
+	json_object_set_new(o, "checkpoints", json_integer((json_int_t)vm->st.checkpoints));
+	json_object_set_new(o, "committed_epoch", json_integer((json_int_t)vm->st.committed_epoch));
+	json_object_set_new(o, "checkpoints_per_s", json_real(ckpt_rate(vm)));
+	json_object_set_new(o, "pause_ms_p50",
+			    json_real((double)rdb_vm_pause_percentile(vm, 50) / RDB_NS_PER_MS));
+	json_object_set_new(o, "pause_ms_p99",
+			    json_real((double)rdb_vm_pause_percentile(vm, 99) / RDB_NS_PER_MS));
+	json_object_set_new(o, "pages", json_integer((json_int_t)vm->st.pages));
+	json_object_set_new(o, "bytes", json_integer((json_int_t)vm->st.bytes));
+	json_object_set_new(o, "last_ack_age_ms",
+			    vm->st.last_ack_ns ?
+			    json_integer((json_int_t)((now - vm->st.last_ack_ns) / RDB_NS_PER_MS)) :
+			    json_null());
+	json_object_set_new(o, "failover_ms",
+			    json_real((double)vm->st.failover_ns / RDB_NS_PER_MS));
+	json_object_set_new(o, "watchdog_trips", json_integer((json_int_t)vm->st.watchdog_trips));
+	json_object_set_new(o, "deadline_misses", json_integer((json_int_t)vm->st.deadline_misses));
+	return o;
+}
+
+void rdb_vm_metrics_write(const struct rdb_vm *vm, FILE *f)
+{
+	const char *n = vm->name, *role = rdb_vm_role_name(vm->role);
+
+	for (int s = 0; s < RDB_VM_STATE__MAX; s++) {
+		fprintf(f, "remusdb_vm_state_transitions_total{vm=\"%s\",role=\"%s\",state=\"%s\"} %llu\n",
+			n, role, state_names[s],
+			(unsigned long long)vm->st.transitions[s]);
+		fprintf(f, "remusdb_vm_state{vm=\"%s\",role=\"%s\",state=\"%s\"} %d\n",
+			n, role, state_names[s], vm->state == (enum rdb_vm_state)s);
+	}
+	fprintf(f, "remusdb_checkpoints_total{vm=\"%s\",role=\"%s\"} %llu\n",
+		n, role, (unsigned long long)vm->st.checkpoints);
+	fprintf(f, "remusdb_committed_epoch{vm=\"%s\",role=\"%s\"} %llu\n",
+		n, role, (unsigned long long)vm->st.committed_epoch);
+	fprintf(f, "remusdb_replicated_bytes_total{vm=\"%s\",role=\"%s\"} %llu\n",
+		n, role, (unsigned long long)vm->st.bytes);
+	fprintf(f, "remusdb_pause_seconds{vm=\"%s\",quantile=\"0.5\"} %.6f\n",
+		n, (double)rdb_vm_pause_percentile(vm, 50) / RDB_NS_PER_S);
+	fprintf(f, "remusdb_pause_seconds{vm=\"%s\",quantile=\"0.99\"} %.6f\n",
+		n, (double)rdb_vm_pause_percentile(vm, 99) / RDB_NS_PER_S);
+	fprintf(f, "remusdb_watchdog_trips_total{vm=\"%s\"} %llu\n",
+		n, (unsigned long long)vm->st.watchdog_trips);
+}

@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * A protected VM as remusdbd sees it: its role on this host, its state,
+ * and the numbers an operator reads at 3 a.m.
+ *
+ * States (both roles):
+ *
+ *   PROTECTING ──initial sync committed──► PROTECTED
+ *   PROTECTED  ──backup lost / deadline / daemon stall──► DEGRADED (primary)
+ *   PROTECTED  ──primary silent > failover timeout──► FAILING_OVER ──► FAILED_OVER (backup)
+ *   any        ──operator unprotect──► UNPROTECTED
+ *   any        ──unrecoverable error──► FAILED
+ *
+ * Every transition goes through rdb_vm_set_state(): it is logged with the
+ * VM's name and the reason, and counted per target state.
+ */
+#ifndef RDB_VM_H
+#define RDB_VM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+#include "config.h"
+
+enum rdb_vm_role {
+	RDB_ROLE_PRIMARY,
+	RDB_ROLE_BACKUP,
+	RDB_ROLE__MAX
+};
+
+enum rdb_vm_state {
+	RDB_VM_PROTECTING,
+	RDB_VM_PROTECTED,
+	RDB_VM_DEGRADED,
+	RDB_VM_FAILING_OVER,
+	RDB_VM_FAILED_OVER,
+	RDB_VM_UNPROTECTED,
+	RDB_VM_FAILED,
+	RDB_VM_STATE__MAX
+};
+
+/* The last RDB_PAUSE_RING pauses, for p50/p99 on demand. */
+#define RDB_PAUSE_RING 4096
+
+struct rdb_vm_stats {
+	uint64_t transitions[RDB_VM_STATE__MAX];
+	uint64_t checkpoints;		/* epochs whose state reached us */
+	uint64_t committed_epoch;	/* primary: last ACKed; backup: last applied */
+	uint64_t pages;			/* pages sent (primary) / applied (backup) */
+	uint64_t bytes;			/* replication payload bytes */
+	uint64_t pause_ns[RDB_PAUSE_RING];	/* request → our LOADED */
+	uint64_t npause;
+	uint64_t first_ckpt_ns, last_ckpt_ns;
+	uint64_t last_ack_ns;
+	uint64_t failover_ns;		/* backup: detection → guest running */
+	uint64_t watchdog_trips;
+	uint64_t deadline_misses;
+};
+
+struct rdb_daemon;
+struct rdb_primary;
+struct rdb_backup;
+
+struct rdb_vm {
+	char name[65];
+	enum rdb_vm_role role;
+	enum rdb_vm_state state;
+	uint64_t state_since_ns;
+	char state_reason[160];
+	struct rdb_vm_config cfg;	/* primary: as protected; backup: from VM_SETUP */
+	struct rdb_vm_stats st;
+	struct rdb_daemon *d;
+	struct rdb_primary *pri;	/* role == PRIMARY */
+	struct rdb_backup *bak;		/* role == BACKUP */
+	int wd_slot;			/* watchdog slot, -1 if none */
+	struct rdb_vm *next;
+};
+
+const char *rdb_vm_state_name(enum rdb_vm_state s);
+const char *rdb_vm_role_name(enum rdb_vm_role r);
+
+/* Allocates and links a VM into the daemon's list; NULL on ENOMEM. */
+struct rdb_vm *rdb_vm_new(struct rdb_daemon *d, const char *name,
+			  enum rdb_vm_role role);
+struct rdb_vm *rdb_vm_find(struct rdb_daemon *d, const char *name);
+/* Unlinks and frees; the role's own state must be torn down first. */
+void rdb_vm_free(struct rdb_vm *vm);
+
+void rdb_vm_set_state(struct rdb_vm *vm, enum rdb_vm_state s,
+		      const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Called after a checkpoint's pause ended (we sent LOADED). */
+void rdb_vm_pause_recorded(struct rdb_vm *vm, uint64_t pause_ns);
+/* p in [0,100]; 0 when nothing recorded. */
+uint64_t rdb_vm_pause_percentile(const struct rdb_vm *vm, unsigned p);
+
+json_t *rdb_vm_status_json(const struct rdb_vm *vm);
+/* Appends Prometheus text-format lines for this VM to f. */
+void rdb_vm_metrics_write(const struct rdb_vm *vm, FILE *f);
+
+#endif

@@ -1,0 +1,324 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * remusdbctl: the operator's CLI for remusdbd.
+ *
+ * Exit codes: 0 ok, 1 the daemon refused or failed, 2 usage,
+ * 3 the daemon is unreachable, 4 `wait` timed out.
+ */
+#include "clock.h"
+#include "config.h"
+#include "sockutil.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define DEFAULT_SOCKET "/run/remusdb/remusdbd.sock"
+#define CALL_DEADLINE_NS (30 * RDB_NS_PER_S)
+
+static const char *sock_path = DEFAULT_SOCKET;
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: remusdbctl [--socket PATH] COMMAND\n"
+		"  protect VMCONF [KEY=VALUE]...   start protecting a VM (on its host)\n"
+		"  status [NAME] [--json]          VMs, roles, states, checkpoint numbers\n"
+		"  failover NAME                   fail over now (on the backup's host)\n"
+		"  unprotect NAME                  stop protecting (on the primary's host)\n"
+		"  wait NAME STATE [--timeout S]   wait until the VM is in STATE\n"
+		"  inject NAME FAULT               fault injection for tests (stop-in-pause)\n"
+		"  config --dump-defaults [vm]     every option with its default\n");
+}
+
+/* One request, one reply.  Exit code on failure is returned via *exit_out. */
+static json_t *call(json_t *req, int *exit_out)
+{
+	uint64_t deadline = rdb_now_ns() + CALL_DEADLINE_NS;
+	char *text = json_dumps(req, JSON_COMPACT);
+	char buf[65536];
+	size_t have = 0;
+	json_t *reply;
+	int fd, rc;
+
+	json_decref(req);
+	rc = rdb_sock_connect_unix(sock_path, deadline, &fd);
+	if (rc < 0) {
+		fprintf(stderr, "remusdbctl: cannot reach remusdbd at %s: %s\n",
+			sock_path, strerror(-rc));
+		free(text);
+		*exit_out = 3;
+		return NULL;
+	}
+	rc = rdb_sock_write_all(fd, text, strlen(text), deadline);
+	if (rc == 0)
+		rc = rdb_sock_write_all(fd, "\n", 1, deadline);
+	free(text);
+	while (rc == 0 && !memchr(buf, '\n', have)) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		uint64_t now = rdb_now_ns();
+		ssize_t r;
+
+		if (now >= deadline || have == sizeof(buf)) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+		poll(&p, 1, (int)((deadline - now) / RDB_NS_PER_MS) + 1);
+		r = read(fd, buf + have, sizeof(buf) - have);
+		if (r == 0)
+			rc = -ECONNRESET;
+		else if (r > 0)
+			have += (size_t)r;
+		else if (errno != EAGAIN && errno != EINTR)
+			rc = -errno;
+	}
+	close(fd);
+	if (rc < 0) {
+		fprintf(stderr, "remusdbctl: remusdbd at %s: %s\n", sock_path,
+			strerror(-rc));
+		*exit_out = 3;
+		return NULL;
+	}
+	reply = json_loadb(buf, (size_t)((char *)memchr(buf, '\n', have) - buf), 0, NULL);
+	if (!json_is_object(reply)) {
+		fprintf(stderr, "remusdbctl: malformed reply from remusdbd\n");
+		json_decref(reply);
+		*exit_out = 1;
+		return NULL;
+	}
+	if (!json_is_true(json_object_get(reply, "ok"))) {
+		fprintf(stderr, "remusdbctl: %s\n",
+			json_string_value(json_object_get(reply, "error")) ?:
+			"request failed");
+		json_decref(reply);
+		*exit_out = 1;
+		return NULL;
+	}
+	return reply;
+}
+
+static json_t *cmd(const char *name, json_t *args)
+{
+	return json_pack("{s:s, s:o}", "cmd", name, "args", args ? args : json_object());
+}
+
+static int do_protect(int argc, char **argv)
+{
+	struct rdb_vm_config c;
+	char err[512];
+	json_t *reply;
+	int ex = 0;
+
+	if (argc < 1) {
+		usage(stderr);
+		return 2;
+	}
+	rdb_config_defaults(&rdb_vm_config_table, &c);
+	if (rdb_config_load_file(&rdb_vm_config_table, argv[0], &c, err, sizeof(err)) < 0)
+		goto bad;
+	for (int i = 1; i < argc; i++) {
+		char *eq = strchr(argv[i], '=');
+
+		if (!eq) {
+			snprintf(err, sizeof(err), "%s: expected KEY=VALUE", argv[i]);
+			goto bad;
+		}
+		*eq = 0;
+		if (rdb_config_set(&rdb_vm_config_table, &c, argv[i], eq + 1, err,
+				   sizeof(err)) < 0)
+			goto bad;
+	}
+	if (rdb_vm_config_check(&c, err, sizeof(err)) < 0)
+		goto bad;
+	reply = call(cmd("protect", rdb_vm_config_to_json(&c)), &ex);
+	if (reply)
+		printf("%s: protecting\n", c.name);
+	json_decref(reply);
+	rdb_config_dispose(&rdb_vm_config_table, &c);
+	return ex;
+bad:
+	fprintf(stderr, "remusdbctl: %s\n", err);
+	rdb_config_dispose(&rdb_vm_config_table, &c);
+	return 2;
+}
+
+static void print_status(json_t *vms)
+{
+	size_t i;
+	json_t *v;
+
+	printf("%-16s %-8s %-13s %8s %8s %7s %7s %9s %s\n", "NAME", "ROLE",
+	       "STATE", "EPOCH", "CKPT/s", "P50ms", "P99ms", "ACK-AGE", "SINCE");
+	json_array_foreach(vms, i, v) {
+		json_t *age = json_object_get(v, "last_ack_age_ms");
+		char agebuf[32] = "-";
+
+		if (json_is_integer(age))
+			snprintf(agebuf, sizeof(agebuf), "%lldms",
+				 (long long)json_integer_value(age));
+		printf("%-16s %-8s %-13s %8lld %8.1f %7.2f %7.2f %9s %llds (%s)\n",
+		       json_string_value(json_object_get(v, "name")),
+		       json_string_value(json_object_get(v, "role")),
+		       json_string_value(json_object_get(v, "state")),
+		       (long long)json_integer_value(json_object_get(v, "committed_epoch")),
+		       json_real_value(json_object_get(v, "checkpoints_per_s")),
+		       json_real_value(json_object_get(v, "pause_ms_p50")),
+		       json_real_value(json_object_get(v, "pause_ms_p99")),
+		       agebuf,
+		       (long long)json_integer_value(json_object_get(v, "state_age_ms")) / 1000,
+		       json_string_value(json_object_get(v, "state_reason")));
+	}
+}
+
+static int do_status(int argc, char **argv)
+{
+	json_t *args = json_object(), *reply;
+	bool as_json = false;
+	int ex = 0;
+
+	for (int i = 0; i < argc; i++) {
+		if (!strcmp(argv[i], "--json"))
+			as_json = true;
+		else
+			json_object_set_new(args, "name", json_string(argv[i]));
+	}
+	reply = call(cmd("status", args), &ex);
+	if (!reply)
+		return ex;
+	if (as_json) {
+		json_dumpf(json_object_get(reply, "result"), stdout, JSON_INDENT(2));
+		putchar('\n');
+	} else {
+		print_status(json_object_get(json_object_get(reply, "result"), "vms"));
+	}
+	json_decref(reply);
+	return 0;
+}
+
+static int do_named(const char *c, int argc, char **argv, const char *done)
+{
+	json_t *reply;
+	int ex = 0;
+
+	if (argc != 1) {
+		usage(stderr);
+		return 2;
+	}
+	reply = call(cmd(c, json_pack("{s:s}", "name", argv[0])), &ex);
+	if (reply)
+		printf("%s: %s\n", argv[0], done);
+	json_decref(reply);
+	return ex;
+}
+
+static int do_inject(int argc, char **argv)
+{
+	json_t *reply;
+	int ex = 0;
+
+	if (argc != 2) {
+		usage(stderr);
+		return 2;
+	}
+	reply = call(cmd("inject", json_pack("{s:s, s:s}", "name", argv[0],
+					     "fault", argv[1])), &ex);
+	json_decref(reply);
+	return ex;
+}
+
+static int do_wait(int argc, char **argv)
+{
+	double timeout = 60;
+	uint64_t deadline;
+	char last[64] = "unknown";
+
+	if (argc != 2 && !(argc == 4 && !strcmp(argv[2], "--timeout"))) {
+		usage(stderr);
+		return 2;
+	}
+	if (argc == 4)
+		timeout = atof(argv[3]);
+	deadline = rdb_now_ns() + (uint64_t)(timeout * RDB_NS_PER_S);
+	for (;;) {
+		int ex = 0;
+		json_t *reply = call(cmd("status", json_pack("{s:s}", "name", argv[0])), &ex);
+		json_t *vm = reply ? json_array_get(json_object_get(
+				json_object_get(reply, "result"), "vms"), 0) : NULL;
+		const char *st = vm ? json_string_value(json_object_get(vm, "state")) : NULL;
+
+		if (st) {
+			snprintf(last, sizeof(last), "%s", st);
+			if (!strcmp(st, argv[1])) {
+				json_decref(reply);
+				return 0;
+			}
+			/* A terminal state other than the one awaited: stop now. */
+			if ((!strcmp(st, "failed") || !strcmp(st, "degraded")) &&
+			    strcmp(argv[1], st)) {
+				fprintf(stderr, "remusdbctl: %s is %s (%s), not %s\n",
+					argv[0], st, json_string_value(json_object_get(vm, "state_reason")),
+					argv[1]);
+				json_decref(reply);
+				return 1;
+			}
+		}
+		json_decref(reply);
+		if (ex == 3 && rdb_now_ns() >= deadline)
+			return 3;
+		if (rdb_now_ns() >= deadline) {
+			fprintf(stderr, "remusdbctl: %s still %s after %.1f s (wanted %s)\n",
+				argv[0], last, timeout, argv[1]);
+			return 4;
+		}
+		usleep(50000);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lopts[] = {
+		{ "socket", required_argument, NULL, 's' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 }
+	};
+	int o;
+
+	while ((o = getopt_long(argc, argv, "+s:h", lopts, NULL)) != -1) {
+		if (o == 's') {
+			sock_path = optarg;
+		} else {
+			usage(o == 'h' ? stdout : stderr);
+			return o == 'h' ? 0 : 2;
+		}
+	}
+	argc -= optind;
+	argv += optind;
+	if (argc < 1) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[0], "protect"))
+		return do_protect(argc - 1, argv + 1);
+	if (!strcmp(argv[0], "status"))
+		return do_status(argc - 1, argv + 1);
+	if (!strcmp(argv[0], "failover"))
+		return do_named("failover", argc - 1, argv + 1, "failed over");
+	if (!strcmp(argv[0], "unprotect"))
+		return do_named("unprotect", argc - 1, argv + 1, "unprotected");
+	if (!strcmp(argv[0], "wait"))
+		return do_wait(argc - 1, argv + 1);
+	if (!strcmp(argv[0], "inject"))
+		return do_inject(argc - 1, argv + 1);
+	if (!strcmp(argv[0], "config") && argc >= 2 && !strcmp(argv[1], "--dump-defaults")) {
+		rdb_config_dump_defaults(argc > 2 && !strcmp(argv[2], "vm") ?
+					 &rdb_vm_config_table : &rdb_daemon_config_table,
+					 stdout);
+		return 0;
+	}
+	usage(stderr);
+	return 2;
+}
