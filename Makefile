@@ -37,7 +37,7 @@ CTL_SRCS := $(wildcard tools/remusdbctl/*.c)
 TEST_SRCS := $(wildcard tests/unit/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(B)/tests/%)
 HELPER_SRCS := $(wildcard tests/helpers/*.c)
-HELPER_BINS := $(HELPER_SRCS:tests/helpers/%.c=$(B)/helpers/%)
+HELPER_BINS := $(HELPER_SRCS:tests/helpers/%.c=build/helpers/%)
 
 .PHONY: all setup qemu guest check unit e2e demo drill bench clean kmod
 
@@ -58,7 +58,7 @@ $(B)/remusdbctl: $(CTL_SRCS:%.c=$(B)/obj/%.o) $(B)/librdb.a
 	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(LDLIBS)
 
 # Helpers run inside the guest or in test namespaces: static, no sanitizer.
-$(B)/helpers/%: tests/helpers/%.c
+build/helpers/%: tests/helpers/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O2 -static -o $@ $<
 

@@ -203,7 +203,7 @@ static void on_link(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 	if (!(ev & RDB_EV_READ))
 		return;
 	rc = rdb_proto_decoder_read_fd(&b->dec, fd);
-	if (rc >= 0 || rc == -EAGAIN || rc == -ECONNRESET)
+	if (rc == 0)
 		b->last_rx_ns = rdb_now_ns();
 	while (rc >= 0 || rc == -EAGAIN || rc == -ECONNRESET) {
 		int r2 = rdb_proto_decoder_next(&b->dec, &f);
@@ -252,6 +252,13 @@ static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
 
 	if (b->fd < 0)
 		return vm->state == RDB_VM_FAILED_OVER ? 0 : period;
+	/* Silence is an empty socket, not a loop that was busy elsewhere. */
+	if (now - b->last_rx_ns > timeout / 2) {
+		on_link(loop, b->fd, RDB_EV_READ, b);
+		if (b->fd < 0)
+			return 0;
+		now = rdb_now_ns();
+	}
 	if (now - b->last_rx_ns > timeout) {
 		char why[160];
 

@@ -355,7 +355,8 @@ static void on_mig(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 	ssize_t r;
 	int rc;
 
-	for (int i = 0; i < 64; i++) {
+	/* Bounded work per wakeup: heartbeats and ACKs must get their turn. */
+	for (int i = 0; i < 8; i++) {
 		r = read(fd, buf, sizeof(buf));
 		if (r < 0 && (errno == EAGAIN || errno == EINTR))
 			return;
@@ -500,6 +501,12 @@ static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
 	}
 	if (!p->colo_active)
 		return (uint64_t)p->d->cfg.heartbeat_ms * RDB_NS_PER_MS;
+	/* Our own loop may have been busy (initial state): what the backup
+	 * sent meanwhile is still in the socket, and it is not silence. */
+	if (p->peer_fd >= 0 && now - p->last_peer_rx_ns > timeout / 2) {
+		on_peer(loop, p->peer_fd, RDB_EV_READ, p);
+		now = rdb_now_ns();
+	}
 	if (p->peer_fd >= 0 && now - p->last_peer_rx_ns > timeout) {
 		char why[128];
 

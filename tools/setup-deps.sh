@@ -55,7 +55,7 @@ pkgs=(
 	libglib2.0-dev libpixman-1-dev libfdt-dev libslirp-dev zlib1g-dev
 	ninja-build python3-venv flex bison bzip2 xz-utils dpkg-dev
 	# QEMU firmware and test guest
-	seabios ipxe-qemu busybox-static cpio kmod
+	seabios ipxe-qemu qemu-system-data busybox-static cpio kmod
 	# tests: network namespaces, captures
 	iproute2 iputils-ping tcpdump socat jq e2fsprogs
 )

@@ -39,20 +39,22 @@ if ! echo "$QEMU_ORIG_SHA256  $tarball" | sha256sum -c --status 2>/dev/null; the
 	rm -rf "$tmp"
 fi
 
-rm -rf "$out.tmp"
-mkdir -p "$out.tmp"
-log "unpacking into $out.tmp"
-tar -C "$out.tmp" --strip-components=1 -xf "$tarball"
+# Built in place (the build tree holds symlinks into the source tree, so
+# it cannot be moved); .complete marks a finished build.
+rm -rf "$out"
+mkdir -p "$out"
+log "unpacking into $out"
+tar -C "$out" --strip-components=1 -xf "$tarball"
 for p in "$here"/patches/*.patch; do
 	log "applying $(basename "$p")"
-	patch -d "$out.tmp" -p1 --quiet --forward < "$p"
+	patch -d "$out" -p1 --quiet --forward < "$p"
 done
 # The +ds tarball drops the prebuilt edk2 images; meson only needs the
 # inputs to exist, and x86_64 guests here boot SeaBIOS, never edk2.
 for f in aarch64-code arm-code arm-vars riscv-code riscv-vars i386-code \
 	 i386-secure-code i386-vars x86_64-code x86_64-secure-code \
 	 loongarch64-code loongarch64-vars; do
-	[ -f "$out.tmp/pc-bios/edk2-$f.fd.bz2" ] || printf '' | bzip2 > "$out.tmp/pc-bios/edk2-$f.fd.bz2"
+	[ -f "$out/pc-bios/edk2-$f.fd.bz2" ] || printf '' | bzip2 > "$out/pc-bios/edk2-$f.fd.bz2"
 done
 # It also drops the bundled meson and pycotap wheels: a private venv has them.
 venv="$cache/qemu-venv"
@@ -62,22 +64,21 @@ if [ ! -x "$venv/bin/meson" ] || ! "$venv/bin/python3" -c 'import pycotap' 2>/de
 	"$venv/bin/pip" install -q 'meson>=1.5,<2' pycotap
 fi
 
-mkdir -p "$out.tmp/build"
-cd "$out.tmp/build"
+mkdir -p "$out/build"
+cd "$out/build"
 log "configuring"
 ../configure --python="$venv/bin/python3" \
 	--target-list=x86_64-softmmu --disable-docs --disable-werror \
 	--disable-tools --disable-install-blobs --disable-download \
 	--disable-sdl --disable-gtk --disable-vnc --disable-spice \
 	--disable-opengl --disable-curses --disable-libusb --disable-usb-redir \
-	--disable-xen --audio-drv-list= --enable-slirp >"$out.tmp/configure.log" 2>&1 \
-	|| { log "configure failed; see $out.tmp/configure.log"; tail -20 "$out.tmp/configure.log" >&2; exit 1; }
+	--disable-xen --audio-drv-list= --enable-slirp >"$out/configure.log" 2>&1 \
+	|| { log "configure failed; see $out/configure.log"; tail -20 "$out/configure.log" >&2; exit 1; }
 log "building qemu-system-x86_64 (about 4 minutes on 2 cores)"
-ninja -j"$(nproc)" qemu-system-x86_64 >"$out.tmp/build.log" 2>&1 \
-	|| { log "build failed; see $out.tmp/build.log"; tail -30 "$out.tmp/build.log" >&2; exit 1; }
-# The build tree is the result; keep the source only as big as the build needs.
-rm -rf "$out"
-mv "$out.tmp" "$out"
-# Absolute paths inside build.ninja do not matter: nothing reruns it.
+ninja -j"$(nproc)" qemu-system-x86_64 >"$out/build.log" 2>&1 \
+	|| { log "build failed; see $out/build.log"; tail -30 "$out/build.log" >&2; exit 1; }
+# Option ROMs (linuxboot_dma.bin for -kernel boots) are not in the +ds
+# tarball and configure does not build them here: tests take them from
+# Debian's qemu-system-data (-L /usr/share/qemu), like SeaBIOS and iPXE.
 touch "$out/.complete"
 echo "$bin"

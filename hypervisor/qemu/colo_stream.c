@@ -360,8 +360,10 @@ static int step_top(struct rdb_colo_parser *p)
 
 /*
  * Device sections are not length-prefixed.  The initial stream is over
- * when the buffer ends in EOF, VMDESCRIPTION, be32 len and exactly len
- * bytes of JSON: QEMU sends nothing more until our CHECKPOINT_READY.
+ * at EOF, VMDESCRIPTION, be32 len and len bytes that parse as a JSON
+ * object.  QEMU sends nothing more until our CHECKPOINT_READY, so the
+ * match is normally the end of the buffer, but nothing here relies on
+ * how the bytes were split.
  */
 static int step_devtail(struct rdb_colo_parser *p)
 {
@@ -379,7 +381,8 @@ static int step_devtail(struct rdb_colo_parser *p)
 		if (b[q] != VM_VMDESCRIPTION || b[q - 1] != VM_EOF)
 			continue;
 		jl = be32_at(b + q + 1);
-		if ((size_t)q + 5 + jl != n || jl == 0 || b[q + 5] != '{')
+		if (jl == 0 || jl > RDB_COLO_MAX_VMDESC ||
+		    (size_t)q + 5 + jl > n || b[q + 5] != '{')
 			continue;
 		j = json_loadb((const char *)b + q + 5, jl, 0, NULL);
 		if (!j)
@@ -388,7 +391,7 @@ static int step_devtail(struct rdb_colo_parser *p)
 		rc = p->ops->epoch_end(p->opaque, 0, b, q);
 		if (rc < 0)
 			return rc;
-		rdb_buf_consume(&p->in, n);
+		rdb_buf_consume(&p->in, q + 5 + jl);
 		p->epoch = 1;
 		p->state = RDB_CP_COLO;
 		return PROGRESS;

@@ -20,8 +20,8 @@
  *   eos        = be64(EOS 0x10)
  *   devtail    = (0x04 device sections, not length-prefixed) ... 0x00 (EOF)
  *                0x06 len:be32 json[len]
- *                — found as "the buffer ends in EOF 0x06 len json[len] and
- *                  json parses": QEMU then waits for our CHECKPOINT_READY.
+ *                — found as "EOF 0x06 len json[len] where json parses as
+ *                  an object": QEMU then waits for our CHECKPOINT_READY.
  *   colo       = REQUEST:be32 1  (we answer REPLY 2; the VM stops)
  *                VMSTATE_SEND:be32 3  command?  ramsect(0x03)  0x00
  *                VMSTATE_SIZE:be32 4  n:be64  devstate[n]

@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * seqsrv: runs in the test guest.  Accepts one TCP client and sends it
+ * "N TAG\n" for N = 1, 2, 3, ... every --interval-us, forever.
+ *
+ * TAG is drawn from the clock for every line and padded to a length that
+ * depends on it.  If output of an execution that was later rolled back
+ * ever reached the client (an output-commit violation), the restored
+ * guest regenerates those lines with other tags and other lengths; the
+ * client's TCP keeps the bytes it already had and appends the rest, so
+ * the stream it reads misaligns and seqcheck sees a malformed line or a
+ * broken sequence.  With fixed-width lines that violation would be
+ * invisible.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+static unsigned long long rnd(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ((unsigned long long)ts.tv_nsec * 2654435761ull) ^
+		((unsigned long long)ts.tv_sec << 32) ^ (unsigned long long)getpid();
+}
+
+int main(int argc, char **argv)
+{
+	int port = 7000, interval_us = 1000, one = 1, l, c;
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	unsigned long long n = 0;
+
+	for (int i = 1; i + 1 < argc; i += 2) {
+		if (!strcmp(argv[i], "--port"))
+			port = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--interval-us"))
+			interval_us = atoi(argv[i + 1]);
+	}
+	l = socket(AF_INET, SOCK_STREAM, 0);
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	sa.sin_port = htons((unsigned short)port);
+	if (l < 0 || bind(l, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    listen(l, 1) < 0) {
+		perror("seqsrv: listen");
+		return 1;
+	}
+	printf("seqsrv: listening on %d\n", port);
+	fflush(stdout);
+	c = accept(l, NULL, NULL);
+	if (c < 0) {
+		perror("seqsrv: accept");
+		return 1;
+	}
+	setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	printf("seqsrv: client connected\n");
+	fflush(stdout);
+	for (;;) {
+		static const char pad[] = "................";
+		unsigned long long r = rnd();
+		char line[96];
+		int len = snprintf(line, sizeof(line), "%llu %016llx %.*s\n", ++n,
+				   r, (int)(r % 13), pad);
+		const char *p = line;
+
+		while (len > 0) {
+			ssize_t w = write(c, p, (size_t)len);
+
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0) {
+				printf("seqsrv: write failed at %llu: %s\n", n,
+				       strerror(errno));
+				return 1;
+			}
+			p += w;
+			len -= (int)w;
+		}
+		usleep((useconds_t)interval_us);
+	}
+}

@@ -1,0 +1,116 @@
+# shellcheck shell=bash
+# A protected VM on network-namespace hosts: the shared setup of the
+# end-to-end tests, the drill and the benchmark.  Source after common.sh
+# and netns.sh.  Every wait has a deadline.
+#
+#   cluster_up RUN [checkpoint_ms]   topology, daemons, guest, protect
+#   cluster_pull_power RUN           links down first, then SIGKILL
+#   cluster_down RUN                 idempotent; for trap ... EXIT
+#
+# Sets: CL_DIR, CL_VM, CL_GUEST_IP, CL_PRI_CTL, CL_BAK_CTL.
+
+CL_VM=vm1
+CL_GUEST_IP=10.77.0.100
+CL_GUEST_MAC=52:54:00:52:44:01
+CL_SEQ_PORT=7000
+
+cl_ctl() {	# cl_ctl pri|bak ARGS...
+	local side=$1; shift
+	"$RDB_BUILD/remusdbctl" --socket "$CL_DIR/$side/ctl.sock" "$@"
+}
+
+cl_daemon_conf() {	# side listen_addr
+	local side=$1 listen=$2
+	mkdir -p "$CL_DIR/$side/run" "$CL_DIR/$side/state"
+	cat > "$CL_DIR/$side/remusdbd.conf" <<EOC
+listen = $listen
+control_socket = $CL_DIR/$side/ctl.sock
+run_dir = $CL_DIR/$side/run
+state_dir = $CL_DIR/$side/state
+qemu_binary = $RDB_QEMU
+heartbeat_ms = 50
+failover_timeout_ms = ${CL_FAILOVER_TIMEOUT_MS:-600}
+metrics_file = $CL_DIR/$side/metrics.prom
+allow_fault_injection = true
+log_level = info
+EOC
+}
+
+# The guest's QEMU arguments common to both hosts (remusdbd adds QMP,
+# netdev, serial, incoming and the memory backend on the backup).
+cl_common_args() {
+	printf '%s\n' -accel tcg -machine pc -m "${CL_RAM_MB:-256}" -smp 1 \
+		-nodefaults -no-user-config -display none \
+		-L "$RDB_QEMU_DIR/pc-bios" -L /usr/share/seabios -L /usr/lib/ipxe/qemu -L /usr/share/qemu \
+		-kernel "$CL_GUEST/vmlinuz" -initrd "$CL_GUEST/initrd.img" \
+		-append "console=ttyS0 panic=-1 quiet remusdb.ip=$CL_GUEST_IP/24 remusdb.run=\"${CL_GUEST_RUN:-/usr/bin/seqsrv --port $CL_SEQ_PORT}\"" \
+		-device "virtio-net-pci,netdev=net0,mac=$CL_GUEST_MAC"
+}
+
+cluster_up() {
+	local run=$1 ckpt=${2:-25} arg
+	CL_RUN=$run
+	CL_DIR="$RDB_ROOT/build/e2e/$run"
+	rm -rf "$CL_DIR"
+	mkdir -p "$CL_DIR"
+	CL_GUEST=${CL_GUEST:-$RDB_ROOT/build/guest}
+	netns_setup "$run" || return 1
+	cl_daemon_conf pri 10.78.0.1:7788
+	cl_daemon_conf bak 10.78.0.2:7788
+	ip netns exec "$(netns_name "$run" pri)" "$RDB_BUILD/remusdbd" \
+		-c "$CL_DIR/pri/remusdbd.conf" >"$CL_DIR/pri/remusdbd.log" 2>&1 &
+	echo $! > "$CL_DIR/pri/remusdbd.pid"
+	ip netns exec "$(netns_name "$run" bak)" "$RDB_BUILD/remusdbd" \
+		-c "$CL_DIR/bak/remusdbd.conf" >"$CL_DIR/bak/remusdbd.log" 2>&1 &
+	echo $! > "$CL_DIR/bak/remusdbd.pid"
+	wait_for 10 "primary remusdbd control socket" test -S "$CL_DIR/pri/ctl.sock" || return 1
+	wait_for 10 "backup remusdbd control socket" test -S "$CL_DIR/bak/ctl.sock" || return 1
+
+	mapfile -t CL_ARGS < <(cl_common_args)
+	{
+		echo "name = $CL_VM"
+		echo "qmp = $CL_DIR/pri/$CL_VM.qmp"
+		echo "watchdog_qmp = $CL_DIR/pri/$CL_VM.wd.qmp"
+		echo "net_socket = $CL_DIR/pri/run/$CL_VM.net"
+		echo "tap = vmtap0"
+		echo "mac = $CL_GUEST_MAC"
+		echo "peer = 10.78.0.2:7788"
+		echo "checkpoint_ms = $ckpt"
+		echo "checkpoint_deadline_ms = ${CL_DEADLINE_MS:-500}"
+		echo "ram_mb = ${CL_RAM_MB:-256}"
+		for arg in "${CL_ARGS[@]}"; do echo "qemu_arg = $arg"; done
+	} > "$CL_DIR/$CL_VM.conf"
+
+	ip netns exec "$(netns_name "$run" pri)" "$RDB_QEMU" "${CL_ARGS[@]}" \
+		-qmp "unix:$CL_DIR/pri/$CL_VM.qmp,server=on,wait=off" \
+		-qmp "unix:$CL_DIR/pri/$CL_VM.wd.qmp,server=on,wait=off" \
+		-netdev "stream,id=net0,server=off,addr.type=unix,addr.path=$CL_DIR/pri/run/$CL_VM.net,reconnect-ms=100" \
+		-chardev "socket,id=ser0,path=$CL_DIR/pri/serial.sock,server=on,wait=off,logfile=$CL_DIR/pri/console.log" \
+		-serial chardev:ser0 \
+		>"$CL_DIR/pri/qemu.log" 2>&1 &
+	echo $! > "$CL_DIR/pri/qemu.pid"
+	wait_for 10 "primary QEMU's QMP socket" test -S "$CL_DIR/pri/$CL_VM.qmp" || return 1
+	cl_ctl pri protect "$CL_DIR/$CL_VM.conf" || return 1
+	cl_ctl pri wait "$CL_VM" protected --timeout 60 || return 1
+	cl_ctl bak wait "$CL_VM" protected --timeout 10 || return 1
+	wait_for 60 "guest ready on the primary's console" \
+		grep -q REMUSDB-GUEST-READY "$CL_DIR/pri/console.log" || return 1
+}
+
+cluster_pull_power() {
+	netns_power_pull "$1"
+}
+
+cluster_down() {
+	local run=$1 side pid
+	[ -n "${CL_DIR:-}" ] || return 0
+	for side in pri bak; do
+		for pid in remusdbd qemu; do
+			[ -f "$CL_DIR/$side/$pid.pid" ] && kill -9 "$(cat "$CL_DIR/$side/$pid.pid")" 2>/dev/null
+		done
+	done
+	# The backup's restored QEMU is the daemon's child but outlives it.
+	pkill -9 -f "$CL_DIR/bak/" 2>/dev/null
+	netns_cleanup "$run"
+	return 0
+}

@@ -1,0 +1,87 @@
+# shellcheck shell=bash
+# Hosts as network namespaces (WireGuard's netns.sh spirit).
+#
+#            ┌──────── rdb-RUN-sw: bridge br0 ────────┐
+#            │                │                       │
+#   rdb-RUN-pri          rdb-RUN-bak             rdb-RUN-cli
+#   vmbr0 10.77.0.1      vmbr0 10.77.0.2         eth0 10.77.0.10
+#    ├ uplink             ├ up (uplink)
+#    └ vmtap0 (guest)     └ vmtap0 (guest after failover)
+#   repl 10.78.0.1 ───────── repl 10.78.0.2   (replication link)
+#
+# The guest is 10.77.0.100 wherever it runs.  Nothing routes out of
+# these namespaces.
+
+netns_name() { echo "rdb-$1-$2"; }
+
+_nsx() { local ns; ns=$(netns_name "$1" "$2"); shift 2; ip netns exec "$ns" "$@"; }
+
+# _veth RUN NS_A NAME_A NS_B NAME_B
+_veth() {
+	local a=r${RANDOM}a b=r${RANDOM}b
+	ip link add "$a" type veth peer name "$b" || return 1
+	ip link set "$a" netns "$(netns_name "$1" "$2")" name "$3" || return 1
+	ip link set "$b" netns "$(netns_name "$1" "$4")" name "$5" || return 1
+	_nsx "$1" "$2" ip link set "$3" up
+	_nsx "$1" "$4" ip link set "$5" up
+}
+
+netns_setup() {
+	local run=$1 h
+	netns_cleanup "$run"
+	for h in sw pri bak cli; do
+		ip netns add "$(netns_name "$run" "$h")" || return 1
+		_nsx "$run" "$h" ip link set lo up
+	done
+	_nsx "$run" sw ip link add br0 type bridge
+	# No STP delay: ports forward at once.
+	_nsx "$run" sw ip link set br0 type bridge forward_delay 0 stp_state 0
+	_nsx "$run" sw ip link set br0 up
+	_veth "$run" sw port-pri pri uplink || return 1
+	_veth "$run" sw port-bak bak uplink || return 1
+	_veth "$run" sw port-cli cli eth0 || return 1
+	for h in port-pri port-bak port-cli; do
+		_nsx "$run" sw ip link set "$h" master br0
+	done
+	for h in pri bak; do
+		local last=1
+		[ "$h" = bak ] && last=2
+		_nsx "$run" "$h" ip link add vmbr0 type bridge
+		_nsx "$run" "$h" ip link set vmbr0 type bridge forward_delay 0 stp_state 0
+		_nsx "$run" "$h" ip link set dev uplink master vmbr0
+		_nsx "$run" "$h" ip tuntap add dev vmtap0 mode tap
+		_nsx "$run" "$h" ip link set vmtap0 master vmbr0
+		_nsx "$run" "$h" ip link set vmtap0 up
+		_nsx "$run" "$h" ip link set vmbr0 up
+		_nsx "$run" "$h" ip addr add "10.77.0.$last/24" dev vmbr0
+	done
+	_nsx "$run" cli ip addr add 10.77.0.10/24 dev eth0
+	_veth "$run" pri repl bak repl || return 1
+	_nsx "$run" pri ip addr add 10.78.0.1/24 dev repl
+	_nsx "$run" bak ip addr add 10.78.0.2/24 dev repl
+}
+
+# Pulling the power: every link of the primary goes down first, so not a
+# FIN or RST can leave it; then everything running there is killed.
+netns_power_pull() {
+	local run=$1 l pids
+	_nsx "$run" sw ip link set port-pri down
+	for l in $(_nsx "$run" pri ls /sys/class/net); do
+		_nsx "$run" pri ip link set "$l" down 2>/dev/null
+	done
+	pids=$(ip netns pids "$(netns_name "$run" pri)")
+	[ -n "$pids" ] && kill -9 $pids 2>/dev/null
+	return 0
+}
+
+netns_cleanup() {
+	local run=$1 h ns pids
+	for h in pri bak cli sw; do
+		ns=$(netns_name "$run" "$h")
+		ip netns list 2>/dev/null | grep -qw "$ns" || continue
+		pids=$(ip netns pids "$ns" 2>/dev/null)
+		[ -n "$pids" ] && kill -9 $pids 2>/dev/null
+		ip netns del "$ns" 2>/dev/null
+	done
+	return 0
+}

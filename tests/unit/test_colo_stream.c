@@ -1,0 +1,314 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "qemu/colo_stream.h"
+
+/* ---- a stream written the way QEMU 10.0 writes it ---- */
+
+static void u8(struct rdb_buf *b, uint8_t v) { rdb_buf_append(b, &v, 1); }
+static void u16(struct rdb_buf *b, uint16_t v) { u8(b, (uint8_t)(v >> 8)); u8(b, (uint8_t)v); }
+static void u32(struct rdb_buf *b, uint32_t v) { u16(b, (uint16_t)(v >> 16)); u16(b, (uint16_t)v); }
+static void u64(struct rdb_buf *b, uint64_t v) { u32(b, (uint32_t)(v >> 32)); u32(b, (uint32_t)v); }
+static void str8(struct rdb_buf *b, const char *s) { u8(b, (uint8_t)strlen(s)); rdb_buf_append(b, s, strlen(s)); }
+
+static const uint8_t DEV[] = { 0x04, 0, 0, 0, 9, 3, 'c', 'p', 'u', 0, 0, 0, 0,
+			       0, 0, 0, 1, 0xde, 0xad, 0x00, 0x06, 0x7e, 0, 0, 0, 9,
+			       0x00 };	/* a FULL section whose data has 00 06 in it, EOF */
+
+static void page(struct rdb_buf *b, const char *blk, uint64_t off, int zero,
+		 int cont, uint8_t fill)
+{
+	u64(b, off | (zero ? 0x02 : 0x08) | (cont ? 0x20 : 0));
+	if (!cont)
+		str8(b, blk);
+	if (zero) {
+		u8(b, fill);
+	} else {
+		uint8_t p[4096];
+
+		memset(p, fill, sizeof(p));
+		rdb_buf_append(b, p, sizeof(p));
+	}
+}
+
+static void initial(struct rdb_buf *b)
+{
+	const char *vmdesc = "{\"configuration\": {}, \"devices\": []}";
+
+	u32(b, 0x5145564d);
+	u32(b, 3);
+	u8(b, 0x07); u32(b, 14); rdb_buf_append(b, "pc-i440fx-10.0", 14);
+	u8(b, 0x08); u16(b, 8); u16(b, 0);		/* ENABLE_COLO */
+	u8(b, 0x01); u32(b, 2); str8(b, "ram"); u32(b, 0); u32(b, 4);
+	u64(b, (2 * 8192) | 0x04);
+	str8(b, "pc.ram"); u64(b, 8192);
+	str8(b, "pc.bios"); u64(b, 8192);
+	u64(b, 0x10); u8(b, 0x7e); u32(b, 2);
+	u8(b, 0x02); u32(b, 2);
+	page(b, "pc.ram", 0, 1, 0, 0);
+	page(b, "pc.ram", 4096, 0, 1, 0x11);
+	u64(b, 0x10); u8(b, 0x7e); u32(b, 2);
+	u8(b, 0x08); u16(b, 11); u16(b, 0);		/* SWITCHOVER_START */
+	u8(b, 0x03); u32(b, 2);
+	page(b, "pc.bios", 0, 0, 0, 0x22);
+	page(b, "pc.bios", 4096, 1, 1, 0);
+	u64(b, 0x10); u8(b, 0x7e); u32(b, 2);
+	rdb_buf_append(b, DEV, sizeof(DEV));
+	u8(b, 0x06); u32(b, (uint32_t)strlen(vmdesc));
+	rdb_buf_append(b, vmdesc, strlen(vmdesc));
+}
+
+static void checkpoint(struct rdb_buf *b, uint8_t fill)
+{
+	u32(b, 1);					/* REQUEST */
+	u32(b, 3);					/* VMSTATE_SEND */
+	u8(b, 0x08); u16(b, 11); u16(b, 0);
+	u8(b, 0x03); u32(b, 2);
+	page(b, "pc.ram", 4096, 0, 1, fill);		/* CONTINUE across sections */
+	u64(b, 0x10); u8(b, 0x7e); u32(b, 2);
+	u8(b, 0x00);
+	u32(b, 4); u64(b, sizeof(DEV));
+	rdb_buf_append(b, DEV, sizeof(DEV));
+}
+
+/* ---- what the parser reported ---- */
+
+struct seen {
+	int configs, blocks_calls, requests;
+	size_t nblocks;
+	char first_block[32];
+	int pages, zero_pages;
+	uint8_t last_fill;
+	uint64_t epochs[8];
+	size_t dev_len[8];
+	int nepochs;
+};
+
+static int on_config(void *o, const uint8_t *s, size_t n)
+{
+	struct seen *x = o;
+
+	assert_int_equal(s[0], 0x07);
+	/* 0x07, be32 name length, the name; no subsections here */
+	assert_int_equal(n, 1 + 4 + ((size_t)s[3] << 8 | s[4]));
+	x->configs++;
+	return 0;
+}
+
+static int on_blocks(void *o, const struct rdb_ram_block *b, size_t n)
+{
+	struct seen *x = o;
+
+	x->blocks_calls++;
+	x->nblocks = n;
+	strcpy(x->first_block, b[0].idstr);
+	return 0;
+}
+
+static int on_page(void *o, uint32_t blk, uint64_t off, const uint8_t *d, uint8_t f)
+{
+	struct seen *x = o;
+
+	x->pages++;
+	if (!d)
+		x->zero_pages++;
+	else
+		x->last_fill = d[4095];
+	return 0;
+}
+
+static int on_end(void *o, uint64_t e, const uint8_t *d, size_t n)
+{
+	struct seen *x = o;
+
+	assert_true(x->nepochs < 8);
+	assert_int_equal(d[n - 1], 0x00);
+	x->epochs[x->nepochs] = e;
+	x->dev_len[x->nepochs++] = n;
+	return 0;
+}
+
+static int on_req(void *o, uint64_t e)
+{
+	struct seen *x = o;
+
+	x->requests++;
+	return 0;
+}
+
+static const struct rdb_colo_ops ops = { on_config, on_blocks, on_page, on_end, on_req };
+
+static int feed_in_steps(struct rdb_buf *s, struct seen *x, size_t step,
+			 struct rdb_colo_parser *p)
+{
+	int rc = 0;
+
+	memset(x, 0, sizeof(*x));
+	rdb_colo_parser_init(p, &ops, x);
+	for (size_t off = 0; rc == 0 && off < s->len; off += step)
+		rc = rdb_colo_parser_feed(p, s->data + off,
+					  s->len - off < step ? s->len - off : step);
+	return rc;
+}
+
+static void test_initial_stream_and_checkpoints_any_split(void **state)
+{
+	struct rdb_buf s;
+	size_t steps[] = { 1, 2, 3, 5, 4096, 100000 };
+
+	rdb_buf_init(&s);
+	initial(&s);
+	checkpoint(&s, 0x33);
+	checkpoint(&s, 0x44);
+	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		struct rdb_colo_parser p;
+		struct seen x;
+
+		assert_int_equal(feed_in_steps(&s, &x, steps[i], &p), 0);
+		assert_int_equal(x.configs, 1);
+		assert_int_equal(x.blocks_calls, 1);
+		assert_int_equal(x.nblocks, 2);
+		assert_string_equal(x.first_block, "pc.ram");
+		assert_int_equal(x.pages, 4 + 2);
+		assert_int_equal(x.zero_pages, 2);
+		assert_int_equal(x.last_fill, 0x44);
+		assert_int_equal(x.requests, 2);
+		assert_int_equal(x.nepochs, 3);
+		assert_int_equal(x.epochs[0], 0);
+		assert_int_equal(x.epochs[2], 2);
+		/* epoch 0's device state: the FULL sections + EOF, no vmdesc */
+		assert_int_equal(x.dev_len[0], sizeof(DEV));
+		assert_int_equal(x.dev_len[1], sizeof(DEV));
+		rdb_colo_parser_dispose(&p);
+	}
+	rdb_buf_dispose(&s);
+}
+
+static void test_truncated_checkpoint_reports_no_epoch(void **state)
+{
+	struct rdb_colo_parser p;
+	struct rdb_buf s;
+	struct seen x;
+
+	rdb_buf_init(&s);
+	initial(&s);
+	checkpoint(&s, 0x33);
+	s.len -= 10;	/* cut inside the device state */
+	assert_int_equal(feed_in_steps(&s, &x, 7, &p), 0);
+	assert_int_equal(x.nepochs, 1);	/* only the initial state */
+	assert_int_equal(x.requests, 1);
+	rdb_colo_parser_dispose(&p);
+	rdb_buf_dispose(&s);
+}
+
+static void expect_error(struct rdb_buf *s, const char *what)
+{
+	struct rdb_colo_parser p;
+	struct seen x;
+
+	assert_int_equal(feed_in_steps(s, &x, 3, &p), -EPROTO);
+	if (!strstr(rdb_colo_parser_error(&p), what))
+		fail_msg("error '%s' lacks '%s'", rdb_colo_parser_error(&p), what);
+	/* Stays failed. */
+	assert_int_equal(rdb_colo_parser_feed(&p, (const uint8_t *)"x", 1), -EPROTO);
+	rdb_colo_parser_dispose(&p);
+}
+
+static void test_malformed_streams(void **state)
+{
+	struct rdb_buf s;
+
+	rdb_buf_init(&s);
+	u32(&s, 0x12345678); u32(&s, 3); u8(&s, 7);
+	expect_error(&s, "magic");
+
+	rdb_buf_reset(&s);
+	initial(&s);
+	u32(&s, 9);	/* unknown COLO message */
+	expect_error(&s, "unknown COLO message 9");
+
+	rdb_buf_reset(&s);
+	initial(&s);
+	u32(&s, 3);	/* VMSTATE_SEND without REQUEST */
+	expect_error(&s, "where 1 was expected");
+
+	rdb_buf_reset(&s);
+	initial(&s);
+	u32(&s, 1); u32(&s, 3);
+	u8(&s, 0x03); u32(&s, 2);
+	u64(&s, 0x1000 | 0x40);	/* XBZRLE */
+	expect_error(&s, "unsupported flags 0x40");
+
+	rdb_buf_reset(&s);
+	initial(&s);
+	u32(&s, 1); u32(&s, 3);
+	u8(&s, 0x03); u32(&s, 2);
+	page(&s, "vga.vram", 0, 1, 0, 0);
+	expect_error(&s, "unknown block 'vga.vram'");
+
+	rdb_buf_reset(&s);
+	initial(&s);
+	u32(&s, 1); u32(&s, 3);
+	u8(&s, 0x03); u32(&s, 2);
+	page(&s, "pc.ram", 8192, 1, 0, 0);	/* one past the end */
+	expect_error(&s, "beyond block pc.ram");
+
+	rdb_buf_reset(&s);
+	initial(&s);
+	u32(&s, 1); u32(&s, 3); u8(&s, 0x00);
+	u32(&s, 4); u64(&s, (uint64_t)RDB_COLO_MAX_DEVSTATE + 1);
+	expect_error(&s, "device state of");
+
+	rdb_buf_reset(&s);
+	u32(&s, 0x5145564d); u32(&s, 3);
+	u8(&s, 0x07); u32(&s, 2); rdb_buf_append(&s, "pc", 2);
+	u8(&s, 0x01); u32(&s, 5); str8(&s, "block"); u32(&s, 0); u32(&s, 1);
+	expect_error(&s, "not supported (only ram)");
+	rdb_buf_dispose(&s);
+}
+
+static void test_random_bytes_never_crash(void **state)
+{
+	struct rdb_buf good;
+	unsigned seed = 7;
+
+	rdb_buf_init(&good);
+	initial(&good);
+	checkpoint(&good, 1);
+	for (int round = 0; round < 400; round++) {
+		struct rdb_colo_parser p;
+		struct rdb_buf s;
+		struct seen x;
+
+		/* A valid stream with a few bytes mutated, cut anywhere. */
+		rdb_buf_init(&s);
+		rdb_buf_append(&s, good.data, good.len);
+		for (int k = 0; k < 1 + round % 4; k++)
+			s.data[rand_r(&seed) % s.len] ^= (uint8_t)(1 + rand_r(&seed) % 255);
+		s.len = (size_t)rand_r(&seed) % (s.len + 1);
+		feed_in_steps(&s, &x, 1 + (size_t)(rand_r(&seed) % 64), &p);
+		rdb_colo_parser_dispose(&p);
+		rdb_buf_dispose(&s);
+	}
+	rdb_buf_dispose(&good);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_initial_stream_and_checkpoints_any_split),
+		cmocka_unit_test(test_truncated_checkpoint_reports_no_epoch),
+		cmocka_unit_test(test_malformed_streams),
+		cmocka_unit_test(test_random_bytes_never_crash),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

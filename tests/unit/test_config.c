@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "ctl.h"
+
+static const char *write_tmp(const char *text)
+{
+	static char path[64];
+	FILE *f;
+
+	strcpy(path, "/tmp/rdb-conf-XXXXXX");
+	close(mkstemp(path));
+	f = fopen(path, "w");
+	fputs(text, f);
+	fclose(f);
+	return path;
+}
+
+static void test_defaults_work_out_of_the_box(void **state)
+{
+	struct rdb_daemon_config d;
+
+	rdb_config_defaults(&rdb_daemon_config_table, &d);
+	assert_string_equal(d.listen, "0.0.0.0:7788");
+	assert_int_equal(d.heartbeat_ms, 100);
+	assert_int_equal(d.failover_timeout_ms, 1000);
+	assert_false(d.allow_fault_injection);
+	rdb_config_dispose(&rdb_daemon_config_table, &d);
+	rdb_config_dispose(&rdb_daemon_config_table, &d);	/* idempotent */
+}
+
+static void test_vm_file_with_lists_and_errors(void **state)
+{
+	struct rdb_vm_config c;
+	char err[256];
+	const char *p;
+	json_t *j;
+
+	rdb_config_defaults(&rdb_vm_config_table, &c);
+	p = write_tmp("# a VM\nname = db1\nqmp = /run/q.sock\nnet_socket = /run/n\n"
+		      "peer = 10.0.0.2:7788\ncheckpoint_ms = 50\n"
+		      "qemu_arg = -m\nqemu_arg = 256\n");
+	assert_int_equal(rdb_config_load_file(&rdb_vm_config_table, p, &c, err, sizeof(err)), 0);
+	unlink(p);
+	assert_string_equal(c.name, "db1");
+	assert_int_equal(c.checkpoint_ms, 50);
+	assert_int_equal(c.qemu_arg.n, 2);
+	assert_string_equal(c.qemu_arg.v[1], "256");
+	assert_null(c.qemu_arg.v[2]);
+	assert_int_equal(rdb_vm_config_check(&c, err, sizeof(err)), 0);
+	/* JSON round trip: what the CLI sends is what the daemon gets */
+	j = rdb_vm_config_to_json(&c);
+	{
+		struct rdb_vm_config c2;
+
+		rdb_config_defaults(&rdb_vm_config_table, &c2);
+		assert_int_equal(rdb_vm_config_from_json(j, &c2, err, sizeof(err)), 0);
+		assert_string_equal(c2.peer, "10.0.0.2:7788");
+		assert_int_equal(c2.qemu_arg.n, 2);
+		rdb_config_dispose(&rdb_vm_config_table, &c2);
+	}
+	json_decref(j);
+	/* bounds, with the range in the message */
+	assert_int_equal(rdb_config_set(&rdb_vm_config_table, &c, "checkpoint_ms", "1",
+					err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "5..10000"));
+	assert_int_equal(rdb_config_set(&rdb_vm_config_table, &c, "name", "bad name",
+					err, sizeof(err)), -EINVAL);
+	assert_int_equal(rdb_config_set(&rdb_vm_config_table, &c, "peer", "nohost",
+					err, sizeof(err)), -EINVAL);
+	/* host-specific QEMU arguments are refused */
+	assert_int_equal(rdb_config_set(&rdb_vm_config_table, &c, "qemu_arg", "-qmp",
+					err, sizeof(err)), 0);
+	assert_int_equal(rdb_vm_config_check(&c, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "-qmp"));
+	rdb_config_dispose(&rdb_vm_config_table, &c);
+
+	/* unknown key, with file and line */
+	rdb_config_defaults(&rdb_vm_config_table, &c);
+	p = write_tmp("name = x\n\nbogus = 1\n");
+	assert_int_equal(rdb_config_load_file(&rdb_vm_config_table, p, &c, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, ":3: unknown vm option 'bogus'"));
+	unlink(p);
+	rdb_config_dispose(&rdb_vm_config_table, &c);
+	/* a line without '=' and a key set twice */
+	rdb_config_defaults(&rdb_vm_config_table, &c);
+	p = write_tmp("name = x\nname = y\n");
+	assert_int_equal(rdb_config_load_file(&rdb_vm_config_table, p, &c, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "set twice"));
+	unlink(p);
+	rdb_config_dispose(&rdb_vm_config_table, &c);
+	/* a required field missing */
+	rdb_config_defaults(&rdb_vm_config_table, &c);
+	assert_int_equal(rdb_vm_config_check(&c, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "'name' is required"));
+	rdb_config_dispose(&rdb_vm_config_table, &c);
+}
+
+static int h_echo(void *opaque, json_t *req, json_t **reply)
+{
+	*reply = json_incref(json_object_get(req, "args"));
+	return 0;
+}
+
+static int h_fail(void *opaque, json_t *req, json_t **reply)
+{
+	*reply = json_string("it broke");
+	return -EIO;
+}
+
+static void test_ctl_dispatch(void **state)
+{
+	static const struct rdb_ctl_handler h[] = { { "echo", h_echo }, { "fail", h_fail } };
+	struct rdb_evloop *loop;
+	struct rdb_ctl *ctl;
+	char path[64], *r;
+
+	snprintf(path, sizeof(path), "/tmp/rdb-ctl-%d.sock", (int)getpid());
+	assert_int_equal(rdb_evloop_create(&loop), 0);
+	assert_int_equal(rdb_ctl_listen(path, loop, h, 2, NULL, &ctl), 0);
+	r = rdb_ctl_dispatch(ctl, "{\"cmd\":\"echo\",\"args\":{\"a\":1}}", 29);
+	assert_string_equal(r, "{\"ok\":true,\"result\":{\"a\":1}}");
+	free(r);
+	r = rdb_ctl_dispatch(ctl, "{\"cmd\":\"fail\"}", 14);
+	assert_non_null(strstr(r, "\"error\":\"it broke\""));
+	free(r);
+	r = rdb_ctl_dispatch(ctl, "{\"cmd\":\"nope\"}", 14);
+	assert_non_null(strstr(r, "unknown command"));
+	free(r);
+	r = rdb_ctl_dispatch(ctl, "not json", 8);
+	assert_non_null(strstr(r, "not a JSON object"));
+	free(r);
+	r = rdb_ctl_dispatch(ctl, "{\"args\":{}}", 11);
+	assert_non_null(strstr(r, "no \\\"cmd\\\""));
+	free(r);
+	rdb_ctl_close(ctl);
+	assert_int_equal(access(path, F_OK), -1);	/* socket file removed */
+	rdb_evloop_destroy(loop);
+}
+
+static void test_ctl_peer_policy(void **state)
+{
+	assert_true(rdb_ctl_peer_allowed(0, 0));
+	assert_true(rdb_ctl_peer_allowed(0, 1000));
+	assert_true(rdb_ctl_peer_allowed(1000, 1000));
+	assert_false(rdb_ctl_peer_allowed(1000, 0));
+	assert_false(rdb_ctl_peer_allowed(1001, 1000));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_defaults_work_out_of_the_box),
+		cmocka_unit_test(test_vm_file_with_lists_and_errors),
+		cmocka_unit_test(test_ctl_dispatch),
+		cmocka_unit_test(test_ctl_peer_policy),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
