@@ -36,12 +36,14 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(B)/obj/%.o)
 CTL_SRCS := $(wildcard tools/remusdbctl/*.c)
 TEST_SRCS := $(wildcard tests/unit/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(B)/tests/%)
+BENCH_SRCS := $(wildcard tests/bench/*.c)
+BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(B)/bench/%)
 HELPER_SRCS := $(wildcard tests/helpers/*.c)
 HELPER_BINS := $(HELPER_SRCS:tests/helpers/%.c=build/helpers/%)
 
 .PHONY: all setup qemu guest check unit e2e demo drill bench clean kmod
 
-all: $(B)/remusdbd $(B)/remusdbctl $(HELPER_BINS)
+all: $(B)/remusdbd $(B)/remusdbctl $(HELPER_BINS) $(BENCH_BINS)
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -55,6 +57,10 @@ $(B)/remusdbd: $(B)/obj/dom0-daemon/main.o $(B)/librdb.a
 	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(LDLIBS)
 
 $(B)/remusdbctl: $(CTL_SRCS:%.c=$(B)/obj/%.o) $(B)/librdb.a
+	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(LDLIBS)
+
+$(B)/bench/%: $(B)/obj/tests/bench/%.o $(B)/librdb.a
+	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(LDLIBS)
 
 # Helpers run inside the guest or in test namespaces: static, no sanitizer.
@@ -81,18 +87,18 @@ unit: $(TEST_BINS)
 check: setup
 	$(MAKE) SAN=1 all unit
 	bash hypervisor/qemu/build-test-qemu.sh >/dev/null
-	bash tests/run-e2e.sh
+	RDB_BUILD=build/san bash tests/run-e2e.sh
 
 demo: setup
 	bash hypervisor/qemu/build-test-qemu.sh >/dev/null
 	$(MAKE) all
-	bash tests/drill.sh --demo
+	RDB_BUILD=build bash tests/drill.sh --demo
 
 drill: all
-	bash tests/drill.sh
+	RDB_BUILD=$(B) bash tests/drill.sh
 
 bench: all
-	bash tests/bench/checkpoint.sh
+	RDB_BUILD=$(B) bash tests/bench/checkpoint.sh
 
 clean:
 	rm -rf build

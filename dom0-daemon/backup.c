@@ -24,6 +24,7 @@
 #define HELLO_DEADLINE_NS (5 * RDB_NS_PER_S)
 #define QEMU_START_DEADLINE_NS (10 * RDB_NS_PER_S)
 #define RESTORE_DEADLINE_NS (20 * RDB_NS_PER_S)
+#define INITIAL_SYNC_SILENCE_NS (10 * RDB_NS_PER_S)
 
 struct rdb_backup {
 	struct rdb_vm *vm;
@@ -250,6 +251,10 @@ static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
 	uint64_t timeout = (uint64_t)b->d->cfg.failover_timeout_ms * RDB_NS_PER_MS;
 	uint64_t period = (uint64_t)b->d->cfg.heartbeat_ms * RDB_NS_PER_MS;
 
+	/* Before the initial state is in, there is nothing to fail over to,
+	 * and a busy initial copy is not a dead primary. */
+	if (!b->have_committed && timeout < INITIAL_SYNC_SILENCE_NS)
+		timeout = INITIAL_SYNC_SILENCE_NS;
 	if (b->fd < 0)
 		return vm->state == RDB_VM_FAILED_OVER ? 0 : period;
 	/* Silence is an empty socket, not a loop that was busy elsewhere. */

@@ -29,6 +29,8 @@
 #define SETUP_DEADLINE_NS (5 * RDB_NS_PER_S)
 /* From the end of the initial state to the first checkpoint. */
 #define COLO_START_DEADLINE_NS (10 * RDB_NS_PER_S)
+/* Peer silence tolerated while the initial state is copied. */
+#define INITIAL_SYNC_SILENCE_NS (10 * RDB_NS_PER_S)
 
 struct rdb_primary {
 	struct rdb_vm *vm;
@@ -495,6 +497,10 @@ static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
 	uint64_t now = rdb_now_ns();
 	uint64_t timeout = (uint64_t)p->d->cfg.failover_timeout_ms * RDB_NS_PER_MS;
 
+	/* The initial copy keeps both daemons and the link busy for
+	 * seconds; silence then is slowness, not death. */
+	if (vm->state == RDB_VM_PROTECTING && timeout < INITIAL_SYNC_SILENCE_NS)
+		timeout = INITIAL_SYNC_SILENCE_NS;
 	if (vm->wd_slot >= 0 && rdb_watchdog_tripped(p->d->wd, vm->wd_slot)) {
 		vm->st.watchdog_trips++;
 		drop_protection(p, "the watchdog dropped protection while remusdbd was stalled");

@@ -23,7 +23,7 @@ cluster_up "$run" "$ckpt" || rdb_fail "setup failed (logs in $CL_DIR)"
 # A random moment: not only "just after a checkpoint".
 [ -n "$before_s" ] || before_s=$(awk -v r=$RANDOM 'BEGIN{printf "%.3f", 3 + (r % 4000) / 1000}')
 total_s=$(awk -v a="$before_s" -v b="$after_s" 'BEGIN{printf "%d", a + b + 25}')
-ip netns exec "$(netns_name "$run" cli)" "$RDB_BUILD/helpers/seqcheck" \
+ip netns exec "$(netns_name "$run" cli)" "$RDB_HELPERS/seqcheck" \
 	--host "$CL_GUEST_IP" --port "$CL_SEQ_PORT" --duration "$total_s" \
 	--connect-timeout 20 --stall-timeout 20 \
 	>"$CL_DIR/seqcheck.json" 2>"$CL_DIR/seqcheck.log" &
@@ -31,6 +31,9 @@ checker=$!
 wait_for 20 "first values at the client" \
 	grep -q '^first ' "$CL_DIR/seqcheck.log" || rdb_fail "client got nothing"
 sleep "$before_s"
+# The primary's own numbers, just before it dies.
+cl_ctl pri status "$CL_VM" --json > "$CL_DIR/pri-status.json" ||
+	rdb_fail "primary not answering before the pull"
 pull_ns=$(date +%s%N)
 cluster_pull_power "$run"
 echo "pulled the primary's power at +${before_s}s"
@@ -44,8 +47,8 @@ wait_pid 15 "$checker"
 checker_rc=$?
 
 jq -n --slurpfile c "$CL_DIR/seqcheck.json" --slurpfile s "$CL_DIR/bak-status.json" \
-	--argjson pull "$pull_ns" --arg ckpt "$ckpt" '
-	$c[0] as $c | ($s[0].vms[0]) as $v |
+	--slurpfile p "$CL_DIR/pri-status.json" --arg ckpt "$ckpt" '
+	$c[0] as $c | ($s[0].vms[0]) as $v | ($p[0].vms[0]) as $pv |
 	{ gaps: $c.gaps, dups: $c.dups, regressions: $c.regressions,
 	  corrupt: $c.corrupt, connection_lost: $c.connection_lost,
 	  values: $c.values, last: $c.last,
@@ -53,6 +56,8 @@ jq -n --slurpfile c "$CL_DIR/seqcheck.json" --slurpfile s "$CL_DIR/bak-status.js
 	  failover_ms: $c.max_stall_ms,
 	  restore_ms: $v.failover_ms, committed_epoch: $v.committed_epoch,
 	  epoch_ms: ($ckpt | tonumber),
+	  checkpoints_per_s: $pv.checkpoints_per_s,
+	  pause_ms_p50: $pv.pause_ms_p50, pause_ms_p99: $pv.pause_ms_p99,
 	  invariants_ok: ($c.gaps == 0 and $c.dups == 0 and $c.regressions == 0
 			  and $c.corrupt == 0 and ($c.connection_lost | not)
 			  and $c.values_after_stall > 0) }' > "$CL_DIR/result.json" ||
