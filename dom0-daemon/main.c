@@ -231,7 +231,7 @@ static int make_dir(const char *path)
 int main(int argc, char **argv)
 {
 	struct rdb_daemon d = { .repl_listen_fd = -1 };
-	struct rdb_watchdog wd = { .shm = NULL, .pid = -1 };
+	struct rdb_watchdog wd = { .shm = NULL, .pid = -1, .fd_sock = -1 };
 	const char *config_path = DEFAULT_CONFIG;
 	bool config_given = false;
 	char err[512];

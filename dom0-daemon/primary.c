@@ -404,6 +404,11 @@ static void on_mig_accept(struct rdb_evloop *loop, int fd, unsigned ev,
 		drop_protection(p, "cannot watch the checkpoint stream");
 		return;
 	}
+	/* The watchdog gets its own handle on the stream: the one thing it
+	 * can still cut when QEMU is blocked on it (see watchdog.h). */
+	if (p->vm->wd_slot >= 0 &&
+	    rdb_watchdog_pass_fd(p->d->wd, p->vm->wd_slot, c) < 0)
+		LOGVM(WARN, p->vm->name, "watchdog did not get the stream socket");
 	/* One connection per protection: no one else may attach. */
 	rdb_evloop_del_fd(loop, p->mig_listen_fd);
 	close(p->mig_listen_fd);
@@ -501,10 +506,8 @@ static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
 	 * seconds; silence then is slowness, not death. */
 	if (vm->state == RDB_VM_PROTECTING && timeout < INITIAL_SYNC_SILENCE_NS)
 		timeout = INITIAL_SYNC_SILENCE_NS;
-	if (vm->wd_slot >= 0 && rdb_watchdog_tripped(p->d->wd, vm->wd_slot)) {
-		vm->st.watchdog_trips++;
-		drop_protection(p, "the watchdog dropped protection while remusdbd was stalled");
-	}
+	if (vm->wd_slot >= 0 && rdb_watchdog_tripped(p->d->wd, vm->wd_slot))
+		drop_protection(p, "watchdog");
 	if (!p->colo_active)
 		return (uint64_t)p->d->cfg.heartbeat_ms * RDB_NS_PER_MS;
 	/* Our own loop may have been busy (initial state): what the backup
@@ -556,6 +559,11 @@ static void drop_protection(struct rdb_primary *p, const char *why)
 
 	if (!p->colo_active)
 		return;
+	/* Whatever we noticed first, a watchdog trip is the real story. */
+	if (vm->wd_slot >= 0 && rdb_watchdog_tripped(p->d->wd, vm->wd_slot)) {
+		vm->st.watchdog_trips++;
+		why = "the watchdog dropped protection while remusdbd was stalled";
+	}
 	p->colo_active = false;
 	p->in_pause = false;
 	if (vm->wd_slot >= 0) {

@@ -10,12 +10,17 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-/* Dropping protection must itself be bounded: QEMU answers in ~1 ms. */
-#define TRIP_QMP_DEADLINE_NS (2 * RDB_NS_PER_S)
+/* Dropping protection must itself be bounded: QEMU answers in ~1 ms,
+ * or not at all while its migration thread holds the BQL. */
+#define TRIP_QMP_DEADLINE_NS (500 * RDB_NS_PER_MS)
+
+/* The child's copies of each slot's checkpoint-stream socket. */
+static int stream_fd[RDB_WD_MAX_VMS];
 
 bool rdb_watchdog_should_trip(const struct rdb_wd_slot *s, uint64_t beat_ns,
 			      uint64_t now_ns)
@@ -27,35 +32,65 @@ bool rdb_watchdog_should_trip(const struct rdb_wd_slot *s, uint64_t beat_ns,
 	return now_ns > beat_ns && now_ns - beat_ns > deadline;
 }
 
-static void trip(struct rdb_wd_slot *s, uint64_t stalled_ns)
+static void trip(int i, struct rdb_wd_slot *s, uint64_t stalled_ns)
 {
 	struct rdb_qmp q;
 	uint64_t t0 = rdb_now_ns();
+	bool cut = false;
 	int rc;
 
+	if (stream_fd[i] >= 0) {
+		cut = shutdown(stream_fd[i], SHUT_RDWR) == 0;
+		close(stream_fd[i]);
+		stream_fd[i] = -1;
+	}
 	rc = rdb_qmp_connect(&q, s->qmp_path, s->name, t0 + TRIP_QMP_DEADLINE_NS);
 	if (rc == 0) {
 		rc = rdb_qmp_colo_lost_heartbeat(&q, t0 + TRIP_QMP_DEADLINE_NS);
 		rdb_qmp_close(&q);
 	}
 	atomic_store(&s->tripped_at_ns, rdb_now_ns());
-	if (rc == 0)
-		LOGVM(ERROR, s->name,
-		      "ALARM: remusdbd silent for %llu ms (deadline %llu ms): "
-		      "dropped protection (x-colo-lost-heartbeat in %.1f ms); "
-		      "the guest runs unprotected",
-		      (unsigned long long)(stalled_ns / RDB_NS_PER_MS),
-		      (unsigned long long)(atomic_load(&s->deadline_ns) / RDB_NS_PER_MS),
-		      (double)(rdb_now_ns() - t0) / RDB_NS_PER_MS);
-	else
-		LOGVM(ERROR, s->name,
-		      "ALARM: remusdbd silent for %llu ms and dropping "
-		      "protection over %s failed: %s",
-		      (unsigned long long)(stalled_ns / RDB_NS_PER_MS),
-		      s->qmp_path, strerror(-rc));
+	LOGVM(ERROR, s->name,
+	      "ALARM: remusdbd silent for %llu ms (deadline %llu ms): dropped "
+	      "protection (checkpoint stream %s, x-colo-lost-heartbeat %s) in "
+	      "%.1f ms; the guest runs unprotected",
+	      (unsigned long long)(stalled_ns / RDB_NS_PER_MS),
+	      (unsigned long long)(atomic_load(&s->deadline_ns) / RDB_NS_PER_MS),
+	      cut ? "shut down" : "not held", rc == 0 ? "sent" :
+	      rc == -EREMOTEIO ? "refused: COLO already over" : strerror(-rc),
+	      (double)(rdb_now_ns() - t0) / RDB_NS_PER_MS);
 }
 
-static void child_main(struct rdb_wd_shared *shm, uint64_t poll_ns)
+/* Takes the fds the daemon passed since the last poll. */
+static void receive_fds(int sock)
+{
+	for (;;) {
+		char ctrl[CMSG_SPACE(sizeof(int))];
+		int slot = -1, fd = -1;
+		struct iovec iov = { &slot, sizeof(slot) };
+		struct msghdr m = {
+			.msg_iov = &iov, .msg_iovlen = 1,
+			.msg_control = ctrl, .msg_controllen = sizeof(ctrl),
+		};
+		struct cmsghdr *c;
+
+		if (recvmsg(sock, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) <= 0)
+			return;
+		c = CMSG_FIRSTHDR(&m);
+		if (c && c->cmsg_type == SCM_RIGHTS)
+			memcpy(&fd, CMSG_DATA(c), sizeof(fd));
+		if (slot < 0 || slot >= RDB_WD_MAX_VMS || fd < 0) {
+			if (fd >= 0)
+				close(fd);
+			continue;
+		}
+		if (stream_fd[slot] >= 0)
+			close(stream_fd[slot]);
+		stream_fd[slot] = fd;
+	}
+}
+
+static void child_main(struct rdb_wd_shared *shm, int sock, uint64_t poll_ns)
 {
 	struct timespec ts = {
 		.tv_sec = (time_t)(poll_ns / RDB_NS_PER_S),
@@ -66,12 +101,24 @@ static void child_main(struct rdb_wd_shared *shm, uint64_t poll_ns)
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	signal(SIGINT, SIG_IGN);
 	signal(SIGTERM, SIG_IGN);
+	for (int i = 0; i < RDB_WD_MAX_VMS; i++)
+		stream_fd[i] = -1;
 	while (!atomic_load(&shm->stop)) {
-		uint64_t now = rdb_now_ns(), beat = atomic_load(&shm->beat_ns);
+		uint64_t now, beat;
 
-		for (int i = 0; i < RDB_WD_MAX_VMS; i++)
-			if (rdb_watchdog_should_trip(&shm->slot[i], beat, now))
-				trip(&shm->slot[i], now - beat);
+		receive_fds(sock);
+		now = rdb_now_ns();
+		beat = atomic_load(&shm->beat_ns);
+		for (int i = 0; i < RDB_WD_MAX_VMS; i++) {
+			struct rdb_wd_slot *s = &shm->slot[i];
+
+			if (rdb_watchdog_should_trip(s, beat, now))
+				trip(i, s, now - beat);
+			else if (!atomic_load(&s->armed) && stream_fd[i] >= 0) {
+				close(stream_fd[i]);
+				stream_fd[i] = -1;
+			}
+		}
 		nanosleep(&ts, NULL);
 	}
 }
@@ -80,13 +127,22 @@ int rdb_watchdog_start(struct rdb_watchdog *wd, uint64_t poll_ns)
 {
 	void *p;
 	pid_t pid;
+	int sv[2];
 
 	wd->shm = NULL;
 	wd->pid = -1;
+	wd->fd_sock = -1;
+	if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return -errno;
 	p = mmap(NULL, sizeof(struct rdb_wd_shared), PROT_READ | PROT_WRITE,
 		 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
-		return -errno;
+	if (p == MAP_FAILED) {
+		int rc = -errno;
+
+		close(sv[0]);
+		close(sv[1]);
+		return rc;
+	}
 	memset(p, 0, sizeof(struct rdb_wd_shared));
 	wd->shm = p;
 	atomic_store(&wd->shm->beat_ns, rdb_now_ns());
@@ -96,12 +152,17 @@ int rdb_watchdog_start(struct rdb_watchdog *wd, uint64_t poll_ns)
 
 		munmap(p, sizeof(struct rdb_wd_shared));
 		wd->shm = NULL;
+		close(sv[0]);
+		close(sv[1]);
 		return rc;
 	}
 	if (pid == 0) {
-		child_main(wd->shm, poll_ns);
+		close(sv[0]);
+		child_main(wd->shm, sv[1], poll_ns);
 		_exit(0);
 	}
+	close(sv[1]);
+	wd->fd_sock = sv[0];
 	wd->pid = pid;
 	LOG(INFO, "watchdog running as pid %d", (int)pid);
 	return 0;
@@ -129,6 +190,31 @@ void rdb_watchdog_stop(struct rdb_watchdog *wd)
 		munmap(wd->shm, sizeof(struct rdb_wd_shared));
 		wd->shm = NULL;
 	}
+	if (wd->fd_sock >= 0) {
+		close(wd->fd_sock);
+		wd->fd_sock = -1;
+	}
+}
+
+int rdb_watchdog_pass_fd(struct rdb_watchdog *wd, int slot, int fd)
+{
+	char ctrl[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { &slot, sizeof(slot) };
+	struct msghdr m = {
+		.msg_iov = &iov, .msg_iovlen = 1,
+		.msg_control = ctrl, .msg_controllen = sizeof(ctrl),
+	};
+	struct cmsghdr *c;
+
+	if (wd->fd_sock < 0 || slot < 0 || slot >= RDB_WD_MAX_VMS)
+		return -EINVAL;
+	memset(ctrl, 0, sizeof(ctrl));
+	c = CMSG_FIRSTHDR(&m);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(fd));
+	return sendmsg(wd->fd_sock, &m, MSG_DONTWAIT) < 0 ? -errno : 0;
 }
 
 void rdb_watchdog_beat(struct rdb_watchdog *wd)

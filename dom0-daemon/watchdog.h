@@ -5,11 +5,17 @@
  * The daemon stamps the page from its event loop.  A daemon that is
  * stopped (SIGSTOP, a debugger, a page-in storm) stamps nothing, and a
  * stopped process cannot rescue its own guests — hence a second process.
- * When a protected VM's stamp is older than that VM's deadline, the
- * watchdog tells QEMU over the VM's second QMP socket to drop COLO
- * (x-colo-lost-heartbeat): the guest runs on, unprotected, and the trip is
- * logged as an alarm and left in the page for the daemon to see when it
- * runs again.
+ * When the stamp is older than a protected VM's deadline, the watchdog
+ * drops that VM's protection so the guest runs on, unprotected:
+ *   1. it shuts down its duplicate of the checkpoint-stream socket (passed
+ *      over SCM_RIGHTS at protect time).  QEMU may be blocked writing a
+ *      checkpoint into that socket — and, with the TCG BQL patch, holding
+ *      the BQL meanwhile, so QMP could not answer; the shutdown fails
+ *      that write and QEMU leaves COLO with the guest running;
+ *   2. it sends x-colo-lost-heartbeat over the VM's second QMP socket,
+ *      for the case where QEMU was not blocked on the socket.
+ * The trip is logged as an alarm and left in the page for the daemon to
+ * see when it runs again.
  *
  * The page is written by the daemon and read by the child (and one flag
  * the other way), so every shared field is an atomic.
@@ -42,6 +48,7 @@ struct rdb_wd_shared {
 struct rdb_watchdog {
 	struct rdb_wd_shared *shm;
 	pid_t pid;
+	int fd_sock;		/* daemon's end: passes stream fds to the child */
 };
 
 /* Maps the page and forks the child.  Call before any thread starts. */
@@ -56,6 +63,8 @@ void rdb_watchdog_beat(struct rdb_watchdog *wd);
 int rdb_watchdog_arm(struct rdb_watchdog *wd, const char *name,
 		     const char *qmp_path, uint64_t deadline_ns);
 void rdb_watchdog_disarm(struct rdb_watchdog *wd, int slot);
+/* Gives the child a duplicate of the slot's checkpoint-stream socket. */
+int rdb_watchdog_pass_fd(struct rdb_watchdog *wd, int slot, int fd);
 /* Non-zero once the child dropped protection for this slot. */
 uint64_t rdb_watchdog_tripped(const struct rdb_watchdog *wd, int slot);
 

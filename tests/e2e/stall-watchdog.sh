@@ -28,9 +28,8 @@ wait_for 20 "ticks on the serial console" grep -q started "$CL_DIR/linegap.log" 
 	rdb_fail "no ticks from the guest"
 sleep 1
 cl_ctl pri inject "$CL_VM" stop-in-pause || rdb_fail "fault injection refused"
+# `ip netns exec` execs the daemon: the recorded pid is the daemon's.
 dpid=$(cat "$CL_DIR/pri/remusdbd.pid")
-# ip netns exec runs the daemon as its child: the daemon is the child.
-dpid=$(pgrep -P "$dpid" remusdbd || echo "$dpid")
 wait_for 5 "remusdbd stopped inside a pause" \
 	sh -c "grep -q '^State:.*T' /proc/$dpid/status" || rdb_fail "daemon did not stop"
 stopped_at=$(date +%s%N)
@@ -43,6 +42,8 @@ max_gap=$(jq -r .max_gap_ms "$CL_DIR/linegap.json")
 lines=$(jq -r .lines "$CL_DIR/linegap.json")
 grep -q "ALARM: remusdbd silent" "$CL_DIR/pri/remusdbd.log" ||
 	rdb_fail "no alarm in the daemon's log"
+grep -q "protected -> degraded.*watchdog" "$CL_DIR/pri/remusdbd.log" ||
+	rdb_fail "the degraded state does not name the watchdog"
 jq -n --argjson g "$max_gap" --argjson l "$lines" --argjson d "$deadline_ms" \
 	--argjson s $((stop_s * 1000)) \
 	'{max_guest_freeze_ms: $g, ticks: $l, deadline_ms: $d, daemon_stopped_ms: $s}' \
