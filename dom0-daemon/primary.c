@@ -63,9 +63,18 @@ struct rdb_primary {
 	uint64_t ckpt_start_ns;
 	bool in_pause;
 	uint64_t epoch_pages, epoch_bytes;
-	struct rdb_buf batch;		/* page records of one PAGES message */
-	uint32_t batch_block;
-	uint32_t batch_count;
+	/*
+	 * Page records of the epoch being received, in wire format, and the
+	 * runs of consecutive records of one block (each run becomes PAGES
+	 * messages).  In a pause, records only accumulate here; framing them
+	 * waits until the guest runs.  The initial copy is streamed instead.
+	 */
+	struct rdb_buf batch;
+	struct page_run {
+		uint32_t block, count;
+		size_t start, len;
+	} *runs;
+	size_t nruns, cap_runs;
 	uint64_t batch_epoch;
 	uint8_t *config_section;
 	size_t config_len;
@@ -78,11 +87,17 @@ static void drop_protection(struct rdb_primary *p, const char *why);
 
 /* ---- sending to the backup ---- */
 
+/*
+ * Nothing is sent to the backup while the guest is paused: the pause is
+ * for reading QEMU's stream only.  Sending then would take CPU from QEMU's
+ * own copy (and wake the backup to compete for it too); the epoch goes
+ * out as soon as the guest runs again.
+ */
 static void peer_want_write(struct rdb_primary *p)
 {
 	if (p->peer_fd >= 0)
-		rdb_evloop_mod_fd(p->d->loop, p->peer_fd,
-				  RDB_EV_READ | (p->out.len ? RDB_EV_WRITE : 0));
+		rdb_evloop_mod_fd(p->d->loop, p->peer_fd, RDB_EV_READ |
+				  (p->out.len && !p->in_pause ? RDB_EV_WRITE : 0));
 }
 
 static int peer_flush(struct rdb_primary *p)
@@ -98,17 +113,36 @@ static int peer_flush(struct rdb_primary *p)
 	return 0;
 }
 
+/* Frames the accumulated records as PAGES messages of at most
+ * PAGES_BATCH_BYTES each. */
 static int batch_flush(struct rdb_primary *p)
 {
-	int rc;
+	int rc = 0;
 
-	if (p->batch_count == 0)
-		return 0;
-	rc = rdb_proto_put_pages(&p->out, p->batch_epoch, p->batch_block,
-				 p->batch_count, p->batch.data, p->batch.len);
+	for (size_t i = 0; rc == 0 && i < p->nruns; i++) {
+		const struct page_run *r = &p->runs[i];
+		const uint8_t *at = p->batch.data + r->start;
+		uint32_t n = r->count;
+
+		while (rc == 0 && n) {
+			/* records are 10 or 4105 bytes: cut on a boundary */
+			size_t take = 0;
+			uint32_t k = 0;
+
+			while (k < n && take < PAGES_BATCH_BYTES) {
+				take += at[take + 8] == RDB_PAGE_RAW ?
+					9 + RDB_PAGE_SIZE : 10;
+				k++;
+			}
+			rc = rdb_proto_put_pages(&p->out, p->batch_epoch,
+						 r->block, k, at, take);
+			at += take;
+			n -= k;
+		}
+	}
 	p->vm->st.bytes += p->batch.len;
 	rdb_buf_reset(&p->batch);
-	p->batch_count = 0;
+	p->nruns = 0;
 	return rc;
 }
 
@@ -153,18 +187,36 @@ static int on_page(void *opaque, uint32_t block, uint64_t offset,
 	struct rdb_primary *p = opaque;
 	int rc;
 
-	if (p->batch_count &&
-	    (block != p->batch_block || p->batch.len >= PAGES_BATCH_BYTES)) {
+	struct page_run *r;
+	size_t before = p->batch.len;
+
+	/* The initial copy (no pause) is streamed in bounded pieces. */
+	if (!p->in_pause && p->batch.len >= PAGES_BATCH_BYTES) {
 		rc = batch_flush(p);
 		if (rc < 0)
 			return rc;
+		before = 0;
 	}
-	p->batch_block = block;
 	p->batch_epoch = p->vm->st.checkpoints;
 	rc = rdb_proto_page_record_append(&p->batch, offset, data, fill);
 	if (rc < 0)
 		return rc;
-	p->batch_count++;
+	r = p->nruns ? &p->runs[p->nruns - 1] : NULL;
+	if (!r || r->block != block) {
+		if (p->nruns == p->cap_runs) {
+			size_t n = p->cap_runs ? p->cap_runs * 2 : 16;
+			struct page_run *a = realloc(p->runs, n * sizeof(*a));
+
+			if (!a)
+				return -ENOMEM;
+			p->runs = a;
+			p->cap_runs = n;
+		}
+		r = &p->runs[p->nruns++];
+		*r = (struct page_run){ .block = block, .start = before };
+	}
+	r->count++;
+	r->len += p->batch.len - before;
 	p->epoch_pages++;
 	p->epoch_bytes += data ? RDB_PAGE_SIZE : 1;
 	p->vm->st.pages++;
@@ -191,6 +243,7 @@ static int on_checkpoint_request(void *opaque, uint64_t epoch)
 	/* The VM stops now, until our LOADED. */
 	p->ckpt_start_ns = rdb_now_ns();
 	p->in_pause = true;
+	peer_want_write(p);
 	if (p->fault_stop_in_pause) {
 		p->fault_stop_in_pause = false;
 		LOGVM(WARN, p->vm->name,
@@ -209,19 +262,9 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 	uint64_t now;
 	int rc;
 
-	rc = batch_flush(p);
-	if (rc == 0)
-		rc = rdb_proto_put_devstate(&p->out, epoch, dev, len);
-	if (rc == 0)
-		rc = rdb_proto_put_epoch_end(&p->out, epoch, p->epoch_pages,
-					     p->epoch_bytes + len);
-	if (rc < 0)
-		return rc;
-	vm->st.bytes += len;
-	p->epoch_pages = 0;
-	p->epoch_bytes = 0;
 	/* The VM is still stopped: every frame it sent so far is epoch <= N. */
 	p->open_epoch = epoch + 1;
+	/* Let the guest run first; framing and sending the epoch follow. */
 	if (epoch == 0) {
 		rc = colo_send(p, RDB_COLO_CHECKPOINT_READY);
 	} else {
@@ -236,6 +279,17 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 		rdb_vm_pause_recorded(vm, now - p->ckpt_start_ns);
 		p->in_pause = false;
 	}
+	rc = batch_flush(p);
+	if (rc == 0)
+		rc = rdb_proto_put_devstate(&p->out, epoch, dev, len);
+	if (rc == 0)
+		rc = rdb_proto_put_epoch_end(&p->out, epoch, p->epoch_pages,
+					     p->epoch_bytes + len);
+	if (rc < 0)
+		return rc;
+	vm->st.bytes += len;
+	p->epoch_pages = 0;
+	p->epoch_bytes = 0;
 	if (vm->st.checkpoints == 0)
 		vm->st.first_ckpt_ns = now;
 	vm->st.last_ckpt_ns = now;
@@ -467,7 +521,7 @@ static void on_peer(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 	struct rdb_frame f;
 	int rc;
 
-	if (ev & RDB_EV_WRITE) {
+	if ((ev & RDB_EV_WRITE) && !p->in_pause) {
 		rc = peer_flush(p);
 		if (rc < 0) {
 			drop_protection(p, "replication link write failed");
@@ -833,6 +887,7 @@ void rdb_primary_teardown(struct rdb_vm *vm)
 	rdb_proto_decoder_dispose(&p->dec);
 	rdb_buf_dispose(&p->out);
 	rdb_buf_dispose(&p->batch);
+	free(p->runs);
 	free(p->config_section);
 	free(p);
 	vm->pri = NULL;

@@ -84,12 +84,18 @@ cluster_up() {
 	ip netns exec "$(netns_name "$run" pri)" "$RDB_QEMU" "${CL_ARGS[@]}" \
 		-qmp "unix:$CL_DIR/pri/$CL_VM.qmp,server=on,wait=off" \
 		-qmp "unix:$CL_DIR/pri/$CL_VM.wd.qmp,server=on,wait=off" \
+		-qmp "unix:$CL_DIR/pri/$CL_VM.mon.qmp,server=on,wait=off" \
 		-netdev "stream,id=net0,server=off,addr.type=unix,addr.path=$CL_DIR/pri/run/$CL_VM.net,reconnect-ms=100" \
 		-chardev "socket,id=ser0,path=$CL_DIR/pri/serial.sock,server=on,wait=off,logfile=$CL_DIR/pri/console.log" \
 		-serial chardev:ser0 \
 		>"$CL_DIR/pri/qemu.log" 2>&1 &
 	echo $! > "$CL_DIR/pri/qemu.pid"
 	wait_for 10 "primary QEMU's QMP socket" test -S "$CL_DIR/pri/$CL_VM.qmp" || return 1
+	if [ -n "${CL_NO_PROTECT:-}" ]; then
+		wait_for 60 "guest ready on the primary's console" \
+			grep -q REMUSDB-GUEST-READY "$CL_DIR/pri/console.log"
+		return
+	fi
 	cl_ctl pri protect "$CL_DIR/$CL_VM.conf" || return 1
 	cl_ctl pri wait "$CL_VM" protected --timeout 60 || return 1
 	cl_ctl bak wait "$CL_VM" protected --timeout 10 || return 1

@@ -54,6 +54,7 @@ rdb_build_guest() {
 	local out=$RDB_ROOT/build/guest
 	[ -x "$RDB_HELPERS/seqsrv" ] || rdb_fail "build/helpers/seqsrv missing (make all)"
 	bash "$RDB_ROOT/tools/mkguest.sh" --out "$out" \
-		--static "$RDB_HELPERS/seqsrv" --static "$RDB_HELPERS/ticker" >&2 ||
+		--static "$RDB_HELPERS/seqsrv" --static "$RDB_HELPERS/ticker" \
+		--static "$RDB_HELPERS/dirtier" >&2 ||
 		rdb_fail "guest build failed"
 }

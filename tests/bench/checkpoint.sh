@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Checkpoint benchmark -> build/bench/checkpoint.json
+#
+# For 25 ms and 100 ms epochs, on the same guest (dirtying ~8000 pages/s),
+# in the same run:
+#   null_destination: QEMU's COLO stream received by the bare parser with
+#                     callbacks that do nothing — QEMU's own stop-and-copy
+#                     plus the least any receiver must do;
+#   remusdbd:         the real daemon, replicating to a backup host.
+# Guest pause = QMP STOP -> RESUME (QEMU's event timestamps).  The daemon's
+# cost inside the pause is the difference; the goal is <= 10% (ratio
+# <= 1.10 at p50).  No timing is asserted here: the numbers are reported.
+set -u
+cd "$(dirname "$0")/../.."
+. tests/lib/common.sh
+. tests/lib/netns.sh
+. tests/lib/cluster.sh
+rdb_require_root
+SECONDS_PER_RUN=${BENCH_SECONDS:-15}
+out=build/bench
+mkdir -p "$out"
+rdb_build_guest
+export CL_GUEST_RUN="/usr/bin/dirtier --pages-per-s 8000 --mb 64"
+BENCH=$RDB_BUILD/bench/ckptbench
+[ -x "$BENCH" ] || rdb_fail "$BENCH missing (make all)"
+trap 'cluster_down bench' EXIT
+results=()
+
+for ckpt in 25 100; do
+	rdb_log "bench: ${ckpt} ms epochs, null destination"
+	CL_NO_PROTECT=1 cluster_up bench "$ckpt" || rdb_fail "setup failed"
+	sleep 2
+	"$BENCH" --qmp "$CL_DIR/pri/$CL_VM.mon.qmp" --seconds "$SECONDS_PER_RUN" \
+		--null-dest "$CL_DIR/pri/run" --delay "$ckpt" > "$out/null-$ckpt.json" ||
+		rdb_fail "null-destination run failed"
+	cluster_down bench
+
+	rdb_log "bench: ${ckpt} ms epochs, remusdbd"
+	cluster_up bench "$ckpt" || rdb_fail "setup failed"
+	sleep 2
+	"$BENCH" --qmp "$CL_DIR/pri/$CL_VM.mon.qmp" --seconds "$SECONDS_PER_RUN" \
+		> "$out/daemon-$ckpt.json" || rdb_fail "daemon run failed"
+	cl_ctl pri status "$CL_VM" --json > "$out/daemon-$ckpt-status.json"
+	cluster_down bench
+	results+=("$ckpt")
+done
+
+jq -n --slurpfile n25 "$out/null-25.json" --slurpfile d25 "$out/daemon-25.json" \
+	--slurpfile s25 "$out/daemon-25-status.json" \
+	--slurpfile n100 "$out/null-100.json" --slurpfile d100 "$out/daemon-100.json" \
+	--slurpfile s100 "$out/daemon-100-status.json" --arg secs "$SECONDS_PER_RUN" '
+	def row($n; $d; $s): {
+		null_destination: $n, remusdbd: $d,
+		remusdbd_own_view: { pause_ms_p50: $s.vms[0].pause_ms_p50,
+				     pause_ms_p99: $s.vms[0].pause_ms_p99,
+				     checkpoints_per_s: $s.vms[0].checkpoints_per_s },
+		daemon_added_ms_p50: ($d.pause_ms_p50 - $n.pause_ms_p50),
+		daemon_added_ms_p99: ($d.pause_ms_p99 - $n.pause_ms_p99),
+		pause_ratio_p50: ($d.pause_ms_p50 / $n.pause_ms_p50),
+		goal_daemon_adds_at_most_10pct: (($d.pause_ms_p50 / $n.pause_ms_p50) <= 1.10) };
+	{ epoch_25ms: row($n25[0]; $d25[0]; $s25[0]),
+	  epoch_100ms: row($n100[0]; $d100[0]; $s100[0]),
+	  method: "pause = QMP STOP->RESUME from QEMU event timestamps; same guest (dirtier 8000 pages/s), same run; null_destination = COLO parser with no-op callbacks",
+	  seconds_per_run: ($secs | tonumber),
+	  build: env.RDB_BUILD }' > "$out/checkpoint.json"
+cat "$out/checkpoint.json"
