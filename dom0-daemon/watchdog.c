@@ -18,6 +18,7 @@
 /* Dropping protection must itself be bounded: QEMU answers in ~1 ms,
  * or not at all while its migration thread holds the BQL. */
 #define TRIP_QMP_DEADLINE_NS (500 * RDB_NS_PER_MS)
+#define TRIP_QMP_ATTEMPTS 4
 
 /* The child's copies of each slot's checkpoint-stream socket. */
 static int stream_fd[RDB_WD_MAX_VMS];
@@ -37,17 +38,34 @@ static void trip(int i, struct rdb_wd_slot *s, uint64_t stalled_ns)
 	struct rdb_qmp q;
 	uint64_t t0 = rdb_now_ns();
 	bool cut = false;
-	int rc;
+	char err[256] = "";
+	int rc = -EIO;
 
 	if (stream_fd[i] >= 0) {
 		cut = shutdown(stream_fd[i], SHUT_RDWR) == 0;
 		close(stream_fd[i]);
 		stream_fd[i] = -1;
 	}
-	rc = rdb_qmp_connect(&q, s->qmp_path, s->name, t0 + TRIP_QMP_DEADLINE_NS);
-	if (rc == 0) {
-		rc = rdb_qmp_colo_lost_heartbeat(&q, t0 + TRIP_QMP_DEADLINE_NS);
-		rdb_qmp_close(&q);
+	/*
+	 * After a failed checkpoint QEMU's COLO thread waits for exactly this
+	 * command before the guest may run again: keep trying, a bounded
+	 * number of times, until QEMU takes it or says COLO is over.
+	 */
+	for (int attempt = 0; attempt < TRIP_QMP_ATTEMPTS; attempt++) {
+		uint64_t dl = rdb_now_ns() + TRIP_QMP_DEADLINE_NS;
+
+		rc = rdb_qmp_connect(&q, s->qmp_path, s->name, dl);
+		if (rc == 0) {
+			rc = rdb_qmp_colo_lost_heartbeat(&q, dl);
+			snprintf(err, sizeof(err), "%s", rdb_qmp_last_error(&q));
+			rdb_qmp_close(&q);
+		} else {
+			snprintf(err, sizeof(err), "%s", rdb_qmp_last_error(&q));
+		}
+		if (rc == 0 || rc == -EREMOTEIO)
+			break;
+		LOGVM(WARN, s->name, "watchdog: x-colo-lost-heartbeat attempt %d: %s",
+		      attempt + 1, err);
 	}
 	atomic_store(&s->tripped_at_ns, rdb_now_ns());
 	LOGVM(ERROR, s->name,
@@ -56,8 +74,7 @@ static void trip(int i, struct rdb_wd_slot *s, uint64_t stalled_ns)
 	      "%.1f ms; the guest runs unprotected",
 	      (unsigned long long)(stalled_ns / RDB_NS_PER_MS),
 	      (unsigned long long)(atomic_load(&s->deadline_ns) / RDB_NS_PER_MS),
-	      cut ? "shut down" : "not held", rc == 0 ? "sent" :
-	      rc == -EREMOTEIO ? "refused: COLO already over" : strerror(-rc),
+	      cut ? "shut down" : "not held", rc == 0 ? "sent" : err,
 	      (double)(rdb_now_ns() - t0) / RDB_NS_PER_MS);
 }
 
