@@ -60,9 +60,11 @@ cluster_up() {
 	ip netns exec "$(netns_name "$run" pri)" "$RDB_BUILD/remusdbd" \
 		-c "$CL_DIR/pri/remusdbd.conf" >"$CL_DIR/pri/remusdbd.log" 2>&1 &
 	echo $! > "$CL_DIR/pri/remusdbd.pid"
+	disown $!	# killed on purpose later: no job notices
 	ip netns exec "$(netns_name "$run" bak)" "$RDB_BUILD/remusdbd" \
 		-c "$CL_DIR/bak/remusdbd.conf" >"$CL_DIR/bak/remusdbd.log" 2>&1 &
 	echo $! > "$CL_DIR/bak/remusdbd.pid"
+	disown $!
 	wait_for 10 "primary remusdbd control socket" test -S "$CL_DIR/pri/ctl.sock" || return 1
 	wait_for 10 "backup remusdbd control socket" test -S "$CL_DIR/bak/ctl.sock" || return 1
 
@@ -90,6 +92,7 @@ cluster_up() {
 		-serial chardev:ser0 \
 		>"$CL_DIR/pri/qemu.log" 2>&1 &
 	echo $! > "$CL_DIR/pri/qemu.pid"
+	disown $!
 	wait_for 10 "primary QEMU's QMP socket" test -S "$CL_DIR/pri/$CL_VM.qmp" || return 1
 	if [ -n "${CL_NO_PROTECT:-}" ]; then
 		wait_for 60 "guest ready on the primary's console" \
