@@ -53,11 +53,11 @@ pkgs=(
 	libjansson-dev libcmocka-dev liblz4-dev
 	# QEMU build deps
 	libglib2.0-dev libpixman-1-dev libfdt-dev libslirp-dev zlib1g-dev
-	ninja-build python3-venv flex bison bzip2 xz-utils dpkg-dev
+	ninja-build python3 python3-venv flex bison bzip2 xz-utils dpkg-dev patch
 	# QEMU firmware and test guest
 	seabios ipxe-qemu qemu-system-data busybox-static cpio kmod
 	# tests: network namespaces, captures
-	iproute2 iputils-ping tcpdump socat jq e2fsprogs
+	iproute2 iputils-ping procps jq
 )
 missing=()
 for p in "${pkgs[@]}"; do
