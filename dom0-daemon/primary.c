@@ -851,6 +851,9 @@ void rdb_primary_teardown(struct rdb_vm *vm)
 
 	if (!p)
 		return;
+	/* Leaving while COLO runs would leave QEMU waiting for us. */
+	if (p->colo_active)
+		drop_protection(p, "remusdbd is shutting down");
 	loop = p->d->loop;
 	if (vm->wd_slot >= 0) {
 		rdb_watchdog_disarm(p->d->wd, vm->wd_slot);

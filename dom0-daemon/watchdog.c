@@ -9,7 +9,6 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -33,7 +32,7 @@ bool rdb_watchdog_should_trip(const struct rdb_wd_slot *s, uint64_t beat_ns,
 	return now_ns > beat_ns && now_ns - beat_ns > deadline;
 }
 
-static void trip(int i, struct rdb_wd_slot *s, uint64_t stalled_ns)
+static void trip(int i, struct rdb_wd_slot *s, const char *why)
 {
 	struct rdb_qmp q;
 	uint64_t t0 = rdb_now_ns();
@@ -69,12 +68,9 @@ static void trip(int i, struct rdb_wd_slot *s, uint64_t stalled_ns)
 	}
 	atomic_store(&s->tripped_at_ns, rdb_now_ns());
 	LOGVM(ERROR, s->name,
-	      "ALARM: remusdbd silent for %llu ms (deadline %llu ms): dropped "
-	      "protection (checkpoint stream %s, x-colo-lost-heartbeat %s) in "
-	      "%.1f ms; the guest runs unprotected",
-	      (unsigned long long)(stalled_ns / RDB_NS_PER_MS),
-	      (unsigned long long)(atomic_load(&s->deadline_ns) / RDB_NS_PER_MS),
-	      cut ? "shut down" : "not held", rc == 0 ? "sent" : err,
+	      "ALARM: %s: dropped protection (checkpoint stream %s, "
+	      "x-colo-lost-heartbeat %s) in %.1f ms; the guest runs unprotected",
+	      why, cut ? "shut down" : "not held", rc == 0 ? "sent" : err,
 	      (double)(rdb_now_ns() - t0) / RDB_NS_PER_MS);
 }
 
@@ -107,21 +103,25 @@ static void receive_fds(int sock)
 	}
 }
 
-static void child_main(struct rdb_wd_shared *shm, int sock, uint64_t poll_ns)
+static void child_main(struct rdb_wd_shared *shm, int sock, pid_t parent,
+		       uint64_t poll_ns)
 {
 	struct timespec ts = {
 		.tv_sec = (time_t)(poll_ns / RDB_NS_PER_S),
 		.tv_nsec = (long)(poll_ns % RDB_NS_PER_S),
 	};
+	char why[128];
 
-	/* Die with the daemon: an orphaned watchdog would act on stale data. */
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	signal(SIGINT, SIG_IGN);
 	signal(SIGTERM, SIG_IGN);
 	for (int i = 0; i < RDB_WD_MAX_VMS; i++)
 		stream_fd[i] = -1;
 	while (!atomic_load(&shm->stop)) {
 		uint64_t now, beat;
+		/* A dead daemon is the longest stall of all: its guests must
+		 * not wait for it (and our copy of each stream socket would
+		 * even hide its death from QEMU). */
+		bool orphan = getppid() != parent;
 
 		receive_fds(sock);
 		now = rdb_now_ns();
@@ -129,13 +129,23 @@ static void child_main(struct rdb_wd_shared *shm, int sock, uint64_t poll_ns)
 		for (int i = 0; i < RDB_WD_MAX_VMS; i++) {
 			struct rdb_wd_slot *s = &shm->slot[i];
 
-			if (rdb_watchdog_should_trip(s, beat, now))
-				trip(i, s, now - beat);
-			else if (!atomic_load(&s->armed) && stream_fd[i] >= 0) {
+			if (orphan && atomic_load(&s->armed) &&
+			    !atomic_load(&s->tripped_at_ns)) {
+				trip(i, s, "remusdbd exited");
+			} else if (rdb_watchdog_should_trip(s, beat, now)) {
+				snprintf(why, sizeof(why),
+					 "remusdbd silent for %llu ms (deadline %llu ms)",
+					 (unsigned long long)((now - beat) / RDB_NS_PER_MS),
+					 (unsigned long long)(atomic_load(&s->deadline_ns) /
+							      RDB_NS_PER_MS));
+				trip(i, s, why);
+			} else if (!atomic_load(&s->armed) && stream_fd[i] >= 0) {
 				close(stream_fd[i]);
 				stream_fd[i] = -1;
 			}
 		}
+		if (orphan)
+			return;
 		nanosleep(&ts, NULL);
 	}
 }
@@ -143,7 +153,7 @@ static void child_main(struct rdb_wd_shared *shm, int sock, uint64_t poll_ns)
 int rdb_watchdog_start(struct rdb_watchdog *wd, uint64_t poll_ns)
 {
 	void *p;
-	pid_t pid;
+	pid_t pid, parent;
 	int sv[2];
 
 	wd->shm = NULL;
@@ -151,6 +161,7 @@ int rdb_watchdog_start(struct rdb_watchdog *wd, uint64_t poll_ns)
 	wd->fd_sock = -1;
 	if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) < 0)
 		return -errno;
+	parent = getpid();
 	p = mmap(NULL, sizeof(struct rdb_wd_shared), PROT_READ | PROT_WRITE,
 		 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED) {
@@ -175,7 +186,7 @@ int rdb_watchdog_start(struct rdb_watchdog *wd, uint64_t poll_ns)
 	}
 	if (pid == 0) {
 		close(sv[0]);
-		child_main(wd->shm, sv[1], poll_ns);
+		child_main(wd->shm, sv[1], parent, poll_ns);
 		_exit(0);
 	}
 	close(sv[1]);

@@ -15,7 +15,9 @@
  *   2. it sends x-colo-lost-heartbeat over the VM's second QMP socket,
  *      for the case where QEMU was not blocked on the socket.
  * The trip is logged as an alarm and left in the page for the daemon to
- * see when it runs again.
+ * see when it runs again.  If the daemon dies, the watchdog trips every
+ * armed slot at once and exits: a dead daemon must not freeze its guests
+ * either.
  *
  * The page is written by the daemon and read by the child (and one flag
  * the other way), so every shared field is an atomic.
