@@ -61,6 +61,7 @@ struct rdb_primary {
 
 	/* the checkpoint in flight */
 	uint64_t ckpt_start_ns;
+	uint64_t pause_work_ns;		/* our callbacks' time in this pause */
 	bool in_pause;
 	uint64_t epoch_pages, epoch_bytes;
 	/*
@@ -148,6 +149,9 @@ static int batch_flush(struct rdb_primary *p)
 
 /* ---- COLO parser callbacks (the VM may be stopped: stay in memory) ---- */
 
+static int record_page(struct rdb_primary *p, uint32_t block, uint64_t offset,
+		       const uint8_t *data, uint8_t fill);
+
 static int on_config(void *opaque, const uint8_t *section, size_t len)
 {
 	struct rdb_primary *p = opaque;
@@ -185,6 +189,17 @@ static int on_page(void *opaque, uint32_t block, uint64_t offset,
 		   const uint8_t *data, uint8_t fill)
 {
 	struct rdb_primary *p = opaque;
+	uint64_t t0 = p->in_pause ? rdb_now_ns() : 0;
+	int rc = record_page(p, block, offset, data, fill);
+
+	if (t0)
+		p->pause_work_ns += rdb_now_ns() - t0;
+	return rc;
+}
+
+static int record_page(struct rdb_primary *p, uint32_t block, uint64_t offset,
+		       const uint8_t *data, uint8_t fill)
+{
 	int rc;
 
 	struct page_run *r;
@@ -242,6 +257,7 @@ static int on_checkpoint_request(void *opaque, uint64_t epoch)
 		return rc;
 	/* The VM stops now, until our LOADED. */
 	p->ckpt_start_ns = rdb_now_ns();
+	p->pause_work_ns = 0;
 	p->in_pause = true;
 	peer_want_write(p);
 	if (p->fault_stop_in_pause) {
@@ -259,7 +275,7 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 {
 	struct rdb_primary *p = opaque;
 	struct rdb_vm *vm = p->vm;
-	uint64_t now;
+	uint64_t now, t0 = rdb_now_ns();
 	int rc;
 
 	/* The VM is still stopped: every frame it sent so far is epoch <= N. */
@@ -276,7 +292,8 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 		return rc;
 	now = rdb_now_ns();
 	if (p->in_pause) {
-		rdb_vm_pause_recorded(vm, now - p->ckpt_start_ns);
+		rdb_vm_pause_recorded(vm, now - p->ckpt_start_ns,
+				      p->pause_work_ns + (now - t0));
 		p->in_pause = false;
 	}
 	rc = batch_flush(p);

@@ -114,9 +114,11 @@ void rdb_vm_set_state(struct rdb_vm *vm, enum rdb_vm_state s,
 	vm->st.transitions[s]++;
 }
 
-void rdb_vm_pause_recorded(struct rdb_vm *vm, uint64_t pause_ns)
+void rdb_vm_pause_recorded(struct rdb_vm *vm, uint64_t pause_ns,
+			   uint64_t work_ns)
 {
 	vm->st.pause_ns[vm->st.npause % RDB_PAUSE_RING] = pause_ns;
+	vm->st.work_ns[vm->st.npause % RDB_PAUSE_RING] = work_ns;
 	vm->st.npause++;
 }
 
@@ -127,19 +129,26 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-uint64_t rdb_vm_pause_percentile(const struct rdb_vm *vm, unsigned p)
+static uint64_t percentile(const uint64_t *ring, uint64_t count, unsigned p)
 {
 	uint64_t tmp[RDB_PAUSE_RING];
-	size_t n = vm->st.npause < RDB_PAUSE_RING ? vm->st.npause :
-		RDB_PAUSE_RING;
-	size_t idx;
+	size_t n = count < RDB_PAUSE_RING ? count : RDB_PAUSE_RING;
 
 	if (n == 0)
 		return 0;
-	memcpy(tmp, vm->st.pause_ns, n * sizeof(tmp[0]));
+	memcpy(tmp, ring, n * sizeof(tmp[0]));
 	qsort(tmp, n, sizeof(tmp[0]), cmp_u64);
-	idx = (n - 1) * (p > 100 ? 100 : p) / 100;
-	return tmp[idx];
+	return tmp[(n - 1) * (p > 100 ? 100 : p) / 100];
+}
+
+uint64_t rdb_vm_pause_percentile(const struct rdb_vm *vm, unsigned p)
+{
+	return percentile(vm->st.pause_ns, vm->st.npause, p);
+}
+
+uint64_t rdb_vm_work_percentile(const struct rdb_vm *vm, unsigned p)
+{
+	return percentile(vm->st.work_ns, vm->st.npause, p);
 }
 
 static double ckpt_rate(const struct rdb_vm *vm)
@@ -178,6 +187,10 @@ json_t *rdb_vm_status_json(const struct rdb_vm *vm)
 			    json_real((double)rdb_vm_pause_percentile(vm, 50) / RDB_NS_PER_MS));
 	json_object_set_new(o, "pause_ms_p99",
 			    json_real((double)rdb_vm_pause_percentile(vm, 99) / RDB_NS_PER_MS));
+	json_object_set_new(o, "pause_work_ms_p50",
+			    json_real((double)rdb_vm_work_percentile(vm, 50) / RDB_NS_PER_MS));
+	json_object_set_new(o, "pause_work_ms_p99",
+			    json_real((double)rdb_vm_work_percentile(vm, 99) / RDB_NS_PER_MS));
 	json_object_set_new(o, "pages", json_integer((json_int_t)vm->st.pages));
 	json_object_set_new(o, "bytes", json_integer((json_int_t)vm->st.bytes));
 	json_object_set_new(o, "last_ack_age_ms",

@@ -52,6 +52,7 @@ struct rdb_vm_stats {
 	uint64_t pages;			/* pages sent (primary) / applied (backup) */
 	uint64_t bytes;			/* replication payload bytes */
 	uint64_t pause_ns[RDB_PAUSE_RING];	/* request → our LOADED */
+	uint64_t work_ns[RDB_PAUSE_RING];	/* our own work inside it */
 	uint64_t npause;
 	uint64_t first_ckpt_ns, last_ckpt_ns;
 	uint64_t last_ack_ns;
@@ -92,10 +93,13 @@ void rdb_vm_free(struct rdb_vm *vm);
 void rdb_vm_set_state(struct rdb_vm *vm, enum rdb_vm_state s,
 		      const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* Called after a checkpoint's pause ended (we sent LOADED). */
-void rdb_vm_pause_recorded(struct rdb_vm *vm, uint64_t pause_ns);
+/* Called after a checkpoint's pause ended (we sent LOADED): its length,
+ * and the time our own code ran inside it. */
+void rdb_vm_pause_recorded(struct rdb_vm *vm, uint64_t pause_ns,
+			   uint64_t work_ns);
 /* p in [0,100]; 0 when nothing recorded. */
 uint64_t rdb_vm_pause_percentile(const struct rdb_vm *vm, unsigned p);
+uint64_t rdb_vm_work_percentile(const struct rdb_vm *vm, unsigned p);
 
 json_t *rdb_vm_status_json(const struct rdb_vm *vm);
 /* Appends Prometheus text-format lines for this VM to f. */

@@ -4,7 +4,8 @@
 #   tools/mkguest.sh [--out DIR] [--payload DIR]... [--static BIN]...
 #
 # --payload DIR   copied into the initramfs root; executable
-#                 DIR/etc/remusdb.d/*.sh run in order once the NIC is up
+#                 DIR/etc/remusdb.d/*.sh run in name order after the NIC
+#                 is up and REMUSDB-GUEST-READY was printed
 # --static BIN    a static binary copied to /usr/bin/
 # Kernel command line understood by /init:
 #   remusdb.ip=ADDR/PREFIX  remusdb.gw=ADDR  remusdb.run="CMD ARGS"
@@ -14,9 +15,14 @@
 # cached in ${REMUSDB_CACHE:-/var/cache/remusdb}/guest.
 set -euo pipefail
 
+# Pinned: the newest 6.1.0-NN Debian offers whose linux-headers package
+# also exists (the guest kernel module is built against those headers).
 KVER=6.1.0-56-amd64
 KPKG_VERSION=6.1.192-2
-MODULES="virtio_net virtio_pci virtio_console"
+# All =m in this kernel's config (virtio, virtio_pci, virtio_net,
+# net_failover, failover, virtio_console); dependencies come from modinfo.
+# 8250 serial is built in.
+MODULES="virtio_pci virtio_net virtio_console"
 
 here=$(cd "$(dirname "$0")" && pwd)
 out=$here/../build/guest
@@ -82,20 +88,28 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 mkdir -p /dev/pts && mount -t devpts devpts /dev/pts
-while read -r m; do insmod "/lib/modules/$m" 2>/dev/null; done < /lib/modules/load-order
+while read -r m; do
+	insmod "/lib/modules/$m" || echo "REMUSDB-WARN: insmod $m failed"
+done < /lib/modules/load-order
 arg() { sed -n "s/.*$1=\([^ ]*\).*/\1/p" /proc/cmdline | head -n 1; }
 ip link set lo up
 ipaddr=$(arg remusdb.ip)
 if [ -n "$ipaddr" ]; then
 	i=0
 	while [ ! -e /sys/class/net/eth0 ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
+	[ -e /sys/class/net/eth0 ] || echo "REMUSDB-WARN: no eth0 after 5 s"
 	ip link set eth0 up
 	ip addr add "$ipaddr" dev eth0
 	gw=$(arg remusdb.gw)
 	[ -n "$gw" ] && ip route add default via "$gw"
 fi
-for s in /etc/remusdb.d/*.sh; do [ -x "$s" ] && "$s"; done
 echo REMUSDB-GUEST-READY
+# Payload hooks, in name order, after the NIC is configured.
+for s in /etc/remusdb.d/*.sh; do
+	[ -x "$s" ] || continue
+	echo "REMUSDB-HOOK: $s"
+	"$s"
+done
 # remusdb.run="..." may contain spaces: take everything between the quotes.
 run=$(sed -n 's/.*remusdb\.run="\([^"]*\)".*/\1/p' /proc/cmdline)
 [ -n "$run" ] || run=$(arg remusdb.run)

@@ -9,7 +9,12 @@
 #   remusdbd:         the real daemon, replicating to a backup host.
 # Guest pause = QMP STOP -> RESUME (QEMU's event timestamps).  The daemon's
 # cost inside the pause is the difference; the goal is <= 10% (ratio
-# <= 1.10 at p50).  No timing is asserted here: the numbers are reported.
+# <= 1.10 at p50).  Reported two ways: the wall-clock pause ratio, and the
+# daemon's own work inside each pause (time in its callbacks between
+# REQUEST and LOADED) as a share of the null-destination pause — on this
+# 2-core machine both "hosts" and QEMU share the cores, so the wall-clock
+# ratio also carries scheduling effects the daemon's code does not cause.
+# No timing is asserted here: the numbers are reported.
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/common.sh
@@ -53,7 +58,11 @@ jq -n --slurpfile n25 "$out/null-25.json" --slurpfile d25 "$out/daemon-25.json" 
 		null_destination: $n, remusdbd: $d,
 		remusdbd_own_view: { pause_ms_p50: $s.vms[0].pause_ms_p50,
 				     pause_ms_p99: $s.vms[0].pause_ms_p99,
+				     daemon_work_in_pause_ms_p50: $s.vms[0].pause_work_ms_p50,
+				     daemon_work_in_pause_ms_p99: $s.vms[0].pause_work_ms_p99,
 				     checkpoints_per_s: $s.vms[0].checkpoints_per_s },
+		daemon_work_share_of_null_pause_p50:
+			($s.vms[0].pause_work_ms_p50 / $n.pause_ms_p50),
 		daemon_added_ms_p50: ($d.pause_ms_p50 - $n.pause_ms_p50),
 		daemon_added_ms_p99: ($d.pause_ms_p99 - $n.pause_ms_p99),
 		pause_ratio_p50: ($d.pause_ms_p50 / $n.pause_ms_p50),

@@ -9,6 +9,12 @@
  *
  * max_stall_ms is the largest gap between two consecutive arrivals —
  * what the client saw of a failover.
+ *
+ * SIGUSR1 records a mark: seqcheck prints "mark K mono=S real=S after=N"
+ * on stderr (CLOCK_MONOTONIC and CLOCK_REALTIME seconds, N the last value
+ * received) and the JSON lists every mark with next_ms, the time from the
+ * mark to the next value that arrived (-1: none).  A harness signals just
+ * before it pulls the power; next_ms is then the outage the client saw.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -24,7 +30,22 @@
 #include <time.h>
 #include <unistd.h>
 
+#define MAX_MARKS 16
+
+struct mark {
+	double at;			/* monotonic seconds */
+	unsigned long long after;	/* last value before the mark */
+	double next;			/* arrival of the next value; 0: none */
+};
+
 static volatile sig_atomic_t stop;
+static volatile sig_atomic_t mark_pending;
+
+static void on_usr1(int s)
+{
+	(void)s;
+	mark_pending = 1;
+}
 
 static void on_sig(int s)
 {
@@ -32,12 +53,35 @@ static void on_sig(int s)
 	stop = 1;
 }
 
-static double now_s(void)
+static double clock_s(clockid_t id)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(id, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double now_s(void)
+{
+	return clock_s(CLOCK_MONOTONIC);
+}
+
+/* Take a pending SIGUSR1 mark (called from the loop, not the handler). */
+static void take_mark(struct mark *marks, int *n, unsigned long long last)
+{
+	double mono, real;
+
+	if (!mark_pending)
+		return;
+	mark_pending = 0;
+	mono = now_s();
+	real = clock_s(CLOCK_REALTIME);
+	fprintf(stderr, "mark %d mono=%.6f real=%.6f after=%llu\n", *n, mono,
+		real, last);
+	if (*n >= MAX_MARKS)
+		return;
+	marks[*n] = (struct mark){ .at = mono, .after = last };
+	(*n)++;
 }
 
 static bool well_formed(const char *l, unsigned long long *n)
@@ -68,6 +112,9 @@ int main(int argc, char **argv)
 	char buf[65536], line[256];
 	size_t ll = 0;
 	struct sockaddr_in sa = { .sin_family = AF_INET };
+	struct sigaction usr1 = { .sa_handler = on_usr1 };
+	struct mark marks[MAX_MARKS];
+	int nmarks = 0;
 
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--host"))
@@ -83,6 +130,8 @@ int main(int argc, char **argv)
 	}
 	signal(SIGINT, on_sig);
 	signal(SIGTERM, on_sig);
+	/* No SA_RESTART: the signal interrupts poll() and is taken at once. */
+	sigaction(SIGUSR1, &usr1, NULL);
 	sa.sin_port = htons((unsigned short)port);
 	if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
 		fprintf(stderr, "seqcheck: bad address %s\n", host);
@@ -115,6 +164,7 @@ int main(int argc, char **argv)
 
 		if (poll(&p, 1, 100) < 0 && errno != EINTR)
 			break;
+		take_mark(marks, &nmarks, last);
 		t = now_s();
 		if (!(p.revents & (POLLIN | POLLHUP | POLLERR))) {
 			if (last_arrival && t - last_arrival > stall_timeout) {
@@ -170,17 +220,27 @@ int main(int argc, char **argv)
 				after_stall = 0;
 			}
 			after_stall++;
+			for (int m = 0; m < nmarks; m++)
+				if (!marks[m].next)
+					marks[m].next = t;
 			last_arrival = t;
 			last = n;
 			values++;
 		}
 	}
+	take_mark(marks, &nmarks, last);
 	close(fd);
 	printf("{\"values\":%llu,\"first\":%llu,\"last\":%llu,\"gaps\":%llu,"
 	       "\"dups\":%llu,\"regressions\":%llu,\"corrupt\":%llu,"
 	       "\"max_stall_ms\":%.1f,\"max_stall_after\":%llu,"
-	       "\"values_after_stall\":%llu,\"connection_lost\":%s}\n",
+	       "\"values_after_stall\":%llu,\"connection_lost\":%s,"
+	       "\"reconnects\":0,\"marks\":[",
 	       values, first, last, gaps, dups, regressions, corrupt,
 	       max_stall * 1000, stall_after, after_stall, lost ? "true" : "false");
+	for (int m = 0; m < nmarks; m++)
+		printf("%s{\"after\":%llu,\"next_ms\":%.1f}", m ? "," : "",
+		       marks[m].after,
+		       marks[m].next ? (marks[m].next - marks[m].at) * 1000 : -1.0);
+	printf("]}\n");
 	return (gaps || dups || regressions || corrupt || lost || !values) ? 1 : 0;
 }
