@@ -61,8 +61,10 @@ netns_setup() {
 	_nsx "$run" bak ip addr add 10.78.0.2/24 dev repl
 }
 
-# Pulling the power: every link of the primary goes down first, so not a
-# FIN or RST can leave it; then everything running there is killed.
+# Pulling the power: every link of the primary goes down first (its
+# switch port in sw, then each of its own interfaces, which also drops
+# the carrier of the replication link's far end in bak), so not a FIN or
+# RST can leave it; then everything running there is killed.
 netns_power_pull() {
 	local run=$1 l pids
 	_nsx "$run" sw ip link set port-pri down
@@ -78,7 +80,8 @@ netns_cleanup() {
 	local run=$1 h ns pids
 	for h in pri bak cli sw; do
 		ns=$(netns_name "$run" "$h")
-		ip netns list 2>/dev/null | grep -qw "$ns" || continue
+		# Exact name: run "a" must not match "x-a"'s namespaces.
+		ip netns list 2>/dev/null | cut -d' ' -f1 | grep -qxF "$ns" || continue
 		pids=$(ip netns pids "$ns" 2>/dev/null)
 		[ -n "$pids" ] && kill -9 $pids 2>/dev/null
 		ip netns del "$ns" 2>/dev/null
