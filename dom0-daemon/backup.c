@@ -4,12 +4,11 @@
 #include "clock.h"
 #include "daemon.h"
 #include "log.h"
-#include "netstream.h"
+#include "nic.h"
 #include "proto.h"
 #include "ramimage.h"
 #include "sockutil.h"
 #include "stage.h"
-#include "tap.h"
 #include "vm.h"
 #include "qemu/launch.h"
 #include "qemu/qmp.h"
@@ -46,9 +45,7 @@ struct rdb_backup {
 	struct rdb_qemu_proc qemu;
 	struct rdb_qmp qmp;
 	bool qmp_open;
-	int net_listen_fd, net_fd, tap_fd;
-	struct rdb_netstream ns;
-	char net_path[108];
+	struct rdb_nic nic;
 };
 
 /* A connection that has not said HELLO yet. */
@@ -282,73 +279,12 @@ static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
 
 /* ---- failover ---- */
 
+/* After failover nothing is held: there is no backup to wait for. */
 static void on_guest_frame(void *opaque, const uint8_t *frame, size_t len)
 {
 	struct rdb_backup *b = opaque;
 
-	rdb_tap_write(b->tap_fd, frame, len);
-}
-
-static void on_net(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
-{
-	struct rdb_backup *b = opaque;
-	int rc = 0;
-
-	if (ev & RDB_EV_READ)
-		rc = rdb_netstream_read(&b->ns, fd, on_guest_frame, b);
-	if (rc == 0 && (ev & RDB_EV_WRITE))
-		rc = rdb_netstream_flush(&b->ns, fd);
-	if (rc < 0 && rc != -EAGAIN) {
-		LOGVM(WARN, b->vm->name, "guest NIC stream closed");
-		rdb_evloop_del_fd(loop, fd);
-		close(fd);
-		b->net_fd = -1;
-		rdb_netstream_reset(&b->ns);
-		return;
-	}
-	rdb_evloop_mod_fd(loop, fd, RDB_EV_READ |
-			  (rdb_netstream_pending(&b->ns) ? RDB_EV_WRITE : 0));
-}
-
-static void on_net_accept(struct rdb_evloop *loop, int fd, unsigned ev,
-			  void *opaque)
-{
-	struct rdb_backup *b = opaque;
-	int c = rdb_sock_accept(fd);
-
-	if (c < 0)
-		return;
-	if (b->net_fd >= 0) {
-		rdb_evloop_del_fd(loop, b->net_fd);
-		close(b->net_fd);
-		rdb_netstream_reset(&b->ns);
-	}
-	b->net_fd = c;
-	if (rdb_evloop_add_fd(loop, c, RDB_EV_READ, on_net, b) < 0) {
-		close(c);
-		b->net_fd = -1;
-	}
-}
-
-static void to_guest(void *opaque, const uint8_t *frame, size_t len)
-{
-	struct rdb_backup *b = opaque;
-
-	if (b->net_fd >= 0)
-		rdb_netstream_queue(&b->ns, frame, len);
-}
-
-static void on_tap(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
-{
-	struct rdb_backup *b = opaque;
-
-	rdb_tap_read_all(fd, to_guest, b);
-	if (b->net_fd >= 0 && rdb_netstream_pending(&b->ns)) {
-		if (rdb_netstream_flush(&b->ns, b->net_fd) == 0 &&
-		    rdb_netstream_pending(&b->ns))
-			rdb_evloop_mod_fd(loop, b->net_fd,
-					  RDB_EV_READ | RDB_EV_WRITE);
-	}
+	rdb_nic_to_wire(&b->nic, frame, len);
 }
 
 static int failover_net(struct rdb_backup *b)
@@ -356,22 +292,14 @@ static int failover_net(struct rdb_backup *b)
 	struct rdb_vm *vm = b->vm;
 	const char *tap = vm->cfg.backup_tap && vm->cfg.backup_tap[0] ?
 		vm->cfg.backup_tap : vm->cfg.tap;
+	char path[108], err[256];
 	int rc;
 
-	rc = rdb_tap_open(tap, &b->tap_fd);
-	if (rc < 0) {
-		LOGVM(ERROR, vm->name, "tap %s: %s", tap, strerror(-rc));
-		return rc;
-	}
-	snprintf(b->net_path, sizeof(b->net_path), "%s/%s.net",
-		 b->d->cfg.run_dir, vm->name);
-	rc = rdb_sock_listen_unix(b->net_path, &b->net_listen_fd);
-	if (rc == 0)
-		rc = rdb_evloop_add_fd(b->d->loop, b->net_listen_fd, RDB_EV_READ,
-				       on_net_accept, b);
-	if (rc == 0)
-		rc = rdb_evloop_add_fd(b->d->loop, b->tap_fd, RDB_EV_READ,
-				       on_tap, b);
+	snprintf(path, sizeof(path), "%s/%s.net", b->d->cfg.run_dir, vm->name);
+	rc = rdb_nic_open(&b->nic, b->d->loop, vm->name, path, tap,
+			  on_guest_frame, b, err, sizeof(err));
+	if (rc < 0)
+		LOGVM(ERROR, vm->name, "guest NIC on the backup: %s", err);
 	return rc;
 }
 
@@ -429,7 +357,7 @@ static int restore_vm(struct rdb_backup *b, uint64_t t0)
 	}
 	rc = rdb_restore_argv(d->cfg.qemu_binary, vm->cfg.qemu_arg.v,
 			      vm->cfg.qemu_arg.n, image, ram_bytes, qmp_path,
-			      b->net_path, con_path, &argv);
+			      b->nic.path, con_path, &argv);
 	if (rc < 0)
 		goto out;
 	rc = rdb_qemu_spawn(argv, log_path, &b->qemu);
@@ -549,12 +477,12 @@ static struct rdb_backup *backup_new(struct rdb_daemon *d, const char *name)
 	vm->bak = b;
 	b->vm = vm;
 	b->d = d;
-	b->fd = b->net_listen_fd = b->net_fd = b->tap_fd = -1;
+	b->fd = -1;
+	rdb_nic_init(&b->nic);
 	b->qemu.pid = -1;
 	rdb_buf_init(&b->out);
 	rdb_proto_decoder_init(&b->dec);
 	rdb_stage_init(&b->st);
-	rdb_netstream_init(&b->ns);
 	return b;
 }
 
@@ -718,19 +646,7 @@ void rdb_backup_teardown(struct rdb_vm *vm)
 	if (b->hb_timer)
 		rdb_evloop_del_timer(loop, b->hb_timer);
 	close_link(b);
-	if (b->net_fd >= 0) {
-		rdb_evloop_del_fd(loop, b->net_fd);
-		close(b->net_fd);
-	}
-	if (b->net_listen_fd >= 0) {
-		rdb_evloop_del_fd(loop, b->net_listen_fd);
-		close(b->net_listen_fd);
-		unlink(b->net_path);
-	}
-	if (b->tap_fd >= 0) {
-		rdb_evloop_del_fd(loop, b->tap_fd);
-		close(b->tap_fd);
-	}
+	rdb_nic_close(&b->nic);
 	if (b->qmp_open)
 		rdb_qmp_close(&b->qmp);
 	/* A restored guest is the VM now: it outlives the daemon's teardown. */
@@ -739,7 +655,6 @@ void rdb_backup_teardown(struct rdb_vm *vm)
 		rdb_ramimage_close(&b->img);
 	if (b->have_setup)
 		rdb_vm_setup_dispose(&b->setup);
-	rdb_netstream_dispose(&b->ns);
 	rdb_proto_decoder_dispose(&b->dec);
 	rdb_buf_dispose(&b->out);
 	free(b);
@@ -756,5 +671,5 @@ void rdb_backup_status(const struct rdb_vm *vm, json_t *o)
 	json_object_set_new(o, "last_heard_ms", json_integer((json_int_t)
 			    ((rdb_now_ns() - b->last_rx_ns) / RDB_NS_PER_MS)));
 	json_object_set_new(o, "qemu_pid", json_integer(b->qemu.pid));
-	json_object_set_new(o, "guest_nic_connected", json_boolean(b->net_fd >= 0));
+	json_object_set_new(o, "guest_nic_connected", json_boolean(rdb_nic_connected(&b->nic)));
 }

@@ -5,10 +5,9 @@
 #include "daemon.h"
 #include "log.h"
 #include "netbuf.h"
-#include "netstream.h"
+#include "nic.h"
 #include "proto.h"
 #include "sockutil.h"
-#include "tap.h"
 #include "vm.h"
 #include "watchdog.h"
 #include "qemu/colo_stream.h"
@@ -46,9 +45,7 @@ struct rdb_primary {
 	bool parser_init;
 
 	/* guest network */
-	int net_listen_fd, net_fd, tap_fd;
-	char net_path[108];
-	struct rdb_netstream ns;
+	struct rdb_nic nic;
 	struct rdb_netbuf nb;
 	uint64_t open_epoch;		/* guest frames read now belong to it */
 
@@ -331,9 +328,10 @@ static void tap_sink(void *opaque, const uint8_t *frame, size_t len)
 {
 	struct rdb_primary *p = opaque;
 
-	rdb_tap_write(p->tap_fd, frame, len);
+	rdb_nic_to_wire(&p->nic, frame, len);
 }
 
+/* A frame from the guest: held until its epoch is committed. */
 static void guest_frame(void *opaque, const uint8_t *frame, size_t len)
 {
 	struct rdb_primary *p = opaque;
@@ -341,73 +339,7 @@ static void guest_frame(void *opaque, const uint8_t *frame, size_t len)
 	if (p->colo_active)
 		rdb_netbuf_hold(&p->nb, p->open_epoch, frame, len);
 	else
-		rdb_tap_write(p->tap_fd, frame, len);
-}
-
-static void on_net(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
-{
-	struct rdb_primary *p = opaque;
-	int rc = 0;
-
-	if (ev & RDB_EV_READ)
-		rc = rdb_netstream_read(&p->ns, fd, guest_frame, p);
-	if (rc == 0 && (ev & RDB_EV_WRITE))
-		rc = rdb_netstream_flush(&p->ns, fd);
-	if (rc < 0 && rc != -EAGAIN) {
-		LOGVM(WARN, p->vm->name, "guest NIC stream closed: %s",
-		      rc == -ECONNRESET ? "QEMU disconnected" : strerror(-rc));
-		rdb_evloop_del_fd(loop, fd);
-		close(fd);
-		p->net_fd = -1;
-		rdb_netstream_reset(&p->ns);
-		return;
-	}
-	rdb_evloop_mod_fd(loop, fd, RDB_EV_READ |
-			  (rdb_netstream_pending(&p->ns) ? RDB_EV_WRITE : 0));
-}
-
-static void on_net_accept(struct rdb_evloop *loop, int fd, unsigned ev,
-			  void *opaque)
-{
-	struct rdb_primary *p = opaque;
-	int c = rdb_sock_accept(fd);
-
-	if (c < 0)
-		return;
-	if (p->net_fd >= 0) {
-		/* QEMU reconnected: the old stream is dead. */
-		rdb_evloop_del_fd(loop, p->net_fd);
-		close(p->net_fd);
-		rdb_netstream_reset(&p->ns);
-	}
-	p->net_fd = c;
-	if (rdb_evloop_add_fd(loop, c, RDB_EV_READ, on_net, p) < 0) {
-		close(c);
-		p->net_fd = -1;
-		return;
-	}
-	LOGVM(INFO, p->vm->name, "guest NIC connected (%s)", p->net_path);
-}
-
-static void guest_in_frame(void *opaque, const uint8_t *frame, size_t len)
-{
-	struct rdb_primary *p = opaque;
-
-	if (p->net_fd >= 0)
-		rdb_netstream_queue(&p->ns, frame, len);
-}
-
-static void on_tap(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
-{
-	struct rdb_primary *p = opaque;
-
-	rdb_tap_read_all(fd, guest_in_frame, p);
-	if (p->net_fd >= 0 && rdb_netstream_pending(&p->ns)) {
-		if (rdb_netstream_flush(&p->ns, p->net_fd) == 0 &&
-		    rdb_netstream_pending(&p->ns))
-			rdb_evloop_mod_fd(loop, p->net_fd,
-					  RDB_EV_READ | RDB_EV_WRITE);
-	}
+		rdb_nic_to_wire(&p->nic, frame, len);
 }
 
 /* ---- QEMU's migration socket ---- */
@@ -704,32 +636,6 @@ static int connect_backup(struct rdb_primary *p, char *err, size_t errlen)
 	return rdb_evloop_add_fd(p->d->loop, p->peer_fd, RDB_EV_READ, on_peer, p);
 }
 
-static int setup_net(struct rdb_primary *p, char *err, size_t errlen)
-{
-	struct rdb_vm *vm = p->vm;
-	int rc;
-
-	rc = rdb_tap_open(vm->cfg.tap, &p->tap_fd);
-	if (rc < 0) {
-		snprintf(err, errlen, "tap %s: %s", vm->cfg.tap, strerror(-rc));
-		return rc;
-	}
-	rc = rdb_sock_listen_unix(vm->cfg.net_socket, &p->net_listen_fd);
-	if (rc < 0) {
-		snprintf(err, errlen, "listen on %s: %s", vm->cfg.net_socket,
-			 strerror(-rc));
-		return rc;
-	}
-	snprintf(p->net_path, sizeof(p->net_path), "%s", vm->cfg.net_socket);
-	rc = rdb_evloop_add_fd(p->d->loop, p->tap_fd, RDB_EV_READ, on_tap, p);
-	if (rc == 0)
-		rc = rdb_evloop_add_fd(p->d->loop, p->net_listen_fd,
-				       RDB_EV_READ, on_net_accept, p);
-	if (rc < 0)
-		snprintf(err, errlen, "event loop: %s", strerror(-rc));
-	return rc;
-}
-
 static int start_colo(struct rdb_primary *p, char *err, size_t errlen)
 {
 	struct rdb_vm *vm = p->vm;
@@ -810,17 +716,17 @@ int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 	p->vm = vm;
 	p->d = d;
 	p->mig_listen_fd = p->mig_fd = -1;
-	p->net_listen_fd = p->net_fd = p->tap_fd = -1;
+	rdb_nic_init(&p->nic);
 	p->peer_fd = -1;
 	rdb_buf_init(&p->out);
 	rdb_buf_init(&p->batch);
 	rdb_proto_decoder_init(&p->dec);
-	rdb_netstream_init(&p->ns);
 	rc = rdb_netbuf_init(&p->nb, 0);
 	if (rc == 0)
 		rc = connect_backup(p, err, errlen);
 	if (rc == 0)
-		rc = setup_net(p, err, errlen);
+		rc = rdb_nic_open(&p->nic, d->loop, vm->name, vm->cfg.net_socket,
+				  vm->cfg.tap, guest_frame, p, err, errlen);
 	if (rc == 0)
 		rc = start_colo(p, err, errlen);
 	if (rc == 0)
@@ -885,24 +791,11 @@ void rdb_primary_teardown(struct rdb_vm *vm)
 		close(p->mig_listen_fd);
 		unlink(p->mig_path);
 	}
-	if (p->net_fd >= 0) {
-		rdb_evloop_del_fd(loop, p->net_fd);
-		close(p->net_fd);
-	}
-	if (p->net_listen_fd >= 0) {
-		rdb_evloop_del_fd(loop, p->net_listen_fd);
-		close(p->net_listen_fd);
-		unlink(p->net_path);
-	}
-	if (p->tap_fd >= 0) {
-		rdb_evloop_del_fd(loop, p->tap_fd);
-		close(p->tap_fd);
-	}
+	rdb_nic_close(&p->nic);
 	if (p->qmp_open)
 		rdb_qmp_close(&p->qmp);
 	if (p->parser_init)
 		rdb_colo_parser_dispose(&p->parser);
-	rdb_netstream_dispose(&p->ns);
 	rdb_netbuf_dispose(&p->nb);
 	rdb_proto_decoder_dispose(&p->dec);
 	rdb_buf_dispose(&p->out);
@@ -924,7 +817,7 @@ void rdb_primary_status(const struct rdb_vm *vm, json_t *o)
 	json_object_set_new(o, "held_frames", json_integer((json_int_t)rdb_netbuf_frames(&p->nb)));
 	json_object_set_new(o, "held_bytes", json_integer((json_int_t)rdb_netbuf_bytes(&p->nb)));
 	json_object_set_new(o, "replication_queue_bytes", json_integer((json_int_t)p->out.len));
-	json_object_set_new(o, "guest_nic_connected", json_boolean(p->net_fd >= 0));
+	json_object_set_new(o, "guest_nic_connected", json_boolean(rdb_nic_connected(&p->nic)));
 }
 
 int rdb_primary_inject(struct rdb_vm *vm, const char *fault)

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * A guest NIC's path through remusdbd: QEMU's `-netdev stream` socket on
+ * one side (QEMU connects to us, and reconnects), the host's tap device on
+ * the other.  Frames from the network reach the guest at once; frames
+ * from the guest go to the owner's callback, which decides whether they
+ * are held for a checkpoint (primary) or sent now (rdb_nic_to_wire).
+ */
+#ifndef RDB_NIC_H
+#define RDB_NIC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "evloop.h"
+#include "netstream.h"
+
+struct rdb_nic {
+	struct rdb_evloop *loop;
+	char vm[65];
+	char path[108];
+	int listen_fd, fd, tap_fd;
+	struct rdb_netstream ns;
+	rdb_frame_cb from_guest;
+	void *opaque;
+};
+
+/* Sets every field to "nothing open"; call before open or close. */
+void rdb_nic_init(struct rdb_nic *n);
+/* Listens on sock_path for QEMU and attaches to the tap; err says what
+ * failed. */
+int rdb_nic_open(struct rdb_nic *n, struct rdb_evloop *loop, const char *vm,
+		 const char *sock_path, const char *tap, rdb_frame_cb from_guest,
+		 void *opaque, char *err, size_t errlen);
+void rdb_nic_close(struct rdb_nic *n);	/* idempotent */
+/* A guest frame out to the network, now (drops, never blocks). */
+void rdb_nic_to_wire(struct rdb_nic *n, const uint8_t *frame, size_t len);
+bool rdb_nic_connected(const struct rdb_nic *n);
+
+#endif
