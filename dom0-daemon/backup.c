@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -33,6 +34,8 @@ struct rdb_backup {
 	struct rdb_proto_decoder dec;
 	uint64_t last_rx_ns;
 	uint64_t hb_timer, hb_seq;
+	uint64_t linger_timer;		/* closing after an ERROR: see refuse_link */
+	int linger_fd;
 
 	struct rdb_vm_setup setup;	/* from VM_SETUP */
 	bool have_setup;
@@ -63,6 +66,11 @@ static void close_link(struct rdb_backup *b)
 		close(b->fd);
 		b->fd = -1;
 	}
+	if (b->linger_fd >= 0) {
+		rdb_evloop_del_fd(b->d->loop, b->linger_fd);
+		close(b->linger_fd);
+		b->linger_fd = -1;
+	}
 }
 
 static void want_write(struct rdb_backup *b)
@@ -78,6 +86,58 @@ static void link_lost(struct rdb_backup *b, const char *why)
 	close_link(b);
 	rdb_stage_discard(&b->st);
 	rdb_vm_set_state(b->vm, RDB_VM_DEGRADED, "%s", why);
+}
+
+static uint64_t on_linger_end(struct rdb_evloop *loop, uint64_t id, void *opaque)
+{
+	struct rdb_backup *b = opaque;
+
+	b->linger_timer = 0;
+	close_link(b);
+	return 0;
+}
+
+static void on_linger(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
+{
+	struct rdb_backup *b = opaque;
+	uint8_t sink[65536];
+	ssize_t r = read(fd, sink, sizeof(sink));
+
+	if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
+		rdb_evloop_del_timer(loop, b->linger_timer);
+		b->linger_timer = 0;
+		close_link(b);
+	}
+}
+
+/*
+ * We refuse what the primary sent: tell it why, then stop.  The primary
+ * may be mid-way through a large write; closing now, with its bytes
+ * unread, would send a RST that can destroy our ERROR before it is read.
+ * So: ERROR, FIN (shutdown for writing), and discard its input for a
+ * short while before closing.
+ */
+static void refuse_link(struct rdb_backup *b, const char *why)
+{
+	int fd = b->fd;
+
+	rdb_proto_put_error(&b->out, why);
+	rdb_buf_write_fd(&b->out, fd);
+	shutdown(fd, SHUT_WR);
+	rdb_stage_discard(&b->st);
+	rdb_vm_set_state(b->vm, RDB_VM_DEGRADED, "%s", why);
+	rdb_evloop_del_fd(b->d->loop, fd);
+	if (rdb_evloop_add_fd(b->d->loop, fd, RDB_EV_READ, on_linger, b) < 0 ||
+	    rdb_evloop_add_timer(b->d->loop, 2 * RDB_NS_PER_S, on_linger_end, b,
+				 &b->linger_timer) < 0) {
+		rdb_evloop_del_fd(b->d->loop, fd);
+		close(fd);
+		b->fd = -1;
+		return;
+	}
+	/* The link is over for protection: heartbeats and failover ignore it. */
+	b->fd = -1;
+	b->linger_fd = fd;
 }
 
 static int handle_setup(struct rdb_backup *b, const struct rdb_frame *f)
@@ -218,13 +278,11 @@ static void on_link(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 		if (r2 < 0) {
 			char why[300];
 
-			snprintf(why, sizeof(why), "message %u of epoch %llu: %s",
-				 f.type, (unsigned long long)f.epoch,
+			snprintf(why, sizeof(why), "%s of epoch %llu: %s",
+				 rdb_msg_name(f.type), (unsigned long long)f.epoch,
 				 r2 == -EPROTO ? "malformed or out of order" :
 				 strerror(-r2));
-			rdb_proto_put_error(&b->out, why);
-			rdb_buf_write_fd(&b->out, fd);
-			link_lost(b, why);
+			refuse_link(b, why);
 			return;
 		}
 	}
@@ -477,7 +535,7 @@ static struct rdb_backup *backup_new(struct rdb_daemon *d, const char *name)
 	vm->bak = b;
 	b->vm = vm;
 	b->d = d;
-	b->fd = -1;
+	b->fd = b->linger_fd = -1;
 	rdb_nic_init(&b->nic);
 	b->qemu.pid = -1;
 	rdb_buf_init(&b->out);
@@ -645,6 +703,8 @@ void rdb_backup_teardown(struct rdb_vm *vm)
 	loop = b->d->loop;
 	if (b->hb_timer)
 		rdb_evloop_del_timer(loop, b->hb_timer);
+	if (b->linger_timer)
+		rdb_evloop_del_timer(loop, b->linger_timer);
 	close_link(b);
 	rdb_nic_close(&b->nic);
 	if (b->qmp_open)

@@ -464,35 +464,62 @@ static void close_peer(struct rdb_primary *p)
 	}
 }
 
+/* Reads and handles what the backup sent; 0, or the reason it failed. */
+static int peer_read(struct rdb_primary *p)
+{
+	struct rdb_frame f;
+	int rc = rdb_proto_decoder_read_fd(&p->dec, p->peer_fd);
+
+	/* Frames already received are handled even if the link just died:
+	 * an ERROR from the backup says why better than our EPIPE would. */
+	for (;;) {
+		int r2 = rdb_proto_decoder_next(&p->dec, &f);
+
+		if (r2 < 0)
+			return r2;
+		if (r2 == 0)
+			break;
+		on_peer_msg(p, &f);
+		if (p->peer_fd < 0)
+			return 0;
+	}
+	return rc == -EAGAIN ? 0 : rc;
+}
+
+static void peer_failed(struct rdb_primary *p, int rc)
+{
+	char why[300];
+
+	snprintf(why, sizeof(why), "replication link: %s",
+		 rc == -EPROTO ? rdb_proto_decoder_error(&p->dec) :
+		 rc == -ECONNRESET ? "backup closed the connection" :
+		 strerror(-rc));
+	drop_protection(p, why);
+}
+
 static void on_peer(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 {
 	struct rdb_primary *p = opaque;
-	struct rdb_frame f;
-	int rc;
+	int rc = 0;
 
-	if ((ev & RDB_EV_WRITE) && !p->in_pause) {
-		rc = peer_flush(p);
+	if (ev & RDB_EV_READ) {
+		rc = peer_read(p);
+		if (p->peer_fd < 0)
+			return;
 		if (rc < 0) {
-			drop_protection(p, "replication link write failed");
+			peer_failed(p, rc);
 			return;
 		}
 	}
-	if (!(ev & RDB_EV_READ))
-		return;
-	rc = rdb_proto_decoder_read_fd(&p->dec, fd);
-	while (rc >= 0 && (rc = rdb_proto_decoder_next(&p->dec, &f)) > 0) {
-		on_peer_msg(p, &f);
-		if (p->peer_fd < 0)
-			return;
-	}
-	if (rc < 0 && rc != -EAGAIN) {
-		char why[300];
+	if ((ev & RDB_EV_WRITE) && !p->in_pause) {
+		rc = peer_flush(p);
+		if (rc < 0) {
+			/* The backup may have said why before it hung up. */
+			int r2 = peer_read(p);
 
-		snprintf(why, sizeof(why), "replication link: %s",
-			 rc == -EPROTO ? rdb_proto_decoder_error(&p->dec) :
-			 rc == -ECONNRESET ? "backup closed the connection" :
-			 strerror(-rc));
-		drop_protection(p, why);
+			if (p->peer_fd >= 0)
+				peer_failed(p, r2 < 0 ? r2 : rc);
+		}
 	}
 }
 

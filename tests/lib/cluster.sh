@@ -21,12 +21,15 @@ cl_ctl() {	# cl_ctl pri|bak ARGS...
 
 cl_daemon_conf() {	# side listen_addr
 	local side=$1 listen=$2
-	mkdir -p "$CL_DIR/$side/run" "$CL_DIR/$side/state"
+	local state=$CL_DIR/$side/state
+	# CL_BAK_STATE_DIR: put the backup's RAM images elsewhere (full-disk test)
+	[ "$side" = bak ] && [ -n "${CL_BAK_STATE_DIR:-}" ] && state=$CL_BAK_STATE_DIR
+	mkdir -p "$CL_DIR/$side/run" "$state"
 	cat > "$CL_DIR/$side/remusdbd.conf" <<EOC
 listen = $listen
 control_socket = $CL_DIR/$side/ctl.sock
 run_dir = $CL_DIR/$side/run
-state_dir = $CL_DIR/$side/state
+state_dir = $state
 qemu_binary = $RDB_QEMU
 heartbeat_ms = 50
 failover_timeout_ms = ${CL_FAILOVER_TIMEOUT_MS:-1000}
