@@ -7,8 +7,9 @@
  * first value arrived).  Exit 0 only if the sequence was contiguous and
  * the connection never dropped.
  *
- * max_stall_ms is the largest gap between two consecutive arrivals —
- * what the client saw of a failover.
+ * max_stall_ms is the largest gap between two consecutive arrivals, or
+ * between the last arrival and the end — what the client saw of a
+ * failover; values_after_stall is 0 if nothing came after it.
  *
  * SIGUSR1 records a mark: seqcheck prints "mark K mono=S real=S after=N"
  * on stderr (CLOCK_MONOTONIC and CLOCK_REALTIME seconds, N the last value
@@ -230,6 +231,13 @@ int main(int argc, char **argv)
 	}
 	take_mark(marks, &nmarks, last);
 	close(fd);
+	/* Silence up to the end counts too: a server that died for good
+	 * must not pass as one that never stalled. */
+	if (last_arrival && now_s() - last_arrival > max_stall) {
+		max_stall = now_s() - last_arrival;
+		stall_after = last;
+		after_stall = 0;
+	}
 	printf("{\"values\":%llu,\"first\":%llu,\"last\":%llu,\"gaps\":%llu,"
 	       "\"dups\":%llu,\"regressions\":%llu,\"corrupt\":%llu,"
 	       "\"max_stall_ms\":%.1f,\"max_stall_after\":%llu,"
