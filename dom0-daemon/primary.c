@@ -25,6 +25,11 @@
 /* Bytes queued for the backup beyond this mean the link cannot keep up:
  * protection is dropped rather than letting memory grow without bound. */
 #define PEER_QUEUE_MAX (512u << 20)
+/* Outside a pause, QEMU's stream is not read while this much waits for
+ * the backup: the initial copy (and checkpoints after it) slow down to
+ * the link's speed instead of filling our memory. */
+#define PEER_HIGH_WATER (64u << 20)
+#define PEER_LOW_WATER (16u << 20)
 #define SETUP_DEADLINE_NS (5 * RDB_NS_PER_S)
 /* From the end of the initial state to the first checkpoint. */
 #define COLO_START_DEADLINE_NS (10 * RDB_NS_PER_S)
@@ -40,6 +45,8 @@ struct rdb_primary {
 	struct rdb_qmp qmp;
 	bool qmp_open;
 	int mig_listen_fd, mig_fd;
+	bool mig_throttled;		/* not reading: see PEER_HIGH_WATER */
+	bool throttle_logged;
 	char mig_path[108];
 	struct rdb_colo_parser parser;
 	bool parser_init;
@@ -362,6 +369,19 @@ static void on_mig(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 
 	/* Bounded work per wakeup: heartbeats and ACKs must get their turn. */
 	for (int i = 0; i < 8; i++) {
+		/* (An error or hangup is read at once: it is reported even
+		 * with no events asked for, and would spin the loop.) */
+		if (!p->in_pause && p->out.len > PEER_HIGH_WATER &&
+		    !(ev & RDB_EV_ERROR)) {
+			if (!p->throttle_logged)
+				LOGVM(INFO, p->vm->name, "checkpoint stream "
+				      "throttled to the replication link's pace "
+				      "(%zu MiB queued)", p->out.len >> 20);
+			p->throttle_logged = true;
+			rdb_evloop_mod_fd(loop, fd, 0);
+			p->mig_throttled = true;
+			return;
+		}
 		r = read(fd, buf, sizeof(buf));
 		if (r < 0 && (errno == EAGAIN || errno == EINTR))
 			return;
@@ -519,7 +539,13 @@ static void on_peer(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 
 			if (p->peer_fd >= 0)
 				peer_failed(p, r2 < 0 ? r2 : rc);
+			return;
 		}
+	}
+	if (p->mig_throttled && p->out.len < PEER_LOW_WATER && p->mig_fd >= 0) {
+		p->mig_throttled = false;
+		rdb_evloop_mod_fd(loop, p->mig_fd, RDB_EV_READ);
+		on_mig(loop, p->mig_fd, RDB_EV_READ, p);
 	}
 }
 

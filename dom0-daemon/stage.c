@@ -81,6 +81,21 @@ int rdb_stage_add_pages(struct rdb_stage *st, const struct rdb_frame *f,
 			return fail(st, "page 0x%llx outside block %s",
 				    (unsigned long long)r.offset,
 				    img->b[it.block].idstr);
+		st->npages++;
+		st->bytes += r.enc == RDB_PAGE_RAW ? RDB_PAGE_SIZE : 1;
+		/* Epoch 0, the initial state, goes straight into the image:
+		 * before it commits there is nothing to keep consistent (no
+		 * failover is possible), and staging it would hold a copy of
+		 * the guest's whole RAM in memory. */
+		if (!st->have_committed) {
+			uint8_t *dst = img->b[it.block].base + r.offset;
+
+			if (r.enc == RDB_PAGE_RAW)
+				memcpy(dst, r.data, RDB_PAGE_SIZE);
+			else
+				memset(dst, r.fill, RDB_PAGE_SIZE);
+			continue;
+		}
 		p = rdb_buf_reserve(&st->pages, REC_HDR + body);
 		if (!p)
 			return -ENOMEM;
@@ -92,8 +107,6 @@ int rdb_stage_add_pages(struct rdb_stage *st, const struct rdb_frame *f,
 		else
 			p[REC_HDR] = r.fill;
 		st->pages.len += REC_HDR + body;
-		st->npages++;
-		st->bytes += r.enc == RDB_PAGE_RAW ? RDB_PAGE_SIZE : 1;
 	}
 	return rc < 0 ? fail(st, "malformed page record in PAGES") : 0;
 }

@@ -4,6 +4,11 @@
  * EPOCH_END(N) proves it complete; only then is it applied — pages into
  * the RAM image, the device state swapped in — so the image always holds
  * exactly one committed epoch.  A failover discards the staged epoch.
+ *
+ * Epoch 0 (the initial state) is the exception: its pages are written to
+ * the image as they arrive.  Until it commits no failover is possible, so
+ * nothing can observe a half-written image, and staging it would need as
+ * much memory as the guest has RAM.
  */
 #ifndef RDB_STAGE_H
 #define RDB_STAGE_H
