@@ -3,11 +3,14 @@
 # end-to-end tests, the drill and the benchmark.  Source after common.sh
 # and netns.sh.  Every wait has a deadline.
 #
-#   cluster_up RUN [checkpoint_ms]   topology, daemons, guest, protect
+#   cluster_up RUN [checkpoint_ms]   cluster_hosts_up + cluster_vm_up
+#   cluster_hosts_up RUN             topology and both daemons
+#   cluster_vm_up [checkpoint_ms]    the guest CL_VM (CL_GUEST_IP,
+#                                    CL_GUEST_MAC, CL_TAP): QEMU, protect
 #   cluster_pull_power RUN           links down first, then SIGKILL
 #   cluster_down RUN                 idempotent; for trap ... EXIT
 #
-# Sets: CL_DIR, CL_VM, CL_GUEST_IP, CL_PRI_CTL, CL_BAK_CTL.
+# Sets: CL_DIR.
 
 CL_VM=vm1
 CL_GUEST_IP=10.77.0.100
@@ -17,6 +20,12 @@ CL_SEQ_PORT=7000
 cl_ctl() {	# cl_ctl pri|bak ARGS...
 	local side=$1; shift
 	"$RDB_BUILD/remusdbctl" --socket "$CL_DIR/$side/ctl.sock" "$@"
+}
+
+# Per-VM file names on the primary: vm1 keeps the plain names the tests
+# use (console.log, serial.sock, qemu.pid); other VMs get a prefix.
+cl_vm_file() {
+	if [ "$CL_VM" = vm1 ]; then echo "$1"; else echo "$CL_VM.$1"; fi
 }
 
 cl_daemon_conf() {	# side listen_addr
@@ -51,7 +60,11 @@ cl_common_args() {
 }
 
 cluster_up() {
-	local run=$1 ckpt=${2:-25} arg
+	cluster_hosts_up "$1" && cluster_vm_up "${2:-25}"
+}
+
+cluster_hosts_up() {
+	local run=$1
 	CL_RUN=$run
 	CL_DIR="$RDB_ROOT/build/e2e/$run"
 	rm -rf "$CL_DIR"
@@ -70,6 +83,10 @@ cluster_up() {
 	disown $!
 	wait_for 10 "primary remusdbd control socket" test -S "$CL_DIR/pri/ctl.sock" || return 1
 	wait_for 10 "backup remusdbd control socket" test -S "$CL_DIR/bak/ctl.sock" || return 1
+}
+
+cluster_vm_up() {
+	local ckpt=${1:-25} arg run=$CL_RUN tap=${CL_TAP:-vmtap0}
 
 	mapfile -t CL_ARGS < <(cl_common_args)
 	{
@@ -77,7 +94,7 @@ cluster_up() {
 		echo "qmp = $CL_DIR/pri/$CL_VM.qmp"
 		echo "watchdog_qmp = $CL_DIR/pri/$CL_VM.wd.qmp"
 		echo "net_socket = $CL_DIR/pri/run/$CL_VM.net"
-		echo "tap = vmtap0"
+		echo "tap = $tap"
 		echo "mac = $CL_GUEST_MAC"
 		echo "peer = 10.78.0.2:7788"
 		echo "checkpoint_ms = $ckpt"
@@ -91,22 +108,22 @@ cluster_up() {
 		-qmp "unix:$CL_DIR/pri/$CL_VM.wd.qmp,server=on,wait=off" \
 		-qmp "unix:$CL_DIR/pri/$CL_VM.mon.qmp,server=on,wait=off" \
 		-netdev "stream,id=net0,server=off,addr.type=unix,addr.path=$CL_DIR/pri/run/$CL_VM.net,reconnect-ms=100" \
-		-chardev "socket,id=ser0,path=$CL_DIR/pri/serial.sock,server=on,wait=off,logfile=$CL_DIR/pri/console.log" \
+		-chardev "socket,id=ser0,path=$CL_DIR/pri/$(cl_vm_file serial.sock),server=on,wait=off,logfile=$CL_DIR/pri/$(cl_vm_file console.log)" \
 		-serial chardev:ser0 \
-		>"$CL_DIR/pri/qemu.log" 2>&1 &
-	echo $! > "$CL_DIR/pri/qemu.pid"
+		>"$CL_DIR/pri/$(cl_vm_file qemu.log)" 2>&1 &
+	echo $! > "$CL_DIR/pri/$(cl_vm_file qemu.pid)"
 	disown $!
 	wait_for 10 "primary QEMU's QMP socket" test -S "$CL_DIR/pri/$CL_VM.qmp" || return 1
 	if [ -n "${CL_NO_PROTECT:-}" ]; then
 		wait_for 60 "guest ready on the primary's console" \
-			grep -q REMUSDB-GUEST-READY "$CL_DIR/pri/console.log"
+			grep -q REMUSDB-GUEST-READY "$CL_DIR/pri/$(cl_vm_file console.log)"
 		return
 	fi
 	cl_ctl pri protect "$CL_DIR/$CL_VM.conf" || return 1
 	cl_ctl pri wait "$CL_VM" protected --timeout 60 || return 1
 	cl_ctl bak wait "$CL_VM" protected --timeout 10 || return 1
 	wait_for 60 "guest ready on the primary's console" \
-		grep -q REMUSDB-GUEST-READY "$CL_DIR/pri/console.log" || return 1
+		grep -q REMUSDB-GUEST-READY "$CL_DIR/pri/$(cl_vm_file console.log)" || return 1
 }
 
 cluster_pull_power() {
@@ -116,10 +133,8 @@ cluster_pull_power() {
 cluster_down() {
 	local run=$1 side pid
 	[ -n "${CL_DIR:-}" ] || return 0
-	for side in pri bak; do
-		for pid in remusdbd qemu; do
-			[ -f "$CL_DIR/$side/$pid.pid" ] && kill -9 "$(cat "$CL_DIR/$side/$pid.pid")" 2>/dev/null
-		done
+	for pid in "$CL_DIR"/pri/*.pid "$CL_DIR"/bak/*.pid; do
+		[ -f "$pid" ] && kill -9 "$(cat "$pid")" 2>/dev/null
 	done
 	# The backup's restored QEMU is the daemon's child but outlives it.
 	pkill -9 -f "$CL_DIR/bak/" 2>/dev/null

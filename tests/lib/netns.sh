@@ -5,8 +5,8 @@
 #            │                │                       │
 #   rdb-RUN-pri          rdb-RUN-bak             rdb-RUN-cli
 #   vmbr0 10.77.0.1      vmbr0 10.77.0.2         eth0 10.77.0.10
-#    ├ uplink             ├ up (uplink)
-#    └ vmtap0 (guest)     └ vmtap0 (guest after failover)
+#    ├ uplink             ├ uplink
+#    └ vmtap0, vmtap1     └ vmtap0, vmtap1 (guests after failover)
 #   repl 10.78.0.1 ───────── repl 10.78.0.2   (replication link)
 #
 # The guest is 10.77.0.100 wherever it runs.  Nothing routes out of
@@ -27,7 +27,7 @@ _veth() {
 }
 
 netns_setup() {
-	local run=$1 h
+	local run=$1 h t
 	netns_cleanup "$run"
 	for h in sw pri bak cli; do
 		ip netns add "$(netns_name "$run" "$h")" || return 1
@@ -49,9 +49,12 @@ netns_setup() {
 		_nsx "$run" "$h" ip link add vmbr0 type bridge
 		_nsx "$run" "$h" ip link set vmbr0 type bridge forward_delay 0 stp_state 0
 		_nsx "$run" "$h" ip link set dev uplink master vmbr0
-		_nsx "$run" "$h" ip tuntap add dev vmtap0 mode tap
-		_nsx "$run" "$h" ip link set vmtap0 master vmbr0
-		_nsx "$run" "$h" ip link set vmtap0 up
+		# one tap per guest a host may run (two-VM tests use vmtap1)
+		for t in vmtap0 vmtap1; do
+			_nsx "$run" "$h" ip tuntap add dev $t mode tap
+			_nsx "$run" "$h" ip link set $t master vmbr0
+			_nsx "$run" "$h" ip link set $t up
+		done
 		_nsx "$run" "$h" ip link set vmbr0 up
 		_nsx "$run" "$h" ip addr add "10.77.0.$last/24" dev vmbr0
 	done
