@@ -80,12 +80,15 @@ static int take_line(struct rdb_qmp *q, json_t **out)
 static int wait_readable(struct rdb_qmp *q, uint64_t deadline_ns)
 {
 	struct pollfd pfd = { .fd = q->fd, .events = POLLIN };
-	uint64_t now = rdb_now_ns();
+	uint64_t now = rdb_now_ns(), left_ms;
 	int r;
 
 	if (now >= deadline_ns)
 		return -ETIMEDOUT;
-	r = poll(&pfd, 1, (int)((deadline_ns - now) / RDB_NS_PER_MS) + 1);
+	/* At most a second per poll: a far deadline must not overflow int
+	 * (the callers loop until the deadline). */
+	left_ms = (deadline_ns - now) / RDB_NS_PER_MS + 1;
+	r = poll(&pfd, 1, left_ms > 1000 ? 1000 : (int)left_ms);
 	if (r < 0 && errno != EINTR)
 		return -errno;
 	return 0;
@@ -144,8 +147,15 @@ int rdb_qmp_execute(struct rdb_qmp *q, const char *command, json_t *args,
 	if (rc == 0)
 		rc = rdb_sock_write_all(q->fd, "\n", 1, deadline_ns);
 	free(text);
-	if (rc < 0)
+	if (rc < 0) {
+		/* Part of the command may have gone out: whatever we sent next
+		 * would be glued to it.  This connection is done. */
+		snprintf(q->last_error, sizeof(q->last_error),
+			 "%s: sending failed: %s", command, strerror(-rc));
+		close(q->fd);
+		q->fd = -1;
 		return rc;
+	}
 	for (;;) {
 		json_t *jid;
 
