@@ -9,12 +9,44 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+void rdb_qemu_proc_init(struct rdb_qemu_proc *p)
+{
+	p->pid = -1;
+}
+
+/* Between fork and exec: async-signal-safe calls only (the daemon has
+ * threads).  Reports its errno on the CLOEXEC pipe and exits. */
+static void child(char *const *argv, const char *logpath, int err_fd)
+{
+	sigset_t none;
+	int err, fd;
+
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	signal(SIGPIPE, SIG_DFL);
+	setsid();
+	fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || dup2(fd, 0) < 0)
+		goto fail;
+	fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+		goto fail;
+	execvp(argv[0], argv);
+fail:
+	err = errno;
+	(void)!write(err_fd, &err, sizeof(err));
+	_exit(127);
+}
+
 int rdb_qemu_spawn(char *const *argv, const char *logpath,
 		   struct rdb_qemu_proc *out)
 {
 	int err_pipe[2], err = 0;
+	ssize_t r;
 	pid_t pid;
 
+	if (!argv || !argv[0] || !logpath)
+		return -EINVAL;
 	if (pipe2(err_pipe, O_CLOEXEC) < 0)
 		return -errno;
 	pid = fork();
@@ -24,32 +56,38 @@ int rdb_qemu_spawn(char *const *argv, const char *logpath,
 		close(err_pipe[1]);
 		return err;
 	}
-	if (pid == 0) {
-		sigset_t none;
-		int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND, 0600);
-
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		setsid();
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		execvp(argv[0], argv);
-		err = errno;
-		(void)!write(err_pipe[1], &err, sizeof(err));
-		_exit(127);
-	}
+	if (pid == 0)
+		child(argv, logpath, err_pipe[1]);
 	close(err_pipe[1]);
-	/* exec succeeded iff the CLOEXEC pipe closes without a word. */
-	if (read(err_pipe[0], &err, sizeof(err)) == (ssize_t)sizeof(err)) {
-		close(err_pipe[0]);
-		waitpid(pid, NULL, 0);
-		return -err;
-	}
+	/* The exec succeeded iff the CLOEXEC pipe closes without a word. */
+	do
+		r = read(err_pipe[0], &err, sizeof(err));
+	while (r < 0 && errno == EINTR);
 	close(err_pipe[0]);
+	if (r == (ssize_t)sizeof(err)) {
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		return err ? -err : -EIO;
+	}
 	out->pid = pid;
 	return 0;
+}
+
+int rdb_qemu_poll_exit(struct rdb_qemu_proc *p, int *status_out)
+{
+	int status;
+	pid_t r;
+
+	if (p->pid <= 0)
+		return -ECHILD;
+	r = waitpid(p->pid, &status, WNOHANG);
+	if (r == 0 || (r < 0 && errno == EINTR))
+		return 0;
+	/* r < 0 (ECHILD): someone else reaped it; it is gone either way. */
+	p->pid = -1;
+	if (status_out)
+		*status_out = r > 0 ? status : 0;
+	return 1;
 }
 
 int rdb_qemu_kill(struct rdb_qemu_proc *p, uint64_t deadline_ns)
@@ -57,15 +95,17 @@ int rdb_qemu_kill(struct rdb_qemu_proc *p, uint64_t deadline_ns)
 	if (p->pid <= 0)
 		return 0;
 	kill(p->pid, SIGTERM);
-	while (rdb_now_ns() < deadline_ns) {
-		if (waitpid(p->pid, NULL, WNOHANG) == p->pid) {
-			p->pid = -1;
+	for (;;) {
+		if (rdb_qemu_poll_exit(p, NULL) == 1)
 			return 0;
-		}
-		usleep(10000);
+		if (rdb_now_ns() >= deadline_ns)
+			break;
+		usleep(5000);
 	}
+	/* Past the deadline: SIGKILL cannot be refused, the reap is quick. */
 	kill(p->pid, SIGKILL);
-	waitpid(p->pid, NULL, 0);
+	while (waitpid(p->pid, NULL, 0) < 0 && errno == EINTR)
+		;
 	p->pid = -1;
 	return -ETIMEDOUT;
 }

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
-/* Starting QEMU on the backup. */
+/* Starting and stopping the QEMU a backup restores into. */
 #ifndef RDB_LAUNCH_H
 #define RDB_LAUNCH_H
 
@@ -7,14 +7,24 @@
 #include <sys/types.h>
 
 struct rdb_qemu_proc {
-	pid_t pid;
+	pid_t pid;		/* -1: none */
 };
 
-/* Forks and execs argv in its own session (it must outlive remusdbd),
- * stdout and stderr to logpath. */
+void rdb_qemu_proc_init(struct rdb_qemu_proc *p);
+
+/*
+ * Forks and execs argv (argv[0] searched in PATH) in a session of its own,
+ * so it outlives remusdbd: a restored VM must not die with the daemon.
+ * stdin is /dev/null; stdout and stderr append to logpath.  Returns 0 once
+ * the exec succeeded, else the child's open/exec errno, negated.
+ */
 int rdb_qemu_spawn(char *const *argv, const char *logpath,
 		   struct rdb_qemu_proc *out);
-/* SIGTERM, then SIGKILL at the deadline; reaps it. */
+/* Non-blocking: 1 and the wait status when it has exited (reaped, pid
+ * becomes -1), 0 while it runs, -ECHILD when there is no process. */
+int rdb_qemu_poll_exit(struct rdb_qemu_proc *p, int *status_out);
+/* SIGTERM, then SIGKILL at deadline_ns; reaps it.  0 when it left by
+ * itself before the deadline, -ETIMEDOUT when it had to be killed. */
 int rdb_qemu_kill(struct rdb_qemu_proc *p, uint64_t deadline_ns);
 
 #endif

@@ -1,22 +1,44 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
- * Bringing a VM back on the backup: a fresh QEMU started with
- * `-incoming defer` loads a migration stream we synthesize from the last
- * committed checkpoint:
+ * Bringing a VM back on the backup.  A fresh QEMU, started with the VM's
+ * own arguments plus rdb_restore_argv()'s, loads a migration stream we
+ * synthesize from the last committed checkpoint (be = big-endian):
  *
- *   stream  = magic:be32 version:be32 config ramstart ramend devstate vmdesc
- *   config  = the primary's configuration section + subsection
- *             "configuration/capabilities" [x-ignore-shared]
- *   ramstart= 0x01 id "ram" v4  be64(total|MEM_SIZE)
- *             { len:u8 idstr used:be64 addr:be64 }*  be64(EOS) footer
- *   ramend  = 0x03 id  page*  be64(EOS) footer
- *             (pages of the small blocks only: ROMs, ACPI tables)
- *   devstate= the last committed device sections + EOF
- *   vmdesc  = 0x06 len:be32 json  (a stub: the loader reads one)
+ *   stream   = magic:be32 0x5145564d  version:be32 3
+ *              config ramstart ramend devstate vmdesc
+ *   config   = 0x07 len:be32 machine[len]
+ *              [tpb] caps [uuid]         (the primary's, re-emitted)
+ *   tpb      = sub("configuration/target-page-bits") bits:be32
+ *   caps     = sub("configuration/capabilities") n:be32 (len:u8 name)*n
+ *              (the primary's list, plus "x-ignore-shared")
+ *   uuid     = sub("configuration/uuid") uuid[16]
+ *   sub(s)   = 0x05 len:u8 s version:be32 1
+ *   ramstart = 0x01 id:be32 len:u8 "ram" instance:be32 0 version:be32 4
+ *              be64(total | MEM_SIZE 0x04)
+ *              { len:u8 idstr used:be64 gpa:be64 0 }*   (every block)
+ *              be64(EOS 0x10) 0x7e id:be32
+ *   ramend   = 0x03 id:be32 page* be64(EOS 0x10) 0x7e id:be32
+ *   page     = be64(offset | ZERO 0x02 [| CONTINUE 0x20]) [len:u8 idstr] 0x00
+ *            | be64(offset | PAGE 0x08 [| CONTINUE 0x20]) [len:u8 idstr]
+ *              data[4096]
+ *              (idstr unless CONTINUE; pages of the blocks not shared only)
+ *   devstate = the committed device sections + EOF 0x00, as QEMU sent them
+ *   vmdesc   = 0x06 len:be32 json[len]   (a stub; QEMU reads and skips it)
  *
- * The main RAM block (pc.ram) is not in the stream: QEMU maps the
- * backup's image file of it (memory-backend-file share=on) and skips it
- * (x-ignore-shared), so failover time does not grow with guest RAM.
+ * The main RAM block is not in the stream: QEMU maps the backup's image
+ * file of it (memory-backend-file share=on) and, with capability
+ * x-ignore-shared set before migrate-incoming, skips it.  So the stream is
+ * ~220 KB (ROMs, ACPI tables, device state) whatever the guest's RAM size.
+ * With x-ignore-shared the destination reads a gpa after every block's
+ * length and compares it with the MemoryRegion address of each skipped
+ * block; a memory backend's region is only mapped through aliases and sits
+ * at 0 itself, which is also what a QEMU source sends for it.
+ * The destination validates x-ignore-shared against the configuration's
+ * capability list (QEMU savevm.c should_validate_capability), so the
+ * primary's configuration, which lacks it, is re-emitted with it.
+ *
+ * The device state's globalstate section says "running", so a QEMU started
+ * without -S runs the guest by itself once the stream is loaded.
  */
 #ifndef RDB_RESTORE_H
 #define RDB_RESTORE_H
@@ -25,39 +47,60 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The main RAM block's RAMBlock idstr: the default RAM backend id of the
+ * pc and q35 machines, and the id rdb_restore_argv() gives the backend. */
 #define RDB_RESTORE_SHARED_BLOCK "pc.ram"
 
 struct rdb_restore_block {
-	const char *idstr;
-	uint64_t used_length;
+	const char *idstr;	/* 1..255 bytes */
+	uint64_t used_length;	/* > 0, a multiple of 4096 */
 	bool shared;		/* mapped from the image file, not sent */
 	const uint8_t *data;	/* !shared: used_length bytes */
 };
 
 struct rdb_restore_spec {
-	const uint8_t *config;	/* from its 0x07 byte */
+	/* The primary's QEMU_VM_CONFIGURATION section, from its 0x07 byte
+	 * to the end of its last subsection. */
+	const uint8_t *config;
 	size_t config_len;
+	/* Every RAM block of the primary, in its order. */
 	const struct rdb_restore_block *blocks;
 	size_t nblocks;
+	/* The committed device state: FULL sections + EOF (0x00). */
 	const uint8_t *devstate;
 	size_t devstate_len;
 };
 
+/*
+ * Builds the whole stream into a malloc'd buffer (the caller frees it).
+ * -EINVAL: a spec field out of range; -EPROTO: the configuration section
+ * is not one this code can re-emit; -ENOMEM.
+ */
 int rdb_restore_stream_build(const struct rdb_restore_spec *spec,
 			     uint8_t **buf_out, size_t *len_out);
+/* Writes buf to fd before deadline_ns (monotonic): -ETIMEDOUT past it,
+ * -EPIPE/-ECONNRESET when QEMU closed the socket (it rejected the
+ * stream: its log says why). */
 int rdb_restore_stream_send(int fd, const uint8_t *buf, size_t len,
 			    uint64_t deadline_ns);
 
 /*
  * argv for the restored QEMU: qemu_binary, the VM's common arguments, then
- * the memory backend on image_path (ram_bytes), QMP, the NIC's stream
- * socket, the serial console file and -incoming defer.  NULL-terminated;
- * free with rdb_restore_argv_free.
+ *   -object memory-backend-file,id=pc.ram,size=RAM,mem-path=IMAGE,share=on
+ *   -machine memory-backend=pc.ram
+ *   -qmp unix:QMP,server=on,wait=off
+ *   -netdev stream,id=net0,server=off,addr.type=unix,addr.path=NET,
+ *           reconnect-ms=100                       (if net_path)
+ *   -serial file:CONSOLE                           (if console_path)
+ *   -incoming defer
+ * NULL-terminated; free with rdb_restore_argv_free.  The common arguments
+ * must not contain -S (the guest would stay paused) nor a memory backend
+ * of their own; ram_bytes is the primary's pc.ram used_length (its -m).
  */
 int rdb_restore_argv(const char *qemu_binary, char *const *common,
 		     size_t ncommon, const char *image_path, uint64_t ram_bytes,
 		     const char *qmp_path, const char *net_path,
 		     const char *console_path, char ***argv_out);
-void rdb_restore_argv_free(char **argv);
+void rdb_restore_argv_free(char **argv);	/* NULL is fine */
 
 #endif

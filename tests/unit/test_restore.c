@@ -8,72 +8,263 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "clock.h"
+#include "qemu/launch.h"
 #include "qemu/restore.h"
 #include "watchdog.h"
 
+/* 0x07 len "pc": a configuration without subsections (QEMU 10.0 pc). */
 static const uint8_t CONFIG[] = { 0x07, 0, 0, 0, 2, 'p', 'c' };
-static const uint8_t DEV[] = { 0x04, 0, 0, 0, 3, 1, 'x', 0, 0, 0, 0, 0, 0, 0, 1, 0x00 };
+/* One FULL section "x" (id 3, instance 0, version 1, one byte), EOF. */
+static const uint8_t DEV[] = { 0x04, 0, 0, 0, 3, 1, 'x', 0, 0, 0, 0,
+			       0, 0, 0, 1, 0xab, 0x00 };
 
-static uint32_t be32(const uint8_t *p)
+/* The expected stream, written out independently of restore.c. */
+struct exp {
+	uint8_t b[16384];
+	size_t n;
+};
+
+static void e_bytes(struct exp *e, const void *p, size_t n)
 {
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+	assert_true(e->n + n <= sizeof(e->b));
+	memcpy(e->b + e->n, p, n);
+	e->n += n;
 }
 
-static void test_stream_layout(void **state)
+static void e8(struct exp *e, uint8_t v)
 {
-	static uint8_t rom[2 * 4096];
-	struct rdb_restore_block blocks[2] = {
-		{ "pc.ram", 1ULL << 30, true, NULL },	/* 1 GiB: never in the stream */
-		{ "pc.bios", sizeof(rom), false, rom },
-	};
-	struct rdb_restore_spec spec = { CONFIG, sizeof(CONFIG), blocks, 2, DEV, sizeof(DEV) };
-	uint8_t *s;
-	size_t n, at;
+	e_bytes(e, &v, 1);
+}
 
-	memset(rom + 4096, 0x99, 4096);	/* page 0 zero, page 1 data */
+static void e32(struct exp *e, uint32_t v)
+{
+	for (int s = 24; s >= 0; s -= 8)
+		e8(e, (uint8_t)(v >> s));
+}
+
+static void e64(struct exp *e, uint64_t v)
+{
+	e32(e, (uint32_t)(v >> 32));
+	e32(e, (uint32_t)v);
+}
+
+static void estr(struct exp *e, const char *s)
+{
+	e8(e, (uint8_t)strlen(s));
+	e_bytes(e, s, strlen(s));
+}
+
+static void e_sub(struct exp *e, const char *name)
+{
+	e8(e, 0x05);
+	estr(e, name);
+	e32(e, 1);
+}
+
+static void e_caps_ignore_shared_only(struct exp *e)
+{
+	e_sub(e, "configuration/capabilities");
+	e32(e, 1);
+	estr(e, "x-ignore-shared");
+}
+
+static void e_tail(struct exp *e)
+{
+	const char *vmdesc = "{\"page_size\": 4096, \"devices\": []}";
+
+	e_bytes(e, DEV, sizeof(DEV));
+	e8(e, 0x06);
+	e32(e, (uint32_t)strlen(vmdesc));
+	e_bytes(e, vmdesc, strlen(vmdesc));
+}
+
+static const uint32_t RAM_ID = 0x7ffffff0u;
+
+static void test_stream_byte_exact(void **state)
+{
+	static uint8_t bios[2 * 4096];
+	static struct exp e;
+	struct rdb_restore_block blocks[2] = {
+		{ "pc.ram", 1ULL << 30, true, NULL },	/* 1 GiB: not sent */
+		{ "pc.bios", sizeof(bios), false, bios },
+	};
+	struct rdb_restore_spec spec = { CONFIG, sizeof(CONFIG), blocks, 2,
+					 DEV, sizeof(DEV) };
+	uint8_t *s;
+	size_t n;
+
+	memset(bios + 4096, 0x99, 4096);	/* page 0 zero, page 1 data */
+	e.n = 0;
+	e32(&e, 0x5145564d);
+	e32(&e, 3);
+	e_bytes(&e, CONFIG, sizeof(CONFIG));
+	e_caps_ignore_shared_only(&e);
+	/* RAM START: both blocks listed, gpa 0 each */
+	e8(&e, 0x01);
+	e32(&e, RAM_ID);
+	estr(&e, "ram");
+	e32(&e, 0);
+	e32(&e, 4);
+	e64(&e, ((1ULL << 30) + sizeof(bios)) | 0x04);
+	estr(&e, "pc.ram");
+	e64(&e, 1ULL << 30);
+	e64(&e, 0);
+	estr(&e, "pc.bios");
+	e64(&e, sizeof(bios));
+	e64(&e, 0);
+	e64(&e, 0x10);
+	e8(&e, 0x7e);
+	e32(&e, RAM_ID);
+	/* RAM END: pc.bios only; a zero page, then a data page (CONTINUE) */
+	e8(&e, 0x03);
+	e32(&e, RAM_ID);
+	e64(&e, 0x02);
+	estr(&e, "pc.bios");
+	e8(&e, 0);
+	e64(&e, 4096 | 0x08 | 0x20);
+	e_bytes(&e, bios + 4096, 4096);
+	e64(&e, 0x10);
+	e8(&e, 0x7e);
+	e32(&e, RAM_ID);
+	e_tail(&e);
+
 	assert_int_equal(rdb_restore_stream_build(&spec, &s, &n), 0);
-	/* The shared 1 GiB block costs nothing: the stream stays small. */
-	assert_true(n < 3 * 4096 + 512);
-	assert_int_equal(be32(s), 0x5145564d);
-	assert_int_equal(be32(s + 4), 3);
-	assert_memory_equal(s + 8, CONFIG, sizeof(CONFIG));
-	at = 8 + sizeof(CONFIG);
-	/* the capability subsection the incoming QEMU validates */
-	assert_int_equal(s[at], 0x05);
-	assert_int_equal(s[at + 1], strlen("configuration/capabilities"));
-	assert_memory_equal(s + at + 2, "configuration/capabilities", s[at + 1]);
-	assert_non_null(memmem(s, n, "x-ignore-shared", 15));
-	/* both blocks are listed, only pc.bios has pages */
-	assert_non_null(memmem(s, n, "pc.ram", 6));
-	assert_non_null(memmem(s, n, "pc.bios", 7));
-	/* the device state, then a vmdesc the loader can read */
-	assert_non_null(memmem(s, n, DEV, sizeof(DEV)));
-	assert_memory_equal(s + n - strlen("{\"page_size\": 4096, \"devices\": []}") - 5,
-			    "\x06", 1);
+	assert_int_equal(n, e.n);
+	assert_memory_equal(s, e.b, e.n);
 	free(s);
+}
+
+/* The primary's target-page-bits and uuid stay; a capability list it had
+ * is kept, and x-ignore-shared appears once, last. */
+static void test_config_reemitted(void **state)
+{
+	static uint8_t rom[4096];
+	static struct exp in, want;
+	struct rdb_restore_block blk = { "pc.rom", 4096, false, rom };
+	struct rdb_restore_spec spec = { NULL, 0, &blk, 1, DEV, sizeof(DEV) };
+	const uint8_t uuid[16] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13,
+				   14, 15, 16 };
+	uint8_t *s;
+	size_t n;
+
+	in.n = 0;
+	e8(&in, 0x07);
+	e32(&in, 14);
+	e_bytes(&in, "pc-q35-10.0xyz", 14);
+	e_sub(&in, "configuration/target-page-bits");
+	e32(&in, 12);
+	e_sub(&in, "configuration/capabilities");
+	e32(&in, 2);
+	estr(&in, "x-ignore-shared");
+	estr(&in, "mapped-ram");
+	e_sub(&in, "configuration/uuid");
+	e_bytes(&in, uuid, 16);
+	spec.config = in.b;
+	spec.config_len = in.n;
+
+	want.n = 0;
+	e8(&want, 0x07);
+	e32(&want, 14);
+	e_bytes(&want, "pc-q35-10.0xyz", 14);
+	e_sub(&want, "configuration/target-page-bits");
+	e32(&want, 12);
+	e_sub(&want, "configuration/capabilities");
+	e32(&want, 2);
+	estr(&want, "mapped-ram");
+	estr(&want, "x-ignore-shared");
+	e_sub(&want, "configuration/uuid");
+	e_bytes(&want, uuid, 16);
+
+	assert_int_equal(rdb_restore_stream_build(&spec, &s, &n), 0);
+	assert_true(n > 8 + want.n);
+	assert_memory_equal(s + 8, want.b, want.n);
+	assert_int_equal(s[8 + want.n], 0x01);	/* RAM START follows */
+	free(s);
+}
+
+static void test_bad_config(void **state)
+{
+	static uint8_t rom[4096];
+	static struct exp c;
+	struct rdb_restore_block blk = { "pc.rom", 4096, false, rom };
+	struct rdb_restore_spec spec = { NULL, 0, &blk, 1, DEV, sizeof(DEV) };
+	uint8_t *s;
+	size_t n;
+
+	spec.config = DEV;			/* not a configuration */
+	spec.config_len = sizeof(DEV);
+	assert_int_equal(rdb_restore_stream_build(&spec, &s, &n), -EPROTO);
+	spec.config = CONFIG;			/* name cut short */
+	spec.config_len = sizeof(CONFIG) - 1;
+	assert_int_equal(rdb_restore_stream_build(&spec, &s, &n), -EPROTO);
+
+	c.n = 0;				/* unknown subsection */
+	e_bytes(&c, CONFIG, sizeof(CONFIG));
+	e_sub(&c, "configuration/new-thing");
+	e32(&c, 0);
+	spec.config = c.b;
+	spec.config_len = c.n;
+	assert_int_equal(rdb_restore_stream_build(&spec, &s, &n), -EPROTO);
+
+	c.n = 0;				/* capability count too big */
+	e_bytes(&c, CONFIG, sizeof(CONFIG));
+	e_sub(&c, "configuration/capabilities");
+	e32(&c, 1000);
+	spec.config_len = c.n;
+	assert_int_equal(rdb_restore_stream_build(&spec, &s, &n), -EPROTO);
+
+	c.n = 0;				/* capability name past the end */
+	e_bytes(&c, CONFIG, sizeof(CONFIG));
+	e_sub(&c, "configuration/capabilities");
+	e32(&c, 1);
+	e8(&c, 40);
+	e_bytes(&c, "x-ignore", 8);
+	spec.config_len = c.n;
+	assert_int_equal(rdb_restore_stream_build(&spec, &s, &n), -EPROTO);
 }
 
 static void test_invalid_specs(void **state)
 {
 	static uint8_t rom[4096];
+	static char longid[300];
 	struct rdb_restore_block ok = { "pc.bios", 4096, false, rom };
-	struct rdb_restore_block nodata = { "pc.bios", 4096, false, NULL };
-	struct rdb_restore_spec spec = { CONFIG, sizeof(CONFIG), &ok, 1, DEV, sizeof(DEV) };
+	struct rdb_restore_block bad;
+	struct rdb_restore_spec spec = { CONFIG, sizeof(CONFIG), &ok, 1, DEV,
+					 sizeof(DEV) };
 	uint8_t *s;
 	size_t n;
+
+	assert_int_equal(rdb_restore_stream_build(&spec, &s, &n), 0);
+	free(s);
 
 	spec.nblocks = 0;
 	assert_int_equal(rdb_restore_stream_build(&spec, &s, &n), -EINVAL);
 	spec.nblocks = 1;
+
 	spec.devstate_len = sizeof(DEV) - 1;	/* no EOF at the end */
 	assert_int_equal(rdb_restore_stream_build(&spec, &s, &n), -EINVAL);
-	spec.devstate_len = sizeof(DEV);
-	spec.blocks = &nodata;
+	spec.devstate = DEV + 1;		/* not a FULL section first */
 	assert_int_equal(rdb_restore_stream_build(&spec, &s, &n), -EINVAL);
-	spec.blocks = &ok;
-	spec.config = DEV;	/* not a configuration section */
+	spec.devstate = DEV;
+	spec.devstate_len = sizeof(DEV);
+
+	spec.blocks = &bad;
+	memset(longid, 'a', 256);		/* idstr > 255 */
+	bad = (struct rdb_restore_block){ longid, 4096, false, rom };
+	assert_int_equal(rdb_restore_stream_build(&spec, &s, &n), -EINVAL);
+	longid[255] = 0;			/* exactly 255 is fine */
+	assert_int_equal(rdb_restore_stream_build(&spec, &s, &n), 0);
+	free(s);
+	bad = (struct rdb_restore_block){ "", 4096, false, rom };
+	assert_int_equal(rdb_restore_stream_build(&spec, &s, &n), -EINVAL);
+	bad = (struct rdb_restore_block){ "pc.bios", 4096, false, NULL };
+	assert_int_equal(rdb_restore_stream_build(&spec, &s, &n), -EINVAL);
+	bad = (struct rdb_restore_block){ "pc.bios", 4000, false, rom };
+	assert_int_equal(rdb_restore_stream_build(&spec, &s, &n), -EINVAL);
+	bad = (struct rdb_restore_block){ "pc.ram", 0, true, NULL };
 	assert_int_equal(rdb_restore_stream_build(&spec, &s, &n), -EINVAL);
 }
 
@@ -83,16 +274,70 @@ static void test_restore_argv(void **state)
 	char **argv;
 	int i;
 
-	assert_int_equal(rdb_restore_argv("qemu", common, 2, "/s/pc.ram.img", 256 << 20,
-					  "/r/q", "/r/n", "/s/console", &argv), 0);
+	assert_int_equal(rdb_restore_argv("qemu", common, 2, "/s/pc.ram.img",
+					  256 << 20, "/r/q", "/r/n",
+					  "/s/console", &argv), 0);
 	assert_string_equal(argv[0], "qemu");
+	assert_string_equal(argv[1], "-m");
 	assert_string_equal(argv[2], "256");
+	assert_string_equal(argv[3], "-object");
+	assert_string_equal(argv[4], "memory-backend-file,id=pc.ram,"
+			    "size=268435456,mem-path=/s/pc.ram.img,share=on");
+	assert_string_equal(argv[5], "-machine");
+	assert_string_equal(argv[6], "memory-backend=pc.ram");
+	assert_string_equal(argv[7], "-qmp");
+	assert_string_equal(argv[8], "unix:/r/q,server=on,wait=off");
+	assert_string_equal(argv[9], "-netdev");
+	assert_string_equal(argv[11], "-serial");
+	assert_string_equal(argv[12], "file:/s/console");
+	assert_string_equal(argv[13], "-incoming");
+	assert_string_equal(argv[14], "defer");
+	assert_null(argv[15]);
+	rdb_restore_argv_free(argv);
+
+	/* without a NIC or console */
+	assert_int_equal(rdb_restore_argv("qemu", NULL, 0, "/i", 1 << 20,
+					  "/q", NULL, NULL, &argv), 0);
 	for (i = 0; argv[i]; i++)
 		;
-	assert_string_equal(argv[i - 2], "-incoming");
-	assert_string_equal(argv[i - 1], "defer");
-	assert_string_equal(argv[4], "memory-backend-file,id=pc.ram,size=268435456,mem-path=/s/pc.ram.img,share=on");
+	assert_int_equal(i, 9);
+	assert_string_equal(argv[7], "-incoming");
 	rdb_restore_argv_free(argv);
+	assert_int_equal(rdb_restore_argv("qemu", NULL, 0, "/i", 1000, "/q",
+					  NULL, NULL, &argv), -EINVAL);
+}
+
+static void test_spawn_and_kill(void **state)
+{
+	char *sleeper[] = { "sleep", "30", NULL };
+	char *nosuch[] = { "/nonexistent/qemu", NULL };
+	char *quick[] = { "sh", "-c", "echo hi; exit 3", NULL };
+	struct rdb_qemu_proc p;
+	uint64_t t;
+	int st = 0, r;
+
+	rdb_qemu_proc_init(&p);
+	assert_int_equal(rdb_qemu_poll_exit(&p, &st), -ECHILD);
+	assert_int_equal(rdb_qemu_spawn(nosuch, "/dev/null", &p), -ENOENT);
+	assert_int_equal(p.pid, -1);
+
+	assert_int_equal(rdb_qemu_spawn(sleeper, "/dev/null", &p), 0);
+	assert_true(p.pid > 0);
+	assert_int_equal(rdb_qemu_poll_exit(&p, &st), 0);
+	t = rdb_now_ns();
+	assert_int_equal(rdb_qemu_kill(&p, t + 2 * RDB_NS_PER_S), 0);
+	assert_true(rdb_now_ns() - t < RDB_NS_PER_S);	/* SIGTERM did it */
+	assert_int_equal(p.pid, -1);
+	assert_int_equal(rdb_qemu_kill(&p, 0), 0);	/* idempotent */
+
+	assert_int_equal(rdb_qemu_spawn(quick, "/dev/null", &p), 0);
+	t = rdb_now_ns();
+	while ((r = rdb_qemu_poll_exit(&p, &st)) == 0 &&
+	       rdb_now_ns() - t < 5 * RDB_NS_PER_S)
+		usleep(1000);
+	assert_int_equal(r, 1);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 3);
 }
 
 static void test_watchdog_trips_only_when_armed_and_late(void **state)
@@ -116,9 +361,12 @@ static void test_watchdog_trips_only_when_armed_and_late(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_stream_layout),
+		cmocka_unit_test(test_stream_byte_exact),
+		cmocka_unit_test(test_config_reemitted),
+		cmocka_unit_test(test_bad_config),
 		cmocka_unit_test(test_invalid_specs),
 		cmocka_unit_test(test_restore_argv),
+		cmocka_unit_test(test_spawn_and_kill),
 		cmocka_unit_test(test_watchdog_trips_only_when_armed_and_late),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
