@@ -721,6 +721,24 @@ void rdb_backup_teardown(struct rdb_vm *vm)
 	vm->bak = NULL;
 }
 
+void rdb_backup_housekeeping(struct rdb_vm *vm)
+{
+	struct rdb_backup *b = vm->bak;
+	int status = 0;
+
+	if (!b || b->qemu.pid <= 0)
+		return;
+	if (rdb_qemu_poll_exit(&b->qemu, &status) == 1) {
+		rdb_vm_set_state(vm, RDB_VM_FAILED, "the restored QEMU exited "
+				 "(status 0x%x; see %s/%s/qemu.log)", status,
+				 b->d->cfg.state_dir, vm->name);
+		if (b->qmp_open) {
+			rdb_qmp_close(&b->qmp);
+			b->qmp_open = false;
+		}
+	}
+}
+
 void rdb_backup_status(const struct rdb_vm *vm, json_t *o)
 {
 	const struct rdb_backup *b = vm->bak;

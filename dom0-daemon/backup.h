@@ -30,5 +30,7 @@ void rdb_backup_stop_listening(struct rdb_daemon *d);
 int rdb_backup_failover(struct rdb_vm *vm, const char *why);
 void rdb_backup_teardown(struct rdb_vm *vm);
 void rdb_backup_status(const struct rdb_vm *vm, json_t *o);
+/* Periodic: notices a restored QEMU that exited (and reaps it). */
+void rdb_backup_housekeeping(struct rdb_vm *vm);
 
 #endif

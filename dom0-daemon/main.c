@@ -195,6 +195,9 @@ static uint64_t on_housekeeping(struct rdb_evloop *loop, uint64_t id, void *opaq
 	uint64_t now = rdb_now_ns();
 
 	rdb_watchdog_beat(d->wd);
+	for (struct rdb_vm *vm = d->vms; vm; vm = vm->next)
+		if (vm->role == RDB_ROLE_BACKUP)
+			rdb_backup_housekeeping(vm);
 	if (now - last_metrics >= RDB_NS_PER_S) {
 		write_metrics(d);
 		last_metrics = now;

@@ -69,4 +69,11 @@ jq -n --slurpfile c "$CL_DIR/seqcheck.json" --slurpfile s "$CL_DIR/bak-status.js
 cat "$CL_DIR/result.json"
 [ "$(jq -r .invariants_ok "$CL_DIR/result.json")" = true ] ||
 	rdb_fail "invariant violated (logs in $CL_DIR)"
+# The restored VM is the only copy now: if its QEMU dies, the operator
+# must hear of it (state failed, reason in the log), not find a zombie.
+pkill -9 -f "qemu-system.*$CL_DIR/bak/" || rdb_fail "no restored QEMU on the backup"
+cl_ctl bak wait "$CL_VM" failed --timeout 10 ||
+	rdb_fail "the backup did not notice its restored QEMU died"
+grep -q "failed-over -> failed.*the restored QEMU exited" "$CL_DIR/bak/remusdbd.log" ||
+	rdb_fail "no log line for the restored QEMU's exit"
 echo "PASS: sequence contiguous across the failover (client outage $(jq -r .failover_ms "$CL_DIR/result.json") ms)"
