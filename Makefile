@@ -5,6 +5,8 @@
 #   make demo       install deps, build, run a protected VM and a failover drill
 #   make drill      the power-pull drill -> build/drill/report.json
 #   make bench      checkpoint benchmark -> build/bench/checkpoint.json
+#   make fuzz       libFuzzer on the stream, protocol and NBD decoders
+#                   (FUZZ_SECONDS each, default 60)
 #
 # Conventions: every .c under dom0-daemon/ and hypervisor/ except main files
 # goes into librdb.a.  A unit test is tests/unit/test_NAME.c; a line
@@ -41,7 +43,7 @@ BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(B)/bench/%)
 HELPER_SRCS := $(wildcard tests/helpers/*.c)
 HELPER_BINS := $(HELPER_SRCS:tests/helpers/%.c=build/helpers/%)
 
-.PHONY: all setup qemu guest check unit e2e demo drill bench clean kmod
+.PHONY: all setup qemu guest check unit e2e demo drill bench fuzz clean kmod
 
 all: $(B)/remusdbd $(B)/remusdbctl $(HELPER_BINS) $(BENCH_BINS)
 
@@ -99,6 +101,9 @@ drill: all
 
 bench: all
 	RDB_BUILD=$(B) bash tests/bench/checkpoint.sh
+
+fuzz: setup
+	bash tests/run-fuzz.sh
 
 clean:
 	rm -rf build
