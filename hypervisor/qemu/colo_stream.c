@@ -82,8 +82,12 @@ const char *rdb_colo_parser_error(const struct rdb_colo_parser *p)
 	return p->err[0] ? p->err : "no error";
 }
 
-/* The configuration section: its end is the first byte that is not a
- * subsection, so one byte past it must be buffered to know it ended. */
+/*
+ * The configuration section is a vmstate: be32 len, the machine name,
+ * then optional subsections, each "0x05 u8 len name be32 version body".
+ * It ends at the first byte that is not 0x05 (the next top-level record),
+ * so one byte past it must be buffered to know it ended.
+ */
 static int step_config(struct rdb_colo_parser *p)
 {
 	const uint8_t *b = p->in.data;
@@ -98,6 +102,7 @@ static int step_config(struct rdb_colo_parser *p)
 		return fail(p, "configuration: machine name of %u bytes", len);
 	at = 5 + len;
 	for (;;) {
+		uint32_t ver;
 		uint8_t nl;
 		char name[256];
 
@@ -112,19 +117,42 @@ static int step_config(struct rdb_colo_parser *p)
 			return NEED_MORE;
 		memcpy(name, b + at + 2, nl);
 		name[nl] = 0;
+		ver = be32_at(b + at + 2 + nl);
 		at += 2 + nl + 4;
+		if (ver != 1)
+			return fail(p, "configuration: subsection '%s' version %u "
+				    "(want 1)", name, ver);
 		if (strcmp(name, "configuration/target-page-bits") == 0) {
+			if (n < at + 4)
+				return NEED_MORE;
+			/* Absent when it is the minimum, 12 on x86. */
+			if (be32_at(b + at) != 12)
+				return fail(p, "configuration: target page bits %u "
+					    "(only 4 KiB pages are supported)",
+					    be32_at(b + at));
 			at += 4;
 		} else if (strcmp(name, "configuration/uuid") == 0) {
 			at += 16;
 		} else if (strcmp(name, "configuration/capabilities") == 0) {
-			/* Only x-ignore-shared and mapped-ram are listed;
-			 * both change the RAM stream we parse. */
+			uint8_t cl;
+
+			/* QEMU lists here only the enabled capabilities the
+			 * destination must share: x-ignore-shared, mapped-ram.
+			 * Both change the RAM stream this parser reads. */
+			if (n < at + 4 + 1)
+				return NEED_MORE;
+			if (be32_at(b + at) == 0)
+				return fail(p, "configuration: empty capability list");
+			cl = b[at + 4];
+			if (n < at + 5 + cl)
+				return NEED_MORE;
 			return fail(p, "configuration: the primary runs with "
-				    "x-ignore-shared or mapped-ram, which the "
-				    "checkpoint stream does not support");
+				    "capability %.*s, which changes the RAM "
+				    "stream (unsupported)", (int)cl,
+				    (const char *)b + at + 5);
 		} else {
-			return fail(p, "configuration: unknown subsection '%s'", name);
+			return fail(p, "configuration: unknown subsection '%s'",
+				    name);
 		}
 		if (n < at)
 			return NEED_MORE;
@@ -149,8 +177,9 @@ static int step_command(struct rdb_colo_parser *p)
 	if (p->in.len < 5u + len)
 		return NEED_MORE;
 	/* 8 ENABLE_COLO and 11 SWITCHOVER_START carry nothing we need. */
-	if (cmd != 8 && cmd != 11)
-		return fail(p, "unexpected migration command %u", cmd);
+	if ((cmd != 8 && cmd != 11) || len != 0)
+		return fail(p, "unexpected migration command %u (%u bytes)",
+			    cmd, len);
 	rdb_buf_consume(&p->in, 5u + len);
 	return PROGRESS;
 }
@@ -177,6 +206,9 @@ static int step_section(struct rdb_colo_parser *p, uint8_t type)
 		if (l != 3 || memcmp(b + 6, "ram", 3) != 0)
 			return fail(p, "iterative section '%.*s' is not supported "
 				    "(only ram)", (int)l, (const char *)b + 6);
+		if (be32_at(b + 6 + l + 4) != 4)
+			return fail(p, "ram section version %u (want 4)",
+				    be32_at(b + 6 + l + 4));
 		if (p->have_ram_section)
 			return fail(p, "second ram section START");
 		p->have_ram_section = 1;
@@ -208,6 +240,8 @@ static int step_ram_setup(struct rdb_colo_parser *p, uint64_t v)
 		return fail(p, "ram START: expected the memory size record, got flags 0x%llx",
 			    (unsigned long long)(v & ~PAGE_MASK));
 	p->mem_total = v & PAGE_MASK;
+	if (p->mem_total == 0)
+		return fail(p, "ram START: no RAM");
 	/* The whole block list must be buffered: it is small. */
 	p->nblocks = 0;
 	p->mem_listed = 0;
@@ -222,6 +256,8 @@ static int step_ram_setup(struct rdb_colo_parser *p, uint64_t v)
 			return fail(p, "ram START: empty block name");
 		if (p->in.len < at + 1 + l + 8)
 			return NEED_MORE;
+		if (memchr(b + at + 1, 0, l))
+			return fail(p, "ram START: block name with a NUL byte");
 		if (p->nblocks == RDB_MAX_RAM_BLOCKS)
 			return fail(p, "ram START: more than %u RAM blocks",
 				    RDB_MAX_RAM_BLOCKS);
@@ -263,8 +299,8 @@ static int step_ram(struct rdb_colo_parser *p)
 	addr = v & PAGE_MASK;
 	flags = v & ~PAGE_MASK;
 	if (flags & ~(uint64_t)F_KNOWN)
-		return fail(p, "ram section: unsupported flags 0x%llx at page 0x%llx "
-			    "(compression, multifd or RDMA is on?)",
+		return fail(p, "ram section: unknown flags 0x%llx at page addr "
+			    "0x%llx (XBZRLE, multifd, mapped-ram or RDMA on?)",
 			    (unsigned long long)flags, (unsigned long long)addr);
 	if (flags == F_EOS) {
 		rdb_buf_consume(&p->in, 8);
@@ -352,10 +388,35 @@ static int step_top(struct rdb_colo_parser *p)
 		if (!p->blocks_reported)
 			return fail(p, "device state before any RAM");
 		p->state = RDB_CP_DEVTAIL;
+		p->dt_scan = 1;
+		p->dt_ncand = 0;
 		return PROGRESS;
 	default:
 		return fail(p, "unknown section type 0x%02x in the initial stream", t);
 	}
+}
+
+/* The candidate at q: JSON_OK, JSON_BAD, or JSON_WAIT (not all here). */
+#define JSON_OK 0
+#define JSON_BAD 1
+#define JSON_WAIT 2
+
+static int vmdesc_at(const struct rdb_colo_parser *p, size_t q, size_t *end_out)
+{
+	const uint8_t *b = p->in.data;
+	uint32_t jl = be32_at(b + q + 1);
+	json_t *j;
+	int ok;
+
+	if (jl == 0 || jl > RDB_COLO_MAX_VMDESC)
+		return JSON_BAD;
+	if (p->in.len - q - 5 < jl)
+		return JSON_WAIT;
+	j = json_loadb((const char *)b + q + 5, jl, 0, NULL);
+	ok = json_is_object(j);
+	json_decref(j);
+	*end_out = q + 5 + jl;
+	return ok ? JSON_OK : JSON_BAD;
 }
 
 /*
@@ -363,43 +424,56 @@ static int step_top(struct rdb_colo_parser *p)
  * at EOF, VMDESCRIPTION, be32 len and len bytes that parse as a JSON
  * object.  QEMU sends nothing more until our CHECKPOINT_READY, so the
  * match is normally the end of the buffer, but nothing here relies on
- * how the bytes were split.
+ * how the bytes were split.  Every offset is examined once; a candidate
+ * whose JSON has not all arrived waits in dt_cand (ascending), so a feed
+ * costs O(new bytes + candidates), not O(tail).
  */
 static int step_devtail(struct rdb_colo_parser *p)
 {
 	const uint8_t *b = p->in.data;
-	size_t n = p->in.len;
+	size_t n = p->in.len, q, end = 0, keep = 0;
 	int rc;
 
 	if (n > RDB_COLO_MAX_DEVSTATE + RDB_COLO_MAX_VMDESC)
 		return fail(p, "initial device state over %u bytes without an end",
 			    RDB_COLO_MAX_DEVSTATE + RDB_COLO_MAX_VMDESC);
-	for (size_t q = 1; q + 5 <= n; q++) {
-		json_t *j;
-		uint32_t jl;
-
-		if (b[q] != VM_VMDESCRIPTION || b[q - 1] != VM_EOF)
-			continue;
-		jl = be32_at(b + q + 1);
-		if (jl == 0 || jl > RDB_COLO_MAX_VMDESC ||
-		    (size_t)q + 5 + jl > n || b[q + 5] != '{')
-			continue;
-		j = json_loadb((const char *)b + q + 5, jl, 0, NULL);
-		if (!j)
-			continue;
-		json_decref(j);
-		rc = p->ops->epoch_end(p->opaque, 0, b, q);
-		if (rc < 0)
-			return rc;
-		rdb_buf_consume(&p->in, q + 5 + jl);
-		p->epoch = 1;
-		p->state = RDB_CP_COLO;
-		return PROGRESS;
+	/* Earlier candidates first: the smallest offset that completes wins. */
+	for (size_t i = 0; i < p->dt_ncand; i++) {
+		q = p->dt_cand[i];
+		rc = vmdesc_at(p, q, &end);
+		if (rc == JSON_OK)
+			goto found;
+		if (rc == JSON_WAIT)
+			p->dt_cand[keep++] = q;
 	}
-	/* A candidate whose length points past the end may match once more
-	 * bytes arrive, so every feed rescans the tail (a few hundred KB at
-	 * most, once per read of the initial stream's last part). */
+	p->dt_ncand = keep;
+	/* q needs b[q - 1] (EOF), b[q] (0x06), be32 len and b[q + 5] ('{'). */
+	for (q = p->dt_scan; q + 6 <= n; q++) {
+		if (b[q] != VM_VMDESCRIPTION || b[q - 1] != VM_EOF ||
+		    b[q + 5] != '{')
+			continue;
+		rc = vmdesc_at(p, q, &end);
+		if (rc == JSON_OK)
+			goto found;
+		if (rc == JSON_BAD)
+			continue;
+		if (p->dt_ncand == RDB_COLO_MAX_CANDIDATES)
+			return fail(p, "initial device state: more than %u places "
+				    "look like an unfinished vmdesc",
+				    RDB_COLO_MAX_CANDIDATES);
+		p->dt_cand[p->dt_ncand++] = q;
+	}
+	p->dt_scan = q;
 	return NEED_MORE;
+found:
+	rc = p->ops->epoch_end(p->opaque, 0, b, q);
+	if (rc < 0)
+		return rc;
+	rdb_buf_consume(&p->in, end);
+	p->dt_ncand = 0;
+	p->epoch = 1;
+	p->state = RDB_CP_COLO;
+	return PROGRESS;
 }
 
 static int step_colo_msg(struct rdb_colo_parser *p, uint32_t want)

@@ -6,25 +6,31 @@
  *
  *   stream     = header config top* devtail colo*
  *   header     = magic:be32 0x5145564d  version:be32 3
- *   config     = 0x07 len:be32 machine[len] subsection*
- *   subsection = 0x05 len:u8 name[len] version:be32 fields      (by name)
+ *   config     = 0x07 len:be32 machine[len] subsection*       (1 <= len <= 256)
+ *   subsection = 0x05 len:u8 name[len] version:be32 1 body, by name:
+ *                "configuration/target-page-bits": bits:be32   (must be 12)
+ *                "configuration/capabilities": n:be32 (len:u8 cap[len])*n
+ *                    (only x-ignore-shared and mapped-ram are ever listed;
+ *                     either changes the RAM stream: rejected)
+ *                "configuration/uuid": uuid[16]
  *   top        = command | ramsect
- *   command    = 0x08 cmd:be16 len:be16 data[len]    (ENABLE_COLO 8, SWITCHOVER_START 11)
- *   ramsect    = (0x01 id:be32 len:u8 "ram" instance:be32 version:be32
+ *   command    = 0x08 cmd:be16 len:be16 0     (ENABLE_COLO 8, SWITCHOVER_START 11)
+ *   ramsect    = (0x01 id:be32 len:u8 "ram" instance:be32 version:be32 4
  *                 memsize ramblock* | 0x02 id:be32 | 0x03 id:be32)
  *                page* eos [0x7e id:be32]
  *   memsize    = be64(total | MEM_SIZE 0x04); ramblock = len:u8 idstr used:be64
- *                (until the used lengths add up to total)
+ *                (until the used lengths add up to total; 1..64 blocks)
  *   page       = be64(addr | flags) [len:u8 idstr  unless CONTINUE 0x20]
  *                (ZERO 0x02: fill:u8 | PAGE 0x08: 4096 bytes)
  *   eos        = be64(EOS 0x10)
  *   devtail    = (0x04 device sections, not length-prefixed) ... 0x00 (EOF)
- *                0x06 len:be32 json[len]
+ *                0x06 len:be32 json[len]                 (len <= 16 MiB)
  *                — found as "EOF 0x06 len json[len] where json parses as
- *                  an object": QEMU then waits for our CHECKPOINT_READY.
+ *                  an object": QEMU then waits for our CHECKPOINT_READY,
+ *                  so nothing follows it.
  *   colo       = REQUEST:be32 1  (we answer REPLY 2; the VM stops)
  *                VMSTATE_SEND:be32 3  command?  ramsect(0x03)  0x00
- *                VMSTATE_SIZE:be32 4  n:be64  devstate[n]
+ *                VMSTATE_SIZE:be32 4  n:be64  devstate[n]  (1 <= n <= 64 MiB)
  *                (we answer VMSTATE_RECEIVED 5, VMSTATE_LOADED 6)
  *
  * The initial stream is epoch 0; checkpoint k is epoch k.
@@ -40,6 +46,9 @@
 
 #define RDB_COLO_MAX_DEVSTATE (64u << 20)
 #define RDB_COLO_MAX_VMDESC (16u << 20)
+/* Places in the initial device state that look like the start of the
+ * vmdesc but whose JSON has not fully arrived yet (normally at most one). */
+#define RDB_COLO_MAX_CANDIDATES 64
 
 enum rdb_colo_msg {
 	RDB_COLO_CHECKPOINT_READY = 0,
@@ -97,6 +106,10 @@ struct rdb_colo_parser {
 	size_t nblocks;
 	int cur_block;		/* for CONTINUE; persists across sections */
 	uint64_t dev_len;
+	/* RDB_CP_DEVTAIL: offsets into `in`, which is not consumed there. */
+	size_t dt_scan;		/* next offset to test for EOF+VMDESCRIPTION */
+	size_t dt_cand[RDB_COLO_MAX_CANDIDATES];	/* awaiting their JSON */
+	size_t dt_ncand;
 	char err[200];
 };
 

@@ -246,7 +246,7 @@ static void test_malformed_streams(void **state)
 	u32(&s, 1); u32(&s, 3);
 	u8(&s, 0x03); u32(&s, 2);
 	u64(&s, 0x1000 | 0x40);	/* XBZRLE */
-	expect_error(&s, "unsupported flags 0x40");
+	expect_error(&s, "unknown flags 0x40");
 
 	rdb_buf_reset(&s);
 	initial(&s);
