@@ -53,9 +53,12 @@ static int v_level(const char *v)
 	return -EINVAL;
 }
 
+/* commit-protection parses, so a VM file can name it; the daemon's intake
+ * (rdb_vm_config_from_json) refuses it until it is built. */
 static int v_mode(const char *v)
 {
-	return strcmp(v, "plain") == 0 ? 0 : -EINVAL;
+	return !strcmp(v, "plain") || !strcmp(v, "commit-protection") ?
+		0 : -EINVAL;
 }
 
 static const struct rdb_option daemon_opts[] = {
@@ -105,7 +108,7 @@ static const struct rdb_option vm_opts[] = {
 	{ "ram_mb", RDB_OPT_U32, OFF(rdb_vm_config, ram_mb), "0", 0, 16u << 20, NULL,
 	  "guest RAM in MiB as in -m (0: take it from the checkpoint stream)" },
 	{ "mode", RDB_OPT_STRING, OFF(rdb_vm_config, mode), "plain", 0, 0, v_mode,
-	  "plain (every output packet waits for its checkpoint); commit-protection is not built yet" },
+	  "plain (every output packet waits for its checkpoint) or commit-protection (not built yet: remusdbd refuses it)" },
 	{ "qemu_arg", RDB_OPT_STRLIST, OFF(rdb_vm_config, qemu_arg), NULL, 0, 0, NULL,
 	  "one QEMU argument per line, common to both hosts; no -qmp/-netdev/-serial/-incoming; NIC on netdev=net0" },
 };
@@ -259,10 +262,20 @@ int rdb_config_load_file(const struct rdb_config_table *t, const char *path,
 		return -errno;
 	}
 	while (fgets(line, sizeof(line), f)) {
-		char *s = trim(line), *eq;
+		size_t len = strlen(line);
+		char *s, *eq;
 		const struct rdb_option *o;
 
 		lineno++;
+		/* fgets stops at a NUL too: a line is whole only if it ends in
+		 * '\n' or at the end of the file. */
+		if ((len == 0 || line[len - 1] != '\n') && !feof(f)) {
+			snprintf(err, errlen, "%s:%d: line longer than %zu bytes or "
+				 "with a NUL byte", path, lineno, sizeof(line) - 2);
+			rc = -EINVAL;
+			break;
+		}
+		s = trim(line);
 		if (!*s || *s == '#')
 			continue;
 		eq = strchr(s, '=');
@@ -309,6 +322,27 @@ void rdb_config_dump_defaults(const struct rdb_config_table *t, FILE *f)
 	}
 }
 
+/* -m as QEMU reads it: [size=]N[M|G|T][,...], N in MiB without a suffix.
+ * Returns the MiB, or 0 when the form is not one of these. */
+static uint64_t qemu_m_mib(const char *a)
+{
+	char *end;
+	unsigned long long n;
+
+	if (!strncmp(a, "size=", 5))
+		a += 5;
+	errno = 0;
+	n = strtoull(a, &end, 10);
+	if (errno || end == a)
+		return 0;
+	switch (*end) {
+	case 'M': case 'm': end++; break;
+	case 'G': case 'g': n <<= 10; end++; break;
+	case 'T': case 't': n <<= 20; end++; break;
+	}
+	return *end == 0 || *end == ',' ? n : 0;
+}
+
 int rdb_vm_config_check(const struct rdb_vm_config *c, char *err, size_t errlen)
 {
 	const char *missing = !c->name || !c->name[0] ? "name" :
@@ -332,11 +366,32 @@ int rdb_vm_config_check(const struct rdb_vm_config *c, char *err, size_t errlen)
 			return -EINVAL;
 		}
 	}
+	for (size_t i = 0; c->ram_mb && i + 1 < c->qemu_arg.n; i++) {
+		uint64_t m = strcmp(c->qemu_arg.v[i], "-m") ? 0 :
+			qemu_m_mib(c->qemu_arg.v[i + 1]);
+
+		if (m && m != c->ram_mb) {
+			snprintf(err, errlen, "VM config: ram_mb = %u but qemu_arg "
+				 "-m %s", c->ram_mb, c->qemu_arg.v[i + 1]);
+			return -EINVAL;
+		}
+	}
 	if (c->checkpoint_deadline_ms <= c->checkpoint_ms / 2) {
 		snprintf(err, errlen, "VM config: checkpoint_deadline_ms (%u) is too "
 			 "short for checkpoint_ms (%u)", c->checkpoint_deadline_ms,
 			 c->checkpoint_ms);
 		return -EINVAL;
+	}
+	return 0;
+}
+
+int rdb_vm_config_supported(const struct rdb_vm_config *c, char *err,
+			    size_t errlen)
+{
+	if (c->mode && strcmp(c->mode, "plain") != 0) {
+		snprintf(err, errlen, "VM config: mode %s is not implemented by "
+			 "this remusdbd yet; use mode = plain", c->mode);
+		return -EOPNOTSUPP;
 	}
 	return 0;
 }
@@ -420,5 +475,8 @@ int rdb_vm_config_from_json(json_t *obj, struct rdb_vm_config *c, char *err,
 		if (rc < 0)
 			return rc;
 	}
-	return rdb_vm_config_check(c, err, errlen);
+	rc = rdb_vm_config_check(c, err, errlen);
+	if (rc == 0)
+		rc = rdb_vm_config_supported(c, err, errlen);
+	return rc;
 }

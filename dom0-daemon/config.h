@@ -86,8 +86,14 @@ void rdb_config_dump_defaults(const struct rdb_config_table *t, FILE *f);
 
 /* Required fields and cross-field rules of a VM config. */
 int rdb_vm_config_check(const struct rdb_vm_config *c, char *err, size_t errlen);
+/* What this remusdbd can run: mode commit-protection parses but is not
+ * implemented yet (-EOPNOTSUPP, with a message). */
+int rdb_vm_config_supported(const struct rdb_vm_config *c, char *err,
+			    size_t errlen);
 json_t *rdb_vm_config_to_json(const struct rdb_vm_config *c);
-/* Applies every key of obj (strings, numbers, booleans, string arrays). */
+/* The daemon's intake: applies every key of obj (strings, numbers,
+ * booleans, string arrays), then rdb_vm_config_check and
+ * rdb_vm_config_supported. */
 int rdb_vm_config_from_json(json_t *obj, struct rdb_vm_config *c, char *err,
 			    size_t errlen);
 

@@ -13,12 +13,16 @@
 #include <unistd.h>
 
 #define MAX_CLIENTS 32
+/* Replies queued for a client that does not read them: past this, the
+ * server stops reading its requests until it catches up. */
+#define MAX_QUEUED_REPLY (1u << 20)
 
 struct client {
 	struct rdb_ctl *ctl;
 	int fd;
 	struct rdb_buf in, out;
 	bool closing;		/* close once out is flushed */
+	bool eof;		/* client half-closed: answer, flush, close */
 };
 
 struct rdb_ctl {
@@ -45,7 +49,10 @@ static char *reply_error(const char *msg)
 	return s;
 }
 
-char *rdb_ctl_dispatch(struct rdb_ctl *ctl, const char *line, size_t len)
+/* *garbage_out: the line was not a request at all (the connection is
+ * then closed after the reply). */
+static char *dispatch(struct rdb_ctl *ctl, const char *line, size_t len,
+		      bool *garbage_out)
 {
 	json_error_t e;
 	json_t *req = json_loadb(line, len, 0, &e), *reply = NULL, *r;
@@ -53,6 +60,7 @@ char *rdb_ctl_dispatch(struct rdb_ctl *ctl, const char *line, size_t len)
 	char *s;
 	int rc;
 
+	*garbage_out = true;
 	if (!json_is_object(req)) {
 		json_decref(req);
 		return reply_error("request is not a JSON object");
@@ -62,6 +70,7 @@ char *rdb_ctl_dispatch(struct rdb_ctl *ctl, const char *line, size_t len)
 		json_decref(req);
 		return reply_error("request has no \"cmd\"");
 	}
+	*garbage_out = false;
 	for (size_t i = 0; i < ctl->nh; i++) {
 		if (strcmp(ctl->h[i].cmd, cmd) != 0)
 			continue;
@@ -81,6 +90,13 @@ char *rdb_ctl_dispatch(struct rdb_ctl *ctl, const char *line, size_t len)
 	}
 	json_decref(req);
 	return reply_error("unknown command");
+}
+
+char *rdb_ctl_dispatch(struct rdb_ctl *ctl, const char *line, size_t len)
+{
+	bool garbage;
+
+	return dispatch(ctl, line, len, &garbage);
 }
 
 static void client_free(struct client *c)
@@ -105,43 +121,86 @@ static void queue_reply(struct client *c, char *s)
 	free(s);
 }
 
+/* Answers the complete lines in c->in, in order, while the reply queue
+ * has room; lines left over wait for the client to read its replies. */
+static void serve_lines(struct client *c)
+{
+	while (!c->closing && c->out.len < MAX_QUEUED_REPLY) {
+		uint8_t *nl = c->in.len ? memchr(c->in.data, '\n', c->in.len) : NULL;
+		size_t n = nl ? (size_t)(nl - c->in.data) : c->in.len;
+		bool garbage;
+
+		if (n > RDB_CTL_MAX_REQUEST) {
+			queue_reply(c, reply_error("request too large"));
+			c->closing = true;
+			return;
+		}
+		if (!nl)
+			return;
+		queue_reply(c, dispatch(c->ctl, (const char *)c->in.data, n,
+					&garbage));
+		rdb_buf_consume(&c->in, n + 1);
+		if (garbage)
+			c->closing = true;
+	}
+}
+
 static void on_client(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 {
 	struct client *c = opaque;
+	bool want_read;
 	int rc;
 
-	if ((ev & RDB_EV_READ) && !c->closing) {
+	/* A client that does not read its replies is not read from either:
+	 * its queue stays under MAX_QUEUED_REPLY plus one reply, and its
+	 * unread requests under RDB_CTL_MAX_REQUEST plus one read. */
+	if ((ev & RDB_EV_READ) && !c->closing && !c->eof &&
+	    c->out.len < MAX_QUEUED_REPLY) {
 		uint8_t *dst = rdb_buf_reserve(&c->in, 65536);
 		ssize_t r = dst ? read(fd, dst, 65536) : -1;
 
-		if (r <= 0 && !(r < 0 && (errno == EAGAIN || errno == EINTR))) {
+		if (r < 0 && errno != EAGAIN && errno != EINTR) {
 			client_free(c);
 			return;
 		}
+		if (r == 0)
+			c->eof = true;
 		if (r > 0)
 			c->in.len += (size_t)r;
-		for (;;) {
-			uint8_t *nl = c->in.len ? memchr(c->in.data, '\n', c->in.len) : NULL;
-			size_t n;
-
-			if (!nl) {
-				if (c->in.len > RDB_CTL_MAX_REQUEST) {
-					queue_reply(c, reply_error("request too large"));
-					c->closing = true;
-				}
-				break;
-			}
-			n = (size_t)(nl - c->in.data);
-			queue_reply(c, rdb_ctl_dispatch(c->ctl, (const char *)c->in.data, n));
-			rdb_buf_consume(&c->in, n + 1);
-		}
 	}
-	rc = rdb_buf_write_fd(&c->out, fd);
-	if ((rc < 0 && rc != -EAGAIN) || (rc == 0 && c->closing)) {
+	/* Until the socket takes no more, or nothing complete is left: lines
+	 * held back by a full queue are answered once it drains, even if the
+	 * client sends nothing more. */
+	do {
+		serve_lines(c);
+		rc = rdb_buf_write_fd(&c->out, fd);
+		if ((rc < 0 && rc != -EAGAIN) || (rc == 0 && c->closing)) {
+			client_free(c);
+			return;
+		}
+	} while (rc == 0 && c->in.len && memchr(c->in.data, '\n', c->in.len));
+	if (c->eof && rc == 0) {
+		/* all answered; an unterminated last line is dropped */
 		client_free(c);
 		return;
 	}
-	rdb_evloop_mod_fd(loop, fd, RDB_EV_READ | (c->out.len ? RDB_EV_WRITE : 0));
+	want_read = !c->closing && !c->eof && c->out.len < MAX_QUEUED_REPLY;
+	rdb_evloop_mod_fd(loop, fd, (want_read ? RDB_EV_READ : 0) |
+			  (c->out.len ? RDB_EV_WRITE : 0));
+}
+
+/* One error line, sent without waiting (a fresh socket has room for it),
+ * then the connection is closed. */
+static void refuse(int s, const char *why)
+{
+	char *m = reply_error(why);
+
+	if (m) {
+		(void)!send(s, m, strlen(m), MSG_NOSIGNAL | MSG_DONTWAIT);
+		(void)!send(s, "\n", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+	}
+	free(m);
+	close(s);
 }
 
 static void on_accept(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
@@ -154,17 +213,14 @@ static void on_accept(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque
 
 	if (s < 0)
 		return;
-	if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0 ||
-	    !rdb_ctl_peer_allowed(cred.uid, geteuid())) {
-		char *m = reply_error("permission denied: remusdbctl needs root");
-
+	if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0) {
+		LOG(WARN, "control connection: SO_PEERCRED: %s", strerror(errno));
+		refuse(s, "permission denied: peer credentials unknown");
+		return;
+	}
+	if (!rdb_ctl_peer_allowed(cred.uid, geteuid())) {
 		LOG(WARN, "control connection from uid %d refused", (int)cred.uid);
-		if (m) {
-			(void)!write(s, m, strlen(m));
-			(void)!write(s, "\n", 1);
-		}
-		free(m);
-		close(s);
+		refuse(s, "permission denied: remusdbctl needs root");
 		return;
 	}
 	for (int i = 0; i < MAX_CLIENTS; i++)
@@ -174,7 +230,8 @@ static void on_accept(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque
 		}
 	c = slot >= 0 ? calloc(1, sizeof(*c)) : NULL;
 	if (!c) {
-		close(s);
+		refuse(s, slot < 0 ? "too many control connections" :
+		       "out of memory");
 		return;
 	}
 	c->ctl = ctl;

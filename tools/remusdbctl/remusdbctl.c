@@ -2,8 +2,8 @@
 /*
  * remusdbctl: the operator's CLI for remusdbd.
  *
- * Exit codes: 0 ok, 1 the daemon refused or failed, 2 usage,
- * 3 the daemon is unreachable, 4 `wait` timed out.
+ * Exit codes: 0 ok, 1 the daemon refused or failed (or `wait` timed
+ * out), 2 usage, 3 the daemon is unreachable.
  */
 #include "clock.h"
 #include "config.h"
@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,8 @@
 #define CALL_DEADLINE_NS (30 * RDB_NS_PER_S)
 
 static const char *sock_path = DEFAULT_SOCKET;
+/* `wait` polls: it reports the last failure once, not every 50 ms. */
+static bool quiet;
 
 static void usage(FILE *f)
 {
@@ -48,8 +51,9 @@ static json_t *call(json_t *req, int *exit_out)
 	json_decref(req);
 	rc = rdb_sock_connect_unix(sock_path, deadline, &fd);
 	if (rc < 0) {
-		fprintf(stderr, "remusdbctl: cannot reach remusdbd at %s: %s\n",
-			sock_path, strerror(-rc));
+		if (!quiet)
+			fprintf(stderr, "remusdbctl: cannot reach remusdbd at %s: %s\n",
+				sock_path, strerror(-rc));
 		free(text);
 		*exit_out = 3;
 		return NULL;
@@ -78,22 +82,25 @@ static json_t *call(json_t *req, int *exit_out)
 	}
 	close(fd);
 	if (rc < 0) {
-		fprintf(stderr, "remusdbctl: remusdbd at %s: %s\n", sock_path,
-			strerror(-rc));
+		if (!quiet)
+			fprintf(stderr, "remusdbctl: remusdbd at %s: %s\n", sock_path,
+				strerror(-rc));
 		*exit_out = 3;
 		return NULL;
 	}
 	reply = json_loadb(buf, (size_t)((char *)memchr(buf, '\n', have) - buf), 0, NULL);
 	if (!json_is_object(reply)) {
-		fprintf(stderr, "remusdbctl: malformed reply from remusdbd\n");
+		if (!quiet)
+			fprintf(stderr, "remusdbctl: malformed reply from remusdbd\n");
 		json_decref(reply);
 		*exit_out = 1;
 		return NULL;
 	}
 	if (!json_is_true(json_object_get(reply, "ok"))) {
-		fprintf(stderr, "remusdbctl: %s\n",
-			json_string_value(json_object_get(reply, "error")) ?:
-			"request failed");
+		if (!quiet)
+			fprintf(stderr, "remusdbctl: %s\n",
+				json_string_value(json_object_get(reply, "error")) ?:
+				"request failed");
 		json_decref(reply);
 		*exit_out = 1;
 		return NULL;
@@ -151,16 +158,22 @@ static void print_status(json_t *vms)
 	size_t i;
 	json_t *v;
 
-	printf("%-16s %-8s %-13s %8s %8s %7s %7s %9s %s\n", "NAME", "ROLE",
-	       "STATE", "EPOCH", "CKPT/s", "P50ms", "P99ms", "ACK-AGE", "SINCE");
+	printf("%-16s %-8s %-13s %8s %8s %7s %7s %9s %6s %s\n", "NAME", "ROLE",
+	       "STATE", "EPOCH", "CKPT/s", "P50ms", "P99ms", "ACK-AGE", "HELD",
+	       "SINCE");
 	json_array_foreach(vms, i, v) {
 		json_t *age = json_object_get(v, "last_ack_age_ms");
-		char agebuf[32] = "-";
+		json_t *held = json_object_get(v, "held_frames");
+		char agebuf[32] = "-", heldbuf[32] = "-";
 
 		if (json_is_integer(age))
 			snprintf(agebuf, sizeof(agebuf), "%lldms",
 				 (long long)json_integer_value(age));
-		printf("%-16s %-8s %-13s %8lld %8.1f %7.2f %7.2f %9s %llds (%s)\n",
+		/* only a primary holds output */
+		if (json_is_integer(held))
+			snprintf(heldbuf, sizeof(heldbuf), "%lld",
+				 (long long)json_integer_value(held));
+		printf("%-16s %-8s %-13s %8lld %8.1f %7.2f %7.2f %9s %6s %llds (%s)\n",
 		       json_string_value(json_object_get(v, "name")),
 		       json_string_value(json_object_get(v, "role")),
 		       json_string_value(json_object_get(v, "state")),
@@ -168,7 +181,7 @@ static void print_status(json_t *vms)
 		       json_real_value(json_object_get(v, "checkpoints_per_s")),
 		       json_real_value(json_object_get(v, "pause_ms_p50")),
 		       json_real_value(json_object_get(v, "pause_ms_p99")),
-		       agebuf,
+		       agebuf, heldbuf,
 		       (long long)json_integer_value(json_object_get(v, "state_age_ms")) / 1000,
 		       json_string_value(json_object_get(v, "state_reason")));
 	}
@@ -240,9 +253,19 @@ static int do_wait(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (argc == 4)
-		timeout = atof(argv[3]);
+	if (argc == 4) {
+		char *end;
+
+		timeout = strtod(argv[3], &end);
+		if (end == argv[3] || *end || !isfinite(timeout) || timeout < 0 ||
+		    timeout > 86400) {
+			fprintf(stderr, "remusdbctl: --timeout %s: want seconds in "
+				"0..86400\n", argv[3]);
+			return 2;
+		}
+	}
 	deadline = rdb_now_ns() + (uint64_t)(timeout * RDB_NS_PER_S);
+	quiet = true;
 	for (;;) {
 		int ex = 0;
 		json_t *reply = call(cmd("status", json_pack("{s:s}", "name", argv[0])), &ex);
@@ -267,12 +290,18 @@ static int do_wait(int argc, char **argv)
 			}
 		}
 		json_decref(reply);
-		if (ex == 3 && rdb_now_ns() >= deadline)
-			return 3;
 		if (rdb_now_ns() >= deadline) {
+			if (ex) {
+				/* say why the last poll failed */
+				quiet = false;
+				json_decref(call(cmd("status", json_pack("{s:s}", "name",
+						 argv[0])), &ex));
+			}
+			if (ex == 3)
+				return 3;
 			fprintf(stderr, "remusdbctl: %s still %s after %.1f s (wanted %s)\n",
 				argv[0], last, timeout, argv[1]);
-			return 4;
+			return 1;
 		}
 		usleep(50000);
 	}
