@@ -351,10 +351,19 @@ int rdb_proto_decoder_next(struct rdb_proto_decoder *d, struct rdb_frame *f)
 	h = d->in.data;
 	if (get32(h) != RDB_PROTO_MAGIC)
 		return fail(d, "bad frame magic 0x%08lx", get32(h));
-	if (h[4] != RDB_PROTO_VERSION)
-		return fail(d, "unsupported frame version %lu", h[4]);
+	if (h[4] != RDB_PROTO_VERSION) {
+		fail(d, "unsupported frame version %lu", h[4]);
+		return -EPROTONOSUPPORT;
+	}
 	if (h[5] == 0 || h[5] >= RDB_MSG__MAX)
 		return fail(d, "unknown message type %lu", h[5]);
+	/* v1 defines no flag and uses no reserved field: a peer setting one
+	 * speaks something we did not negotiate. */
+	if (get16(h + 6))
+		return fail(d, "undefined frame flags 0x%04lx", get16(h + 6));
+	if (get32(h + 12) || get32(h + 28))
+		return fail(d, "reserved header field set (0x%08lx)",
+			    get32(h + 12) | get32(h + 28));
 	len = get32(h + 8);
 	if (len > RDB_PROTO_MAX_PAYLOAD)
 		return fail(d, "frame payload of %lu bytes is over the limit", len);
@@ -533,6 +542,34 @@ int rdb_msg_pages_next(struct rdb_pages_iter *it, struct rdb_page_rec *rec)
 	it->p = r.p;
 	it->left--;
 	return 1;
+}
+
+int rdb_msg_heartbeat_parse(const struct rdb_frame *f, uint64_t *seq_out,
+			    uint64_t *sender_ns_out)
+{
+	if (f->type != RDB_MSG_HEARTBEAT || f->len != 16)
+		return -EPROTO;
+	*seq_out = get64(f->payload);
+	*sender_ns_out = get64(f->payload + 8);
+	return 0;
+}
+
+int rdb_msg_text_parse(const struct rdb_frame *f, char *text, size_t textlen)
+{
+	size_t n;
+
+	if ((f->type != RDB_MSG_ERROR && f->type != RDB_MSG_HELLO_NAK) ||
+	    textlen == 0)
+		return -EPROTO;
+	/* The text goes into logs: anything but printable ASCII becomes '?'. */
+	n = f->len < textlen - 1 ? f->len : textlen - 1;
+	for (size_t i = 0; i < n; i++) {
+		uint8_t c = f->payload[i];
+
+		text[i] = c >= 0x20 && c < 0x7f ? (char)c : '?';
+	}
+	text[n] = 0;
+	return 0;
 }
 
 int rdb_msg_epoch_end_parse(const struct rdb_frame *f, uint64_t *pages,

@@ -8,6 +8,10 @@
  *   header  = magic:u32 "RDB1"  version:u8  type:u8  flags:u16
  *             length:u32  reserved:u32  epoch:u64  crc:u32  reserved:u32
  *   crc     = CRC32C over header (crc field zero) and payload
+ *   flags and both reserved fields are 0 in v1; receivers reject others.
+ *   length <= RDB_PROTO_MAX_PAYLOAD; type in 1 .. RDB_MSG__MAX - 1.
+ *   version is the frame layout's version: HELLO and its answer always
+ *   travel in v1 frames, so a peer of another version still gets NAKed.
  *
  *   HELLO      = vmin:u16 vmax:u16 features:u32 name:str16
  *   HELLO_ACK  = version:u16 features:u32
@@ -17,15 +21,19 @@
  *   PAGES      = block:u32 count:u32 { offset:u64 enc:u8 body }*count
  *       body   = RAW: 4096 bytes | ZERO: fill:u8
  *   DEVSTATE   = blob:bytes                  (QEMU device sections + EOF)
- *   EPOCH_END  = pages:u64 bytes:u64         (what the epoch carried)
+ *   EPOCH_END  = pages:u64 bytes:u64         (what the epoch carried:
+ *                pages = page records, bytes = their bodies (RAW 4096,
+ *                ZERO 1) + the DEVSTATE blob's length)
  *   ACK        = (empty; epoch in header: committed on the backup)
  *   HEARTBEAT  = seq:u64 sender_ns:u64
  *   UNPROTECT  = (empty)
  *   ERROR      = message:bytes
  *   strN       = length:uN bytes
  *
- * An epoch is PAGES* DEVSTATE EPOCH_END, in that order, every epoch in
- * turn from 0 (the initial state).  New page encodings (XOR+RLE, LZ4)
+ * The primary sends an epoch as PAGES* DEVSTATE EPOCH_END, every epoch in
+ * turn from 0 (the initial state); the header's epoch field names the
+ * epoch of PAGES, DEVSTATE, EPOCH_END and ACK (0 in the other types).
+ * See docs/protocol.md.  New page encodings (XOR+RLE, LZ4)
  * get new enc values, enabled only by a feature bit both sides agreed on
  * in HELLO/HELLO_ACK; v1 peers reject unknown encodings.
  */
@@ -119,7 +127,11 @@ int rdb_proto_decoder_read_fd(struct rdb_proto_decoder *d, int fd);
 int rdb_proto_decoder_read_fd_deadline(struct rdb_proto_decoder *d, int fd,
 				       uint64_t deadline_ns);
 /* 1: *f is the next verified frame; 0: need more bytes; -EPROTO: corrupt
- * stream (see rdb_proto_decoder_error), the connection must be dropped. */
+ * stream (bad magic, type, flags, length or CRC); -EPROTONOSUPPORT: a
+ * frame version other than RDB_PROTO_VERSION.  On either error
+ * rdb_proto_decoder_error says what was wrong; the connection must be
+ * dropped.  Header checks run before the payload arrives, so an oversized
+ * or garbage header fails at once instead of waiting for 16 MiB. */
 int rdb_proto_decoder_next(struct rdb_proto_decoder *d, struct rdb_frame *f);
 const char *rdb_proto_decoder_error(const struct rdb_proto_decoder *d);
 
@@ -152,5 +164,10 @@ int rdb_msg_pages_begin(const struct rdb_frame *f, struct rdb_pages_iter *it);
 int rdb_msg_pages_next(struct rdb_pages_iter *it, struct rdb_page_rec *rec);
 int rdb_msg_epoch_end_parse(const struct rdb_frame *f, uint64_t *pages,
 			    uint64_t *bytes);
+int rdb_msg_heartbeat_parse(const struct rdb_frame *f, uint64_t *seq_out,
+			    uint64_t *sender_ns_out);
+/* ERROR or HELLO_NAK: the reason, cut to textlen - 1 bytes, NUL-ended,
+ * anything but printable ASCII replaced by '?'. */
+int rdb_msg_text_parse(const struct rdb_frame *f, char *text, size_t textlen);
 
 #endif

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -21,18 +22,39 @@ int rdb_ramimage_open(const char *dir, const struct rdb_ram_block *blocks,
 	for (size_t i = 0; i < n; i++) {
 		char name[256];
 		void *m;
+		int w;
 
+		/* mmap cannot map 0 bytes, and QEMU's blocks are whole pages. */
+		if (blocks[i].used_length == 0 ||
+		    blocks[i].used_length % RDB_PAGE_SIZE ||
+		    blocks[i].used_length > (uint64_t)SIZE_MAX / 2) {
+			rc = -EINVAL;
+			goto out;
+		}
 		snprintf(name, sizeof(name), "%s", blocks[i].idstr);
 		for (char *c = name; *c; c++)
 			if (*c == '/')
 				*c = '_';
 		snprintf(img->b[i].idstr, sizeof(img->b[i].idstr), "%s",
 			 blocks[i].idstr);
-		snprintf(img->b[i].path, sizeof(img->b[i].path), "%s/%s.img",
-			 dir, name);
+		w = snprintf(img->b[i].path, sizeof(img->b[i].path), "%s/%s.img",
+			     dir, name);
+		if (w < 0 || (size_t)w >= sizeof(img->b[i].path)) {
+			rc = -ENAMETOOLONG;
+			goto out;
+		}
+		/* "a/b" and "a_b" would share a file and overwrite each other. */
+		for (size_t k = 0; k < i; k++)
+			if (strcmp(img->b[k].path, img->b[i].path) == 0) {
+				rc = -EEXIST;
+				goto out;
+			}
 		img->b[i].length = blocks[i].used_length;
 		img->n = i + 1;
-		img->b[i].fd = open(img->b[i].path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		/* O_NOFOLLOW: a link planted in the state dir must not turn
+		 * the guest's RAM into writes somewhere else. */
+		img->b[i].fd = open(img->b[i].path,
+				    O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 		if (img->b[i].fd < 0) {
 			rc = -errno;
 			goto out;
@@ -75,6 +97,11 @@ void rdb_ramimage_close(struct rdb_ramimage *img)
 uint8_t *rdb_ramimage_base(struct rdb_ramimage *img, size_t block)
 {
 	return block < img->n ? img->b[block].base : NULL;
+}
+
+uint64_t rdb_ramimage_length(const struct rdb_ramimage *img, size_t block)
+{
+	return block < img->n ? img->b[block].length : 0;
 }
 
 const char *rdb_ramimage_path(const struct rdb_ramimage *img, const char *idstr)

@@ -24,10 +24,21 @@ struct rdb_ramimage {
 	} b[RDB_MAX_RAM_BLOCKS];
 };
 
+/*
+ * Creates (or truncates) dir/<idstr with '/' as '_'>.img per block, sized to
+ * used_length, and maps each.  Any stale content is gone: every byte reads
+ * 0 until written.  0, or -ENOSPC (the disk cannot hold the image),
+ * -EINVAL (no blocks, too many, or a length that is 0 or not whole pages),
+ * -EEXIST (two idstrs map to one file name), -ENAMETOOLONG, or the errno
+ * of open/mmap.  On failure nothing stays open (files may remain).
+ */
 int rdb_ramimage_open(const char *dir, const struct rdb_ram_block *blocks,
 		      size_t n, struct rdb_ramimage *img);
-void rdb_ramimage_close(struct rdb_ramimage *img);	/* idempotent */
+/* Idempotent; also safe on an image whose open failed. */
+void rdb_ramimage_close(struct rdb_ramimage *img);
+/* NULL / 0 for a block index that does not exist. */
 uint8_t *rdb_ramimage_base(struct rdb_ramimage *img, size_t block);
+uint64_t rdb_ramimage_length(const struct rdb_ramimage *img, size_t block);
 /* File of the block named idstr, NULL if none. */
 const char *rdb_ramimage_path(const struct rdb_ramimage *img, const char *idstr);
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A staged record, host byte order: block:u32 offset:u64 enc:u8 body. */
 #define REC_HDR 13
 
 void rdb_stage_init(struct rdb_stage *st)
@@ -58,47 +59,78 @@ static int open_epoch(struct rdb_stage *st, uint64_t epoch)
 	return 0;
 }
 
+/*
+ * Staging memory grows with the epoch.  A checkpoint sends each dirty page
+ * once, so an epoch over the VM's RAM is a confused or hostile peer; the
+ * slack of 4x only bounds memory, it is no tuning knob.
+ */
+static uint64_t max_epoch_pages(const struct rdb_ramimage *img)
+{
+	uint64_t total = 0;
+
+	for (size_t i = 0; i < img->n; i++)
+		total += img->b[i].length / RDB_PAGE_SIZE;
+	return 4 * total;
+}
+
 int rdb_stage_add_pages(struct rdb_stage *st, const struct rdb_frame *f,
 			const struct rdb_ramimage *img)
 {
-	struct rdb_pages_iter it;
+	struct rdb_pages_iter it, first;
 	struct rdb_page_rec r;
+	uint64_t npages = 0, bytes = 0, length;
+	size_t room = 0;
 	int rc = open_epoch(st, f->epoch);
 
-	if (rc == 0)
-		rc = rdb_msg_pages_begin(f, &it);
 	if (rc < 0)
-		return rc == -EPROTO && !st->err[0] ?
-			fail(st, "malformed PAGES") : rc;
+		return rc;
+	if (rdb_msg_pages_begin(f, &it) < 0)
+		return fail(st, "malformed PAGES");
 	if (it.block >= img->n)
 		return fail(st, "PAGES for block %u of %zu", it.block, img->n);
+	length = img->b[it.block].length;
+	/* First pass: every record checked before any is kept, so a bad
+	 * frame leaves the staged epoch (and the image) as it was. */
+	first = it;
 	while ((rc = rdb_msg_pages_next(&it, &r)) == 1) {
 		size_t body = r.enc == RDB_PAGE_RAW ? RDB_PAGE_SIZE : 1;
-		uint8_t *p;
 
-		if (r.offset % RDB_PAGE_SIZE ||
-		    r.offset >= img->b[it.block].length)
+		if (r.offset % RDB_PAGE_SIZE || r.offset >= length)
 			return fail(st, "page 0x%llx outside block %s",
 				    (unsigned long long)r.offset,
 				    img->b[it.block].idstr);
-		st->npages++;
-		st->bytes += r.enc == RDB_PAGE_RAW ? RDB_PAGE_SIZE : 1;
-		/* Epoch 0, the initial state, goes straight into the image:
-		 * before it commits there is nothing to keep consistent (no
-		 * failover is possible), and staging it would hold a copy of
-		 * the guest's whole RAM in memory. */
-		if (!st->have_committed) {
+		npages++;
+		bytes += body;
+		room += REC_HDR + body;
+	}
+	if (rc < 0)
+		return fail(st, "malformed page record in PAGES");
+	if (st->npages + npages > max_epoch_pages(img))
+		return fail(st, "epoch %llu sends more pages than 4x the VM's RAM",
+			    (unsigned long long)st->epoch);
+	it = first;
+	/* Epoch 0, the initial state, goes straight into the image: before
+	 * it commits there is nothing to keep consistent (no failover is
+	 * possible), and staging it would hold a copy of the guest's whole
+	 * RAM in memory. */
+	if (!st->have_committed) {
+		while (rdb_msg_pages_next(&it, &r) == 1) {
 			uint8_t *dst = img->b[it.block].base + r.offset;
 
 			if (r.enc == RDB_PAGE_RAW)
 				memcpy(dst, r.data, RDB_PAGE_SIZE);
 			else
 				memset(dst, r.fill, RDB_PAGE_SIZE);
-			continue;
 		}
-		p = rdb_buf_reserve(&st->pages, REC_HDR + body);
-		if (!p)
-			return -ENOMEM;
+		goto counted;
+	}
+	/* Later epochs: one arena, one reservation per frame. */
+	if (!rdb_buf_reserve(&st->pages, room))
+		return -ENOMEM;
+	while (rdb_msg_pages_next(&it, &r) == 1) {
+		uint8_t *p = st->pages.data + st->pages.len;
+		size_t body = r.enc == RDB_PAGE_RAW ? RDB_PAGE_SIZE : 1;
+
 		memcpy(p, &it.block, 4);
 		memcpy(p + 4, &r.offset, 8);
 		p[12] = (uint8_t)r.enc;
@@ -108,7 +140,10 @@ int rdb_stage_add_pages(struct rdb_stage *st, const struct rdb_frame *f,
 			p[REC_HDR] = r.fill;
 		st->pages.len += REC_HDR + body;
 	}
-	return rc < 0 ? fail(st, "malformed page record in PAGES") : 0;
+counted:
+	st->npages += npages;
+	st->bytes += bytes;
+	return 0;
 }
 
 int rdb_stage_set_devstate(struct rdb_stage *st, uint64_t epoch,

@@ -41,15 +41,30 @@ struct rdb_stage {
 
 void rdb_stage_init(struct rdb_stage *st);
 void rdb_stage_dispose(struct rdb_stage *st);	/* idempotent */
-/* Stages the page records of a PAGES frame; validates every record
- * against the image (block, alignment, bounds). */
+/*
+ * The first message of epoch N opens it; N must be the committed epoch + 1
+ * (0 before any commit) and every later message until EPOCH_END must carry
+ * N.  Violations, and anything malformed, return -EPROTO with the reason
+ * in rdb_stage_error; other errors are -ENOMEM.
+ *
+ * add_pages stages the page records of a PAGES frame after checking every
+ * one against the image (block exists, offset page-aligned and inside the
+ * block, encoding known): a frame is taken whole or not at all.
+ */
 int rdb_stage_add_pages(struct rdb_stage *st, const struct rdb_frame *f,
 			const struct rdb_ramimage *img);
 int rdb_stage_set_devstate(struct rdb_stage *st, uint64_t epoch,
 			   const uint8_t *blob, size_t len);
-/* Applies the staged epoch if it is complete and next in line. */
+/* Applies the staged epoch if it is next in line and complete: pages ==
+ * the page records staged, bytes == their bodies + the device state's
+ * length, device state present.  After 0 the image and
+ * rdb_stage_committed() are exactly this epoch; after an error nothing of
+ * it was applied (epoch 0's pages excepted, see above) and it stays
+ * staged until rdb_stage_discard. */
 int rdb_stage_commit(struct rdb_stage *st, uint64_t epoch, uint64_t pages,
 		     uint64_t bytes, struct rdb_ramimage *img);
+/* Drops the uncommitted epoch (failover, or a link that died); the
+ * committed one is untouched and the next epoch may be sent again. */
 void rdb_stage_discard(struct rdb_stage *st);
 /* The last committed epoch; NULL before the first commit. */
 const struct rdb_committed *rdb_stage_committed(const struct rdb_stage *st);

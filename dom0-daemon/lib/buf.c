@@ -3,6 +3,7 @@
 #include "sockutil.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -27,13 +28,18 @@ void rdb_buf_reset(struct rdb_buf *b)
 uint8_t *rdb_buf_reserve(struct rdb_buf *b, size_t n)
 {
 	size_t head = b->data ? (size_t)(b->data - b->mem) : 0;
-	size_t need = b->len + n, cap;
+	size_t need, cap;
 	uint8_t *m;
 
-	if (head + need <= b->cap)
+	/* No size_t wrap-around below: a request this large fails outright. */
+	if (n > SIZE_MAX / 4 - b->len - head)
+		return NULL;
+	need = b->len + n;
+	/* A fresh buffer allocates even for n == 0: NULL means ENOMEM. */
+	if (b->mem && head + need <= b->cap)
 		return b->data + b->len;
 	/* Sliding back is enough when most of the buffer was consumed. */
-	if (need <= b->cap && head >= b->cap / 2) {
+	if (b->mem && need <= b->cap && head >= b->cap / 2) {
 		memmove(b->mem, b->data, b->len);
 		b->data = b->mem;
 		return b->data + b->len;

@@ -192,6 +192,267 @@ static void test_full_disk_fails_at_setup(void **state)
 	fallocate_fails = 0;
 }
 
+/* Counts this process's open fds, to see that failures leak none. */
+static int open_fds(void)
+{
+	int n = 0;
+
+	for (int fd = 0; fd < 1024; fd++)
+		n += fcntl(fd, F_GETFD) >= 0;
+	return n;
+}
+
+static void test_full_disk_leaks_nothing(void **state)
+{
+	struct rdb_ramimage img;
+	int before = open_fds();
+
+	/* the second block's file fails: the first's fd and map must go */
+	fallocate_fails = 0;
+	assert_int_equal(rdb_ramimage_open(dir, blocks, 1, &img), 0);
+	rdb_ramimage_close(&img);
+	assert_int_equal(open_fds(), before);
+	fallocate_fails = 1;
+	assert_int_equal(rdb_ramimage_open(dir, blocks, 2, &img), -ENOSPC);
+	assert_int_equal(open_fds(), before);
+	rdb_ramimage_close(&img);	/* safe after a failed open */
+	fallocate_fails = 0;
+}
+
+static void test_image_checks_and_accessors(void **state)
+{
+	struct rdb_ram_block bad[2] = { { "a/b", 4096 }, { "a_b", 4096 } };
+	struct rdb_ramimage img;
+	char longdir[600];
+	uint8_t *ram;
+
+	/* two idstrs, one file name */
+	assert_int_equal(rdb_ramimage_open(dir, bad, 2, &img), -EEXIST);
+	/* zero or partial-page blocks */
+	bad[1].used_length = 0;
+	strcpy(bad[1].idstr, "z");
+	assert_int_equal(rdb_ramimage_open(dir, bad, 2, &img), -EINVAL);
+	bad[1].used_length = 100;
+	assert_int_equal(rdb_ramimage_open(dir, bad, 2, &img), -EINVAL);
+	assert_int_equal(rdb_ramimage_open(dir, bad, 0, &img), -EINVAL);
+	/* a path that would not fit is refused, not cut */
+	memset(longdir, 'd', sizeof(longdir) - 1);
+	longdir[sizeof(longdir) - 1] = 0;
+	assert_int_equal(rdb_ramimage_open(longdir, blocks, 1, &img), -ENAMETOOLONG);
+
+	assert_int_equal(rdb_ramimage_open(dir, blocks, 2, &img), 0);
+	assert_int_equal(rdb_ramimage_length(&img, 0), 4 * 4096);
+	assert_int_equal(rdb_ramimage_length(&img, 1), 4096);
+	assert_int_equal(rdb_ramimage_length(&img, 2), 0);
+	assert_null(rdb_ramimage_base(&img, 2));
+	assert_null(rdb_ramimage_path(&img, "nope"));
+	ram = rdb_ramimage_base(&img, 0);
+	memset(ram, 0xee, 4 * 4096);
+	rdb_ramimage_close(&img);
+	/* the file holds what was written (MAP_SHARED) ... */
+	{
+		char path[600];
+		uint8_t b = 0;
+		int fd;
+
+		snprintf(path, sizeof(path), "%s/pc.ram.img", dir);
+		fd = open(path, O_RDONLY);
+		assert_true(fd >= 0);
+		assert_int_equal(pread(fd, &b, 1, 3 * 4096 + 7), 1);
+		assert_int_equal(b, 0xee);
+		close(fd);
+	}
+	/* ... and a new protection starts from zeros, never stale RAM */
+	assert_int_equal(rdb_ramimage_open(dir, blocks, 2, &img), 0);
+	ram = rdb_ramimage_base(&img, 0);
+	for (size_t i = 0; i < 4 * 4096; i++)
+		if (ram[i]) {
+			fail_msg("stale byte at %zu", i);
+		}
+	rdb_ramimage_close(&img);
+}
+
+/* Epoch 0 committed with pages 0..3 of block 0 = 0x10 and DEV. */
+static void commit_epoch0(struct rdb_stage *st, struct rdb_ramimage *img,
+			  struct rdb_buf *w)
+{
+	uint64_t offs[4] = { 0, 4096, 8192, 12288 };
+	struct rdb_frame f;
+
+	pages_frame(w, 0, 0, offs, 4, 0x10, 0, &f);
+	assert_int_equal(rdb_stage_add_pages(st, &f, img), 0);
+	assert_int_equal(rdb_stage_set_devstate(st, 0, DEV, sizeof(DEV)), 0);
+	assert_int_equal(rdb_stage_commit(st, 0, 4, 4 * 4096 + sizeof(DEV), img), 0);
+}
+
+static void test_zero_page_epoch_and_devstate_swap(void **state)
+{
+	static const uint8_t DEV2[] = { 4, 9, 9, 9, 0 };
+	struct rdb_ramimage img;
+	struct rdb_stage st;
+	struct rdb_buf w;
+	const struct rdb_committed *c;
+
+	rdb_buf_init(&w);
+	assert_int_equal(rdb_ramimage_open(dir, blocks, 2, &img), 0);
+	rdb_stage_init(&st);
+	commit_epoch0(&st, &img, &w);
+	/* an epoch in which the guest dirtied nothing: device state only */
+	assert_int_equal(rdb_stage_set_devstate(&st, 1, DEV2, sizeof(DEV2)), 0);
+	c = rdb_stage_committed(&st);
+	assert_memory_equal(c->devstate, DEV, sizeof(DEV));	/* not yet */
+	assert_int_equal(rdb_stage_commit(&st, 1, 0, sizeof(DEV2), &img), 0);
+	c = rdb_stage_committed(&st);
+	assert_int_equal(c->epoch, 1);
+	assert_int_equal(c->devstate_len, sizeof(DEV2));
+	assert_memory_equal(c->devstate, DEV2, sizeof(DEV2));
+	assert_int_equal(rdb_ramimage_base(&img, 0)[12288], 0x10);
+	rdb_stage_dispose(&st);
+	rdb_stage_dispose(&st);	/* idempotent */
+	rdb_ramimage_close(&img);
+	rdb_buf_dispose(&w);
+}
+
+static void test_bad_frame_is_taken_whole_or_not_at_all(void **state)
+{
+	struct rdb_ramimage img;
+	struct rdb_stage st;
+	struct rdb_buf w;
+	struct rdb_frame f;
+	uint64_t mixed[2] = { 4096, 5 * 4096 }, good[1] = { 8192 };
+	uint8_t *ram;
+
+	rdb_buf_init(&w);
+	assert_int_equal(rdb_ramimage_open(dir, blocks, 2, &img), 0);
+	ram = rdb_ramimage_base(&img, 0);
+	rdb_stage_init(&st);
+	/* Even in epoch 0 (written straight through) a frame whose second
+	 * record is out of bounds writes nothing of its first. */
+	pages_frame(&w, 0, 0, mixed, 2, 0x33, 0, &f);
+	assert_int_equal(rdb_stage_add_pages(&st, &f, &img), -EPROTO);
+	assert_int_equal(ram[4096], 0);
+	rdb_stage_discard(&st);
+	commit_epoch0(&st, &img, &w);
+	/* Epoch 1: the bad frame counts for nothing, so an EPOCH_END that
+	 * lists only the good frame commits. */
+	pages_frame(&w, 1, 0, mixed, 2, 0x44, 0, &f);
+	assert_int_equal(rdb_stage_add_pages(&st, &f, &img), -EPROTO);
+	pages_frame(&w, 1, 0, good, 1, 0x55, 0, &f);
+	assert_int_equal(rdb_stage_add_pages(&st, &f, &img), 0);
+	assert_int_equal(rdb_stage_set_devstate(&st, 1, DEV, sizeof(DEV)), 0);
+	assert_int_equal(rdb_stage_commit(&st, 1, 1, 4096 + sizeof(DEV), &img), 0);
+	assert_int_equal(ram[4096], 0x10);
+	assert_int_equal(ram[8192], 0x55);
+	rdb_stage_dispose(&st);
+	rdb_ramimage_close(&img);
+	rdb_buf_dispose(&w);
+}
+
+static void test_epoch_rules(void **state)
+{
+	struct rdb_ramimage img;
+	struct rdb_stage st;
+	struct rdb_buf w;
+	struct rdb_frame f;
+	uint64_t offs[1] = { 4096 };
+	uint8_t *ram;
+
+	rdb_buf_init(&w);
+	assert_int_equal(rdb_ramimage_open(dir, blocks, 2, &img), 0);
+	ram = rdb_ramimage_base(&img, 0);
+	rdb_stage_init(&st);
+	commit_epoch0(&st, &img, &w);
+	/* epoch 0 again, and epoch 2 before 1 */
+	pages_frame(&w, 0, 0, offs, 1, 0x66, 0, &f);
+	assert_int_equal(rdb_stage_add_pages(&st, &f, &img), -EPROTO);
+	pages_frame(&w, 2, 0, offs, 1, 0x66, 0, &f);
+	assert_int_equal(rdb_stage_add_pages(&st, &f, &img), -EPROTO);
+	/* epoch 1 open: epoch-2 data or an EPOCH_END(2) do not mix in */
+	pages_frame(&w, 1, 0, offs, 1, 0x66, 0, &f);
+	assert_int_equal(rdb_stage_add_pages(&st, &f, &img), 0);
+	assert_int_equal(rdb_stage_set_devstate(&st, 2, DEV, sizeof(DEV)), -EPROTO);
+	assert_int_equal(rdb_stage_set_devstate(&st, 1, DEV, sizeof(DEV)), 0);
+	assert_int_equal(rdb_stage_set_devstate(&st, 1, DEV, sizeof(DEV)), -EPROTO);
+	assert_int_equal(rdb_stage_commit(&st, 2, 1, 4096 + sizeof(DEV), &img), -EPROTO);
+	/* right page count, wrong byte count */
+	assert_int_equal(rdb_stage_commit(&st, 1, 1, 4096, &img), -EPROTO);
+	assert_int_equal(ram[4096], 0x10);
+	assert_int_equal(rdb_stage_committed(&st)->epoch, 0);
+	/* failover path: drop epoch 1; the link comes back and resends it */
+	rdb_stage_discard(&st);
+	assert_int_equal(ram[4096], 0x10);
+	pages_frame(&w, 1, 0, offs, 1, 0x77, 0, &f);
+	assert_int_equal(rdb_stage_add_pages(&st, &f, &img), 0);
+	assert_int_equal(rdb_stage_set_devstate(&st, 1, DEV, sizeof(DEV)), 0);
+	assert_int_equal(rdb_stage_commit(&st, 1, 1, 4096 + sizeof(DEV), &img), 0);
+	assert_int_equal(ram[4096], 0x77);
+	assert_int_equal(rdb_stage_committed(&st)->epoch, 1);
+	rdb_stage_dispose(&st);
+	rdb_ramimage_close(&img);
+	rdb_buf_dispose(&w);
+}
+
+/* Staging memory: one arena that grows to the largest epoch and is reused;
+ * later records of the same page win (applied in arrival order). */
+static void test_arena_reused_and_order_kept(void **state)
+{
+	struct rdb_ramimage img;
+	struct rdb_stage st;
+	struct rdb_buf w;
+	struct rdb_frame f;
+	uint64_t offs[3] = { 0, 4096, 8192 }, again[1] = { 4096 };
+	size_t cap = 0;
+	uint8_t *ram;
+
+	rdb_buf_init(&w);
+	assert_int_equal(rdb_ramimage_open(dir, blocks, 2, &img), 0);
+	ram = rdb_ramimage_base(&img, 0);
+	rdb_stage_init(&st);
+	commit_epoch0(&st, &img, &w);
+	for (uint64_t e = 1; e <= 50; e++) {
+		pages_frame(&w, e, 0, offs, 3, (uint8_t)e, 0, &f);
+		assert_int_equal(rdb_stage_add_pages(&st, &f, &img), 0);
+		pages_frame(&w, e, 0, again, 1, 0xf0, 1, &f);
+		assert_int_equal(rdb_stage_add_pages(&st, &f, &img), 0);
+		assert_int_equal(rdb_stage_set_devstate(&st, e, DEV, sizeof(DEV)), 0);
+		assert_int_equal(rdb_stage_commit(&st, e, 4, 3 * 4096 + 1 + sizeof(DEV), &img), 0);
+		assert_int_equal(ram[0], (uint8_t)e);
+		assert_int_equal(ram[4096 + 100], 0xf0);
+		if (e == 1)
+			cap = st.pages.cap;
+		assert_int_equal(st.pages.cap, cap);
+	}
+	rdb_stage_dispose(&st);
+	rdb_ramimage_close(&img);
+	rdb_buf_dispose(&w);
+}
+
+/* A peer that never ends its epoch cannot grow the backup's memory
+ * without bound: 5 pages of RAM allow at most 20 staged records. */
+static void test_epoch_size_bounded(void **state)
+{
+	struct rdb_ramimage img;
+	struct rdb_stage st;
+	struct rdb_buf w;
+	struct rdb_frame f;
+	uint64_t offs[4] = { 0, 4096, 8192, 12288 };
+	int i, rc = 0;
+
+	rdb_buf_init(&w);
+	assert_int_equal(rdb_ramimage_open(dir, blocks, 2, &img), 0);
+	rdb_stage_init(&st);
+	commit_epoch0(&st, &img, &w);
+	pages_frame(&w, 1, 0, offs, 4, 1, 0, &f);
+	for (i = 0; i < 100 && rc == 0; i++)
+		rc = rdb_stage_add_pages(&st, &f, &img);
+	assert_int_equal(rc, -EPROTO);
+	assert_int_equal(i, 6);	/* 5 frames = 20 records fit */
+	assert_int_equal(st.npages, 20);
+	rdb_stage_dispose(&st);
+	rdb_ramimage_close(&img);
+	rdb_buf_dispose(&w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -199,6 +460,13 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_incomplete_epoch_applies_nothing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_order_and_bounds, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_full_disk_fails_at_setup, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_full_disk_leaks_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_image_checks_and_accessors, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_zero_page_epoch_and_devstate_swap, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_bad_frame_is_taken_whole_or_not_at_all, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_epoch_rules, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_arena_reused_and_order_kept, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_epoch_size_bounded, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
