@@ -21,33 +21,24 @@ rdb_require_root
 CL_GUEST_RUN="/usr/bin/ticker --interval-ms 10" CL_DEADLINE_MS=$deadline_ms \
 	cluster_up "$run" 25 || rdb_fail "setup failed (logs in $CL_DIR)"
 
-"$RDB_HELPERS/linegap" --socket "$CL_DIR/pri/serial.sock" --start "tick " \
-	--duration $((stop_s + 4)) >"$CL_DIR/linegap.json" 2>"$CL_DIR/linegap.log" &
-gap=$!
-wait_for 20 "ticks on the serial console" grep -q started "$CL_DIR/linegap.log" ||
-	rdb_fail "no ticks from the guest"
+cl_ticks_start $((stop_s + 4)) || rdb_fail "no ticks from the guest"
 sleep 1
-cl_ctl pri inject "$CL_VM" stop-in-pause || rdb_fail "fault injection refused"
-# `ip netns exec` execs the daemon: the recorded pid is the daemon's.
-dpid=$(cat "$CL_DIR/pri/remusdbd.pid")
-wait_for 5 "remusdbd stopped inside a pause" \
-	sh -c "grep -q '^State:.*T' /proc/$dpid/status" || rdb_fail "daemon did not stop"
-stopped_at=$(date +%s%N)
+cl_stop_daemon_in_pause || rdb_fail "daemon did not stop in a pause"
 sleep $stop_s
-kill -CONT "$dpid"
-wait_pid 15 "$gap"
+kill -CONT "$CL_DPID"
+wait_pid 15 "$CL_GAP_PID"
 cl_ctl pri wait "$CL_VM" degraded --timeout 10 ||
 	rdb_fail "VM not degraded after the watchdog tripped"
-max_gap=$(jq -r .max_gap_ms "$CL_DIR/linegap.json")
-lines=$(jq -r .lines "$CL_DIR/linegap.json")
 grep -q "ALARM: remusdbd silent" "$CL_DIR/pri/remusdbd.log" ||
 	rdb_fail "no alarm in the daemon's log"
 grep -q "protected -> degraded.*watchdog" "$CL_DIR/pri/remusdbd.log" ||
 	rdb_fail "the degraded state does not name the watchdog"
-jq -n --argjson g "$max_gap" --argjson l "$lines" --argjson d "$deadline_ms" \
+cl_check_freeze $((deadline_ms + margin_ms))
+freeze_ok=$?
+jq -n --argjson g "$CL_MAX_GAP" --argjson l "$CL_TICKS" --argjson d "$deadline_ms" \
 	--argjson s $((stop_s * 1000)) \
 	'{max_guest_freeze_ms: $g, ticks: $l, deadline_ms: $d, daemon_stopped_ms: $s}' \
 	| tee "$CL_DIR/result.json"
-awk -v g="$max_gap" -v lim=$((deadline_ms + margin_ms)) 'BEGIN { exit !(g > 0 && g <= lim) }' ||
-	rdb_fail "guest frozen ${max_gap} ms (limit $((deadline_ms + margin_ms)) ms)"
-echo "PASS: guest frozen at most ${max_gap} ms while remusdbd was stopped for ${stop_s} s"
+[ $freeze_ok -eq 0 ] ||
+	rdb_fail "guest frozen ${CL_MAX_GAP} ms (limit $((deadline_ms + margin_ms)) ms)"
+echo "PASS: guest frozen at most ${CL_MAX_GAP} ms while remusdbd was stopped for ${stop_s} s"

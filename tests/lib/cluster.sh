@@ -141,3 +141,34 @@ cluster_down() {
 	netns_cleanup "$run"
 	return 0
 }
+
+# ---- freeze measurements (the I5 tests) ----
+# The guest prints "tick N" every 10 ms on its serial port; linegap times
+# the ticks from the host.
+
+# cl_ticks_start SECONDS: measure for SECONDS from the first tick on.
+# Sets CL_GAP_PID; results in $CL_DIR/linegap.json.
+cl_ticks_start() {
+	"$RDB_HELPERS/linegap" --socket "$CL_DIR/pri/serial.sock" --start "tick " \
+		--duration "$1" >"$CL_DIR/linegap.json" 2>"$CL_DIR/linegap.log" &
+	CL_GAP_PID=$!
+	wait_for 20 "ticks on the serial console" grep -q started "$CL_DIR/linegap.log"
+}
+
+# cl_stop_daemon_in_pause: fault injection makes the primary's daemon stop
+# itself (SIGSTOP) inside the next checkpoint pause.  Sets CL_DPID
+# (`ip netns exec` execs the daemon: the recorded pid is the daemon's).
+cl_stop_daemon_in_pause() {
+	cl_ctl pri inject "$CL_VM" stop-in-pause || return 1
+	CL_DPID=$(cat "$CL_DIR/pri/remusdbd.pid")
+	wait_for 5 "remusdbd stopped inside a pause" \
+		sh -c "grep -q '^State:.*T' /proc/$CL_DPID/status"
+}
+
+# cl_check_freeze LIMIT_MS: the longest gap between ticks, 0 < gap <= LIMIT.
+# Sets CL_MAX_GAP and CL_TICKS.
+cl_check_freeze() {
+	CL_MAX_GAP=$(jq -r .max_gap_ms "$CL_DIR/linegap.json")
+	CL_TICKS=$(jq -r .lines "$CL_DIR/linegap.json")
+	awk -v g="$CL_MAX_GAP" -v lim="$1" 'BEGIN { exit !(g > 0 && g <= lim) }'
+}
