@@ -3,6 +3,8 @@
 #include "backup.h"
 #include "clock.h"
 #include "daemon.h"
+#include "disk.h"
+#include "diskbuf.h"
 #include "log.h"
 #include "nic.h"
 #include "proto.h"
@@ -43,6 +45,10 @@ struct rdb_backup {
 	bool img_open;
 	struct rdb_stage st;
 	bool have_committed;
+	bool has_disk;			/* DISK_SETUP received */
+	struct rdb_diskbuf disk;	/* the replica and the epoch's writes */
+	char disk_path[512];
+	struct rdb_disk served;		/* the replica, served after failover */
 
 	/* after failover */
 	struct rdb_qemu_proc qemu;
@@ -140,6 +146,14 @@ static void refuse_link(struct rdb_backup *b, const char *why)
 	b->linger_fd = fd;
 }
 
+static int vm_dir(struct rdb_backup *b, char *dir, size_t len)
+{
+	snprintf(dir, len, "%s/%s", b->d->cfg.state_dir, b->vm->name);
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
 static int handle_setup(struct rdb_backup *b, const struct rdb_frame *f)
 {
 	struct rdb_vm *vm = b->vm;
@@ -162,9 +176,10 @@ static int handle_setup(struct rdb_backup *b, const struct rdb_frame *f)
 		LOGVM(ERROR, vm->name, "VM config from the primary: %s", err);
 		return -EPROTO;
 	}
-	snprintf(dir, sizeof(dir), "%s/%s", b->d->cfg.state_dir, vm->name);
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-		return -errno;
+	b->disk.max_bytes = (uint64_t)vm->cfg.disk_epoch_max_mb << 20;
+	rc = vm_dir(b, dir, sizeof(dir));
+	if (rc < 0)
+		return rc;
 	rc = rdb_ramimage_open(dir, b->setup.blocks, b->setup.nblocks, &b->img);
 	if (rc < 0) {
 		LOGVM(ERROR, vm->name, "RAM image in %s: %s", dir,
@@ -174,6 +189,36 @@ static int handle_setup(struct rdb_backup *b, const struct rdb_frame *f)
 	b->img_open = true;
 	LOGVM(INFO, vm->name, "RAM image ready in %s (%zu blocks)", dir,
 	      b->setup.nblocks);
+	return 0;
+}
+
+/* The primary's disk is coming: a fresh replica of its size, all zeroes
+ * (sparse), that the initial copy (epoch 0) fills. */
+static int handle_disk_setup(struct rdb_backup *b, const struct rdb_frame *f)
+{
+	struct rdb_vm *vm = b->vm;
+	char dir[400];
+	uint64_t size;
+	int rc;
+
+	if (b->has_disk || b->st.open || b->have_committed)
+		return -EPROTO;
+	rc = rdb_msg_disk_setup_parse(f, &size);
+	if (rc < 0)
+		return rc;
+	rc = vm_dir(b, dir, sizeof(dir));
+	if (rc < 0)
+		return rc;
+	snprintf(b->disk_path, sizeof(b->disk_path), "%s/disk.img", dir);
+	rc = rdb_diskbuf_create(&b->disk, b->disk_path, size);
+	if (rc < 0) {
+		LOGVM(ERROR, vm->name, "disk replica: %s", rdb_diskbuf_error(&b->disk));
+		return rc;
+	}
+	b->has_disk = true;
+	b->st.disk = &b->disk;
+	LOGVM(INFO, vm->name, "disk replica %s (%llu MiB) created", b->disk_path,
+	      (unsigned long long)(size >> 20));
 	return 0;
 }
 
@@ -192,8 +237,10 @@ static int handle_epoch_end(struct rdb_backup *b, const struct rdb_frame *f)
 		      (unsigned long long)f->epoch, rdb_stage_error(&b->st));
 		return rc;
 	}
-	/* Committed: the image and device state are exactly epoch N now. */
+	/* Committed: the image, device state and disk are exactly epoch N. */
 	b->have_committed = true;
+	if (b->has_disk)
+		vm->st.disk_bytes = b->disk.applied_bytes;
 	vm->st.committed_epoch = f->epoch;
 	vm->st.pages += pages;
 	vm->st.bytes += bytes;
@@ -223,6 +270,19 @@ static int handle_msg(struct rdb_backup *b, const struct rdb_frame *f)
 		if (!b->img_open)
 			return -EPROTO;
 		rc = rdb_stage_add_pages(&b->st, f, &b->img);
+		return rc;
+	case RDB_MSG_DISK_SETUP:
+		return handle_disk_setup(b, f);
+	case RDB_MSG_DISK_WRITE:
+	case RDB_MSG_DISK_ZERO:
+	case RDB_MSG_DISK_FLUSH:
+		rc = rdb_stage_add_disk(&b->st, f);
+		if (rc < 0)
+			LOGVM(ERROR, b->vm->name, "%s of epoch %llu: %s",
+			      rdb_msg_name(f->type), (unsigned long long)f->epoch,
+			      rdb_stage_error(&b->st));
+		else
+			b->vm->st.disk_ops++;
 		return rc;
 	case RDB_MSG_DEVSTATE:
 		return rdb_stage_set_devstate(&b->st, f->epoch, f->payload, f->len);
@@ -280,6 +340,7 @@ static void on_link(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 
 			snprintf(why, sizeof(why), "%s of epoch %llu: %s",
 				 rdb_msg_name(f.type), (unsigned long long)f.epoch,
+				 b->st.err[0] ? b->st.err :
 				 r2 == -EPROTO ? "malformed or out of order" :
 				 strerror(-r2));
 			refuse_link(b, why);
@@ -345,6 +406,39 @@ static void on_guest_frame(void *opaque, const uint8_t *frame, size_t len)
 	rdb_nic_to_wire(&b->nic, frame, len);
 }
 
+/* The replica, as of the last committed epoch, made durable and served
+ * to the restored QEMU on run_dir/NAME.disk. */
+static int failover_disk(struct rdb_backup *b, char *drive, size_t len)
+{
+	struct rdb_vm *vm = b->vm;
+	char sock[108], err[300];
+	int rc;
+
+	if (!rdb_diskbuf_consistent(&b->disk)) {
+		LOGVM(ERROR, vm->name, "disk replica %s is inconsistent (an epoch's "
+		      "writes were applied only in part: %s); not serving it",
+		      b->disk_path, rdb_diskbuf_error(&b->disk));
+		return -EIO;
+	}
+	rc = rdb_diskbuf_sync(&b->disk);
+	if (rc < 0) {
+		LOGVM(ERROR, vm->name, "disk replica: %s", rdb_diskbuf_error(&b->disk));
+		return rc;
+	}
+	snprintf(sock, sizeof(sock), "%s/%s.disk", b->d->cfg.run_dir, vm->name);
+	rc = rdb_disk_open(&b->served, b->d->loop, vm->name, b->disk_path, sock,
+			   NULL, NULL, err, sizeof(err));
+	if (rc < 0) {
+		LOGVM(ERROR, vm->name, "serving the disk replica: %s", err);
+		return rc;
+	}
+	rc = rdb_qemu_nbd_drive(drive, len, vm->cfg.disk_id, sock);
+	if (rc == 0)
+		LOGVM(INFO, vm->name, "disk replica %s served on %s", b->disk_path,
+		      sock);
+	return rc;
+}
+
 static int failover_net(struct rdb_backup *b)
 {
 	struct rdb_vm *vm = b->vm;
@@ -362,7 +456,7 @@ static int failover_net(struct rdb_backup *b)
 }
 
 /* Starts QEMU from the last committed epoch; the guest runs on return 0. */
-static int restore_vm(struct rdb_backup *b, uint64_t t0)
+static int restore_vm(struct rdb_backup *b, uint64_t t0, const char *drive)
 {
 	struct rdb_vm *vm = b->vm;
 	struct rdb_daemon *d = b->d;
@@ -415,7 +509,7 @@ static int restore_vm(struct rdb_backup *b, uint64_t t0)
 	}
 	rc = rdb_restore_argv(d->cfg.qemu_binary, vm->cfg.qemu_arg.v,
 			      vm->cfg.qemu_arg.n, image, ram_bytes, qmp_path,
-			      b->nic.path, con_path, &argv);
+			      b->nic.path, con_path, drive, &argv);
 	if (rc < 0)
 		goto out;
 	rc = rdb_qemu_spawn(argv, log_path, &b->qemu);
@@ -489,6 +583,7 @@ int rdb_backup_failover(struct rdb_vm *vm, const char *why)
 {
 	struct rdb_backup *b = vm->bak;
 	uint64_t t0 = rdb_now_ns();
+	char drive[400];
 	int rc;
 
 	if (!b)
@@ -503,9 +598,12 @@ int rdb_backup_failover(struct rdb_vm *vm, const char *why)
 	close_link(b);
 	/* The epoch in flight never committed: it must leave no trace. */
 	rdb_stage_discard(&b->st);
-	rc = failover_net(b);
+	drive[0] = 0;
+	rc = b->has_disk ? failover_disk(b, drive, sizeof(drive)) : 0;
 	if (rc == 0)
-		rc = restore_vm(b, t0);
+		rc = failover_net(b);
+	if (rc == 0)
+		rc = restore_vm(b, t0, drive[0] ? drive : NULL);
 	if (rc < 0) {
 		rdb_vm_set_state(vm, RDB_VM_FAILED, "restore from epoch %llu failed: %s",
 				 (unsigned long long)vm->st.committed_epoch,
@@ -537,6 +635,8 @@ static struct rdb_backup *backup_new(struct rdb_daemon *d, const char *name)
 	b->d = d;
 	b->fd = b->linger_fd = -1;
 	rdb_nic_init(&b->nic);
+	rdb_diskbuf_init(&b->disk, 256u << 20);
+	rdb_disk_init(&b->served);
 	b->qemu.pid = -1;
 	rdb_buf_init(&b->out);
 	rdb_proto_decoder_init(&b->dec);
@@ -711,6 +811,8 @@ void rdb_backup_teardown(struct rdb_vm *vm)
 		rdb_qmp_close(&b->qmp);
 	/* A restored guest is the VM now: it outlives the daemon's teardown. */
 	rdb_stage_dispose(&b->st);
+	rdb_disk_close(&b->served);
+	rdb_diskbuf_dispose(&b->disk);
 	if (b->img_open)
 		rdb_ramimage_close(&b->img);
 	if (b->have_setup)
@@ -750,4 +852,11 @@ void rdb_backup_status(const struct rdb_vm *vm, json_t *o)
 			    ((rdb_now_ns() - b->last_rx_ns) / RDB_NS_PER_MS)));
 	json_object_set_new(o, "qemu_pid", json_integer(b->qemu.pid));
 	json_object_set_new(o, "guest_nic_connected", json_boolean(rdb_nic_connected(&b->nic)));
+	if (b->has_disk)
+		json_object_set_new(o, "disk", json_pack("{s:s, s:I, s:b, s:b, s:I, s:I}",
+			"replica", b->disk_path, "size", (json_int_t)b->disk.size,
+			"consistent", rdb_diskbuf_consistent(&b->disk),
+			"served", b->served.listen_fd >= 0,
+			"buffered_bytes", (json_int_t)b->disk.data_bytes,
+			"applied_bytes", (json_int_t)b->disk.applied_bytes));
 }

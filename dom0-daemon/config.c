@@ -109,6 +109,14 @@ static const struct rdb_option vm_opts[] = {
 	  "guest RAM in MiB as in -m (0: take it from the checkpoint stream)" },
 	{ "mode", RDB_OPT_STRING, OFF(rdb_vm_config, mode), "plain", 0, 0, v_mode,
 	  "plain (every output packet waits for its checkpoint) or commit-protection (not built yet: remusdbd refuses it)" },
+	{ "disk", RDB_OPT_STRING, OFF(rdb_vm_config, disk), "", 0, 0, NULL,
+	  "the VM's disk image on this host (raw); empty: no disk. remusdbd serves it over NBD and replicates it" },
+	{ "disk_socket", RDB_OPT_STRING, OFF(rdb_vm_config, disk_socket), "", 0, 0, NULL,
+	  "unix socket remusdbd serves the disk on, for QEMU's -drive driver=nbd,server.type=unix (required with disk)" },
+	{ "disk_id", RDB_OPT_STRING, OFF(rdb_vm_config, disk_id), "disk0", 0, 0, v_name,
+	  "the -drive id the VM's disk device names (drive=...); the backup gives its replica the same id" },
+	{ "disk_epoch_max_mb", RDB_OPT_U32, OFF(rdb_vm_config, disk_epoch_max_mb), "256", 1, 65536, NULL,
+	  "disk writes one epoch may carry before the backup refuses it (its buffer bound)" },
 	{ "qemu_arg", RDB_OPT_STRLIST, OFF(rdb_vm_config, qemu_arg), NULL, 0, 0, NULL,
 	  "one QEMU argument per line, common to both hosts; no -qmp/-netdev/-serial/-incoming; NIC on netdev=net0" },
 };
@@ -353,6 +361,10 @@ int rdb_vm_config_check(const struct rdb_vm_config *c, char *err, size_t errlen)
 
 	if (missing) {
 		snprintf(err, errlen, "VM config: '%s' is required", missing);
+		return -EINVAL;
+	}
+	if (c->disk && c->disk[0] && (!c->disk_socket || !c->disk_socket[0])) {
+		snprintf(err, errlen, "VM config: 'disk_socket' is required with 'disk'");
 		return -EINVAL;
 	}
 	for (size_t i = 0; i < c->qemu_arg.n; i++) {

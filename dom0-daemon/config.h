@@ -68,6 +68,10 @@ struct rdb_vm_config {
 	uint32_t checkpoint_deadline_ms;
 	uint32_t ram_mb;
 	char *mode;
+	char *disk;
+	char *disk_socket;
+	char *disk_id;
+	uint32_t disk_epoch_max_mb;
 	struct rdb_strlist qemu_arg;
 };
 

@@ -76,9 +76,9 @@ static int ctl_status(void *opaque, json_t *req, json_t **reply_out)
 	return 0;
 }
 
-static int ctl_protect(void *opaque, json_t *req, json_t **reply_out)
+static int protect_or_attach(struct rdb_daemon *d, json_t *req,
+			     json_t **reply_out, bool attach_only)
 {
-	struct rdb_daemon *d = opaque;
 	struct rdb_vm_config cfg;
 	char err[512] = "";
 	int rc;
@@ -87,14 +87,26 @@ static int ctl_protect(void *opaque, json_t *req, json_t **reply_out)
 	rc = rdb_vm_config_from_json(json_object_get(req, "args"), &cfg, err,
 				     sizeof(err));
 	if (rc == 0)
-		rc = rdb_primary_protect(d, &cfg, err, sizeof(err));
+		rc = attach_only ? rdb_primary_attach(d, &cfg, err, sizeof(err)) :
+			rdb_primary_protect(d, &cfg, err, sizeof(err));
 	rdb_config_dispose(&rdb_vm_config_table, &cfg);
 	if (rc < 0) {
 		*reply_out = json_string(err[0] ? err : strerror(-rc));
 		return rc;
 	}
-	*reply_out = json_pack("{s:s}", "state", "protecting");
+	*reply_out = json_pack("{s:s}", "state", attach_only ? "unprotected" :
+			       "protecting");
 	return 0;
+}
+
+static int ctl_protect(void *opaque, json_t *req, json_t **reply_out)
+{
+	return protect_or_attach(opaque, req, reply_out, false);
+}
+
+static int ctl_attach(void *opaque, json_t *req, json_t **reply_out)
+{
+	return protect_or_attach(opaque, req, reply_out, true);
 }
 
 static struct rdb_vm *vm_arg(struct rdb_daemon *d, json_t *req, json_t **reply_out)
@@ -164,6 +176,7 @@ static int ctl_inject(void *opaque, json_t *req, json_t **reply_out)
 static const struct rdb_ctl_handler handlers[] = {
 	{ "status", ctl_status },
 	{ "protect", ctl_protect },
+	{ "attach", ctl_attach },
 	{ "unprotect", ctl_unprotect },
 	{ "failover", ctl_failover },
 	{ "inject", ctl_inject },

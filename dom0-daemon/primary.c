@@ -3,6 +3,7 @@
 #include "primary.h"
 #include "clock.h"
 #include "daemon.h"
+#include "disk.h"
 #include "log.h"
 #include "netbuf.h"
 #include "nic.h"
@@ -15,6 +16,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <sys/types.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -35,11 +37,26 @@
 #define COLO_START_DEADLINE_NS (10 * RDB_NS_PER_S)
 /* Peer silence tolerated while the initial state is copied. */
 #define INITIAL_SYNC_SILENCE_NS (10 * RDB_NS_PER_S)
+/* The initial disk copy: read in chunks, at most COPY_BUDGET bytes looked
+ * at per turn of the event loop, paced by the replication queue. */
+#define COPY_CHUNK (1u << 20)
+#define COPY_BUDGET (32u << 20)
+#define COPY_RETRY_NS (1 * RDB_NS_PER_MS)
 
 struct rdb_primary {
 	struct rdb_vm *vm;
 	struct rdb_daemon *d;
-	bool colo_active;		/* COLO runs: output is held */
+	/* Protection runs (disk copy, then COLO): output is held, disk
+	 * changes are replicated. */
+	bool colo_active;
+	bool protect_started;		/* protect was asked and not undone */
+
+	/* disk */
+	bool has_disk;
+	struct rdb_disk disk;
+	bool copying;			/* the initial disk copy is under way */
+	uint64_t copy_off, copy_sent, copy_start_ns, copy_timer;
+	uint8_t *copy_buf;
 
 	/* QEMU */
 	struct rdb_qmp qmp;
@@ -328,6 +345,159 @@ static const struct rdb_colo_ops colo_ops = {
 	.epoch_end = on_epoch_end,
 	.checkpoint_request = on_checkpoint_request,
 };
+
+/* ---- disk: every change the guest made goes to the backup ---- */
+
+/*
+ * Called after a change reached the local image and before QEMU hears
+ * back: QEMU drains its I/O before it stops the VM for checkpoint N, so
+ * every change completed before that pause is queued here, tagged N,
+ * ahead of N's pages and EPOCH_END.
+ */
+static void disk_changed(void *opaque, enum rdb_disk_op op, uint64_t off,
+			 uint64_t len, const uint8_t *data)
+{
+	struct rdb_primary *p = opaque;
+	struct rdb_vm *vm = p->vm;
+	uint64_t e = p->open_epoch;
+	int rc = 0;
+
+	if (!p->colo_active)
+		return;
+	switch (op) {
+	case RDB_DISK_WRITE:
+		while (rc == 0 && len) {
+			uint64_t n = len < RDB_PROTO_MAX_DISK_WRITE ? len :
+				RDB_PROTO_MAX_DISK_WRITE;
+
+			rc = rdb_proto_put_disk_write(&p->out, e, off, data, n);
+			p->epoch_pages++;
+			p->epoch_bytes += n;
+			vm->st.disk_bytes += n;
+			off += n;
+			data += n;
+			len -= n;
+		}
+		break;
+	case RDB_DISK_ZERO:
+		rc = rdb_proto_put_disk_zero(&p->out, e, off, len);
+		p->epoch_pages++;
+		break;
+	case RDB_DISK_FLUSH:
+		rc = rdb_proto_put_disk_flush(&p->out, e);
+		p->epoch_pages++;
+		break;
+	}
+	vm->st.disk_ops++;
+	if (rc == 0 && p->out.len > PEER_QUEUE_MAX)
+		rc = -ENOBUFS;
+	if (rc < 0) {
+		drop_protection(p, rc == -ENOBUFS ?
+				"replication queue over its bound: the link "
+				"cannot keep up with the guest's disk writes" :
+				"cannot queue a disk write for the backup");
+		return;
+	}
+	peer_want_write(p);
+}
+
+static bool all_zero(const uint8_t *b, size_t n)
+{
+	static const uint8_t z[4096];
+
+	for (size_t i = 0; i < n; i += sizeof(z)) {
+		size_t k = n - i < sizeof(z) ? n - i : sizeof(z);
+
+		if (memcmp(b + i, z, k))
+			return false;
+	}
+	return true;
+}
+
+static int start_colo(struct rdb_primary *p, char *err, size_t errlen);
+
+/*
+ * The initial copy: the whole disk goes to the backup as epoch 0, holes
+ * and all-zero chunks skipped (the backup's replica starts as a sparse
+ * file of zeroes).  The guest runs and writes meanwhile; its changes are
+ * queued in order with the copy's chunks, so a chunk read after a write
+ * carries it, and a write after a chunk is applied after it.  When the
+ * last chunk is queued, COLO starts: its initial state closes epoch 0.
+ */
+static uint64_t on_copy(struct rdb_evloop *loop, uint64_t id, void *opaque)
+{
+	struct rdb_primary *p = opaque;
+	struct rdb_vm *vm = p->vm;
+	uint64_t size = p->disk.size, looked = 0;
+	char err[512] = "";
+	int rc;
+
+	(void)loop;
+	(void)id;
+	if (!p->copying) {
+		p->copy_timer = 0;
+		return 0;
+	}
+	while (p->copy_off < size && looked < COPY_BUDGET &&
+	       p->out.len < PEER_LOW_WATER) {
+		off_t data = lseek(p->disk.img_fd, (off_t)p->copy_off, SEEK_DATA);
+		uint64_t n;
+
+		if (data < 0 && errno == ENXIO) {
+			p->copy_off = size;	/* a hole to the end */
+			break;
+		}
+		if (data > (off_t)p->copy_off) {
+			p->copy_off = (uint64_t)data;
+			continue;
+		}
+		n = size - p->copy_off < COPY_CHUNK ? size - p->copy_off : COPY_CHUNK;
+		rc = rdb_disk_pread(&p->disk, p->copy_off, p->copy_buf, n);
+		if (rc < 0) {
+			snprintf(err, sizeof(err), "initial disk copy: reading %s "
+				 "at %llu: %s", p->disk.image,
+				 (unsigned long long)p->copy_off, strerror(-rc));
+			p->copy_timer = 0;
+			drop_protection(p, err);
+			return 0;
+		}
+		looked += n;
+		if (!all_zero(p->copy_buf, n)) {
+			rc = rdb_proto_put_disk_write(&p->out, 0, p->copy_off,
+						      p->copy_buf, n);
+			if (rc < 0) {
+				p->copy_timer = 0;
+				drop_protection(p, "initial disk copy: out of memory");
+				return 0;
+			}
+			p->epoch_pages++;
+			p->epoch_bytes += n;
+			p->copy_sent += n;
+		}
+		p->copy_off += n;
+	}
+	peer_want_write(p);
+	if (p->copy_off < size)
+		return COPY_RETRY_NS;
+	p->copying = false;
+	p->copy_timer = 0;
+	LOGVM(INFO, vm->name, "initial disk copy queued: %llu of %llu MiB had "
+	      "data, %.1f s; starting checkpoints",
+	      (unsigned long long)(p->copy_sent >> 20),
+	      (unsigned long long)(size >> 20),
+	      (double)(rdb_now_ns() - p->copy_start_ns) / RDB_NS_PER_S);
+	free(p->copy_buf);
+	p->copy_buf = NULL;
+	rc = start_colo(p, err, sizeof(err));
+	if (rc < 0) {
+		char why[600];
+
+		snprintf(why, sizeof(why), "starting checkpoints: %s",
+			 err[0] ? err : strerror(-rc));
+		drop_protection(p, why);
+	}
+	return 0;
+}
 
 /* ---- network: guest -> held -> tap; tap -> guest at once ---- */
 
@@ -622,6 +792,12 @@ static void drop_protection(struct rdb_primary *p, const char *why)
 	}
 	p->colo_active = false;
 	p->in_pause = false;
+	if (p->copying) {
+		p->copying = false;
+		if (p->copy_timer)
+			rdb_evloop_del_timer(p->d->loop, p->copy_timer);
+		p->copy_timer = 0;
+	}
 	if (vm->wd_slot >= 0) {
 		rdb_watchdog_disarm(p->d->wd, vm->wd_slot);
 		vm->wd_slot = -1;
@@ -717,12 +893,10 @@ static int start_colo(struct rdb_primary *p, char *err, size_t errlen)
 	if (rc < 0)
 		return rc;
 	p->parser_init = true;
-	p->colo_active = true;
 	snprintf(uri, sizeof(uri), "unix:%s", p->mig_path);
 	rc = rdb_qmp_migrate_colo_start(&p->qmp, uri, vm->cfg.checkpoint_ms,
 					deadline);
 	if (rc < 0) {
-		p->colo_active = false;
 		snprintf(err, errlen, "starting COLO: %s", rc == -EREMOTEIO ?
 			 rdb_qmp_last_error(&p->qmp) : strerror(-rc));
 		return rc;
@@ -742,8 +916,54 @@ static int start_colo(struct rdb_primary *p, char *err, size_t errlen)
 	return 0;
 }
 
-int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
-			char *err, size_t errlen)
+/* Undoes everything protect set up (not the disk and NIC of an attached
+ * VM); idempotent.  Not a state change: callers say what happened. */
+static void protection_cleanup(struct rdb_primary *p)
+{
+	struct rdb_vm *vm = p->vm;
+	struct rdb_evloop *loop = p->d->loop;
+
+	p->colo_active = false;
+	p->copying = false;
+	p->in_pause = false;
+	if (vm->wd_slot >= 0) {
+		rdb_watchdog_disarm(p->d->wd, vm->wd_slot);
+		vm->wd_slot = -1;
+	}
+	if (p->hb_timer)
+		rdb_evloop_del_timer(loop, p->hb_timer);
+	if (p->copy_timer)
+		rdb_evloop_del_timer(loop, p->copy_timer);
+	p->hb_timer = p->copy_timer = 0;
+	close_mig(p);
+	close_peer(p);
+	if (p->mig_listen_fd >= 0) {
+		rdb_evloop_del_fd(loop, p->mig_listen_fd);
+		close(p->mig_listen_fd);
+		unlink(p->mig_path);
+		p->mig_listen_fd = -1;
+	}
+	if (p->qmp_open)
+		rdb_qmp_close(&p->qmp);
+	p->qmp_open = false;
+	if (p->parser_init)
+		rdb_colo_parser_dispose(&p->parser);
+	p->parser_init = false;
+	rdb_netbuf_release(&p->nb, UINT64_MAX, tap_sink, p);
+	rdb_buf_reset(&p->out);
+	rdb_buf_reset(&p->batch);
+	p->nruns = 0;
+	rdb_proto_decoder_dispose(&p->dec);
+	rdb_proto_decoder_init(&p->dec);
+	free(p->copy_buf);
+	p->copy_buf = NULL;
+	p->epoch_pages = p->epoch_bytes = 0;
+	p->open_epoch = 0;
+	p->protect_started = false;
+}
+
+static int attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
+		  char *err, size_t errlen, struct rdb_vm **vm_out)
 {
 	struct rdb_primary *p;
 	struct rdb_vm *vm;
@@ -770,33 +990,125 @@ int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 	p->d = d;
 	p->mig_listen_fd = p->mig_fd = -1;
 	rdb_nic_init(&p->nic);
+	rdb_disk_init(&p->disk);
 	p->peer_fd = -1;
 	rdb_buf_init(&p->out);
 	rdb_buf_init(&p->batch);
 	rdb_proto_decoder_init(&p->dec);
 	rc = rdb_netbuf_init(&p->nb, 0);
 	if (rc == 0)
-		rc = connect_backup(p, err, errlen);
-	if (rc == 0)
 		rc = rdb_nic_open(&p->nic, d->loop, vm->name, vm->cfg.net_socket,
 				  vm->cfg.tap, guest_frame, p, err, errlen);
-	if (rc == 0)
-		rc = start_colo(p, err, errlen);
-	if (rc == 0)
-		rc = rdb_evloop_add_timer(d->loop,
-					  (uint64_t)d->cfg.heartbeat_ms * RDB_NS_PER_MS,
-					  on_heartbeat, p, &p->hb_timer);
+	if (rc == 0 && vm->cfg.disk && vm->cfg.disk[0]) {
+		p->has_disk = true;
+		rc = rdb_disk_open(&p->disk, d->loop, vm->name, vm->cfg.disk,
+				   vm->cfg.disk_socket, disk_changed, p, err,
+				   errlen);
+	}
 	if (rc < 0) {
 		if (!err[0])
 			snprintf(err, errlen, "%s", strerror(-rc));
-		LOGVM(ERROR, vm->name, "protect failed: %s", err);
+		LOGVM(ERROR, vm->name, "attach failed: %s", err);
 		rdb_primary_teardown(vm);
 		rdb_vm_free(vm);
 		return rc;
 	}
+	*vm_out = vm;
+	return 0;
+}
+
+int rdb_primary_attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
+		       char *err, size_t errlen)
+{
+	struct rdb_vm *vm;
+	int rc = attach(d, cfg, err, errlen, &vm);
+
+	if (rc < 0)
+		return rc;
+	if (vm->pri->has_disk)
+		rdb_vm_set_state(vm, RDB_VM_UNPROTECTED, "attached: disk %s "
+				 "(%llu MiB) served on %s, not protected yet",
+				 vm->cfg.disk,
+				 (unsigned long long)(vm->pri->disk.size >> 20),
+				 vm->cfg.disk_socket);
+	else
+		rdb_vm_set_state(vm, RDB_VM_UNPROTECTED, "attached: no disk, "
+				 "not protected yet");
+	return 0;
+}
+
+static int start_protection(struct rdb_primary *p, char *err, size_t errlen)
+{
+	struct rdb_daemon *d = p->d;
+	struct rdb_vm *vm = p->vm;
+	int rc;
+
+	p->protect_started = true;
+	rc = connect_backup(p, err, errlen);
+	if (rc == 0)
+		rc = rdb_evloop_add_timer(d->loop,
+					  (uint64_t)d->cfg.heartbeat_ms * RDB_NS_PER_MS,
+					  on_heartbeat, p, &p->hb_timer);
+	if (rc < 0)
+		return rc;
+	p->colo_active = true;
+	if (!p->has_disk)
+		return start_colo(p, err, errlen);
+	rc = rdb_proto_put_disk_setup(&p->out, p->disk.size);
+	if (rc < 0)
+		return rc;
+	p->copy_buf = malloc(COPY_CHUNK);
+	if (!p->copy_buf)
+		return -ENOMEM;
+	p->copying = true;
+	p->copy_off = p->copy_sent = 0;
+	p->copy_start_ns = rdb_now_ns();
+	LOGVM(INFO, vm->name, "initial disk copy of %s (%llu MiB) to the backup",
+	      p->disk.image, (unsigned long long)(p->disk.size >> 20));
+	return rdb_evloop_add_timer(d->loop, 1, on_copy, p, &p->copy_timer);
+}
+
+int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
+			char *err, size_t errlen)
+{
+	struct rdb_vm *vm = rdb_vm_find(d, cfg->name);
+	bool attached = vm != NULL;
+	int rc;
+
+	if (vm && (vm->role != RDB_ROLE_PRIMARY || !vm->pri ||
+		   vm->pri->protect_started || vm->state != RDB_VM_UNPROTECTED)) {
+		snprintf(err, errlen, "VM %s is already %s on this host%s",
+			 cfg->name, rdb_vm_state_name(vm->state),
+			 vm->state == RDB_VM_UNPROTECTED ?
+			 "" : " (re-protection is not supported yet)");
+		return -EEXIST;
+	}
+	if (!vm) {
+		rc = attach(d, cfg, err, errlen, &vm);
+		if (rc < 0)
+			return rc;
+	} else {
+		rdb_vm_set_state(vm, RDB_VM_PROTECTING, "operator protect");
+	}
+	rc = start_protection(vm->pri, err, errlen);
+	if (rc < 0) {
+		if (!err[0])
+			snprintf(err, errlen, "%s", strerror(-rc));
+		LOGVM(ERROR, vm->name, "protect failed: %s", err);
+		if (!attached) {
+			rdb_primary_teardown(vm);
+			rdb_vm_free(vm);
+		} else {
+			protection_cleanup(vm->pri);
+			rdb_vm_set_state(vm, RDB_VM_UNPROTECTED,
+					 "protect failed: %s", err);
+		}
+		return rc;
+	}
 	LOGVM(INFO, vm->name, "protecting: backup %s, checkpoint every %u ms, "
-	      "deadline %u ms", vm->cfg.peer, vm->cfg.checkpoint_ms,
-	      vm->cfg.checkpoint_deadline_ms);
+	      "deadline %u ms%s", vm->cfg.peer, vm->cfg.checkpoint_ms,
+	      vm->cfg.checkpoint_deadline_ms,
+	      vm->pri->has_disk ? ", disk replicated" : "");
 	return 0;
 }
 
@@ -823,32 +1135,15 @@ int rdb_primary_unprotect(struct rdb_vm *vm)
 void rdb_primary_teardown(struct rdb_vm *vm)
 {
 	struct rdb_primary *p = vm->pri;
-	struct rdb_evloop *loop;
 
 	if (!p)
 		return;
 	/* Leaving while COLO runs would leave QEMU waiting for us. */
 	if (p->colo_active)
 		drop_protection(p, "remusdbd is shutting down");
-	loop = p->d->loop;
-	if (vm->wd_slot >= 0) {
-		rdb_watchdog_disarm(p->d->wd, vm->wd_slot);
-		vm->wd_slot = -1;
-	}
-	if (p->hb_timer)
-		rdb_evloop_del_timer(loop, p->hb_timer);
-	close_mig(p);
-	close_peer(p);
-	if (p->mig_listen_fd >= 0) {
-		rdb_evloop_del_fd(loop, p->mig_listen_fd);
-		close(p->mig_listen_fd);
-		unlink(p->mig_path);
-	}
+	protection_cleanup(p);
 	rdb_nic_close(&p->nic);
-	if (p->qmp_open)
-		rdb_qmp_close(&p->qmp);
-	if (p->parser_init)
-		rdb_colo_parser_dispose(&p->parser);
+	rdb_disk_close(&p->disk);
 	rdb_netbuf_dispose(&p->nb);
 	rdb_proto_decoder_dispose(&p->dec);
 	rdb_buf_dispose(&p->out);
@@ -871,6 +1166,22 @@ void rdb_primary_status(const struct rdb_vm *vm, json_t *o)
 	json_object_set_new(o, "held_bytes", json_integer((json_int_t)rdb_netbuf_bytes(&p->nb)));
 	json_object_set_new(o, "replication_queue_bytes", json_integer((json_int_t)p->out.len));
 	json_object_set_new(o, "guest_nic_connected", json_boolean(rdb_nic_connected(&p->nic)));
+	if (p->has_disk) {
+		json_t *dk = json_pack("{s:s, s:s, s:I, s:b, s:I, s:I, s:I, s:I, s:I}",
+			"image", p->disk.image, "socket", p->disk.sock_path,
+			"size", (json_int_t)p->disk.size,
+			"client_connected", rdb_disk_connected(&p->disk),
+			"reads", (json_int_t)p->disk.reads,
+			"writes", (json_int_t)p->disk.writes,
+			"flushes", (json_int_t)p->disk.flushes,
+			"zeroes", (json_int_t)p->disk.zeroes,
+			"errors", (json_int_t)p->disk.errors);
+
+		if (dk && p->copying)
+			json_object_set_new(dk, "initial_copy_done_bytes",
+					    json_integer((json_int_t)p->copy_off));
+		json_object_set_new(o, "disk", dk);
+	}
 }
 
 int rdb_primary_inject(struct rdb_vm *vm, const char *fault)

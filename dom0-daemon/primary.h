@@ -20,8 +20,20 @@ struct rdb_daemon;
 struct rdb_vm;
 struct rdb_vm_config;
 
-/* Starts protecting the VM described by cfg (the config is moved in).
- * On failure nothing is left behind and err says why. */
+/*
+ * Attach: the VM becomes known, unprotected, with its disk (if it has
+ * one) served on disk_socket and its NIC relayed — what its QEMU needs
+ * before it can start.  The config is moved in.
+ *
+ * Protect: starts protecting the VM.  An attached VM keeps the config it
+ * was attached with (cfg must name it); an unknown one is attached
+ * first.  With a disk, the whole disk is copied to the backup (holes and
+ * zero blocks skipped) while the guest runs, then COLO starts; both are
+ * epoch 0.  On failure err says why: an unknown VM leaves nothing behind,
+ * an attached one stays attached (unprotected).
+ */
+int rdb_primary_attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
+		       char *err, size_t errlen);
 int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 			char *err, size_t errlen);
 /* Operator unprotect: COLO stops cleanly, held output is released. */

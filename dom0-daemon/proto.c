@@ -22,6 +22,10 @@ static const char *const msg_names[RDB_MSG__MAX] = {
 	[RDB_MSG_HEARTBEAT] = "HEARTBEAT",
 	[RDB_MSG_UNPROTECT] = "UNPROTECT",
 	[RDB_MSG_ERROR] = "ERROR",
+	[RDB_MSG_DISK_SETUP] = "DISK_SETUP",
+	[RDB_MSG_DISK_WRITE] = "DISK_WRITE",
+	[RDB_MSG_DISK_ZERO] = "DISK_ZERO",
+	[RDB_MSG_DISK_FLUSH] = "DISK_FLUSH",
 };
 
 const char *rdb_msg_name(enum rdb_msg_type t)
@@ -226,6 +230,44 @@ int rdb_proto_put_epoch_end(struct rdb_buf *out, uint64_t epoch,
 	be64(b, pages);
 	be64(b + 8, bytes);
 	return put1(out, RDB_MSG_EPOCH_END, epoch, b, sizeof(b));
+}
+
+int rdb_proto_put_disk_setup(struct rdb_buf *out, uint64_t size)
+{
+	uint8_t b[8];
+
+	be64(b, size);
+	return put1(out, RDB_MSG_DISK_SETUP, 0, b, sizeof(b));
+}
+
+int rdb_proto_put_disk_write(struct rdb_buf *out, uint64_t epoch,
+			     uint64_t offset, const uint8_t *data, size_t len)
+{
+	uint8_t b[8];
+	const void *parts[2] = { b, data };
+	size_t lens[2] = { sizeof(b), len };
+
+	if (len == 0 || len > RDB_PROTO_MAX_DISK_WRITE)
+		return -EINVAL;
+	be64(b, offset);
+	return put_frame(out, RDB_MSG_DISK_WRITE, epoch, parts, lens, 2);
+}
+
+int rdb_proto_put_disk_zero(struct rdb_buf *out, uint64_t epoch,
+			    uint64_t offset, uint64_t len)
+{
+	uint8_t b[16];
+
+	if (len == 0)
+		return -EINVAL;
+	be64(b, offset);
+	be64(b + 8, len);
+	return put1(out, RDB_MSG_DISK_ZERO, epoch, b, sizeof(b));
+}
+
+int rdb_proto_put_disk_flush(struct rdb_buf *out, uint64_t epoch)
+{
+	return put1(out, RDB_MSG_DISK_FLUSH, epoch, NULL, 0);
 }
 
 int rdb_proto_put_ack(struct rdb_buf *out, uint64_t epoch)
@@ -570,6 +612,43 @@ int rdb_msg_text_parse(const struct rdb_frame *f, char *text, size_t textlen)
 	}
 	text[n] = 0;
 	return 0;
+}
+
+int rdb_msg_disk_setup_parse(const struct rdb_frame *f, uint64_t *size)
+{
+	if (f->type != RDB_MSG_DISK_SETUP || f->len != 8)
+		return -EPROTO;
+	*size = get64(f->payload);
+	return *size ? 0 : -EPROTO;
+}
+
+int rdb_msg_disk_parse(const struct rdb_frame *f, uint64_t *offset,
+		       uint64_t *len, const uint8_t **data)
+{
+	switch (f->type) {
+	case RDB_MSG_DISK_WRITE:
+		if (f->len <= 8 || f->len - 8 > RDB_PROTO_MAX_DISK_WRITE)
+			return -EPROTO;
+		*offset = get64(f->payload);
+		*len = f->len - 8;
+		*data = f->payload + 8;
+		return 0;
+	case RDB_MSG_DISK_ZERO:
+		if (f->len != 16)
+			return -EPROTO;
+		*offset = get64(f->payload);
+		*len = get64(f->payload + 8);
+		*data = NULL;
+		return *len ? 0 : -EPROTO;
+	case RDB_MSG_DISK_FLUSH:
+		if (f->len != 0)
+			return -EPROTO;
+		*offset = *len = 0;
+		*data = NULL;
+		return 0;
+	default:
+		return -EPROTO;
+	}
 }
 
 int rdb_msg_epoch_end_parse(const struct rdb_frame *f, uint64_t *pages,

@@ -21,18 +21,27 @@
  *   PAGES      = block:u32 count:u32 { offset:u64 enc:u8 body }*count
  *       body   = RAW: 4096 bytes | ZERO: fill:u8
  *   DEVSTATE   = blob:bytes                  (QEMU device sections + EOF)
- *   EPOCH_END  = pages:u64 bytes:u64         (what the epoch carried:
- *                pages = page records, bytes = their bodies (RAW 4096,
- *                ZERO 1) + the DEVSTATE blob's length)
+ *   EPOCH_END  = records:u64 bytes:u64       (what the epoch carried:
+ *                records = page records + DISK_* frames, bytes = page
+ *                bodies (RAW 4096, ZERO 1) + the DEVSTATE blob's length
+ *                + DISK_WRITE data)
  *   ACK        = (empty; epoch in header: committed on the backup)
  *   HEARTBEAT  = seq:u64 sender_ns:u64
  *   UNPROTECT  = (empty)
  *   ERROR      = message:bytes
+ *   DISK_SETUP = size:u64                    (after VM_SETUP: the VM has a
+ *                                             disk of size bytes)
+ *   DISK_WRITE = offset:u64 data:bytes       (epoch in header, like PAGES)
+ *   DISK_ZERO  = offset:u64 length:u64       (write-zeroes and trim)
+ *   DISK_FLUSH = (empty)                     (the guest flushed its cache)
  *   strN       = length:uN bytes
  *
- * The primary sends an epoch as PAGES* DEVSTATE EPOCH_END, every epoch in
- * turn from 0 (the initial state); the header's epoch field names the
- * epoch of PAGES, DEVSTATE, EPOCH_END and ACK (0 in the other types).
+ * The primary sends an epoch as (PAGES | DISK_*)* DEVSTATE EPOCH_END,
+ * every epoch in turn from 0 (the initial state, which includes the whole
+ * disk); the header's epoch field names the epoch of PAGES, DISK_WRITE,
+ * DISK_ZERO, DISK_FLUSH, DEVSTATE, EPOCH_END and ACK (0 in the others).
+ * Disk frames of epoch N are the changes QEMU completed before the pause
+ * of checkpoint N, in the order the primary applied them.
  * See docs/protocol.md.  New page encodings (XOR+RLE, LZ4)
  * get new enc values, enabled only by a feature bit both sides agreed on
  * in HELLO/HELLO_ACK; v1 peers reject unknown encodings.
@@ -51,6 +60,8 @@
 #define RDB_PROTO_VERSION 1
 #define RDB_PROTO_HEADER_LEN 32
 #define RDB_PROTO_MAX_PAYLOAD (16u << 20)
+/* Larger guest writes travel as several DISK_WRITE frames. */
+#define RDB_PROTO_MAX_DISK_WRITE (4u << 20)
 
 enum rdb_msg_type {
 	RDB_MSG_HELLO = 1,
@@ -64,6 +75,10 @@ enum rdb_msg_type {
 	RDB_MSG_HEARTBEAT,
 	RDB_MSG_UNPROTECT,
 	RDB_MSG_ERROR,
+	RDB_MSG_DISK_SETUP,
+	RDB_MSG_DISK_WRITE,
+	RDB_MSG_DISK_ZERO,
+	RDB_MSG_DISK_FLUSH,
 	RDB_MSG__MAX
 };
 
@@ -105,6 +120,13 @@ int rdb_proto_put_heartbeat(struct rdb_buf *out, uint64_t seq,
 			    uint64_t sender_ns);
 int rdb_proto_put_unprotect(struct rdb_buf *out, const char *vm_name);
 int rdb_proto_put_error(struct rdb_buf *out, const char *msg);
+int rdb_proto_put_disk_setup(struct rdb_buf *out, uint64_t size);
+/* len <= RDB_PROTO_MAX_DISK_WRITE */
+int rdb_proto_put_disk_write(struct rdb_buf *out, uint64_t epoch,
+			     uint64_t offset, const uint8_t *data, size_t len);
+int rdb_proto_put_disk_zero(struct rdb_buf *out, uint64_t epoch,
+			    uint64_t offset, uint64_t len);
+int rdb_proto_put_disk_flush(struct rdb_buf *out, uint64_t epoch);
 
 /* ---- decoding ---- */
 struct rdb_proto_decoder {
@@ -166,6 +188,11 @@ int rdb_msg_epoch_end_parse(const struct rdb_frame *f, uint64_t *pages,
 			    uint64_t *bytes);
 int rdb_msg_heartbeat_parse(const struct rdb_frame *f, uint64_t *seq_out,
 			    uint64_t *sender_ns_out);
+int rdb_msg_disk_setup_parse(const struct rdb_frame *f, uint64_t *size);
+/* DISK_WRITE: data and len point into the frame; DISK_ZERO: data NULL;
+ * DISK_FLUSH: 0, 0.  Empty writes and zero-length ranges are -EPROTO. */
+int rdb_msg_disk_parse(const struct rdb_frame *f, uint64_t *offset,
+		       uint64_t *len, const uint8_t **data);
 /* ERROR or HELLO_NAK: the reason, cut to textlen - 1 bytes, NUL-ended,
  * anything but printable ASCII replaced by '?'. */
 int rdb_msg_text_parse(const struct rdb_frame *f, char *text, size_t textlen);

@@ -146,6 +146,50 @@ counted:
 	return 0;
 }
 
+static int disk_fail(struct rdb_stage *st, int rc)
+{
+	snprintf(st->err, sizeof(st->err), "%s", rdb_diskbuf_error(st->disk));
+	return rc;
+}
+
+int rdb_stage_add_disk(struct rdb_stage *st, const struct rdb_frame *f)
+{
+	const uint8_t *data;
+	uint64_t off, len;
+	enum rdb_disk_op op;
+	int rc = open_epoch(st, f->epoch);
+
+	if (rc < 0)
+		return rc;
+	if (!st->disk)
+		return fail(st, "%s for a VM without a disk", rdb_msg_name(f->type));
+	if (rdb_msg_disk_parse(f, &off, &len, &data) < 0)
+		return fail(st, "malformed %s", rdb_msg_name(f->type));
+	op = f->type == RDB_MSG_DISK_WRITE ? RDB_DISK_WRITE :
+		f->type == RDB_MSG_DISK_ZERO ? RDB_DISK_ZERO : RDB_DISK_FLUSH;
+	if (op != RDB_DISK_FLUSH && rdb_diskbuf_check_range(st->disk, off, len) < 0)
+		return fail(st, "%s of %llu bytes at %llu outside the %llu-byte disk",
+			    rdb_msg_name(f->type), (unsigned long long)len,
+			    (unsigned long long)off,
+			    (unsigned long long)st->disk->size);
+	/* Epoch 0 (the initial copy) goes straight to the replica, like its
+	 * pages.  Its flushes are folded into one sync at its commit. */
+	if (!st->have_committed) {
+		if (op != RDB_DISK_FLUSH) {
+			rc = rdb_diskbuf_apply_one(st->disk, op, off, len, data);
+			if (rc < 0)
+				return disk_fail(st, rc);
+		}
+	} else {
+		rc = rdb_diskbuf_add(st->disk, op, off, len, data);
+		if (rc < 0)
+			return disk_fail(st, rc);
+	}
+	st->npages++;
+	st->bytes += op == RDB_DISK_WRITE ? len : 0;
+	return 0;
+}
+
 int rdb_stage_set_devstate(struct rdb_stage *st, uint64_t epoch,
 			   const uint8_t *blob, size_t len)
 {
@@ -185,7 +229,15 @@ int rdb_stage_commit(struct rdb_stage *st, uint64_t epoch, uint64_t pages,
 			    (unsigned long long)pages,
 			    (unsigned long long)(st->bytes + st->devstate_len),
 			    (unsigned long long)bytes);
-	/* Complete: from here on nothing can fail, so the apply is whole. */
+	/* The disk first: it is the only part that can still fail (the
+	 * replica's filesystem), and if it does, RAM keeps the old epoch. */
+	if (st->disk) {
+		rc = st->have_committed ? rdb_diskbuf_apply(st->disk) :
+			rdb_diskbuf_sync(st->disk);
+		if (rc < 0)
+			return disk_fail(st, rc);
+	}
+	/* From here on nothing can fail, so the apply is whole. */
 	p = st->pages.data;
 	end = p + st->pages.len;
 	while (p < end) {
@@ -219,6 +271,8 @@ int rdb_stage_commit(struct rdb_stage *st, uint64_t epoch, uint64_t pages,
 
 void rdb_stage_discard(struct rdb_stage *st)
 {
+	if (st->disk)
+		rdb_diskbuf_discard(st->disk);
 	free(st->devstate);
 	st->devstate = NULL;
 	st->devstate_len = 0;

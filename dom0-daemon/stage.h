@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "diskbuf.h"
 #include "proto.h"
 #include "ramimage.h"
 
@@ -31,7 +32,8 @@ struct rdb_stage {
 	bool open;
 	uint64_t epoch;
 	struct rdb_buf pages;	/* records: block:u32 offset:u64 enc:u8 body */
-	uint64_t npages, bytes;
+	uint64_t npages, bytes;	/* records (pages + disk frames), their bytes */
+	struct rdb_diskbuf *disk;	/* the VM's disk, NULL if it has none */
 	uint8_t *devstate;
 	size_t devstate_len;
 	bool have_committed;
@@ -53,14 +55,26 @@ void rdb_stage_dispose(struct rdb_stage *st);	/* idempotent */
  */
 int rdb_stage_add_pages(struct rdb_stage *st, const struct rdb_frame *f,
 			const struct rdb_ramimage *img);
+/*
+ * add_disk takes a DISK_WRITE, DISK_ZERO or DISK_FLUSH frame: checked
+ * against st->disk, written to the replica at once in epoch 0, buffered
+ * in st->disk later.  A replica that cannot be written returns its errno
+ * (-ENOSPC, -EIO, ...) with the reason in rdb_stage_error; a buffer over
+ * its bound is -EFBIG.
+ */
+int rdb_stage_add_disk(struct rdb_stage *st, const struct rdb_frame *f);
 int rdb_stage_set_devstate(struct rdb_stage *st, uint64_t epoch,
 			   const uint8_t *blob, size_t len);
 /* Applies the staged epoch if it is next in line and complete: pages ==
- * the page records staged, bytes == their bodies + the device state's
- * length, device state present.  After 0 the image and
- * rdb_stage_committed() are exactly this epoch; after an error nothing of
- * it was applied (epoch 0's pages excepted, see above) and it stays
- * staged until rdb_stage_discard. */
+ * the records staged (page records and disk frames), bytes == the page
+ * bodies + the disk write data + the device state's length, device state
+ * present.  The disk changes are applied first: if the replica fails
+ * (full disk, I/O error) the error is returned, the RAM image is
+ * untouched and the epoch stays staged, its disk changes ready to be
+ * replayed.  After 0 the image, the disk and rdb_stage_committed() are
+ * exactly this epoch; after an -EPROTO nothing of it was applied (epoch
+ * 0's pages and disk excepted, see above) and it stays staged until
+ * rdb_stage_discard. */
 int rdb_stage_commit(struct rdb_stage *st, uint64_t epoch, uint64_t pages,
 		     uint64_t bytes, struct rdb_ramimage *img);
 /* Drops the uncommitted epoch (failover, or a link that died); the

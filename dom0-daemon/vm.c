@@ -193,6 +193,8 @@ json_t *rdb_vm_status_json(const struct rdb_vm *vm)
 			    json_real((double)rdb_vm_work_percentile(vm, 99) / RDB_NS_PER_MS));
 	json_object_set_new(o, "pages", json_integer((json_int_t)vm->st.pages));
 	json_object_set_new(o, "bytes", json_integer((json_int_t)vm->st.bytes));
+	json_object_set_new(o, "disk_ops", json_integer((json_int_t)vm->st.disk_ops));
+	json_object_set_new(o, "disk_bytes", json_integer((json_int_t)vm->st.disk_bytes));
 	json_object_set_new(o, "last_ack_age_ms",
 			    vm->st.last_ack_ns ?
 			    json_integer((json_int_t)((now - vm->st.last_ack_ns) / RDB_NS_PER_MS)) :
@@ -221,6 +223,10 @@ void rdb_vm_metrics_write(const struct rdb_vm *vm, FILE *f)
 		n, role, (unsigned long long)vm->st.committed_epoch);
 	fprintf(f, "remusdb_replicated_bytes_total{vm=\"%s\",role=\"%s\"} %llu\n",
 		n, role, (unsigned long long)vm->st.bytes);
+	fprintf(f, "remusdb_disk_ops_total{vm=\"%s\",role=\"%s\"} %llu\n",
+		n, role, (unsigned long long)vm->st.disk_ops);
+	fprintf(f, "remusdb_disk_bytes_total{vm=\"%s\",role=\"%s\"} %llu\n",
+		n, role, (unsigned long long)vm->st.disk_bytes);
 	fprintf(f, "remusdb_pause_seconds{vm=\"%s\",quantile=\"0.5\"} %.6f\n",
 		n, (double)rdb_vm_pause_percentile(vm, 50) / RDB_NS_PER_S);
 	fprintf(f, "remusdb_pause_seconds{vm=\"%s\",quantile=\"0.99\"} %.6f\n",

@@ -51,6 +51,8 @@ struct rdb_vm_stats {
 	uint64_t committed_epoch;	/* primary: last ACKed; backup: last applied */
 	uint64_t pages;			/* pages sent (primary) / applied (backup) */
 	uint64_t bytes;			/* replication payload bytes */
+	uint64_t disk_ops;		/* disk changes replicated (primary) */
+	uint64_t disk_bytes;		/* their write data (primary) / applied (backup) */
 	uint64_t pause_ns[RDB_PAUSE_RING];	/* request → our LOADED */
 	uint64_t work_ns[RDB_PAUSE_RING];	/* our own work inside it */
 	uint64_t npause;

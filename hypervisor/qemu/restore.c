@@ -421,10 +421,11 @@ static int push(char **v, size_t *n, const char *fmt, ...)
 int rdb_restore_argv(const char *qemu_binary, char *const *common,
 		     size_t ncommon, const char *image_path, uint64_t ram_bytes,
 		     const char *qmp_path, const char *net_path,
-		     const char *console_path, char ***argv_out)
+		     const char *console_path, const char *drive,
+		     char ***argv_out)
 {
-	/* binary + common + 12 of ours + NULL */
-	size_t n = 0, max = 1 + ncommon + 12 + 1;
+	/* binary + common + 14 of ours + NULL */
+	size_t n = 0, max = 1 + ncommon + 14 + 1;
 	char **v;
 	int rc = 0;
 
@@ -465,6 +466,11 @@ int rdb_restore_argv(const char *qemu_binary, char *const *common,
 		if (rc == 0)
 			rc = push(v, &n, "file:%s", console_path);
 	}
+	if (rc == 0 && drive) {
+		rc = push(v, &n, "-drive");
+		if (rc == 0)
+			rc = push(v, &n, "%s", drive);
+	}
 	if (rc == 0)
 		rc = push(v, &n, "-incoming");
 	if (rc == 0)
@@ -475,4 +481,13 @@ int rdb_restore_argv(const char *qemu_binary, char *const *common,
 	}
 	*argv_out = v;
 	return 0;
+}
+
+int rdb_qemu_nbd_drive(char *buf, size_t len, const char *id,
+		       const char *sock_path)
+{
+	int n = snprintf(buf, len, "if=none,id=%s,driver=nbd,server.type=unix,"
+			 "server.path=%s", id, sock_path);
+
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }

@@ -92,6 +92,8 @@ int rdb_restore_stream_send(int fd, const uint8_t *buf, size_t len,
  *   -netdev stream,id=net0,server=off,addr.type=unix,addr.path=NET,
  *           reconnect-ms=100                       (if net_path)
  *   -serial file:CONSOLE                           (if console_path)
+ *   -drive DRIVE                                   (if drive: the replica,
+ *                                                   see rdb_qemu_nbd_drive)
  *   -incoming defer
  * NULL-terminated; free with rdb_restore_argv_free.  The common arguments
  * must not contain -S (the guest would stay paused) nor a memory backend
@@ -100,7 +102,14 @@ int rdb_restore_stream_send(int fd, const uint8_t *buf, size_t len,
 int rdb_restore_argv(const char *qemu_binary, char *const *common,
 		     size_t ncommon, const char *image_path, uint64_t ram_bytes,
 		     const char *qmp_path, const char *net_path,
-		     const char *console_path, char ***argv_out);
+		     const char *console_path, const char *drive,
+		     char ***argv_out);
 void rdb_restore_argv_free(char **argv);	/* NULL is fine */
+/* The -drive value of a VM disk served by remusdbd over NBD on a unix
+ * socket, the same on both hosts but for the socket: "if=none,id=ID,
+ * driver=nbd,server.type=unix,server.path=SOCK".  -ENAMETOOLONG if it
+ * does not fit. */
+int rdb_qemu_nbd_drive(char *buf, size_t len, const char *id,
+		       const char *sock_path);
 
 #endif

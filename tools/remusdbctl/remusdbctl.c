@@ -29,6 +29,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: remusdbctl [--socket PATH] COMMAND\n"
+		"  attach VMCONF [KEY=VALUE]...    serve a VM's disk and network before\n"
+		"                                  its QEMU starts (VMs with a disk)\n"
 		"  protect VMCONF [KEY=VALUE]...   start protecting a VM (on its host)\n"
 		"  status [NAME] [--json]          VMs, roles, states, checkpoint numbers\n"
 		"  failover NAME                   fail over now (on the backup's host)\n"
@@ -113,7 +115,7 @@ static json_t *cmd(const char *name, json_t *args)
 	return json_pack("{s:s, s:o}", "cmd", name, "args", args ? args : json_object());
 }
 
-static int do_protect(int argc, char **argv)
+static int do_protect(const char *what, int argc, char **argv)
 {
 	struct rdb_vm_config c;
 	char err[512];
@@ -141,9 +143,10 @@ static int do_protect(int argc, char **argv)
 	}
 	if (rdb_vm_config_check(&c, err, sizeof(err)) < 0)
 		goto bad;
-	reply = call(cmd("protect", rdb_vm_config_to_json(&c)), &ex);
+	reply = call(cmd(what, rdb_vm_config_to_json(&c)), &ex);
 	if (reply)
-		printf("%s: protecting\n", c.name);
+		printf("%s: %s\n", c.name, strcmp(what, "attach") ? "protecting" :
+		       "attached (disk and network served, not protected)");
 	json_decref(reply);
 	rdb_config_dispose(&rdb_vm_config_table, &c);
 	return ex;
@@ -330,8 +333,8 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (!strcmp(argv[0], "protect"))
-		return do_protect(argc - 1, argv + 1);
+	if (!strcmp(argv[0], "protect") || !strcmp(argv[0], "attach"))
+		return do_protect(argv[0], argc - 1, argv + 1);
 	if (!strcmp(argv[0], "status"))
 		return do_status(argc - 1, argv + 1);
 	if (!strcmp(argv[0], "failover"))

@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * A VM's disk as remusdbd serves it: an image file exported over NBD on a
+ * unix socket that QEMU's `-drive driver=nbd,server.type=unix,...` (or
+ * -blockdev) connects to.  One QEMU at a time; a new connection replaces
+ * a dead one (QEMU reconnecting).
+ *
+ * Every change that reaches the image is reported to the owner's hook
+ * after it succeeded locally and before QEMU gets its reply: the primary
+ * streams it to the backup in that order, which is what makes "completed
+ * before the pause" mean "sent in that epoch".  A change that failed
+ * locally is answered with an NBD error and never reported.  FLUSH and
+ * FUA writes are fdatasync()ed before they are answered.
+ */
+#ifndef RDB_DISK_H
+#define RDB_DISK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "diskbuf.h"
+#include "evloop.h"
+#include "nbd.h"
+
+typedef void (*rdb_disk_hook)(void *opaque, enum rdb_disk_op op,
+			      uint64_t off, uint64_t len, const uint8_t *data);
+
+struct rdb_disk {
+	char vm[65];
+	char image[256];
+	char sock_path[108];
+	int img_fd, listen_fd, client_fd;
+	uint64_t size;
+	struct rdb_evloop *loop;
+	struct rdb_nbd_server nbd;
+	bool nbd_init;
+	rdb_disk_hook hook;
+	void *opaque;
+	/* statistics */
+	uint64_t reads, writes, zeroes, flushes, errors, connects;
+	uint64_t read_bytes, written_bytes;
+};
+
+void rdb_disk_init(struct rdb_disk *dk);
+/* Opens image (which must exist; its size is the disk's) and listens on
+ * sock_path.  hook may be NULL. */
+int rdb_disk_open(struct rdb_disk *dk, struct rdb_evloop *loop,
+		  const char *vm, const char *image, const char *sock_path,
+		  rdb_disk_hook hook, void *opaque, char *err, size_t errlen);
+void rdb_disk_close(struct rdb_disk *dk);	/* idempotent */
+bool rdb_disk_connected(const struct rdb_disk *dk);
+/* Reads len bytes at off from the image (the initial copy). */
+int rdb_disk_pread(struct rdb_disk *dk, uint64_t off, uint8_t *dst,
+		   uint64_t len);
+
+#endif

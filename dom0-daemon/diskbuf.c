@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "diskbuf.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define REC_HDR 17
+/* Zeroes written by hand when the filesystem cannot fallocate. */
+#define ZERO_CHUNK (256u << 10)
+
+static const uint8_t zeroes[ZERO_CHUNK];
+
+void rdb_diskbuf_init(struct rdb_diskbuf *db, uint64_t max_bytes)
+{
+	memset(db, 0, sizeof(*db));
+	db->fd = -1;
+	db->max_bytes = max_bytes;
+	db->consistent = true;
+	rdb_buf_init(&db->recs);
+}
+
+static int fail(struct rdb_diskbuf *db, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(db->err, sizeof(db->err), fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+int rdb_diskbuf_create(struct rdb_diskbuf *db, const char *path,
+		       uint64_t size)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+	if (fd < 0)
+		return fail(db, -errno, "create %s: %s", path, strerror(errno));
+	if (ftruncate(fd, (off_t)size) < 0) {
+		int e = errno;
+
+		close(fd);
+		return fail(db, -e, "size %s to %llu bytes: %s", path,
+			    (unsigned long long)size, strerror(e));
+	}
+	rdb_diskbuf_attach_fd(db, fd, size);
+	return 0;
+}
+
+void rdb_diskbuf_attach_fd(struct rdb_diskbuf *db, int fd, uint64_t size)
+{
+	if (db->fd >= 0)
+		close(db->fd);
+	db->fd = fd;
+	db->size = size;
+	db->consistent = true;
+}
+
+void rdb_diskbuf_dispose(struct rdb_diskbuf *db)
+{
+	if (db->fd >= 0)
+		close(db->fd);
+	rdb_buf_dispose(&db->recs);
+	db->fd = -1;
+	db->nrecs = db->data_bytes = 0;
+}
+
+int rdb_diskbuf_check_range(const struct rdb_diskbuf *db, uint64_t off,
+			    uint64_t len)
+{
+	if (len == 0 || off > db->size || len > db->size - off)
+		return -ERANGE;
+	return 0;
+}
+
+int rdb_diskbuf_add(struct rdb_diskbuf *db, enum rdb_disk_op op, uint64_t off,
+		    uint64_t len, const uint8_t *data)
+{
+	size_t body = op == RDB_DISK_WRITE ? len : 0;
+	uint8_t *p, o = (uint8_t)op;
+
+	switch (op) {
+	case RDB_DISK_WRITE:
+	case RDB_DISK_ZERO:
+		if (rdb_diskbuf_check_range(db, off, len) < 0)
+			return fail(db, -ERANGE, "%s of %llu bytes at %llu is "
+				    "outside the %llu-byte disk",
+				    op == RDB_DISK_WRITE ? "write" : "zero",
+				    (unsigned long long)len,
+				    (unsigned long long)off,
+				    (unsigned long long)db->size);
+		break;
+	case RDB_DISK_FLUSH:
+		off = len = 0;
+		break;
+	default:
+		return fail(db, -EINVAL, "unknown disk op %d", (int)op);
+	}
+	if (db->max_bytes && db->recs.len + REC_HDR + body > db->max_bytes)
+		return fail(db, -EFBIG, "epoch's disk writes exceed %llu bytes",
+			    (unsigned long long)db->max_bytes);
+	p = rdb_buf_reserve(&db->recs, REC_HDR + body);
+	if (!p)
+		return fail(db, -ENOMEM, "out of memory buffering a disk write");
+	p[0] = o;
+	memcpy(p + 1, &off, 8);
+	memcpy(p + 9, &len, 8);
+	if (body)
+		memcpy(p + REC_HDR, data, body);
+	db->recs.len += REC_HDR + body;
+	db->nrecs++;
+	db->data_bytes += body;
+	if (op == RDB_DISK_FLUSH)
+		db->flush = true;
+	return 0;
+}
+
+static int pwrite_all(int fd, const uint8_t *p, uint64_t len, uint64_t off)
+{
+	while (len) {
+		ssize_t n = pwrite(fd, p, len, (off_t)off);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -EIO;
+		p += n;
+		off += (uint64_t)n;
+		len -= (uint64_t)n;
+	}
+	return 0;
+}
+
+static int zero_range(int fd, uint64_t off, uint64_t len)
+{
+	int rc;
+
+	if (fallocate(fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
+		      (off_t)off, (off_t)len) == 0)
+		return 0;
+	if (errno != EOPNOTSUPP && errno != ENOSYS && errno != EINVAL)
+		return -errno;
+	if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+		      (off_t)off, (off_t)len) == 0)
+		return 0;
+	while (len) {
+		uint64_t n = len < ZERO_CHUNK ? len : ZERO_CHUNK;
+
+		rc = pwrite_all(fd, zeroes, n, off);
+		if (rc < 0)
+			return rc;
+		off += n;
+		len -= n;
+	}
+	return 0;
+}
+
+int rdb_diskbuf_apply_one(struct rdb_diskbuf *db, enum rdb_disk_op op,
+			  uint64_t off, uint64_t len, const uint8_t *data)
+{
+	int rc;
+
+	if (db->fd < 0)
+		return fail(db, -EBADF, "no disk replica");
+	if (op != RDB_DISK_FLUSH && rdb_diskbuf_check_range(db, off, len) < 0)
+		return fail(db, -ERANGE, "change of %llu bytes at %llu is "
+			    "outside the %llu-byte disk",
+			    (unsigned long long)len, (unsigned long long)off,
+			    (unsigned long long)db->size);
+	switch (op) {
+	case RDB_DISK_WRITE:
+		rc = pwrite_all(db->fd, data, len, off);
+		break;
+	case RDB_DISK_ZERO:
+		rc = zero_range(db->fd, off, len);
+		break;
+	case RDB_DISK_FLUSH:
+		rc = fdatasync(db->fd) < 0 ? -errno : 0;
+		if (rc == 0)
+			db->syncs++;
+		break;
+	default:
+		return fail(db, -EINVAL, "unknown disk op %d", (int)op);
+	}
+	if (rc < 0)
+		return fail(db, rc, "replica %s of %llu bytes at %llu: %s",
+			    op == RDB_DISK_WRITE ? "write" :
+			    op == RDB_DISK_ZERO ? "zero" : "sync",
+			    (unsigned long long)len, (unsigned long long)off,
+			    strerror(-rc));
+	db->applied_recs++;
+	if (op == RDB_DISK_WRITE)
+		db->applied_bytes += len;
+	return 0;
+}
+
+int rdb_diskbuf_apply(struct rdb_diskbuf *db)
+{
+	const uint8_t *p = db->recs.data, *end = p + db->recs.len;
+	uint64_t i = 0;
+	int rc;
+
+	while (p < end) {
+		uint64_t off, len;
+		uint8_t op = p[0];
+
+		memcpy(&off, p + 1, 8);
+		memcpy(&len, p + 9, 8);
+		if (db->fail_at && ++i == db->fail_at) {
+			db->fail_at = 0;
+			db->consistent = false;
+			return fail(db, -EIO, "injected failure before record %llu",
+				    (unsigned long long)i);
+		}
+		if (op != RDB_DISK_FLUSH) {	/* the sync comes once, at the end */
+			rc = rdb_diskbuf_apply_one(db, op, off, len, p + REC_HDR);
+			if (rc < 0) {
+				db->consistent = false;
+				return rc;
+			}
+		}
+		p += REC_HDR + (op == RDB_DISK_WRITE ? len : 0);
+	}
+	if (db->flush) {
+		rc = rdb_diskbuf_apply_one(db, RDB_DISK_FLUSH, 0, 0, NULL);
+		if (rc < 0) {
+			db->consistent = false;
+			return rc;
+		}
+	}
+	db->consistent = true;
+	rdb_diskbuf_discard(db);
+	return 0;
+}
+
+void rdb_diskbuf_discard(struct rdb_diskbuf *db)
+{
+	rdb_buf_reset(&db->recs);
+	db->nrecs = db->data_bytes = 0;
+	db->flush = false;
+}
+
+int rdb_diskbuf_sync(struct rdb_diskbuf *db)
+{
+	return rdb_diskbuf_apply_one(db, RDB_DISK_FLUSH, 0, 0, NULL);
+}
+
+bool rdb_diskbuf_consistent(const struct rdb_diskbuf *db)
+{
+	return db->consistent;
+}
+
+const char *rdb_diskbuf_error(const struct rdb_diskbuf *db)
+{
+	return db->err[0] ? db->err : "no error";
+}
