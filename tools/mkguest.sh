@@ -2,11 +2,14 @@
 # Build the test guest: a pinned Debian kernel and a busybox initramfs.
 #
 #   tools/mkguest.sh [--out DIR] [--payload DIR]... [--static BIN]...
+#                    [--module NAME]...
 #
 # --payload DIR   copied into the initramfs root; executable
 #                 DIR/etc/remusdb.d/*.sh run in name order after the NIC
 #                 is up and REMUSDB-GUEST-READY was printed
 # --static BIN    a static binary copied to /usr/bin/
+# --module NAME   one more kernel module (with its dependencies) loaded at
+#                 boot, e.g. virtio_blk ext4 for a guest with a disk
 # Kernel command line understood by /init:
 #   remusdb.ip=ADDR/PREFIX  remusdb.gw=ADDR  remusdb.run="CMD ARGS"
 #
@@ -32,6 +35,7 @@ while [ $# -gt 0 ]; do
 	--out) out=$2; shift 2 ;;
 	--payload) payloads+=("$2"); shift 2 ;;
 	--static) statics+=("$2"); shift 2 ;;
+	--module) MODULES="$MODULES $2"; shift 2 ;;
 	*) echo "mkguest: unknown argument $1" >&2; exit 2 ;;
 	esac
 done

@@ -1,0 +1,215 @@
+#!/usr/bin/env bash
+# Build the PostgreSQL test guest: the test guest's kernel and initramfs
+# (with virtio_blk and ext4) plus an ext4 data image holding PostgreSQL 15
+# from Debian's packages and a cluster made on this host with initdb
+# (fsync on, full_page_writes on), with the ledger table and pgbench's
+# tables already in it.
+#
+#   tools/mkguest-pg.sh [--out DIR]        (default build/guest-pg)
+#
+# Output: DIR/vmlinuz, DIR/initrd.img, DIR/pgdata.img (raw, sparse, 1 GiB;
+# copy it with cp --sparse=always before giving it to a VM: the VM writes
+# it).  Cached in ${REMUSDB_CACHE:-/var/cache/remusdb}/guest-pg-HASH,
+# keyed by this script, mkguest.sh, the extra static binaries and the
+# installed PostgreSQL version; a cached build is linked in at once.
+#
+# In the guest, /etc/remusdb.d/50-postgres.sh mounts /dev/vda on /pg,
+# starts postgres as the postgres user (listening on *:5432, trust auth:
+# a test guest) and prints REMUSDB-PG-READY once it accepts connections.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+out=$here/../build/guest-pg
+statics=()
+while [ $# -gt 0 ]; do
+	case $1 in
+	--out) out=$2; shift 2 ;;
+	--static) statics+=("$2"); shift 2 ;;
+	*) echo "mkguest-pg: unknown argument $1" >&2; exit 2 ;;
+	esac
+done
+
+PGVER=15
+PGBIN=/usr/lib/postgresql/$PGVER/bin
+[ -x "$PGBIN/postgres" ] ||
+	{ echo "mkguest-pg: PostgreSQL $PGVER is not installed (tools/setup-deps.sh)" >&2; exit 1; }
+pgpkg=$(dpkg-query -W -f '${Version}' "postgresql-$PGVER")
+pguid=$(id -u postgres)
+pggid=$(id -g postgres)
+IMG_MB=1024
+SCALE=1		# pgbench scale: 100000 accounts
+
+key=$( { cat "$0" "$here/mkguest.sh"; echo "$pgpkg $pguid $pggid"
+	 for s in "${statics[@]}"; do sha256sum < "$s"; done; } |
+       sha256sum | cut -c1-16)
+cache=${REMUSDB_CACHE:-/var/cache/remusdb}/guest-pg-$key
+mkdir -p "$out"
+if [ -f "$cache/.done" ]; then
+	for f in vmlinuz initrd.img pgdata.img; do ln -sf "$cache/$f" "$out/$f"; done
+	echo "mkguest-pg: $out (cached $cache)"
+	exit 0
+fi
+rm -rf "$cache"
+mkdir -p "$cache"
+t0=$(date +%s)
+
+work=$(mktemp -d)
+chmod 755 "$work"	# initdb and the host postgres run as postgres
+pgpid=
+cleanup() {
+	if [ -n "$pgpid" ]; then
+		[ -f "$work/root/data/postmaster.pid" ] &&
+			kill -QUIT "$(head -n 1 "$work/root/data/postmaster.pid")" 2>/dev/null
+		kill "$pgpid" 2>/dev/null
+		sleep 0.5
+	fi
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+# ---- the initramfs: test guest + postgres hook ----
+payload=$work/payload
+mkdir -p "$payload/etc/remusdb.d"
+cat > "$payload/etc/passwd" <<EOP
+root:x:0:0:root:/:/bin/sh
+postgres:x:$pguid:$pggid:PostgreSQL:/pg:/bin/sh
+EOP
+cat > "$payload/etc/group" <<EOP
+root:x:0:
+postgres:x:$pggid:
+EOP
+cat > "$payload/etc/remusdb.d/50-postgres.sh" <<EOH
+#!/bin/sh
+# Mount the data disk and start PostgreSQL (see tools/mkguest-pg.sh).
+i=0
+while [ ! -b /dev/vda ] && [ \$i -lt 100 ]; do sleep 0.1; i=\$((i+1)); done
+[ -b /dev/vda ] || { echo "REMUSDB-WARN: no /dev/vda"; exit 0; }
+mkdir -p /pg /dev/shm /lib/x86_64-linux-gnu /lib64 /usr/lib /usr/share
+mount -t tmpfs -o mode=1777 tmpfs /dev/shm
+chmod 1777 /tmp
+mount -t ext4 -o noatime /dev/vda /pg || { echo "REMUSDB-WARN: mount /dev/vda failed"; exit 0; }
+for f in /pg/pkg/lib/*; do ln -sf "\$f" /lib/x86_64-linux-gnu/; done
+ln -sf /pg/pkg/lib/ld-linux-x86-64.so.2 /lib64/ld-linux-x86-64.so.2
+ln -sfn /pg/pkg/usr/lib/postgresql /usr/lib/postgresql
+ln -sfn /pg/pkg/usr/share/postgresql /usr/share/postgresql
+ln -sfn /pg/pkg/usr/share/zoneinfo /usr/share/zoneinfo
+su -s /bin/sh postgres -c "exec $PGBIN/postgres -D /pg/data" >/dev/ttyS0 2>&1 &
+pg=\$!
+# postmaster.pid's status line says "ready" once connections are accepted
+i=0
+until grep -q '^ready' /pg/data/postmaster.pid 2>/dev/null || [ \$i -ge 600 ] ||
+	! kill -0 \$pg 2>/dev/null; do sleep 0.1; i=\$((i+1)); done
+if grep -q '^ready' /pg/data/postmaster.pid 2>/dev/null; then
+	echo REMUSDB-PG-READY
+else
+	echo "REMUSDB-WARN: postgres did not start"
+fi
+EOH
+chmod +x "$payload/etc/remusdb.d/50-postgres.sh"
+args=(--out "$cache" --payload "$payload" --module virtio_blk --module ext4
+      --module crc32c_generic)
+for s in "${statics[@]}"; do args+=(--static "$s"); done
+bash "$here/mkguest.sh" "${args[@]}" >&2
+
+# ---- the data image: PostgreSQL's files, its libraries, a cluster ----
+root=$work/root
+mkdir -p "$root/pkg/lib" "$root/pkg/usr/lib/postgresql" "$root/pkg/usr/share/postgresql"
+cp -a "/usr/lib/postgresql/$PGVER" "$root/pkg/usr/lib/postgresql/"
+# no JIT in the guest (jit = off): LLVM would add 100 MB for nothing
+rm -rf "$root/pkg/usr/lib/postgresql/$PGVER/lib/bitcode" \
+	"$root/pkg/usr/lib/postgresql/$PGVER/lib/llvmjit"*
+cp -a "/usr/share/postgresql/$PGVER" "$root/pkg/usr/share/postgresql/"
+mkdir -p "$root/pkg/usr/share/zoneinfo/Etc"
+cp -L /usr/share/zoneinfo/UTC "$root/pkg/usr/share/zoneinfo/"
+cp -L /usr/share/zoneinfo/Etc/UTC "$root/pkg/usr/share/zoneinfo/Etc/"
+# Every shared library the binaries and modules need, from this host's
+# Debian packages (the guest has no libc of its own: busybox is static).
+# (ldd fails on the scripts among them: pg_ctlcluster-style wrappers)
+find "$root/pkg/usr/lib/postgresql/$PGVER" -type f \( -perm -u+x -o -name '*.so' \) -print0 |
+	{ xargs -0 ldd 2>/dev/null || true; } | awk '/=> \//{print $3} /^\t\/lib64/{print $1}' |
+	sort -u | while read -r lib; do cp -L "$lib" "$root/pkg/lib/"; done
+cp -L /lib64/ld-linux-x86-64.so.2 "$root/pkg/lib/"
+# the conversion procs dlopen'ed by name: gconv is not needed (C locale)
+
+mkdir -p "$root/data"
+chown postgres:postgres "$root/data"
+chmod 700 "$root/data"
+runuser -u postgres -- "$PGBIN/initdb" -D "$root/data" --auth=trust \
+	--encoding=UTF8 --locale=C --no-instructions >/dev/null
+cat >> "$root/data/postgresql.conf" <<EOC
+# RemusDB test guest
+listen_addresses = '*'
+port = 5432
+unix_socket_directories = '/tmp'
+max_connections = 40
+shared_buffers = 32MB
+fsync = on
+full_page_writes = on
+synchronous_commit = on
+wal_sync_method = fdatasync
+jit = off
+huge_pages = off
+dynamic_shared_memory_type = posix
+max_wal_size = 256MB
+log_destination = 'stderr'
+logging_collector = off
+log_line_prefix = 'pg %m [%p] '
+timezone = 'UTC'
+log_timezone = 'UTC'
+EOC
+cat > "$root/data/pg_hba.conf" <<EOC
+local all all trust
+host all all 0.0.0.0/0 trust
+host all all ::/0 trust
+EOC
+
+# Load the schema with the same server on the host, then stop it cleanly.
+sock=$work/sock
+mkdir -p "$sock"
+chown postgres "$sock"
+runuser -u postgres -- "$PGBIN/postgres" -D "$root/data" -c listen_addresses= \
+	-c unix_socket_directories="$sock" -c port=54329 >"$work/pg.log" 2>&1 &
+pgpid=$!
+for _ in $(seq 1 300); do
+	runuser -u postgres -- "$PGBIN/pg_isready" -q -h "$sock" -p 54329 && break
+	sleep 0.1
+done
+runuser -u postgres -- "$PGBIN/pg_isready" -q -h "$sock" -p 54329 ||
+	{ cat "$work/pg.log" >&2; echo "mkguest-pg: host postgres did not start" >&2; exit 1; }
+psql_() { runuser -u postgres -- "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$sock" -p 54329 "$@"; }
+psql_ -d postgres -c "CREATE DATABASE ledger" -c "CREATE DATABASE bench"
+psql_ -d ledger <<'EOS'
+CREATE EXTENSION amcheck;
+-- One row per inserted item; txn = client * 10^9 + transaction number,
+-- item 0 .. k-1 within the transaction.
+CREATE TABLE ledger (
+	txn bigint NOT NULL,
+	item int NOT NULL,
+	client int NOT NULL,
+	amount bigint NOT NULL,
+	at timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (txn, item)
+);
+EOS
+psql_ -d bench -c "CREATE EXTENSION amcheck"
+runuser -u postgres -- "$PGBIN/pgbench" -q -i -s "$SCALE" -h "$sock" -p 54329 bench >/dev/null 2>&1
+psql_ -d postgres -c "CHECKPOINT"
+# (runuser does not pass signals on: stop the postmaster itself, with a
+# deadline; a fast shutdown still ends with a checkpoint)
+kill -INT "$(head -n 1 "$root/data/postmaster.pid")"
+for _ in $(seq 1 300); do kill -0 "$pgpid" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$pgpid" 2>/dev/null && { echo "mkguest-pg: host postgres did not stop" >&2; exit 1; }
+wait "$pgpid" || true
+pgpid=
+
+img=$cache/pgdata.img.tmp
+rm -f "$img"
+truncate -s "${IMG_MB}M" "$img"
+# Initialised tables and journal: no lazy init writing in the guest.
+mkfs.ext4 -q -L pgdata -U 6d2d5b1e-52e4-4db1-9c1e-72656d757364 \
+	-E lazy_itable_init=0,lazy_journal_init=0,root_owner=0:0 \
+	-d "$root" "$img"
+mv "$img" "$cache/pgdata.img"
+touch "$cache/.done"
+for f in vmlinuz initrd.img pgdata.img; do ln -sf "$cache/$f" "$out/$f"; done
+echo "mkguest-pg: $out (built in $(( $(date +%s) - t0 )) s, PostgreSQL $pgpkg, $(du -h --apparent-size "$cache/pgdata.img" | cut -f1) image, $(du -h "$cache/pgdata.img" | cut -f1) used)"
