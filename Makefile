@@ -42,10 +42,12 @@ BENCH_SRCS := $(wildcard tests/bench/*.c)
 BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(B)/bench/%)
 HELPER_SRCS := $(wildcard tests/helpers/*.c)
 HELPER_BINS := $(HELPER_SRCS:tests/helpers/%.c=build/helpers/%)
+# Workloads run on the host against the guest's DBMS (libpq: dynamic).
+WORKLOAD_BINS := build/workload/ledger
 
 .PHONY: all setup qemu guest check unit e2e demo drill bench fuzz clean kmod
 
-all: $(B)/remusdbd $(B)/remusdbctl $(HELPER_BINS) $(BENCH_BINS)
+all: $(B)/remusdbd $(B)/remusdbctl $(HELPER_BINS) $(BENCH_BINS) $(WORKLOAD_BINS)
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -69,6 +71,10 @@ $(B)/bench/%: $(B)/obj/tests/bench/%.o $(B)/librdb.a
 build/helpers/%: tests/helpers/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O2 -static -o $@ $<
+
+build/workload/ledger: tests/workload/ledger.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) -O2 -g $$(pkg-config --cflags libpq) -o $@ $< $$(pkg-config --libs libpq)
 
 $(B)/tests/%: $(B)/obj/tests/unit/%.o $(B)/librdb.a
 	@mkdir -p $(dir $@)

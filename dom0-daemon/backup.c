@@ -20,7 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define HELLO_DEADLINE_NS (5 * RDB_NS_PER_S)
@@ -48,7 +50,7 @@ struct rdb_backup {
 	bool has_disk;			/* DISK_SETUP received */
 	struct rdb_diskbuf disk;	/* the replica and the epoch's writes */
 	char disk_path[512];
-	struct rdb_disk served;		/* the replica, served after failover */
+	int disk_pid;			/* after failover: the replica's server */
 
 	/* after failover */
 	struct rdb_qemu_proc qemu;
@@ -406,6 +408,15 @@ static void on_guest_frame(void *opaque, const uint8_t *frame, size_t len)
 	rdb_nic_to_wire(&b->nic, frame, len);
 }
 
+static void stop_disk_server(struct rdb_backup *b)
+{
+	if (b->disk_pid > 0) {
+		kill(b->disk_pid, SIGTERM);
+		waitpid(b->disk_pid, NULL, 0);
+		b->disk_pid = -1;
+	}
+}
+
 /* The replica, as of the last committed epoch, made durable and served
  * to the restored QEMU on run_dir/NAME.disk. */
 static int failover_disk(struct rdb_backup *b, char *drive, size_t len)
@@ -426,8 +437,8 @@ static int failover_disk(struct rdb_backup *b, char *drive, size_t len)
 		return rc;
 	}
 	snprintf(sock, sizeof(sock), "%s/%s.disk", b->d->cfg.run_dir, vm->name);
-	rc = rdb_disk_open(&b->served, b->d->loop, vm->name, b->disk_path, sock,
-			   NULL, NULL, err, sizeof(err));
+	rc = rdb_disk_serve_child(vm->name, b->disk_path, sock, &b->disk_pid,
+				  err, sizeof(err));
 	if (rc < 0) {
 		LOGVM(ERROR, vm->name, "serving the disk replica: %s", err);
 		return rc;
@@ -605,6 +616,7 @@ int rdb_backup_failover(struct rdb_vm *vm, const char *why)
 	if (rc == 0)
 		rc = restore_vm(b, t0, drive[0] ? drive : NULL);
 	if (rc < 0) {
+		stop_disk_server(b);
 		rdb_vm_set_state(vm, RDB_VM_FAILED, "restore from epoch %llu failed: %s",
 				 (unsigned long long)vm->st.committed_epoch,
 				 strerror(-rc));
@@ -636,7 +648,7 @@ static struct rdb_backup *backup_new(struct rdb_daemon *d, const char *name)
 	b->fd = b->linger_fd = -1;
 	rdb_nic_init(&b->nic);
 	rdb_diskbuf_init(&b->disk, 256u << 20);
-	rdb_disk_init(&b->served);
+	b->disk_pid = -1;
 	b->qemu.pid = -1;
 	rdb_buf_init(&b->out);
 	rdb_proto_decoder_init(&b->dec);
@@ -811,7 +823,7 @@ void rdb_backup_teardown(struct rdb_vm *vm)
 		rdb_qmp_close(&b->qmp);
 	/* A restored guest is the VM now: it outlives the daemon's teardown. */
 	rdb_stage_dispose(&b->st);
-	rdb_disk_close(&b->served);
+	/* The replica's server, like the restored QEMU, outlives us. */
 	rdb_diskbuf_dispose(&b->disk);
 	if (b->img_open)
 		rdb_ramimage_close(&b->img);
@@ -838,6 +850,13 @@ void rdb_backup_housekeeping(struct rdb_vm *vm)
 			rdb_qmp_close(&b->qmp);
 			b->qmp_open = false;
 		}
+		stop_disk_server(b);
+		return;
+	}
+	if (b->disk_pid > 0 && waitpid(b->disk_pid, &status, WNOHANG) == b->disk_pid) {
+		b->disk_pid = -1;
+		rdb_vm_set_state(vm, RDB_VM_FAILED, "the disk replica's server "
+				 "exited (status 0x%x): the guest has no disk", status);
 	}
 }
 
@@ -856,7 +875,7 @@ void rdb_backup_status(const struct rdb_vm *vm, json_t *o)
 		json_object_set_new(o, "disk", json_pack("{s:s, s:I, s:b, s:b, s:I, s:I}",
 			"replica", b->disk_path, "size", (json_int_t)b->disk.size,
 			"consistent", rdb_diskbuf_consistent(&b->disk),
-			"served", b->served.listen_fd >= 0,
+			"served", b->disk_pid > 0,
 			"buffered_bytes", (json_int_t)b->disk.data_bytes,
 			"applied_bytes", (json_int_t)b->disk.applied_bytes));
 }

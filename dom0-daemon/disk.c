@@ -8,8 +8,13 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include "clock.h"
 
 /* QEMU's export name is free-form; we serve one export per socket. */
 #define EXPORT_NAME ""
@@ -320,4 +325,59 @@ void rdb_disk_close(struct rdb_disk *dk)
 bool rdb_disk_connected(const struct rdb_disk *dk)
 {
 	return dk->client_fd >= 0;
+}
+
+int rdb_disk_serve_child(const char *vm, const char *image,
+			 const char *sock_path, int *pid_out, char *err,
+			 size_t errlen)
+{
+	uint64_t deadline;
+	struct stat sb;
+	pid_t pid;
+	int status;
+
+	unlink(sock_path);
+	pid = fork();
+	if (pid < 0) {
+		snprintf(err, errlen, "fork: %s", strerror(errno));
+		return -errno;
+	}
+	if (pid == 0) {
+		struct rdb_evloop *loop = NULL;
+		struct rdb_disk dk;
+		char e[300] = "";
+
+		/* Nothing of the daemon's: its listening sockets must not
+		 * outlive it in here. */
+		close_range(3, ~0U, 0);
+		signal(SIGTERM, SIG_DFL);
+		signal(SIGINT, SIG_DFL);
+		rdb_disk_init(&dk);
+		if (rdb_evloop_create(&loop) < 0 ||
+		    rdb_disk_open(&dk, loop, vm, image, sock_path, NULL, NULL,
+				  e, sizeof(e)) < 0) {
+			LOGVM(ERROR, vm, "disk server: %s", e[0] ? e : "no event loop");
+			_exit(1);
+		}
+		LOGVM(INFO, vm, "disk server (pid %d) serving %s on %s",
+		      (int)getpid(), image, sock_path);
+		rdb_evloop_run(loop);
+		_exit(0);
+	}
+	deadline = rdb_now_ns() + 5 * RDB_NS_PER_S;
+	while (stat(sock_path, &sb) < 0 || !S_ISSOCK(sb.st_mode)) {
+		if (waitpid(pid, &status, WNOHANG) == pid) {
+			snprintf(err, errlen, "disk server exited (status 0x%x)", status);
+			return -EIO;
+		}
+		if (rdb_now_ns() > deadline) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			snprintf(err, errlen, "disk server did not listen within 5 s");
+			return -ETIMEDOUT;
+		}
+		usleep(1000);
+	}
+	*pid_out = (int)pid;
+	return 0;
 }

@@ -49,6 +49,16 @@ int rdb_disk_open(struct rdb_disk *dk, struct rdb_evloop *loop,
 		  rdb_disk_hook hook, void *opaque, char *err, size_t errlen);
 void rdb_disk_close(struct rdb_disk *dk);	/* idempotent */
 bool rdb_disk_connected(const struct rdb_disk *dk);
+/*
+ * Serves image on sock_path from a child process of its own, until that
+ * is killed: after failover the restored QEMU opens its disk before it
+ * answers QMP, so the daemon's loop (waiting for that QMP) cannot serve
+ * it; and the disk must outlive the daemon as the restored QEMU does.
+ * Returns once the socket accepts connections (or with an error).
+ */
+int rdb_disk_serve_child(const char *vm, const char *image,
+			 const char *sock_path, int *pid_out, char *err,
+			 size_t errlen);
 /* Reads len bytes at off from the image (the initial copy). */
 int rdb_disk_pread(struct rdb_disk *dk, uint64_t off, uint8_t *dst,
 		   uint64_t len);

@@ -58,6 +58,9 @@ pkgs=(
 	seabios ipxe-qemu qemu-system-data busybox-static cpio kmod
 	# tests: network namespaces, captures
 	iproute2 iputils-ping procps jq
+	# the PostgreSQL test guest (its data image is made from these) and
+	# the ledger workload, pgbench and pg_amcheck on the host side
+	postgresql-15 postgresql-client-15 libpq-dev e2fsprogs
 )
 missing=()
 for p in "${pkgs[@]}"; do
@@ -67,6 +70,11 @@ if [ ${#missing[@]} -gt 0 ] || [ ! -f "$stamp_dir/apt-updated" ]; then
 	apt-get update -q
 	touch "$stamp_dir/apt-updated"
 fi
+# PostgreSQL's package would make and start a "main" cluster on this host:
+# the tests only need its binaries.
+mkdir -p /etc/postgresql-common/createcluster.d
+[ -f /etc/postgresql-common/createcluster.d/remusdb.conf ] ||
+	echo "create_main_cluster = false" > /etc/postgresql-common/createcluster.d/remusdb.conf
 if [ ${#missing[@]} -gt 0 ]; then
 	echo "setup-deps: installing ${missing[*]}"
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"

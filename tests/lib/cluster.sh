@@ -6,7 +6,10 @@
 #   cluster_up RUN [checkpoint_ms]   cluster_hosts_up + cluster_vm_up
 #   cluster_hosts_up RUN             topology and both daemons
 #   cluster_vm_up [checkpoint_ms]    the guest CL_VM (CL_GUEST_IP,
-#                                    CL_GUEST_MAC, CL_TAP): QEMU, protect
+#                                    CL_GUEST_MAC, CL_TAP): QEMU, protect;
+#                                    CL_DISK_IMAGE: a disk (copied, then
+#                                    attached and served by the daemon);
+#                                    CL_GUEST_READY: console line to wait for
 #   cluster_pull_power RUN           links down first, then SIGKILL
 #   cluster_down RUN                 idempotent; for trap ... EXIT
 #
@@ -51,12 +54,17 @@ EOC
 # The guest's QEMU arguments common to both hosts (remusdbd adds QMP,
 # netdev, serial, incoming and the memory backend on the backup).
 cl_common_args() {
+	local run=${CL_GUEST_RUN-/usr/bin/seqsrv --port $CL_SEQ_PORT}
 	printf '%s\n' -accel tcg -machine pc -m "${CL_RAM_MB:-256}" -smp 1 \
 		-nodefaults -no-user-config -display none \
 		-L "$RDB_QEMU_DIR/pc-bios" -L /usr/share/seabios -L /usr/lib/ipxe/qemu -L /usr/share/qemu \
 		-kernel "$CL_GUEST/vmlinuz" -initrd "$CL_GUEST/initrd.img" \
-		-append "console=ttyS0 panic=-1 quiet remusdb.ip=$CL_GUEST_IP/24 remusdb.run=\"${CL_GUEST_RUN:-/usr/bin/seqsrv --port $CL_SEQ_PORT}\"" \
+		-append "console=ttyS0 panic=-1 quiet remusdb.ip=$CL_GUEST_IP/24${run:+ remusdb.run=\"$run\"}" \
 		-device "virtio-net-pci,netdev=net0,mac=$CL_GUEST_MAC"
+	# the disk's drive (-drive, host-specific: the daemon's NBD socket)
+	# is added on each host; the device is common
+	[ -n "${CL_DISK_IMAGE:-}" ] && printf '%s\n' -device virtio-blk-pci,drive=disk0
+	return 0
 }
 
 cluster_up() {
@@ -100,10 +108,22 @@ cluster_vm_up() {
 		echo "checkpoint_ms = $ckpt"
 		echo "checkpoint_deadline_ms = ${CL_DEADLINE_MS:-500}"
 		echo "ram_mb = ${CL_RAM_MB:-256}"
+		if [ -n "${CL_DISK_IMAGE:-}" ]; then
+			echo "disk = $CL_DIR/pri/$CL_VM.disk.img"
+			echo "disk_socket = $CL_DIR/pri/run/$CL_VM.disk"
+		fi
 		for arg in "${CL_ARGS[@]}"; do echo "qemu_arg = $arg"; done
 	} > "$CL_DIR/$CL_VM.conf"
 
-	ip netns exec "$(netns_name "$run" pri)" "$RDB_QEMU" "${CL_ARGS[@]}" \
+	# A VM with a disk: the daemon serves it before QEMU can start.
+	local drive=()
+	if [ -n "${CL_DISK_IMAGE:-}" ]; then
+		cp --sparse=always "$CL_DISK_IMAGE" "$CL_DIR/pri/$CL_VM.disk.img" || return 1
+		cl_ctl pri attach "$CL_DIR/$CL_VM.conf" || return 1
+		drive=(-drive "if=none,id=disk0,driver=nbd,server.type=unix,server.path=$CL_DIR/pri/run/$CL_VM.disk")
+	fi
+
+	ip netns exec "$(netns_name "$run" pri)" "$RDB_QEMU" "${CL_ARGS[@]}" "${drive[@]}" \
 		-qmp "unix:$CL_DIR/pri/$CL_VM.qmp,server=on,wait=off" \
 		-qmp "unix:$CL_DIR/pri/$CL_VM.wd.qmp,server=on,wait=off" \
 		-qmp "unix:$CL_DIR/pri/$CL_VM.mon.qmp,server=on,wait=off" \
@@ -114,16 +134,17 @@ cluster_vm_up() {
 	echo $! > "$CL_DIR/pri/$(cl_vm_file qemu.pid)"
 	disown $!
 	wait_for 10 "primary QEMU's QMP socket" test -S "$CL_DIR/pri/$CL_VM.qmp" || return 1
+	local ready=${CL_GUEST_READY:-REMUSDB-GUEST-READY}
 	if [ -n "${CL_NO_PROTECT:-}" ]; then
-		wait_for 60 "guest ready on the primary's console" \
-			grep -q REMUSDB-GUEST-READY "$CL_DIR/pri/$(cl_vm_file console.log)"
+		wait_for 90 "$ready on the primary's console" \
+			grep -q "$ready" "$CL_DIR/pri/$(cl_vm_file console.log)"
 		return
 	fi
 	cl_ctl pri protect "$CL_DIR/$CL_VM.conf" || return 1
-	cl_ctl pri wait "$CL_VM" protected --timeout 60 || return 1
+	cl_ctl pri wait "$CL_VM" protected --timeout 90 || return 1
 	cl_ctl bak wait "$CL_VM" protected --timeout 10 || return 1
-	wait_for 60 "guest ready on the primary's console" \
-		grep -q REMUSDB-GUEST-READY "$CL_DIR/pri/$(cl_vm_file console.log)" || return 1
+	wait_for 90 "$ready on the primary's console" \
+		grep -q "$ready" "$CL_DIR/pri/$(cl_vm_file console.log)" || return 1
 }
 
 cluster_pull_power() {
@@ -171,4 +192,20 @@ cl_check_freeze() {
 	CL_MAX_GAP=$(jq -r .max_gap_ms "$CL_DIR/linegap.json")
 	CL_TICKS=$(jq -r .lines "$CL_DIR/linegap.json")
 	awk -v g="$CL_MAX_GAP" -v lim="$1" 'BEGIN { exit !(g > 0 && g <= lim) }'
+}
+
+# cl_console_cmd "CMD": types a line on the primary guest's serial console
+# (its shell reads ttyS0); the output lands in console.log.
+cl_console_cmd() {
+	timeout 8 python3 - "$CL_DIR/pri/$(cl_vm_file serial.sock)" "$1" <<'EOP'
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.settimeout(4)
+s.connect(sys.argv[1])
+# The UART takes 16 bytes at a time: QEMU reads the socket only as fast
+# as the guest drains it, and drops what is unread when we hang up.
+s.sendall(sys.argv[2].encode() + b"\n")
+time.sleep(2)
+s.close()
+EOP
 }

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# PostgreSQL through a power pull (one drill): a protected VM running
+# PostgreSQL 15 on a replicated disk, the ledger workload (every COMMIT the
+# server acknowledged is journaled by the client) and pgbench beside it;
+# the primary loses power at a random moment under that load.
+#
+# Checks, after the failover, on the backup:
+#   I2  every acknowledged COMMIT's rows exist (ledger check)
+#   I3  no row of a transaction rolled back or never COMMIT-sent, no
+#       transaction half there (ledger check)
+#   I1  implied by I2 on this path; failover-seq.sh checks it directly
+#   I4  the replica equals the primary's disk: compared byte for byte
+#       while the guest's filesystem is frozen (before the pull), and
+#       pg_amcheck passes on the restored database (after it)
+#   clients kept their connections (plain Remus mode)
+#
+# Output: build/e2e/<run>/result.json.  Exit 0 pass, 1 fail, 77 skipped.
+set -u
+. "$(dirname "$0")/../lib/common.sh"
+. "$(dirname "$0")/../lib/netns.sh"
+. "$(dirname "$0")/../lib/cluster.sh"
+
+run=${RDB_RUN:-pg$$}
+ckpt=${CKPT_MS:-25}
+before_s=${PULL_AFTER_S:-}
+after_s=${AFTER_S:-10}
+clients=${LEDGER_CLIENTS:-4}
+trap 'cluster_down "$run"' EXIT
+
+rdb_require_root
+[ -x build/workload/ledger ] || rdb_fail "build/workload/ledger missing (make all)"
+bash "$RDB_ROOT/tools/mkguest-pg.sh" --out "$RDB_ROOT/build/guest-pg" >&2 ||
+	rdb_fail "PostgreSQL guest build failed"
+PGBIN=/usr/lib/postgresql/15/bin
+export CL_GUEST=$RDB_ROOT/build/guest-pg CL_DISK_IMAGE=$RDB_ROOT/build/guest-pg/pgdata.img
+export CL_RAM_MB=${CL_RAM_MB:-512} CL_GUEST_RUN= CL_GUEST_READY=REMUSDB-PG-READY
+cluster_hosts_up "$run" || rdb_fail "hosts setup failed (logs in $CL_DIR)"
+cluster_vm_up "$ckpt" || rdb_fail "protected PostgreSQL VM did not come up (logs in $CL_DIR)"
+clix() { ip netns exec "$(netns_name "$run" cli)" "$@"; }
+wait_for 30 "PostgreSQL reachable from the client" \
+	clix "$PGBIN/pg_isready" -q -h "$CL_GUEST_IP" -U postgres -d postgres -t 2 ||
+	rdb_fail "PostgreSQL not reachable from the client"
+
+# I4 in a quiet moment: the filesystem frozen (nothing written), two
+# epochs committed, then the two disks must be the same bytes.
+cl_console_cmd "sync; fsfreeze -f /pg && echo REMUSDB-FROZEN" || rdb_fail "console"
+wait_for 20 "guest filesystem frozen" grep -q REMUSDB-FROZEN "$CL_DIR/pri/console.log" ||
+	rdb_fail "fsfreeze in the guest did not answer"
+e0=$(cl_ctl pri status "$CL_VM" --json | jq .vms[0].committed_epoch)
+wait_for 10 "two more committed epochs" \
+	bash -c "[ \$($RDB_BUILD/remusdbctl --socket $CL_DIR/pri/ctl.sock status $CL_VM --json | jq .vms[0].committed_epoch) -ge $((e0 + 2)) ]" ||
+	rdb_fail "checkpoints stopped"
+if cmp -s "$CL_DIR/pri/$CL_VM.disk.img" "$CL_DIR/bak/state/$CL_VM/disk.img"; then
+	disk_equal=true
+else
+	disk_equal=false
+	cmp "$CL_DIR/pri/$CL_VM.disk.img" "$CL_DIR/bak/state/$CL_VM/disk.img" | head -3 >&2
+fi
+cl_console_cmd "fsfreeze -u /pg && echo REMUSDB-THAWED" || rdb_fail "console"
+wait_for 20 "guest filesystem thawed" grep -q REMUSDB-THAWED "$CL_DIR/pri/console.log" ||
+	rdb_fail "fsfreeze -u in the guest did not answer"
+
+# The load: pgbench (TPC-B-like) beside the ledger, both through the pull.
+[ -n "$before_s" ] || before_s=$(awk -v r=$RANDOM 'BEGIN{printf "%.3f", 8 + (r % 6000) / 1000}')
+total_s=$(awk -v a="$before_s" -v b="$after_s" 'BEGIN{printf "%d", a + b + 5}')
+mkdir -p "$CL_DIR/ledger"
+clix "$PGBIN/pgbench" -h "$CL_GUEST_IP" -U postgres -n -c 2 -j 1 -T "$total_s" -P 2 bench \
+	>"$CL_DIR/pgbench.log" 2>&1 &
+pgb=$!
+clix "$RDB_ROOT/build/workload/ledger" run --host "$CL_GUEST_IP" --clients "$clients" \
+	--duration "$total_s" --journal "$CL_DIR/ledger" --wait-timeout 30 \
+	2>"$CL_DIR/ledger-run.log" &
+led=$!
+sleep "$before_s"
+cl_ctl pri status "$CL_VM" --json > "$CL_DIR/pri-status.json" ||
+	rdb_fail "primary not answering before the pull"
+pull_ms=$(date +%s%3N)
+cluster_pull_power "$run"
+echo "pulled the primary's power at +${before_s}s under load"
+cl_ctl bak wait "$CL_VM" failed-over --timeout 30 ||
+	rdb_fail "backup did not fail over (see $CL_DIR/bak/remusdbd.log)"
+cl_ctl bak status "$CL_VM" --json > "$CL_DIR/bak-status.json"
+wait_pid $((total_s + 60)) "$led"
+ledger_rc=$?
+wait_pid 60 "$pgb"
+pgbench_rc=$?
+
+clix "$RDB_ROOT/build/workload/ledger" check --host "$CL_GUEST_IP" --clients "$clients" \
+	--journal "$CL_DIR/ledger" --pull-ms "$pull_ms" --json "$CL_DIR/ledger.json" \
+	2>"$CL_DIR/ledger-check.log"
+check_rc=$?
+[ -s "$CL_DIR/ledger.json" ] || rdb_fail "ledger check produced nothing (rc $check_rc; $CL_DIR/ledger-check.log)"
+t0=$(date +%s%3N)
+timeout 300 ip netns exec "$(netns_name "$run" cli)" "$PGBIN/pg_amcheck" -h "$CL_GUEST_IP" \
+	-U postgres -d ledger -d bench --heapallindexed >"$CL_DIR/amcheck.log" 2>&1
+amcheck_rc=$?
+amcheck_ms=$(( $(date +%s%3N) - t0 ))
+tps_pgbench=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$CL_DIR/pgbench.log" | head -n 1)
+
+jq -n --slurpfile l "$CL_DIR/ledger.json" --slurpfile s "$CL_DIR/bak-status.json" \
+	--slurpfile p "$CL_DIR/pri-status.json" --argjson disk_equal "$disk_equal" \
+	--argjson amcheck_rc "$amcheck_rc" --argjson amcheck_ms "$amcheck_ms" \
+	--argjson ledger_rc "$ledger_rc" --argjson pgbench_rc "$pgbench_rc" \
+	--arg tps "${tps_pgbench:-0}" --arg ckpt "$ckpt" --arg before "$before_s" '
+	$l[0] as $l | ($s[0].vms[0]) as $v | ($p[0].vms[0]) as $pv |
+	{ epoch_ms: ($ckpt | tonumber), pull_after_s: ($before | tonumber),
+	  acked_commits: $l.acked_commits, lost_commits: $l.lost_commits,
+	  phantom_txns: $l.phantom_txns, partial_txns: $l.partial_txns,
+	  in_doubt: $l.in_doubt, rolled_back: $l.rolled_back,
+	  broken_connections: $l.broken_connections,
+	  failover_ms: $l.failover_gap_ms, max_gap_ms: $l.max_gap_ms,
+	  tps_before: $l.tps_before, tps_after: $l.tps_after,
+	  pgbench_tps: ($tps | tonumber), pgbench_rc: $pgbench_rc,
+	  disk_equal_frozen: $disk_equal,
+	  amcheck_ok: ($amcheck_rc == 0), amcheck_ms: $amcheck_ms,
+	  restore_ms: $v.failover_ms, committed_epoch: $v.committed_epoch,
+	  disk_ops_replicated: $pv.disk_ops, disk_bytes_replicated: $pv.disk_bytes,
+	  pause_ms_p50: $pv.pause_ms_p50, pause_ms_p99: $pv.pause_ms_p99,
+	  invariants_ok: ($l.lost_commits == 0 and $l.phantom_txns == 0
+			  and $l.partial_txns == 0 and $l.broken_connections == 0
+			  and $l.acked_commits > 0 and $l.failover_gap_ms >= 0
+			  and $disk_equal and $ledger_rc == 0) }' > "$CL_DIR/result.json" ||
+	rdb_fail "could not assemble the result"
+cat "$CL_DIR/result.json"
+[ "$(jq -r .invariants_ok "$CL_DIR/result.json")" = true ] ||
+	rdb_fail "invariant violated (logs in $CL_DIR)"
+[ "$(jq -r .amcheck_ok "$CL_DIR/result.json")" = true ] ||
+	rdb_fail "pg_amcheck found corruption on the backup (see $CL_DIR/amcheck.log)"
+echo "PASS: $(jq -r .acked_commits "$CL_DIR/result.json") acknowledged commits, none lost; clients saw a $(jq -r .failover_ms "$CL_DIR/result.json") ms outage"
