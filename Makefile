@@ -4,6 +4,8 @@
 #   make check      install deps, build with ASan+UBSan, run unit + e2e tests
 #   make demo       install deps, build, run a protected VM and a failover drill
 #   make drill      the power-pull drill -> build/drill/report.json
+#   make drill-pg   DRILLS=K power pulls of a PostgreSQL VM under load
+#                   -> build/drill/pg-report.json (default K=3)
 #   make bench      checkpoint benchmark -> build/bench/checkpoint.json
 #   make fuzz       libFuzzer on the stream, protocol and NBD decoders
 #                   (FUZZ_SECONDS each, default 60)
@@ -45,7 +47,7 @@ HELPER_BINS := $(HELPER_SRCS:tests/helpers/%.c=build/helpers/%)
 # Workloads run on the host against the guest's DBMS (libpq: dynamic).
 WORKLOAD_BINS := build/workload/ledger
 
-.PHONY: all setup qemu guest check unit e2e demo drill bench fuzz clean kmod
+.PHONY: all setup qemu guest check unit e2e demo drill drill-pg bench fuzz clean kmod
 
 all: $(B)/remusdbd $(B)/remusdbctl $(HELPER_BINS) $(BENCH_BINS) $(WORKLOAD_BINS)
 
@@ -104,6 +106,10 @@ demo: setup
 
 drill: all
 	RDB_BUILD=$(B) bash tests/drill.sh
+
+# DRILLS=K power pulls of a protected PostgreSQL VM under load
+drill-pg: setup all
+	RDB_BUILD=$(B) bash tests/drill-pg.sh --drills $(or $(DRILLS),3)
 
 bench: all
 	RDB_BUILD=$(B) bash tests/bench/checkpoint.sh
