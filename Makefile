@@ -6,7 +6,7 @@
 #   make drill      the power-pull drill -> build/drill/report.json
 #   make drill-pg   DRILLS=K power pulls of a PostgreSQL VM under load
 #                   -> build/drill/pg-report.json (default K=3)
-#   make bench      checkpoint benchmark -> build/bench/checkpoint.json
+#   make bench      benchmarks -> build/bench/checkpoint.json, pgbench.json
 #   make fuzz       libFuzzer on the stream, protocol and NBD decoders
 #                   (FUZZ_SECONDS each, default 60)
 #
@@ -111,8 +111,9 @@ drill: all
 drill-pg: setup all
 	RDB_BUILD=$(B) bash tests/drill-pg.sh --drills $(or $(DRILLS),3)
 
-bench: all
+bench: setup all
 	RDB_BUILD=$(B) bash tests/bench/checkpoint.sh
+	RDB_BUILD=$(B) bash tests/bench/pgbench.sh
 
 fuzz: setup
 	bash tests/run-fuzz.sh
