@@ -27,6 +27,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			while (rdb_msg_pages_next(&it, &r) == 1)
 				;
 		rdb_msg_epoch_end_parse(&f, &a, &b);
+		rdb_msg_heartbeat_parse(&f, &a, &b);
+		rdb_msg_text_parse(&f, name, sizeof(name));
+		rdb_msg_disk_setup_parse(&f, &a);
+		{
+			const uint8_t *p;
+
+			if (rdb_msg_disk_parse(&f, &a, &b, &p) == 0 && p) {
+				volatile uint8_t sink = p[0] ^ p[b - 1];
+
+				(void)sink;
+			}
+		}
 	}
 	rdb_proto_decoder_dispose(&d);
 	return 0;
