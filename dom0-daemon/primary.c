@@ -1075,12 +1075,15 @@ int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 	bool attached = vm != NULL;
 	int rc;
 
-	if (vm && (vm->role != RDB_ROLE_PRIMARY || !vm->pri ||
-		   vm->pri->protect_started || vm->state != RDB_VM_UNPROTECTED)) {
-		snprintf(err, errlen, "VM %s is already %s on this host%s",
-			 cfg->name, rdb_vm_state_name(vm->state),
-			 vm->state == RDB_VM_UNPROTECTED ?
-			 "" : " (re-protection is not supported yet)");
+	if (vm && (vm->role != RDB_ROLE_PRIMARY || !vm->pri)) {
+		snprintf(err, errlen, "VM %s is known here as a %s", cfg->name,
+			 rdb_vm_role_name(vm->role));
+		return -EEXIST;
+	}
+	if (vm && (vm->pri->protect_started || vm->state != RDB_VM_UNPROTECTED)) {
+		snprintf(err, errlen, "VM %s was protected before (now %s): "
+			 "re-protection is not supported yet", cfg->name,
+			 rdb_vm_state_name(vm->state));
 		return -EEXIST;
 	}
 	if (!vm) {
