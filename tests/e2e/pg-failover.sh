@@ -101,9 +101,11 @@ jq -n --slurpfile l "$CL_DIR/ledger.json" --slurpfile s "$CL_DIR/bak-status.json
 	--slurpfile p "$CL_DIR/pri-status.json" --argjson disk_equal "$disk_equal" \
 	--argjson amcheck_rc "$amcheck_rc" --argjson amcheck_ms "$amcheck_ms" \
 	--argjson ledger_rc "$ledger_rc" --argjson pgbench_rc "$pgbench_rc" \
-	--arg tps "${tps_pgbench:-0}" --arg ckpt "$ckpt" --arg before "$before_s" '
+	--arg tps "${tps_pgbench:-0}" --arg ckpt "$ckpt" --arg before "$before_s" \
+	--argjson pull_ms "$pull_ms" '
 	$l[0] as $l | ($s[0].vms[0]) as $v | ($p[0].vms[0]) as $pv |
 	{ epoch_ms: ($ckpt | tonumber), pull_after_s: ($before | tonumber),
+	  pull_at_ms: $pull_ms,
 	  acked_commits: $l.acked_commits, lost_commits: $l.lost_commits,
 	  phantom_txns: $l.phantom_txns, partial_txns: $l.partial_txns,
 	  in_doubt: $l.in_doubt, rolled_back: $l.rolled_back,

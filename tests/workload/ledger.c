@@ -29,7 +29,8 @@
  *   in_doubt       COMMIT sent, no answer: either way is right
  *   broken_connections  clients whose connection did not survive
  *   max_gap_ms     longest time without any acknowledged commit
- *   failover_gap_ms the gap that contains --pull-ms (clients' view)
+ *   failover_gap_ms the longest gap ending after --pull-ms that began at
+ *                  most 1 s before it: the outage clients saw
  *   tps_before / tps_after  commits/s in the 10 s before the pull and
  *                  after the gap
  * Exit 0 when nothing is lost, phantom or partial and no connection
@@ -393,7 +394,12 @@ static int do_check(void)
 			max_gap = acks[i] - acks[i - 1];
 			max_gap_at = acks[i - 1];
 		}
-		if (pull_ms >= 0 && i && acks[i - 1] <= pull_ms && acks[i] > pull_ms) {
+		/* The outage the pull caused: the longest silence that ends
+		 * after it and began at most 1 s before it (a commit may still
+		 * be acknowledged between reading the clock and the links going
+		 * down, so "the gap around pull_ms" alone can be a short one). */
+		if (pull_ms >= 0 && i && acks[i] > pull_ms &&
+		    acks[i - 1] >= pull_ms - 1000 && acks[i] - acks[i - 1] > fo_gap) {
 			fo_gap = acks[i] - acks[i - 1];
 			gap_end = acks[i];
 		}
