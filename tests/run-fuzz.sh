@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 secs=${FUZZ_SECONDS:-60}
 srcs=(dom0-daemon/lib/buf.c dom0-daemon/lib/crc32c.c dom0-daemon/lib/clock.c
       dom0-daemon/lib/sockutil.c dom0-daemon/proto.c dom0-daemon/nbd.c
-      hypervisor/qemu/colo_stream.c)
+      hypervisor/qemu/colo_stream.c dom0-daemon/xorrle.c)
 flags=(-std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined
        -Idom0-daemon -Idom0-daemon/lib -Ihypervisor)
 fail=0
