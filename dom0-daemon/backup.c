@@ -698,6 +698,7 @@ static void on_pending(struct rdb_evloop *loop, int fd, unsigned ev,
 	struct rdb_backup *b;
 	struct rdb_vm *old;
 	struct rdb_frame f;
+	uint32_t features;
 	int rc;
 
 	rc = rdb_proto_decoder_read_fd(&pc->dec, fd);
@@ -714,6 +715,7 @@ static void on_pending(struct rdb_evloop *loop, int fd, unsigned ev,
 		return;
 	}
 	rc = rdb_msg_hello_parse(&f, name, sizeof(name));
+	features = rdb_msg_hello_features(&f);	/* f dies with the decoder */
 	if (rc < 0) {
 		refuse(pc, rc == -EPROTONOSUPPORT ?
 		       "no common protocol version" : "malformed HELLO");
@@ -744,14 +746,18 @@ static void on_pending(struct rdb_evloop *loop, int fd, unsigned ev,
 	rdb_proto_decoder_move(&b->dec, &pc->dec);
 	pending_free(pc, false);
 	b->last_rx_ns = rdb_now_ns();
-	if (rdb_proto_put_hello_ack(&b->out) < 0 ||
+	/* Every page encoding we know of is granted if offered. */
+	b->st.features = features & RDB_FEATURES_KNOWN;
+	if (rdb_proto_put_hello_ack_features(&b->out, b->st.features) < 0 ||
 	    rdb_evloop_add_fd(d->loop, fd, RDB_EV_READ | RDB_EV_WRITE, on_link, b) < 0 ||
 	    rdb_evloop_add_timer(d->loop, (uint64_t)d->cfg.heartbeat_ms * RDB_NS_PER_MS,
 				 on_heartbeat, b, &b->hb_timer) < 0) {
 		link_lost(b, "cannot set up the replication link");
 		return;
 	}
-	LOGVM(INFO, name, "primary connected: backing up");
+	LOGVM(INFO, name, "primary connected: backing up%s%s",
+	      b->st.features & RDB_FEATURE_XORRLE ? ", XOR+RLE deltas" : "",
+	      b->st.features & RDB_FEATURE_LZ4 ? ", LZ4" : "");
 	/* Frames that came with the HELLO are already buffered. */
 	on_link(loop, fd, RDB_EV_READ, b);
 }

@@ -117,6 +117,12 @@ static const struct rdb_option vm_opts[] = {
 	  "the -drive id the VM's disk device names (drive=...); the backup gives its replica the same id" },
 	{ "disk_epoch_max_mb", RDB_OPT_U32, OFF(rdb_vm_config, disk_epoch_max_mb), "256", 1, 65536, NULL,
 	  "disk writes one epoch may carry before the backup refuses it (its buffer bound)" },
+	{ "compression", RDB_OPT_BOOL, OFF(rdb_vm_config, compression), "true", 0, 0, NULL,
+	  "checkpoint compression (XOR+RLE deltas against a page cache, LZ4), if the backup supports it" },
+	{ "page_cache_percent", RDB_OPT_U32, OFF(rdb_vm_config, page_cache_percent), "10", 0, 100, NULL,
+	  "page cache for XOR deltas, as a share of guest RAM (0: LZ4 only)" },
+	{ "compress_threads", RDB_OPT_U32, OFF(rdb_vm_config, compress_threads), "2", 1, 64, NULL,
+	  "encoder threads per VM (they run while the guest runs, not in the pause)" },
 	{ "qemu_arg", RDB_OPT_STRLIST, OFF(rdb_vm_config, qemu_arg), NULL, 0, 0, NULL,
 	  "one QEMU argument per line, common to both hosts; no -qmp/-netdev/-serial/-incoming; NIC on netdev=net0" },
 };

@@ -72,6 +72,9 @@ struct rdb_vm_config {
 	char *disk_socket;
 	char *disk_id;
 	uint32_t disk_epoch_max_mb;
+	bool compression;
+	uint32_t page_cache_percent;
+	uint32_t compress_threads;
 	struct rdb_strlist qemu_arg;
 };
 

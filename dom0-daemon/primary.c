@@ -4,6 +4,7 @@
 #include "clock.h"
 #include "daemon.h"
 #include "disk.h"
+#include "encpool.h"
 #include "log.h"
 #include "netbuf.h"
 #include "nic.h"
@@ -19,6 +20,7 @@
 #include <sys/types.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -84,7 +86,8 @@ struct rdb_primary {
 	uint64_t ckpt_start_ns;
 	uint64_t pause_work_ns;		/* our callbacks' time in this pause */
 	bool in_pause;
-	uint64_t epoch_pages, epoch_bytes;
+	uint64_t epoch_pages, epoch_bytes;	/* page records, their bodies */
+	uint64_t epoch_disk_recs, epoch_disk_bytes;	/* DISK_* frames, data */
 	/*
 	 * Page records of the epoch being received, in wire format, and the
 	 * runs of consecutive records of one block (each run becomes PAGES
@@ -92,10 +95,7 @@ struct rdb_primary {
 	 * waits until the guest runs.  The initial copy is streamed instead.
 	 */
 	struct rdb_buf batch;
-	struct page_run {
-		uint32_t block, count;
-		size_t start, len;
-	} *runs;
+	struct rdb_page_run *runs;
 	size_t nruns, cap_runs;
 	uint64_t batch_epoch;
 	uint8_t *config_section;
@@ -103,9 +103,28 @@ struct rdb_primary {
 
 	uint64_t hb_timer, deadline_timer;
 	bool fault_stop_in_pause;
+
+	/*
+	 * Compression (features granted by the backup): epoch N's records
+	 * are handed to the encoder pool once the guest runs again; until
+	 * the pool is done, frames of later epochs (the guest's disk writes)
+	 * wait in `held` so that the backup still sees N whole before N+1.
+	 */
+	uint32_t features;
+	struct rdb_encpool *pool;
+	int pool_fd;			/* eventfd: the pool finished an epoch */
+	bool encoding;
+	uint64_t enc_epoch;
+	struct rdb_buf enc_batch, held;
+	struct rdb_page_run *enc_runs;
+	size_t enc_nruns, enc_cap_runs;
+	uint8_t *enc_dev;
+	size_t enc_dev_len, enc_dev_cap;
+	uint64_t enc_disk_recs, enc_disk_bytes;
 };
 
 static void drop_protection(struct rdb_primary *p, const char *why);
+static int start_pool(struct rdb_primary *p, uint64_t ram_bytes);
 
 /* ---- sending to the backup ---- */
 
@@ -135,37 +154,50 @@ static int peer_flush(struct rdb_primary *p)
 	return 0;
 }
 
-/* Frames the accumulated records as PAGES messages of at most
- * PAGES_BATCH_BYTES each. */
-static int batch_flush(struct rdb_primary *p)
+/* Frames runs of records as PAGES messages of at most PAGES_BATCH_BYTES
+ * each, cut on record boundaries. */
+static int frame_runs(struct rdb_buf *out, uint64_t epoch, const uint8_t *recs,
+		      const struct rdb_page_run *runs, size_t nruns)
 {
 	int rc = 0;
 
-	for (size_t i = 0; rc == 0 && i < p->nruns; i++) {
-		const struct page_run *r = &p->runs[i];
-		const uint8_t *at = p->batch.data + r->start;
+	for (size_t i = 0; rc == 0 && i < nruns; i++) {
+		const struct rdb_page_run *r = &runs[i];
+		const uint8_t *at = recs + r->start;
 		uint32_t n = r->count;
 
 		while (rc == 0 && n) {
-			/* records are 10 or 4105 bytes: cut on a boundary */
 			size_t take = 0;
 			uint32_t k = 0;
 
 			while (k < n && take < PAGES_BATCH_BYTES) {
-				take += at[take + 8] == RDB_PAGE_RAW ?
-					9 + RDB_PAGE_SIZE : 10;
+				take += rdb_proto_page_record_size(at + take);
 				k++;
 			}
-			rc = rdb_proto_put_pages(&p->out, p->batch_epoch,
-						 r->block, k, at, take);
+			rc = rdb_proto_put_pages(out, epoch, r->block, k, at, take);
 			at += take;
 			n -= k;
 		}
 	}
+	return rc;
+}
+
+static int batch_flush(struct rdb_primary *p)
+{
+	int rc = frame_runs(&p->out, p->batch_epoch, p->batch.data, p->runs,
+			    p->nruns);
+
 	p->vm->st.bytes += p->batch.len;
 	rdb_buf_reset(&p->batch);
 	p->nruns = 0;
 	return rc;
+}
+
+/* Where frames tagged with the open epoch go: behind an epoch still being
+ * encoded, if there is one. */
+static struct rdb_buf *epoch_out(struct rdb_primary *p)
+{
+	return p->encoding ? &p->held : &p->out;
 }
 
 /* ---- COLO parser callbacks (the VM may be stopped: stay in memory) ---- */
@@ -203,6 +235,15 @@ static int on_ram_blocks(void *opaque, const struct rdb_ram_block *blocks,
 	rc = rdb_proto_put_vm_setup(&p->out, blocks, n, p->config_section,
 				    p->config_len, text);
 	free(text);
+	if (rc == 0) {
+		uint64_t ram = 0;
+
+		for (size_t i = 0; i < n; i++)
+			ram += blocks[i].used_length;
+		rc = start_pool(p, ram);
+		if (rc < 0)
+			LOGVM(ERROR, vm->name, "encoder pool: %s", strerror(-rc));
+	}
 	return rc;
 }
 
@@ -223,7 +264,7 @@ static int record_page(struct rdb_primary *p, uint32_t block, uint64_t offset,
 {
 	int rc;
 
-	struct page_run *r;
+	struct rdb_page_run *r;
 	size_t before = p->batch.len;
 
 	/* The initial copy (no pause) is streamed in bounded pieces. */
@@ -241,7 +282,7 @@ static int record_page(struct rdb_primary *p, uint32_t block, uint64_t offset,
 	if (!r || r->block != block) {
 		if (p->nruns == p->cap_runs) {
 			size_t n = p->cap_runs ? p->cap_runs * 2 : 16;
-			struct page_run *a = realloc(p->runs, n * sizeof(*a));
+			struct rdb_page_run *a = realloc(p->runs, n * sizeof(*a));
 
 			if (!a)
 				return -ENOMEM;
@@ -249,7 +290,7 @@ static int record_page(struct rdb_primary *p, uint32_t block, uint64_t offset,
 			p->cap_runs = n;
 		}
 		r = &p->runs[p->nruns++];
-		*r = (struct page_run){ .block = block, .start = before };
+		*r = (struct rdb_page_run){ .block = block, .start = before };
 	}
 	r->count++;
 	r->len += p->batch.len - before;
@@ -266,6 +307,155 @@ static int colo_send(struct rdb_primary *p, enum rdb_colo_msg m)
 	rdb_colo_msg_encode(m, b);
 	return rdb_sock_write_all(p->mig_fd, b, sizeof(b),
 				  rdb_now_ns() + RDB_NS_PER_S);
+}
+
+/* ---- compression: epochs encoded by the pool while the guest runs ---- */
+
+/* Frames the encoded epoch (PAGES, DEVSTATE, EPOCH_END), then whatever
+ * of later epochs waited behind it. */
+static int finish_encoded(struct rdb_primary *p)
+{
+	struct rdb_vm *vm = p->vm;
+	uint64_t recs = 0, bytes = 0;
+	int rc = 0;
+
+	p->encoding = false;
+	for (unsigned w = 0; rc == 0 && w < rdb_encpool_nworkers(p->pool); w++) {
+		const struct rdb_enc_out *o = rdb_encpool_out(p->pool, w);
+
+		rc = o->err;
+		if (rc == 0)
+			rc = frame_runs(&p->out, p->enc_epoch, o->recs.data,
+					o->runs, o->nruns);
+		recs += o->nrecs;
+		bytes += o->body_bytes;
+		vm->st.bytes += o->recs.len;
+	}
+	if (rc == 0)
+		rc = rdb_proto_put_devstate(&p->out, p->enc_epoch, p->enc_dev,
+					    p->enc_dev_len);
+	if (rc == 0)
+		rc = rdb_proto_put_epoch_end(&p->out, p->enc_epoch,
+					     recs + p->enc_disk_recs,
+					     bytes + p->enc_disk_bytes +
+					     p->enc_dev_len);
+	if (rc == 0 && p->held.len)
+		rc = rdb_buf_append(&p->out, p->held.data, p->held.len);
+	rdb_buf_reset(&p->held);
+	vm->st.bytes += p->enc_dev_len;
+	rdb_encpool_stats(p->pool, &vm->st.codec);
+	if (rc < 0) {
+		drop_protection(p, "out of memory framing an encoded epoch");
+		return rc;
+	}
+	peer_want_write(p);
+	return 0;
+}
+
+static int submit_epoch(struct rdb_primary *p, uint64_t epoch,
+			const uint8_t *dev, size_t len)
+{
+	struct rdb_buf tb;
+	struct rdb_page_run *tr;
+	size_t tc;
+	int rc;
+
+	/* One epoch in the pool at a time, in order: the previous one is
+	 * finished first (the guest runs meanwhile). */
+	if (p->encoding) {
+		rdb_encpool_wait(p->pool);
+		rc = finish_encoded(p);
+		if (rc < 0)
+			return rc;
+	}
+	if (len > p->enc_dev_cap) {
+		uint8_t *d = realloc(p->enc_dev, len);
+
+		if (!d)
+			return -ENOMEM;
+		p->enc_dev = d;
+		p->enc_dev_cap = len;
+	}
+	memcpy(p->enc_dev, dev, len);
+	p->enc_dev_len = len;
+	/* The pool reads this epoch's records; the next pause fills the
+	 * other buffer. */
+	tb = p->enc_batch;
+	p->enc_batch = p->batch;
+	p->batch = tb;
+	rdb_buf_reset(&p->batch);
+	tr = p->enc_runs;
+	p->enc_runs = p->runs;
+	p->runs = tr;
+	tc = p->enc_cap_runs;
+	p->enc_cap_runs = p->cap_runs;
+	p->cap_runs = tc;
+	p->enc_nruns = p->nruns;
+	p->nruns = 0;
+	p->enc_epoch = epoch;
+	p->enc_disk_recs = p->epoch_disk_recs;
+	p->enc_disk_bytes = p->epoch_disk_bytes;
+	p->encoding = true;
+	return rdb_encpool_submit(p->pool, p->enc_batch.data, p->enc_runs,
+				  p->enc_nruns);
+}
+
+static void on_pool_done(struct rdb_evloop *loop, int fd, unsigned ev,
+			 void *opaque)
+{
+	struct rdb_primary *p = opaque;
+	uint64_t v;
+
+	(void)loop;
+	(void)ev;
+	if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		return;
+	/* (A wakeup for an epoch submit_epoch already finished is stale.) */
+	if (p->encoding && !rdb_encpool_busy(p->pool))
+		finish_encoded(p);
+}
+
+/* After the backup granted encodings and QEMU told us the RAM size. */
+static int start_pool(struct rdb_primary *p, uint64_t ram_bytes)
+{
+	struct rdb_vm *vm = p->vm;
+	uint64_t cache = ram_bytes / RDB_PAGE_SIZE * vm->cfg.page_cache_percent / 100;
+	int rc;
+
+	if (!p->features || p->pool)
+		return 0;
+	p->pool_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (p->pool_fd < 0)
+		return -errno;
+	rc = rdb_evloop_add_fd(p->d->loop, p->pool_fd, RDB_EV_READ, on_pool_done, p);
+	if (rc == 0)
+		rc = rdb_encpool_create(&p->pool, vm->cfg.compress_threads,
+					cache > UINT32_MAX ? UINT32_MAX : (uint32_t)cache,
+					p->features, p->pool_fd);
+	if (rc < 0)
+		return rc;
+	LOGVM(INFO, vm->name, "compression on: %u encoder threads, page cache "
+	      "%llu pages (%u%% of %llu MiB RAM)%s%s", vm->cfg.compress_threads,
+	      (unsigned long long)cache, vm->cfg.page_cache_percent,
+	      (unsigned long long)(ram_bytes >> 20),
+	      p->features & RDB_FEATURE_XORRLE ? ", XOR+RLE" : "",
+	      p->features & RDB_FEATURE_LZ4 ? ", LZ4" : "");
+	return 0;
+}
+
+static void stop_pool(struct rdb_primary *p)
+{
+	if (p->pool) {
+		rdb_encpool_destroy(p->pool);	/* waits for an epoch in flight */
+		p->pool = NULL;
+	}
+	if (p->pool_fd >= 0) {
+		rdb_evloop_del_fd(p->d->loop, p->pool_fd);
+		close(p->pool_fd);
+		p->pool_fd = -1;
+	}
+	p->encoding = false;
+	rdb_buf_reset(&p->held);
 }
 
 static int on_checkpoint_request(void *opaque, uint64_t epoch)
@@ -317,17 +507,22 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 				      p->pause_work_ns + (now - t0));
 		p->in_pause = false;
 	}
-	rc = batch_flush(p);
-	if (rc == 0)
-		rc = rdb_proto_put_devstate(&p->out, epoch, dev, len);
-	if (rc == 0)
-		rc = rdb_proto_put_epoch_end(&p->out, epoch, p->epoch_pages,
-					     p->epoch_bytes + len);
+	if (p->pool && epoch > 0) {
+		rc = submit_epoch(p, epoch, dev, len);
+	} else {
+		rc = batch_flush(p);
+		if (rc == 0)
+			rc = rdb_proto_put_devstate(&p->out, epoch, dev, len);
+		if (rc == 0)
+			rc = rdb_proto_put_epoch_end(&p->out, epoch,
+						     p->epoch_pages + p->epoch_disk_recs,
+						     p->epoch_bytes + p->epoch_disk_bytes + len);
+		vm->st.bytes += len;
+	}
 	if (rc < 0)
 		return rc;
-	vm->st.bytes += len;
-	p->epoch_pages = 0;
-	p->epoch_bytes = 0;
+	p->epoch_pages = p->epoch_bytes = 0;
+	p->epoch_disk_recs = p->epoch_disk_bytes = 0;
 	if (vm->st.checkpoints == 0)
 		vm->st.first_ckpt_ns = now;
 	vm->st.last_ckpt_ns = now;
@@ -370,9 +565,9 @@ static void disk_changed(void *opaque, enum rdb_disk_op op, uint64_t off,
 			uint64_t n = len < RDB_PROTO_MAX_DISK_WRITE ? len :
 				RDB_PROTO_MAX_DISK_WRITE;
 
-			rc = rdb_proto_put_disk_write(&p->out, e, off, data, n);
-			p->epoch_pages++;
-			p->epoch_bytes += n;
+			rc = rdb_proto_put_disk_write(epoch_out(p), e, off, data, n);
+			p->epoch_disk_recs++;
+			p->epoch_disk_bytes += n;
 			vm->st.disk_bytes += n;
 			off += n;
 			data += n;
@@ -380,16 +575,16 @@ static void disk_changed(void *opaque, enum rdb_disk_op op, uint64_t off,
 		}
 		break;
 	case RDB_DISK_ZERO:
-		rc = rdb_proto_put_disk_zero(&p->out, e, off, len);
-		p->epoch_pages++;
+		rc = rdb_proto_put_disk_zero(epoch_out(p), e, off, len);
+		p->epoch_disk_recs++;
 		break;
 	case RDB_DISK_FLUSH:
-		rc = rdb_proto_put_disk_flush(&p->out, e);
-		p->epoch_pages++;
+		rc = rdb_proto_put_disk_flush(epoch_out(p), e);
+		p->epoch_disk_recs++;
 		break;
 	}
 	vm->st.disk_ops++;
-	if (rc == 0 && p->out.len > PEER_QUEUE_MAX)
+	if (rc == 0 && p->out.len + p->held.len > PEER_QUEUE_MAX)
 		rc = -ENOBUFS;
 	if (rc < 0) {
 		drop_protection(p, rc == -ENOBUFS ?
@@ -470,8 +665,8 @@ static uint64_t on_copy(struct rdb_evloop *loop, uint64_t id, void *opaque)
 				drop_protection(p, "initial disk copy: out of memory");
 				return 0;
 			}
-			p->epoch_pages++;
-			p->epoch_bytes += n;
+			p->epoch_disk_recs++;
+			p->epoch_disk_bytes += n;
 			p->copy_sent += n;
 		}
 		p->copy_off += n;
@@ -792,6 +987,7 @@ static void drop_protection(struct rdb_primary *p, const char *why)
 	}
 	p->colo_active = false;
 	p->in_pause = false;
+	stop_pool(p);
 	if (p->copying) {
 		p->copying = false;
 		if (p->copy_timer)
@@ -833,7 +1029,8 @@ static int connect_backup(struct rdb_primary *p, char *err, size_t errlen)
 			 vm->cfg.peer, strerror(-rc));
 		return rc;
 	}
-	rc = rdb_proto_put_hello(&p->out, vm->name);
+	rc = rdb_proto_put_hello_features(&p->out, vm->name, vm->cfg.compression ?
+					  RDB_FEATURES_KNOWN : 0);
 	if (rc == 0)
 		rc = rdb_buf_write_all_fd(&p->out, p->peer_fd, deadline);
 	while (rc == 0) {
@@ -856,7 +1053,9 @@ static int connect_backup(struct rdb_primary *p, char *err, size_t errlen)
 			 vm->name, (int)f.len, (const char *)f.payload);
 		return -ECONNREFUSED;
 	}
-	rc = rdb_proto_check_hello_ack(&f);
+	rc = rdb_proto_check_hello_ack_features(&f, vm->cfg.compression ?
+						RDB_FEATURES_KNOWN : 0,
+						&p->features);
 	if (rc < 0) {
 		snprintf(err, errlen, "backup %s: unsupported protocol", vm->cfg.peer);
 		return rc;
@@ -957,7 +1156,11 @@ static void protection_cleanup(struct rdb_primary *p)
 	rdb_proto_decoder_init(&p->dec);
 	free(p->copy_buf);
 	p->copy_buf = NULL;
+	stop_pool(p);
+	rdb_buf_reset(&p->enc_batch);
+	p->features = 0;
 	p->epoch_pages = p->epoch_bytes = 0;
+	p->epoch_disk_recs = p->epoch_disk_bytes = 0;
 	p->open_epoch = 0;
 	p->protect_started = false;
 }
@@ -994,6 +1197,9 @@ static int attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 	p->peer_fd = -1;
 	rdb_buf_init(&p->out);
 	rdb_buf_init(&p->batch);
+	rdb_buf_init(&p->enc_batch);
+	rdb_buf_init(&p->held);
+	p->pool_fd = -1;
 	rdb_proto_decoder_init(&p->dec);
 	rc = rdb_netbuf_init(&p->nb, 0);
 	if (rc == 0)
@@ -1151,6 +1357,10 @@ void rdb_primary_teardown(struct rdb_vm *vm)
 	rdb_proto_decoder_dispose(&p->dec);
 	rdb_buf_dispose(&p->out);
 	rdb_buf_dispose(&p->batch);
+	rdb_buf_dispose(&p->enc_batch);
+	rdb_buf_dispose(&p->held);
+	free(p->enc_runs);
+	free(p->enc_dev);
 	free(p->runs);
 	free(p->config_section);
 	free(p);

@@ -116,6 +116,12 @@ static int put1(struct rdb_buf *out, enum rdb_msg_type type, uint64_t epoch,
 
 int rdb_proto_put_hello(struct rdb_buf *out, const char *vm_name)
 {
+	return rdb_proto_put_hello_features(out, vm_name, 0);
+}
+
+int rdb_proto_put_hello_features(struct rdb_buf *out, const char *vm_name,
+				 uint32_t features)
+{
 	uint8_t b[8 + 2 + 255];
 	size_t n = strlen(vm_name);
 
@@ -123,7 +129,7 @@ int rdb_proto_put_hello(struct rdb_buf *out, const char *vm_name)
 		return -ENAMETOOLONG;
 	be16(b, RDB_PROTO_VERSION);
 	be16(b + 2, RDB_PROTO_VERSION);
-	be32(b + 4, 0);		/* features: none in v1 */
+	be32(b + 4, features);
 	be16(b + 8, (uint16_t)n);
 	memcpy(b + 10, vm_name, n);
 	return put1(out, RDB_MSG_HELLO, 0, b, 10 + n);
@@ -131,10 +137,15 @@ int rdb_proto_put_hello(struct rdb_buf *out, const char *vm_name)
 
 int rdb_proto_put_hello_ack(struct rdb_buf *out)
 {
+	return rdb_proto_put_hello_ack_features(out, 0);
+}
+
+int rdb_proto_put_hello_ack_features(struct rdb_buf *out, uint32_t features)
+{
 	uint8_t b[6];
 
 	be16(b, RDB_PROTO_VERSION);
-	be32(b + 2, 0);
+	be32(b + 2, features);
 	return put1(out, RDB_MSG_HELLO_ACK, 0, b, sizeof(b));
 }
 
@@ -202,6 +213,42 @@ int rdb_proto_page_record_append(struct rdb_buf *records, uint64_t offset,
 		records->len += 10;
 	}
 	return 0;
+}
+
+int rdb_proto_page_record_append_enc(struct rdb_buf *records, uint64_t offset,
+				     enum rdb_page_enc enc, const uint8_t *data,
+				     size_t len)
+{
+	size_t max = enc == RDB_PAGE_XORRLE ? RDB_PAGE_XORRLE_MAX :
+		enc == RDB_PAGE_LZ4 ? RDB_PAGE_LZ4_MAX : 0;
+	uint8_t *p;
+
+	if (len == 0 || len > max)
+		return -EINVAL;
+	p = rdb_buf_reserve(records, 11 + len);
+	if (!p)
+		return -ENOMEM;
+	be64(p, offset);
+	p[8] = (uint8_t)enc;
+	be16(p + 9, (uint16_t)len);
+	memcpy(p + 11, data, len);
+	records->len += 11 + len;
+	return 0;
+}
+
+size_t rdb_proto_page_record_size(const uint8_t *p)
+{
+	switch (p[8]) {
+	case RDB_PAGE_RAW:
+		return 9 + RDB_PAGE_SIZE;
+	case RDB_PAGE_ZERO:
+		return 10;
+	case RDB_PAGE_XORRLE:
+	case RDB_PAGE_LZ4:
+		return 11 + get16(p + 9);
+	default:
+		return 0;
+	}
 }
 
 int rdb_proto_put_pages(struct rdb_buf *out, uint64_t epoch, uint32_t block,
@@ -467,14 +514,33 @@ int rdb_msg_hello_parse(const struct rdb_frame *f, char *name, size_t namelen)
 	return 0;
 }
 
-int rdb_proto_check_hello_ack(const struct rdb_frame *f)
+uint32_t rdb_msg_hello_features(const struct rdb_frame *f)
 {
+	return f->type == RDB_MSG_HELLO && f->len >= 8 ? get32(f->payload + 4) : 0;
+}
+
+int rdb_proto_check_hello_ack_features(const struct rdb_frame *f,
+				       uint32_t offered, uint32_t *granted)
+{
+	uint32_t g;
+
 	if (f->type != RDB_MSG_HELLO_ACK || f->len != 6)
 		return -EPROTO;
 	if (get16(f->payload) != RDB_PROTO_VERSION)
 		return -EPROTONOSUPPORT;
-	/* v1 asks for no features: a peer granting any is confused. */
-	return get32(f->payload + 2) ? -EPROTO : 0;
+	/* A peer granting what was not offered is confused. */
+	g = get32(f->payload + 2);
+	if (g & ~offered)
+		return -EPROTO;
+	*granted = g;
+	return 0;
+}
+
+int rdb_proto_check_hello_ack(const struct rdb_frame *f)
+{
+	uint32_t g;
+
+	return rdb_proto_check_hello_ack_features(f, 0, &g);
 }
 
 void rdb_vm_setup_dispose(struct rdb_vm_setup *s)
@@ -577,6 +643,16 @@ int rdb_msg_pages_next(struct rdb_pages_iter *it, struct rdb_page_rec *rec)
 			return -EPROTO;
 		rec->data = NULL;
 		rec->fill = *p;
+		break;
+	case RDB_PAGE_XORRLE:
+	case RDB_PAGE_LZ4:
+		if (!take(&r, 2, &p))
+			return -EPROTO;
+		rec->len = get16(p);
+		if (rec->len == 0 || rec->len > (rec->enc == RDB_PAGE_XORRLE ?
+						 RDB_PAGE_XORRLE_MAX : RDB_PAGE_LZ4_MAX) ||
+		    !take(&r, rec->len, &rec->data))
+			return -EPROTO;
 		break;
 	default:
 		return -EPROTO;

@@ -20,6 +20,9 @@
  *                config:str32 vm:str32        (vm = the VM's config, JSON)
  *   PAGES      = block:u32 count:u32 { offset:u64 enc:u8 body }*count
  *       body   = RAW: 4096 bytes | ZERO: fill:u8
+ *              | XORRLE: len:u16 delta[len]  (1..4096; xorrle.h grammar,
+ *                against the page as the backup has it)
+ *              | LZ4: len:u16 block[len]    (an LZ4 block of the page)
  *   DEVSTATE   = blob:bytes                  (QEMU device sections + EOF)
  *   EPOCH_END  = records:u64 bytes:u64       (what the epoch carried:
  *                records = page records + DISK_* frames, bytes = page
@@ -42,9 +45,10 @@
  * DISK_ZERO, DISK_FLUSH, DEVSTATE, EPOCH_END and ACK (0 in the others).
  * Disk frames of epoch N are the changes QEMU completed before the pause
  * of checkpoint N, in the order the primary applied them.
- * See docs/protocol.md.  New page encodings (XOR+RLE, LZ4)
- * get new enc values, enabled only by a feature bit both sides agreed on
- * in HELLO/HELLO_ACK; v1 peers reject unknown encodings.
+ * See docs/protocol.md.  Page encodings beyond RAW and ZERO are enabled
+ * only by a feature bit both sides agreed on in HELLO/HELLO_ACK: the
+ * primary offers, the backup grants what it supports, and a receiver
+ * rejects an encoding that was not granted.
  */
 #ifndef RDB_PROTO_H
 #define RDB_PROTO_H
@@ -85,8 +89,18 @@ enum rdb_msg_type {
 enum rdb_page_enc {
 	RDB_PAGE_RAW = 0,
 	RDB_PAGE_ZERO = 1,
+	RDB_PAGE_XORRLE = 2,	/* feature RDB_FEATURE_XORRLE */
+	RDB_PAGE_LZ4 = 3,	/* feature RDB_FEATURE_LZ4 */
 	RDB_PAGE_ENC__MAX
 };
+
+/* HELLO offers features, HELLO_ACK grants a subset of them. */
+#define RDB_FEATURE_XORRLE (1u << 0)	/* page enc 2: XOR+RLE delta */
+#define RDB_FEATURE_LZ4 (1u << 1)	/* page enc 3: LZ4 block */
+#define RDB_FEATURES_KNOWN (RDB_FEATURE_XORRLE | RDB_FEATURE_LZ4)
+/* Body bounds of the length-prefixed encodings. */
+#define RDB_PAGE_XORRLE_MAX RDB_PAGE_SIZE
+#define RDB_PAGE_LZ4_MAX (RDB_PAGE_SIZE + RDB_PAGE_SIZE / 255 + 16)
 
 struct rdb_frame {
 	enum rdb_msg_type type;
@@ -100,7 +114,10 @@ const char *rdb_msg_name(enum rdb_msg_type t);
 
 /* ---- encoding: each appends one whole frame to out ---- */
 int rdb_proto_put_hello(struct rdb_buf *out, const char *vm_name);
+int rdb_proto_put_hello_features(struct rdb_buf *out, const char *vm_name,
+				 uint32_t features);
 int rdb_proto_put_hello_ack(struct rdb_buf *out);
+int rdb_proto_put_hello_ack_features(struct rdb_buf *out, uint32_t features);
 int rdb_proto_put_hello_nak(struct rdb_buf *out, const char *reason);
 int rdb_proto_put_vm_setup(struct rdb_buf *out,
 			   const struct rdb_ram_block *blocks, size_t n,
@@ -111,6 +128,12 @@ int rdb_proto_put_pages(struct rdb_buf *out, uint64_t epoch, uint32_t block,
 			uint32_t count, const uint8_t *records, size_t len);
 int rdb_proto_page_record_append(struct rdb_buf *records, uint64_t offset,
 				 const uint8_t *data, uint8_t fill);
+/* XORRLE or LZ4: body = len:u16 + data */
+int rdb_proto_page_record_append_enc(struct rdb_buf *records, uint64_t offset,
+				     enum rdb_page_enc enc, const uint8_t *data,
+				     size_t len);
+/* Size of the wire record at p (offset, enc, body); 0 if unknown enc. */
+size_t rdb_proto_page_record_size(const uint8_t *p);
 int rdb_proto_put_devstate(struct rdb_buf *out, uint64_t epoch,
 			   const uint8_t *blob, size_t len);
 int rdb_proto_put_epoch_end(struct rdb_buf *out, uint64_t epoch,
@@ -159,7 +182,13 @@ const char *rdb_proto_decoder_error(const struct rdb_proto_decoder *d);
 
 /* ---- payload parsers: every length checked, -EPROTO on bad input ---- */
 int rdb_msg_hello_parse(const struct rdb_frame *f, char *name, size_t namelen);
+/* The features a (valid) HELLO offers. */
+uint32_t rdb_msg_hello_features(const struct rdb_frame *f);
 int rdb_proto_check_hello_ack(const struct rdb_frame *f);
+/* Like rdb_proto_check_hello_ack, for a HELLO that offered `offered`:
+ * the grant must be a subset; it is returned in *granted. */
+int rdb_proto_check_hello_ack_features(const struct rdb_frame *f,
+				       uint32_t offered, uint32_t *granted);
 
 struct rdb_vm_setup {
 	struct rdb_ram_block *blocks;
@@ -178,11 +207,13 @@ struct rdb_pages_iter {
 struct rdb_page_rec {
 	uint64_t offset;
 	enum rdb_page_enc enc;
-	const uint8_t *data;	/* RAW: RDB_PAGE_SIZE bytes */
+	const uint8_t *data;	/* RAW: RDB_PAGE_SIZE bytes; XORRLE, LZ4: len */
 	uint8_t fill;		/* ZERO */
+	uint16_t len;		/* XORRLE, LZ4 */
 };
 int rdb_msg_pages_begin(const struct rdb_frame *f, struct rdb_pages_iter *it);
-/* 1: *rec filled; 0: done (and every byte used); -EPROTO. */
+/* 1: *rec filled; 0: done (and every byte used); -EPROTO.  Any known
+ * encoding is returned: the caller checks it was negotiated. */
 int rdb_msg_pages_next(struct rdb_pages_iter *it, struct rdb_page_rec *rec);
 int rdb_msg_epoch_end_parse(const struct rdb_frame *f, uint64_t *pages,
 			    uint64_t *bytes);

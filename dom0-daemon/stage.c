@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include "stage.h"
+#include "xorrle.h"
 
+#include <lz4.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,11 +16,13 @@ void rdb_stage_init(struct rdb_stage *st)
 {
 	memset(st, 0, sizeof(*st));
 	rdb_buf_init(&st->pages);
+	rdb_buf_init(&st->scratch);
 }
 
 void rdb_stage_dispose(struct rdb_stage *st)
 {
 	rdb_buf_dispose(&st->pages);
+	rdb_buf_dispose(&st->scratch);
 	free(st->devstate);
 	free(st->c.devstate);
 	memset(st, 0, sizeof(*st));
@@ -73,13 +77,57 @@ static uint64_t max_epoch_pages(const struct rdb_ramimage *img)
 	return 4 * total;
 }
 
+/* Bytes a record's body counts for in EPOCH_END, and its staged size. */
+static size_t body_bytes(const struct rdb_page_rec *r)
+{
+	switch (r->enc) {
+	case RDB_PAGE_RAW:
+		return RDB_PAGE_SIZE;
+	case RDB_PAGE_ZERO:
+		return 1;
+	default:
+		return 2 + (size_t)r->len;
+	}
+}
+
+static size_t staged_body(const struct rdb_page_rec *r)
+{
+	switch (r->enc) {
+	case RDB_PAGE_ZERO:
+		return 1;
+	case RDB_PAGE_XORRLE:
+		return 2 + (size_t)r->len;
+	default:		/* RAW, and LZ4 staged decompressed */
+		return RDB_PAGE_SIZE;
+	}
+}
+
+static void apply_page(uint8_t *dst, uint8_t enc, const uint8_t *body)
+{
+	uint16_t n;
+
+	switch (enc) {
+	case RDB_PAGE_RAW:
+		memcpy(dst, body, RDB_PAGE_SIZE);
+		break;
+	case RDB_PAGE_ZERO:
+		memset(dst, body[0], RDB_PAGE_SIZE);
+		break;
+	case RDB_PAGE_XORRLE:
+		memcpy(&n, body, 2);
+		/* checked when staged: cannot fail */
+		rdb_xorrle_decode(dst, RDB_PAGE_SIZE, body + 2, n);
+		break;
+	}
+}
+
 int rdb_stage_add_pages(struct rdb_stage *st, const struct rdb_frame *f,
 			const struct rdb_ramimage *img)
 {
 	struct rdb_pages_iter it, first;
 	struct rdb_page_rec r;
 	uint64_t npages = 0, bytes = 0, length;
-	size_t room = 0;
+	size_t room = 0, nlz4 = 0, k;
 	int rc = open_epoch(st, f->epoch);
 
 	if (rc < 0)
@@ -90,18 +138,37 @@ int rdb_stage_add_pages(struct rdb_stage *st, const struct rdb_frame *f,
 		return fail(st, "PAGES for block %u of %zu", it.block, img->n);
 	length = img->b[it.block].length;
 	/* First pass: every record checked before any is kept, so a bad
-	 * frame leaves the staged epoch (and the image) as it was. */
+	 * frame leaves the staged epoch (and the image) as it was.  LZ4
+	 * pages are decompressed here, into the scratch arena. */
 	first = it;
+	rdb_buf_reset(&st->scratch);
 	while ((rc = rdb_msg_pages_next(&it, &r)) == 1) {
-		size_t body = r.enc == RDB_PAGE_RAW ? RDB_PAGE_SIZE : 1;
-
 		if (r.offset % RDB_PAGE_SIZE || r.offset >= length)
 			return fail(st, "page 0x%llx outside block %s",
 				    (unsigned long long)r.offset,
 				    img->b[it.block].idstr);
+		if ((r.enc == RDB_PAGE_XORRLE && !(st->features & RDB_FEATURE_XORRLE)) ||
+		    (r.enc == RDB_PAGE_LZ4 && !(st->features & RDB_FEATURE_LZ4)))
+			return fail(st, "page encoding %d was not negotiated", r.enc);
+		if (r.enc == RDB_PAGE_XORRLE &&
+		    rdb_xorrle_check(RDB_PAGE_SIZE, r.data, r.len) < 0)
+			return fail(st, "corrupt XOR+RLE delta for page 0x%llx",
+				    (unsigned long long)r.offset);
+		if (r.enc == RDB_PAGE_LZ4) {
+			uint8_t *dst = rdb_buf_reserve(&st->scratch, RDB_PAGE_SIZE);
+
+			if (!dst)
+				return -ENOMEM;
+			if (LZ4_decompress_safe((const char *)r.data, (char *)dst,
+						r.len, RDB_PAGE_SIZE) != RDB_PAGE_SIZE)
+				return fail(st, "corrupt LZ4 block for page 0x%llx",
+					    (unsigned long long)r.offset);
+			st->scratch.len += RDB_PAGE_SIZE;
+			nlz4++;
+		}
 		npages++;
-		bytes += body;
-		room += REC_HDR + body;
+		bytes += body_bytes(&r);
+		room += REC_HDR + staged_body(&r);
 	}
 	if (rc < 0)
 		return fail(st, "malformed page record in PAGES");
@@ -109,6 +176,7 @@ int rdb_stage_add_pages(struct rdb_stage *st, const struct rdb_frame *f,
 		return fail(st, "epoch %llu sends more pages than 4x the VM's RAM",
 			    (unsigned long long)st->epoch);
 	it = first;
+	k = 0;
 	/* Epoch 0, the initial state, goes straight into the image: before
 	 * it commits there is nothing to keep consistent (no failover is
 	 * possible), and staging it would hold a copy of the guest's whole
@@ -117,10 +185,17 @@ int rdb_stage_add_pages(struct rdb_stage *st, const struct rdb_frame *f,
 		while (rdb_msg_pages_next(&it, &r) == 1) {
 			uint8_t *dst = img->b[it.block].base + r.offset;
 
-			if (r.enc == RDB_PAGE_RAW)
+			if (r.enc == RDB_PAGE_RAW) {
 				memcpy(dst, r.data, RDB_PAGE_SIZE);
-			else
+			} else if (r.enc == RDB_PAGE_ZERO) {
 				memset(dst, r.fill, RDB_PAGE_SIZE);
+			} else if (r.enc == RDB_PAGE_LZ4) {
+				memcpy(dst, st->scratch.data + k * RDB_PAGE_SIZE,
+				       RDB_PAGE_SIZE);
+				k++;
+			} else {
+				rdb_xorrle_decode(dst, RDB_PAGE_SIZE, r.data, r.len);
+			}
 		}
 		goto counted;
 	}
@@ -129,18 +204,35 @@ int rdb_stage_add_pages(struct rdb_stage *st, const struct rdb_frame *f,
 		return -ENOMEM;
 	while (rdb_msg_pages_next(&it, &r) == 1) {
 		uint8_t *p = st->pages.data + st->pages.len;
-		size_t body = r.enc == RDB_PAGE_RAW ? RDB_PAGE_SIZE : 1;
+		uint16_t n = r.len;
 
 		memcpy(p, &it.block, 4);
 		memcpy(p + 4, &r.offset, 8);
-		p[12] = (uint8_t)r.enc;
-		if (r.enc == RDB_PAGE_RAW)
+		switch (r.enc) {
+		case RDB_PAGE_RAW:
+			p[12] = RDB_PAGE_RAW;
 			memcpy(p + REC_HDR, r.data, RDB_PAGE_SIZE);
-		else
+			break;
+		case RDB_PAGE_LZ4:
+			p[12] = RDB_PAGE_RAW;
+			memcpy(p + REC_HDR, st->scratch.data + k * RDB_PAGE_SIZE,
+			       RDB_PAGE_SIZE);
+			k++;
+			break;
+		case RDB_PAGE_ZERO:
+			p[12] = RDB_PAGE_ZERO;
 			p[REC_HDR] = r.fill;
-		st->pages.len += REC_HDR + body;
+			break;
+		default:
+			p[12] = RDB_PAGE_XORRLE;
+			memcpy(p + REC_HDR, &n, 2);
+			memcpy(p + REC_HDR + 2, r.data, n);
+			break;
+		}
+		st->pages.len += REC_HDR + staged_body(&r);
 	}
 counted:
+	(void)nlz4;
 	st->npages += npages;
 	st->bytes += bytes;
 	return 0;
@@ -243,17 +335,21 @@ int rdb_stage_commit(struct rdb_stage *st, uint64_t epoch, uint64_t pages,
 	while (p < end) {
 		uint32_t blk;
 		uint64_t off;
-		uint8_t *dst;
+		uint16_t n;
 
 		memcpy(&blk, p, 4);
 		memcpy(&off, p + 4, 8);
-		dst = img->b[blk].base + off;
-		if (p[12] == RDB_PAGE_RAW) {
-			memcpy(dst, p + REC_HDR, RDB_PAGE_SIZE);
+		apply_page(img->b[blk].base + off, p[12], p + REC_HDR);
+		switch (p[12]) {
+		case RDB_PAGE_RAW:
 			p += REC_HDR + RDB_PAGE_SIZE;
-		} else {
-			memset(dst, p[REC_HDR], RDB_PAGE_SIZE);
+			break;
+		case RDB_PAGE_ZERO:
 			p += REC_HDR + 1;
+			break;
+		default:
+			memcpy(&n, p + REC_HDR, 2);
+			p += REC_HDR + 2 + n;
 		}
 	}
 	free(st->c.devstate);

@@ -34,6 +34,8 @@ struct rdb_stage {
 	struct rdb_buf pages;	/* records: block:u32 offset:u64 enc:u8 body */
 	uint64_t npages, bytes;	/* records (pages + disk frames), their bytes */
 	struct rdb_diskbuf *disk;	/* the VM's disk, NULL if it has none */
+	uint32_t features;		/* page encodings granted in HELLO_ACK */
+	struct rdb_buf scratch;		/* LZ4 pages of the frame being staged */
 	uint8_t *devstate;
 	size_t devstate_len;
 	bool have_committed;
@@ -51,7 +53,12 @@ void rdb_stage_dispose(struct rdb_stage *st);	/* idempotent */
  *
  * add_pages stages the page records of a PAGES frame after checking every
  * one against the image (block exists, offset page-aligned and inside the
- * block, encoding known): a frame is taken whole or not at all.
+ * block, encoding known and granted in st->features, an XOR+RLE delta
+ * well-formed, an LZ4 block decompressing to exactly one page): a frame
+ * is taken whole or not at all.  LZ4 pages are staged decompressed; XOR
+ * deltas are applied at commit, in order, to the page as the image then
+ * holds it (the previous epoch's version, which the primary's delta was
+ * computed against).
  */
 int rdb_stage_add_pages(struct rdb_stage *st, const struct rdb_frame *f,
 			const struct rdb_ramimage *img);

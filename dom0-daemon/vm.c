@@ -193,6 +193,28 @@ json_t *rdb_vm_status_json(const struct rdb_vm *vm)
 			    json_real((double)rdb_vm_work_percentile(vm, 99) / RDB_NS_PER_MS));
 	json_object_set_new(o, "pages", json_integer((json_int_t)vm->st.pages));
 	json_object_set_new(o, "bytes", json_integer((json_int_t)vm->st.bytes));
+	if (vm->st.codec.in_bytes) {
+		const struct rdb_codec_stats *c = &vm->st.codec;
+		uint64_t out = 0, lookups = c->cache_hits + c->cache_misses;
+
+		for (int i = 0; i < RDB_PAGE_ENC__MAX; i++)
+			out += c->out_bytes[i];
+		json_object_set_new(o, "compression", json_pack(
+			"{s:{s:I,s:I,s:I,s:I}, s:{s:I,s:I,s:I,s:I}, s:I, s:I, s:f, s:f, s:f}",
+			"pages", "raw", (json_int_t)c->pages[RDB_PAGE_RAW],
+			"zero", (json_int_t)c->pages[RDB_PAGE_ZERO],
+			"xor_rle", (json_int_t)c->pages[RDB_PAGE_XORRLE],
+			"lz4", (json_int_t)c->pages[RDB_PAGE_LZ4],
+			"bytes", "raw", (json_int_t)c->out_bytes[RDB_PAGE_RAW],
+			"zero", (json_int_t)c->out_bytes[RDB_PAGE_ZERO],
+			"xor_rle", (json_int_t)c->out_bytes[RDB_PAGE_XORRLE],
+			"lz4", (json_int_t)c->out_bytes[RDB_PAGE_LZ4],
+			"in_bytes", (json_int_t)c->in_bytes,
+			"out_bytes", (json_int_t)out,
+			"ratio", (double)out / (double)c->in_bytes,
+			"cache_hit_rate", lookups ? (double)c->cache_hits / (double)lookups : 0.0,
+			"encode_ms", (double)c->encode_ns / RDB_NS_PER_MS));
+	}
 	json_object_set_new(o, "disk_ops", json_integer((json_int_t)vm->st.disk_ops));
 	json_object_set_new(o, "disk_bytes", json_integer((json_int_t)vm->st.disk_bytes));
 	json_object_set_new(o, "last_ack_age_ms",
@@ -223,6 +245,25 @@ void rdb_vm_metrics_write(const struct rdb_vm *vm, FILE *f)
 		n, role, (unsigned long long)vm->st.committed_epoch);
 	fprintf(f, "remusdb_replicated_bytes_total{vm=\"%s\",role=\"%s\"} %llu\n",
 		n, role, (unsigned long long)vm->st.bytes);
+	{
+		static const char *const enc[RDB_PAGE_ENC__MAX] = {
+			"raw", "zero", "xor_rle", "lz4",
+		};
+		const struct rdb_codec_stats *c = &vm->st.codec;
+
+		for (int i = 0; vm->st.codec.in_bytes && i < RDB_PAGE_ENC__MAX; i++) {
+			fprintf(f, "remusdb_pages_encoded_total{vm=\"%s\",encoding=\"%s\"} %llu\n",
+				n, enc[i], (unsigned long long)c->pages[i]);
+			fprintf(f, "remusdb_page_bytes_encoded_total{vm=\"%s\",encoding=\"%s\"} %llu\n",
+				n, enc[i], (unsigned long long)c->out_bytes[i]);
+		}
+		if (vm->st.codec.in_bytes) {
+			fprintf(f, "remusdb_page_cache_hits_total{vm=\"%s\"} %llu\n",
+				n, (unsigned long long)c->cache_hits);
+			fprintf(f, "remusdb_page_cache_misses_total{vm=\"%s\"} %llu\n",
+				n, (unsigned long long)c->cache_misses);
+		}
+	}
 	fprintf(f, "remusdb_disk_ops_total{vm=\"%s\",role=\"%s\"} %llu\n",
 		n, role, (unsigned long long)vm->st.disk_ops);
 	fprintf(f, "remusdb_disk_bytes_total{vm=\"%s\",role=\"%s\"} %llu\n",

@@ -24,6 +24,7 @@
 #include <jansson.h>
 
 #include "config.h"
+#include "pagecodec.h"
 
 enum rdb_vm_role {
 	RDB_ROLE_PRIMARY,
@@ -53,6 +54,7 @@ struct rdb_vm_stats {
 	uint64_t bytes;			/* replication payload bytes */
 	uint64_t disk_ops;		/* disk changes replicated (primary) */
 	uint64_t disk_bytes;		/* their write data (primary) / applied (backup) */
+	struct rdb_codec_stats codec;	/* primary, compression on */
 	uint64_t pause_ns[RDB_PAUSE_RING];	/* request → our LOADED */
 	uint64_t work_ns[RDB_PAUSE_RING];	/* our own work inside it */
 	uint64_t npause;

@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "pagecodec.h"
+#include "xorrle.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include <lz4.h>
+
+/* LZ4 must save at least this much of a page to be worth decoding. */
+#define LZ4_MAX_OUT (RDB_PAGE_SIZE * 3 / 4)
+
+static int uniform(const uint8_t *p)
+{
+	uint64_t w, first;
+
+	memcpy(&first, p, 8);
+	if (first != (uint64_t)p[0] * 0x0101010101010101ULL)
+		return 0;
+	for (size_t i = 8; i < RDB_PAGE_SIZE; i += 8) {
+		memcpy(&w, p + i, 8);
+		if (w != first)
+			return 0;
+	}
+	return 1;
+}
+
+long rdb_page_encode(struct rdb_pagecache *pc, uint32_t allowed,
+		     uint32_t block, uint64_t offset, const uint8_t *page,
+		     struct rdb_buf *out, struct rdb_codec_stats *st)
+{
+	uint8_t tmp[RDB_PAGE_LZ4_MAX];
+	enum rdb_page_enc enc = RDB_PAGE_RAW;
+	uint8_t *old = NULL, *slot;
+	long n = -1, body;
+	int rc;
+
+	st->in_bytes += RDB_PAGE_SIZE;
+	if (uniform(page)) {
+		rc = rdb_proto_page_record_append(out, offset, NULL, page[0]);
+		enc = RDB_PAGE_ZERO;
+		body = 1;
+		goto sent;
+	}
+	if (allowed & RDB_FEATURE_XORRLE) {
+		old = rdb_pagecache_get(pc, block, offset);
+		if (old) {
+			st->cache_hits++;
+			n = rdb_xorrle_encode(old, page, RDB_PAGE_SIZE, tmp,
+					      RDB_PAGE_XORRLE_MAX - 3);
+			if (n == 0) {
+				/* unchanged (QEMU sent it anyway): an empty
+				 * delta is not a valid body; one byte is */
+				tmp[0] = 0;
+				tmp[1] = 1;
+				tmp[2] = 0;
+				n = 3;
+			}
+			if (n > 0)
+				enc = RDB_PAGE_XORRLE;
+		} else {
+			st->cache_misses++;
+		}
+	}
+	if (enc == RDB_PAGE_RAW && (allowed & RDB_FEATURE_LZ4)) {
+		n = LZ4_compress_default((const char *)page, (char *)tmp,
+					 RDB_PAGE_SIZE, LZ4_MAX_OUT);
+		if (n > 0)
+			enc = RDB_PAGE_LZ4;
+	}
+	if (enc == RDB_PAGE_RAW) {
+		rc = rdb_proto_page_record_append(out, offset, page, 0);
+		body = RDB_PAGE_SIZE;
+	} else {
+		rc = rdb_proto_page_record_append_enc(out, offset, enc, tmp,
+						      (size_t)n);
+		body = 2 + n;
+	}
+sent:
+	if (rc < 0)
+		return rc;
+	st->pages[enc]++;
+	st->out_bytes[enc] += (uint64_t)body;
+	/* The backup now has this version: remember it for the next delta. */
+	if (allowed & RDB_FEATURE_XORRLE) {
+		slot = old ? old : rdb_pagecache_put(pc, block, offset);
+		if (slot)
+			memcpy(slot, page, RDB_PAGE_SIZE);
+	}
+	return body;
+}
+
+void rdb_codec_stats_add(struct rdb_codec_stats *to,
+			 const struct rdb_codec_stats *from)
+{
+	for (int i = 0; i < RDB_PAGE_ENC__MAX; i++) {
+		to->pages[i] += from->pages[i];
+		to->out_bytes[i] += from->out_bytes[i];
+	}
+	to->in_bytes += from->in_bytes;
+	to->cache_hits += from->cache_hits;
+	to->cache_misses += from->cache_misses;
+	to->encode_ns += from->encode_ns;
+}

@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The per-page choice of encoding (RemusDB's checkpoint compression):
+ *
+ *   every byte the same       -> ZERO (fill byte)
+ *   cached (sent before)      -> XOR+RLE delta against the cached version,
+ *                                if it is smaller than the page
+ *   otherwise                 -> LZ4, if it saves at least a quarter
+ *   otherwise                 -> RAW
+ *
+ * and the cache then holds the version sent.  `allowed` is what the
+ * backup granted (RDB_FEATURE_*); without XORRLE no cache is consulted.
+ */
+#ifndef RDB_PAGECODEC_H
+#define RDB_PAGECODEC_H
+
+#include <stdint.h>
+
+#include "buf.h"
+#include "pagecache.h"
+#include "proto.h"
+
+struct rdb_codec_stats {
+	uint64_t pages[RDB_PAGE_ENC__MAX];	/* records per encoding */
+	uint64_t out_bytes[RDB_PAGE_ENC__MAX];	/* their body bytes */
+	uint64_t in_bytes;			/* RDB_PAGE_SIZE per page */
+	uint64_t cache_hits, cache_misses;
+	uint64_t encode_ns;
+};
+
+/* Appends one wire record (offset:u64 enc:u8 body) for page to out and
+ * updates the cache.  Returns the body's byte count (what EPOCH_END
+ * counts), or -ENOMEM. */
+long rdb_page_encode(struct rdb_pagecache *pc, uint32_t allowed,
+		     uint32_t block, uint64_t offset, const uint8_t *page,
+		     struct rdb_buf *out, struct rdb_codec_stats *st);
+void rdb_codec_stats_add(struct rdb_codec_stats *to,
+			 const struct rdb_codec_stats *from);
+
+#endif
