@@ -173,7 +173,32 @@ static int ctl_inject(void *opaque, json_t *req, json_t **reply_out)
 	return 0;
 }
 
+static int ctl_capture(void *opaque, json_t *req, json_t **reply_out)
+{
+	struct rdb_daemon *d = opaque;
+	json_t *args = json_object_get(req, "args");
+	const char *path = json_string_value(json_object_get(args, "path"));
+	json_int_t epochs = json_integer_value(json_object_get(args, "epochs"));
+	struct rdb_vm *vm = vm_arg(d, req, reply_out);
+	char err[300] = "";
+	int rc;
+
+	if (!vm)
+		return -ENOENT;
+	if (!path || epochs < 1 || epochs > 1000000) {
+		*reply_out = json_string("capture wants a path and 1..1000000 epochs");
+		return -EINVAL;
+	}
+	rc = rdb_primary_capture(vm, path, (uint64_t)epochs, err, sizeof(err));
+	if (rc < 0) {
+		*reply_out = json_string(err[0] ? err : strerror(-rc));
+		return rc;
+	}
+	return 0;
+}
+
 static const struct rdb_ctl_handler handlers[] = {
+	{ "capture", ctl_capture },
 	{ "status", ctl_status },
 	{ "protect", ctl_protect },
 	{ "attach", ctl_attach },

@@ -16,6 +16,7 @@
 #include "qemu/qmp.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/types.h>
 #include <stdlib.h>
@@ -121,6 +122,10 @@ struct rdb_primary {
 	uint8_t *enc_dev;
 	size_t enc_dev_len, enc_dev_cap;
 	uint64_t enc_disk_recs, enc_disk_bytes;
+
+	/* capture mode: see rdb_primary_capture */
+	int cap_fd;
+	uint64_t cap_left;
 };
 
 static void drop_protection(struct rdb_primary *p, const char *why);
@@ -458,6 +463,65 @@ static void stop_pool(struct rdb_primary *p)
 	rdb_buf_reset(&p->held);
 }
 
+/* ---- capture mode ---- */
+
+static int write_all(int fd, const void *b, size_t n)
+{
+	const uint8_t *p = b;
+
+	while (n) {
+		ssize_t w = write(fd, p, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? -errno : -EIO;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static void capture_stop(struct rdb_primary *p, const char *why)
+{
+	if (p->cap_fd >= 0) {
+		close(p->cap_fd);
+		LOGVM(INFO, p->vm->name, "capture ended: %s", why);
+	}
+	p->cap_fd = -1;
+	p->cap_left = 0;
+}
+
+static void capture_epoch(struct rdb_primary *p, uint64_t epoch)
+{
+	uint32_t n = (uint32_t)p->nruns;
+	int rc = write_all(p->cap_fd, "EPOC", 4);
+
+	if (rc == 0)
+		rc = write_all(p->cap_fd, &epoch, 8);
+	if (rc == 0)
+		rc = write_all(p->cap_fd, &n, 4);
+	for (size_t i = 0; rc == 0 && i < p->nruns; i++) {
+		const struct rdb_page_run *r = &p->runs[i];
+		uint64_t len = r->len;
+
+		rc = write_all(p->cap_fd, &r->block, 4);
+		if (rc == 0)
+			rc = write_all(p->cap_fd, &r->count, 4);
+		if (rc == 0)
+			rc = write_all(p->cap_fd, &len, 8);
+		if (rc == 0)
+			rc = write_all(p->cap_fd, p->batch.data + r->start, r->len);
+	}
+	if (rc < 0) {
+		LOGVM(ERROR, p->vm->name, "capture: %s", strerror(-rc));
+		capture_stop(p, "write error");
+		return;
+	}
+	if (--p->cap_left == 0)
+		capture_stop(p, "all epochs written");
+}
+
 static int on_checkpoint_request(void *opaque, uint64_t epoch)
 {
 	struct rdb_primary *p = opaque;
@@ -507,6 +571,8 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 				      p->pause_work_ns + (now - t0));
 		p->in_pause = false;
 	}
+	if (p->cap_left && epoch > 0)
+		capture_epoch(p, epoch);
 	if (p->pool && epoch > 0) {
 		rc = submit_epoch(p, epoch, dev, len);
 	} else {
@@ -1200,6 +1266,7 @@ static int attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 	rdb_buf_init(&p->enc_batch);
 	rdb_buf_init(&p->held);
 	p->pool_fd = -1;
+	p->cap_fd = -1;
 	rdb_proto_decoder_init(&p->dec);
 	rc = rdb_netbuf_init(&p->nb, 0);
 	if (rc == 0)
@@ -1351,6 +1418,7 @@ void rdb_primary_teardown(struct rdb_vm *vm)
 	if (p->colo_active)
 		drop_protection(p, "remusdbd is shutting down");
 	protection_cleanup(p);
+	capture_stop(p, "VM torn down");
 	rdb_nic_close(&p->nic);
 	rdb_disk_close(&p->disk);
 	rdb_netbuf_dispose(&p->nb);
@@ -1379,6 +1447,7 @@ void rdb_primary_status(const struct rdb_vm *vm, json_t *o)
 	json_object_set_new(o, "held_bytes", json_integer((json_int_t)rdb_netbuf_bytes(&p->nb)));
 	json_object_set_new(o, "replication_queue_bytes", json_integer((json_int_t)p->out.len));
 	json_object_set_new(o, "guest_nic_connected", json_boolean(rdb_nic_connected(&p->nic)));
+	json_object_set_new(o, "capture_epochs_left", json_integer((json_int_t)p->cap_left));
 	if (p->has_disk) {
 		json_t *dk = json_pack("{s:s, s:s, s:I, s:b, s:I, s:I, s:I, s:I, s:I}",
 			"image", p->disk.image, "socket", p->disk.sock_path,
@@ -1395,6 +1464,38 @@ void rdb_primary_status(const struct rdb_vm *vm, json_t *o)
 					    json_integer((json_int_t)p->copy_off));
 		json_object_set_new(o, "disk", dk);
 	}
+}
+
+int rdb_primary_capture(struct rdb_vm *vm, const char *path, uint64_t epochs,
+			char *err, size_t errlen)
+{
+	struct rdb_primary *p = vm->pri;
+	int fd, rc;
+
+	if (!p || !p->colo_active) {
+		snprintf(err, errlen, "%s is not being protected here", vm->name);
+		return -EINVAL;
+	}
+	if (p->cap_fd >= 0) {
+		snprintf(err, errlen, "a capture is already running");
+		return -EBUSY;
+	}
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return -errno;
+	}
+	rc = write_all(fd, "RDBCORP1", 8);
+	if (rc < 0) {
+		close(fd);
+		snprintf(err, errlen, "%s: %s", path, strerror(-rc));
+		return rc;
+	}
+	p->cap_fd = fd;
+	p->cap_left = epochs;
+	LOGVM(INFO, vm->name, "capturing the dirty pages of %llu epochs to %s",
+	      (unsigned long long)epochs, path);
+	return 0;
 }
 
 int rdb_primary_inject(struct rdb_vm *vm, const char *fault)

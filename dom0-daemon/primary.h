@@ -14,6 +14,9 @@
 #ifndef RDB_PRIMARY_H
 #define RDB_PRIMARY_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include <jansson.h>
 
 struct rdb_daemon;
@@ -41,6 +44,17 @@ int rdb_primary_unprotect(struct rdb_vm *vm);
 /* Frees everything; idempotent on vm->pri == NULL. */
 void rdb_primary_teardown(struct rdb_vm *vm);
 void rdb_primary_status(const struct rdb_vm *vm, json_t *o);
+/*
+ * Capture mode (benchmarks): the next `epochs` checkpoints' dirty pages,
+ * as QEMU sent them, are appended to path (created; mode 0600), after
+ * the pause of each.  Format (host byte order):
+ *   "RDBCORP1" { "EPOC" epoch:u64 nruns:u32
+ *                { block:u32 count:u32 len:u64 records[len] }*nruns }*
+ * records are the protocol's page records (offset:u64 BE, enc, body).
+ * It holds guest memory: treat the file like the guest's RAM.
+ */
+int rdb_primary_capture(struct rdb_vm *vm, const char *path, uint64_t epochs,
+			char *err, size_t errlen);
 /* Fault injection for tests: stop this process inside the next pause. */
 int rdb_primary_inject(struct rdb_vm *vm, const char *fault);
 

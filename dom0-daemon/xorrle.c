@@ -75,7 +75,14 @@ long rdb_xorrle_encode(const uint8_t *old, const uint8_t *new_, size_t len,
 	while (i < len) {
 		size_t start = i, lit, zeros;
 
-		/* Zero run: 8 bytes at a time, then the first changed byte. */
+		/* Zero run: 32 bytes at a time while nothing changed, then 8,
+		 * then the first changed byte. */
+		while (i + 32 <= len &&
+		       ((load64(old + i) ^ load64(new_ + i)) |
+			(load64(old + i + 8) ^ load64(new_ + i + 8)) |
+			(load64(old + i + 16) ^ load64(new_ + i + 16)) |
+			(load64(old + i + 24) ^ load64(new_ + i + 24))) == 0)
+			i += 32;
 		while (i + 8 <= len) {
 			uint64_t x = load64(old + i) ^ load64(new_ + i);
 

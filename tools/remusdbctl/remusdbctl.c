@@ -37,6 +37,8 @@ static void usage(FILE *f)
 		"  unprotect NAME                  stop protecting (on the primary's host)\n"
 		"  wait NAME STATE [--timeout S]   wait until the VM is in STATE\n"
 		"  inject NAME FAULT               fault injection for tests (stop-in-pause)\n"
+		"  capture NAME FILE EPOCHS        write the next EPOCHS epochs' dirty pages\n"
+		"                                  to FILE (a codec benchmark corpus)\n"
 		"  config --dump-defaults [vm]     every option with its default\n");
 }
 
@@ -246,6 +248,30 @@ static int do_inject(int argc, char **argv)
 	return ex;
 }
 
+static int do_capture(int argc, char **argv)
+{
+	json_t *reply;
+	char *end;
+	long n;
+	int ex = 0;
+
+	if (argc != 3) {
+		usage(stderr);
+		return 2;
+	}
+	n = strtol(argv[2], &end, 10);
+	if (*end || n < 1 || n > 1000000) {
+		fprintf(stderr, "remusdbctl: EPOCHS: want 1..1000000\n");
+		return 2;
+	}
+	reply = call(cmd("capture", json_pack("{s:s, s:s, s:i}", "name", argv[0],
+					      "path", argv[1], "epochs", (int)n)), &ex);
+	if (reply)
+		printf("%s: capturing %ld epochs to %s\n", argv[0], n, argv[1]);
+	json_decref(reply);
+	return ex;
+}
+
 static int do_wait(int argc, char **argv)
 {
 	double timeout = 60;
@@ -345,6 +371,8 @@ int main(int argc, char **argv)
 		return do_wait(argc - 1, argv + 1);
 	if (!strcmp(argv[0], "inject"))
 		return do_inject(argc - 1, argv + 1);
+	if (!strcmp(argv[0], "capture"))
+		return do_capture(argc - 1, argv + 1);
 	if (!strcmp(argv[0], "config") && argc >= 2 && !strcmp(argv[1], "--dump-defaults")) {
 		rdb_config_dump_defaults(argc > 2 && !strcmp(argv[2], "vm") ?
 					 &rdb_vm_config_table : &rdb_daemon_config_table,
