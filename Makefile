@@ -6,7 +6,8 @@
 #   make drill      the power-pull drill -> build/drill/report.json
 #   make drill-pg   DRILLS=K power pulls of a PostgreSQL VM under load
 #                   -> build/drill/pg-report.json (default K=3)
-#   make bench      benchmarks -> build/bench/checkpoint.json, pgbench.json
+#   make bench      benchmarks -> build/bench/checkpoint.json, codec.json,
+#                   pgbench.json
 #   make fuzz       libFuzzer on the stream, protocol and NBD decoders
 #                   (FUZZ_SECONDS each, default 60)
 #
@@ -113,6 +114,7 @@ drill-pg: setup all
 
 bench: setup all
 	RDB_BUILD=$(B) bash tests/bench/checkpoint.sh
+	RDB_BUILD=$(B) bash tests/bench/codec.sh
 	RDB_BUILD=$(B) bash tests/bench/pgbench.sh
 
 fuzz: setup

@@ -6,7 +6,10 @@
 #   unprotected:      the VM attached (disk and NIC through the daemon),
 #                     never protected — the baseline;
 #   remus-25/50/100:  protected, plain Remus mode (every output packet
-#                     waits for its epoch's commit), 25, 50, 100 ms epochs.
+#                     waits for its epoch's commit), 25, 50, 100 ms epochs,
+#                     no compression;
+#   remus-compressed-25/50/100: the same with checkpoint compression
+#                     (XOR+RLE against the page cache, LZ4, zero pages).
 # Each row boots the same image fresh, in the same run.  Reported:
 # throughput (tps), latency p50/p99/mean (ms, from pgbench's per-
 # transaction log), and for the protected rows the epoch rate, the guest's
@@ -32,8 +35,9 @@ export CL_RAM_MB=512 CL_GUEST_RUN= CL_GUEST_READY=REMUSDB-PG-READY
 trap 'cluster_down pgbench' EXIT
 rows=()
 
-one() {	# name checkpoint_ms protect(0|1)
+one() {	# name checkpoint_ms protect(0|1) [compression(true|false)]
 	local name=$1 ckpt=$2 protect=$3 dir=$out/pgbench-$1 s0 s1
+	export CL_COMPRESSION=${4:-false}
 	rdb_log "bench: pgbench, $name"
 	rm -rf "$dir"
 	mkdir -p "$dir"
@@ -66,6 +70,7 @@ one() {	# name checkpoint_ms protect(0|1)
 		($s0.vms[0]) as $a | ($s1.vms[0]) as $b |
 		(($b.checkpoints // 0) - ($a.checkpoints // 0)) as $epochs |
 		{ name: $name, protected: ($protect == 1),
+		  compression: ($b.compression != null),
 		  epoch_ms: (if $protect == 1 then $ckpt else null end),
 		  tps: ($tps | tonumber), transactions: $n,
 		  latency_ms_p50: ($l[($n * 0.5 | floor)] / 1000),
@@ -77,7 +82,9 @@ one() {	# name checkpoint_ms protect(0|1)
 		  disk_bytes_per_epoch: (if $protect == 1 and $epochs > 0
 			then (($b.disk_bytes - $a.disk_bytes) / $epochs | floor) else null end),
 		  pause_ms_p50: (if $protect == 1 then $b.pause_ms_p50 else null end),
-		  pause_ms_p99: (if $protect == 1 then $b.pause_ms_p99 else null end) }' \
+		  pause_ms_p99: (if $protect == 1 then $b.pause_ms_p99 else null end),
+		  page_ratio: ($b.compression.ratio // null),
+		  page_cache_hit_rate: ($b.compression.cache_hit_rate // null) }' \
 		> "$dir/row.json" || rdb_fail "no result for $name"
 	cluster_down pgbench
 	rows+=("$dir/row.json")
@@ -87,13 +94,16 @@ one unprotected 25 0
 one remus-25 25 1
 one remus-50 50 1
 one remus-100 100 1
+one remus-compressed-25 25 1 true
+one remus-compressed-50 50 1 true
+one remus-compressed-100 100 1 true
 
 jq -s --argjson secs "$secs" --argjson clients "$clients" '
 	(.[0]) as $base |
 	{ workload: "pgbench TPC-B-like (scale 1), \($clients) clients, \($secs) s per row after a 5 s warm-up; the guest under TCG",
-	  mode: "plain Remus (every output packet waits for its epoch); no compression",
+	  mode: "plain Remus (every output packet waits for its epoch); remus-compressed rows add checkpoint compression",
 	  rows: map(. + { tps_ratio: (.tps / $base.tps),
 			  latency_p50_ratio: (.latency_ms_p50 / $base.latency_ms_p50) }) }' \
 	"${rows[@]}" > "$out/pgbench.json" || rdb_fail "could not write pgbench.json"
-jq -r '.rows[] | "\(.name): \(.tps | . * 10 | round / 10) tps (x\(.tps_ratio | . * 100 | round / 100)), latency p50 \(.latency_ms_p50 | . * 10 | round / 10) ms p99 \(.latency_ms_p99 | . * 10 | round / 10) ms"' "$out/pgbench.json"
+jq -r '.rows[] | "\(.name): \(.tps | . * 10 | round / 10) tps (x\(.tps_ratio | . * 100 | round / 100)), latency p50 \(.latency_ms_p50 | . * 10 | round / 10) ms p99 \(.latency_ms_p99 | . * 10 | round / 10) ms, \(.replication_bytes_per_epoch // 0) B/epoch"' "$out/pgbench.json"
 echo "bench: $out/pgbench.json"

@@ -108,6 +108,7 @@ cluster_vm_up() {
 		echo "checkpoint_ms = $ckpt"
 		echo "checkpoint_deadline_ms = ${CL_DEADLINE_MS:-500}"
 		echo "ram_mb = ${CL_RAM_MB:-256}"
+		echo "compression = ${CL_COMPRESSION:-true}"
 		if [ -n "${CL_DISK_IMAGE:-}" ]; then
 			echo "disk = $CL_DIR/pri/$CL_VM.disk.img"
 			echo "disk_socket = $CL_DIR/pri/run/$CL_VM.disk"
