@@ -8,6 +8,7 @@
 #                   -> build/drill/pg-report.json (default K=3)
 #   make bench      benchmarks -> build/bench/checkpoint.json, codec.json,
 #                   pgbench.json
+#   make kmod       remusdb.ko for the test guest's kernel -> build/kmod/
 #   make fuzz       libFuzzer on the stream, protocol and NBD decoders
 #                   (FUZZ_SECONDS each, default 60)
 #
@@ -22,7 +23,7 @@ CFLAGS  ?= -O2 -g
 PKGS    := jansson liblz4
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
-INCS    := -Idom0-daemon -Idom0-daemon/lib -Ihypervisor -Iinclude
+INCS    := -Idom0-daemon -Idom0-daemon/lib -Ihypervisor -Iguest-kmod/include/uapi
 
 ifeq ($(SAN),1)
 B       := build/san
@@ -44,7 +45,11 @@ TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(B)/tests/%)
 BENCH_SRCS := $(wildcard tests/bench/*.c)
 BENCH_BINS := $(BENCH_SRCS:tests/bench/%.c=$(B)/bench/%)
 HELPER_SRCS := $(wildcard tests/helpers/*.c)
-HELPER_BINS := $(HELPER_SRCS:tests/helpers/%.c=build/helpers/%)
+HELPER_BINS := $(HELPER_SRCS:tests/helpers/%.c=build/helpers/%) \
+	build/helpers/remusdb-eventd build/helpers/kmodtest
+# remusdb.ko for the test guest's pinned kernel (tools/mkguest.sh)
+KMOD_KVER := 6.1.0-56-amd64
+KMOD_KDIR := /usr/src/linux-headers-$(KMOD_KVER)
 # Workloads run on the host against the guest's DBMS (libpq: dynamic).
 WORKLOAD_BINS := build/workload/ledger
 
@@ -79,6 +84,23 @@ build/workload/ledger: tests/workload/ledger.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O2 -g $$(pkg-config --cflags libpq) -o $@ $< $$(pkg-config --libs libpq)
 
+build/helpers/remusdb-eventd: guest-kmod/remusdb-eventd.c guest-kmod/include/uapi/remusdb.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) -O2 -static -o $@ $<
+
+build/helpers/kmodtest: guest-kmod/tests/kmodtest.c guest-kmod/include/uapi/remusdb.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) -O2 -static -o $@ $<
+
+# Built out of the source tree: Kbuild writes its objects next to the
+# sources it is given.
+kmod:
+	@test -d $(KMOD_KDIR) || { echo "kmod: $(KMOD_KDIR) missing (make setup)"; exit 1; }
+	@mkdir -p build/kmod/include/uapi
+	cp -u guest-kmod/remusdb.c guest-kmod/Kbuild build/kmod/
+	cp -u guest-kmod/include/uapi/remusdb.h build/kmod/include/uapi/
+	$(MAKE) -C $(KMOD_KDIR) M=$(CURDIR)/build/kmod modules
+
 $(B)/tests/%: $(B)/obj/tests/unit/%.o $(B)/librdb.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $< $(B)/librdb.a \
@@ -97,6 +119,7 @@ unit: $(TEST_BINS)
 
 check: setup
 	$(MAKE) SAN=1 all unit
+	$(MAKE) kmod
 	bash hypervisor/qemu/build-test-qemu.sh >/dev/null
 	RDB_BUILD=build/san bash tests/run-e2e.sh
 

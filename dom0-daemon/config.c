@@ -123,6 +123,8 @@ static const struct rdb_option vm_opts[] = {
 	  "page cache for XOR deltas, as a share of guest RAM (0: LZ4 only)" },
 	{ "compress_threads", RDB_OPT_U32, OFF(rdb_vm_config, compress_threads), "2", 1, 64, NULL,
 	  "encoder threads per VM (they run while the guest runs, not in the pause)" },
+	{ "protect_dscp", RDB_OPT_U32, OFF(rdb_vm_config, protect_dscp), "43", 0, 63, NULL,
+	  "IPv6 DSCP the guest module marks protected packets with (its dscp parameter; 43 = 0x2b)" },
 	{ "qemu_arg", RDB_OPT_STRLIST, OFF(rdb_vm_config, qemu_arg), NULL, 0, 0, NULL,
 	  "one QEMU argument per line, common to both hosts; no -qmp/-netdev/-serial/-incoming; NIC on netdev=net0" },
 };

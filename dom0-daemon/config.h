@@ -75,6 +75,7 @@ struct rdb_vm_config {
 	bool compression;
 	uint32_t page_cache_percent;
 	uint32_t compress_threads;
+	uint32_t protect_dscp;
 	struct rdb_strlist qemu_arg;
 };
 

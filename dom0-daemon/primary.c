@@ -7,12 +7,14 @@
 #include "encpool.h"
 #include "log.h"
 #include "netbuf.h"
+#include "netstream.h"
 #include "nic.h"
 #include "proto.h"
 #include "sockutil.h"
 #include "vm.h"
 #include "watchdog.h"
 #include "qemu/colo_stream.h"
+#include "remusdb.h"
 #include "qemu/qmp.h"
 
 #include <errno.h>
@@ -770,10 +772,24 @@ static void tap_sink(void *opaque, const uint8_t *frame, size_t len)
 }
 
 /* A frame from the guest: held until its epoch is committed. */
+/*
+ * A frame from the guest.  Packets the guest module marked (a protected
+ * socket's: see guest-kmod/include/uapi/remusdb.h) are counted and the
+ * mark stripped here, before anything can leave the host; in plain mode
+ * every frame then waits for its epoch all the same.
+ */
 static void guest_frame(void *opaque, const uint8_t *frame, size_t len)
 {
+	static uint8_t copy[RDB_NET_MAX_FRAME];
 	struct rdb_primary *p = opaque;
+	uint8_t dscp = (uint8_t)p->vm->cfg.protect_dscp;
 
+	if (remusdb_frame_marked(frame, len, dscp) && len <= sizeof(copy)) {
+		memcpy(copy, frame, len);
+		remusdb_frame_strip(copy, len, dscp);
+		frame = copy;
+		p->vm->st.marked_frames++;
+	}
 	if (p->colo_active)
 		rdb_netbuf_hold(&p->nb, p->open_epoch, frame, len);
 	else

@@ -215,6 +215,7 @@ json_t *rdb_vm_status_json(const struct rdb_vm *vm)
 			"cache_hit_rate", lookups ? (double)c->cache_hits / (double)lookups : 0.0,
 			"encode_ms", (double)c->encode_ns / RDB_NS_PER_MS));
 	}
+	json_object_set_new(o, "marked_frames", json_integer((json_int_t)vm->st.marked_frames));
 	json_object_set_new(o, "disk_ops", json_integer((json_int_t)vm->st.disk_ops));
 	json_object_set_new(o, "disk_bytes", json_integer((json_int_t)vm->st.disk_bytes));
 	json_object_set_new(o, "last_ack_age_ms",
@@ -264,6 +265,8 @@ void rdb_vm_metrics_write(const struct rdb_vm *vm, FILE *f)
 				n, (unsigned long long)c->cache_misses);
 		}
 	}
+	fprintf(f, "remusdb_marked_frames_total{vm=\"%s\",role=\"%s\"} %llu\n",
+		n, role, (unsigned long long)vm->st.marked_frames);
 	fprintf(f, "remusdb_disk_ops_total{vm=\"%s\",role=\"%s\"} %llu\n",
 		n, role, (unsigned long long)vm->st.disk_ops);
 	fprintf(f, "remusdb_disk_bytes_total{vm=\"%s\",role=\"%s\"} %llu\n",

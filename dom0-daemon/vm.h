@@ -55,6 +55,7 @@ struct rdb_vm_stats {
 	uint64_t disk_ops;		/* disk changes replicated (primary) */
 	uint64_t disk_bytes;		/* their write data (primary) / applied (backup) */
 	struct rdb_codec_stats codec;	/* primary, compression on */
+	uint64_t marked_frames;		/* primary: protected packets seen (mark stripped) */
 	uint64_t pause_ns[RDB_PAUSE_RING];	/* request → our LOADED */
 	uint64_t work_ns[RDB_PAUSE_RING];	/* our own work inside it */
 	uint64_t npause;

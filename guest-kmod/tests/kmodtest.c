@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * kmodtest: remusdb.ko checked from inside the guest.
+ *
+ *   kmodtest sockopt             set/get/unset on IPv4 and IPv6 TCP; UDP refused
+ *   kmodtest perm GID            (module loaded with protect_gid=GID)
+ *                                root may; uid 65534 may not; uid 65534 in GID may
+ *   kmodtest send HOST PORT ON N connect, protect if ON, send N small writes
+ *   kmodtest waitevent SECONDS   block on /dev/remusdb for one event
+ *
+ * Prints "KMODTEST <name> ok ..." or "KMODTEST <name> FAIL: why" and
+ * exits 0 / 1.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../include/uapi/remusdb.h"
+
+static const char *test = "?";
+
+static int fail(const char *fmt, const char *a, int e)
+{
+	printf("KMODTEST %s FAIL: ", test);
+	printf(fmt, a);
+	printf(" (%s)\n", e ? strerror(e) : "no error");
+	exit(1);
+}
+
+static int get(int fd, int level)
+{
+	int on = -1;
+	socklen_t len = sizeof(on);
+
+	if (getsockopt(fd, level, REMUSDB_SO_PROTECT, &on, &len) < 0)
+		fail("getsockopt %s", level == SOL_IP ? "SOL_IP" : "SOL_IPV6", errno);
+	return on;
+}
+
+static void set(int fd, int level, int on)
+{
+	if (setsockopt(fd, level, REMUSDB_SO_PROTECT, &on, sizeof(on)) < 0)
+		fail("setsockopt %s", level == SOL_IP ? "SOL_IP" : "SOL_IPV6", errno);
+}
+
+static int do_sockopt(void)
+{
+	int s4 = socket(AF_INET, SOCK_STREAM, 0), s6 = socket(AF_INET6, SOCK_STREAM, 0);
+	int u = socket(AF_INET, SOCK_DGRAM, 0), on = 1;
+
+	if (s4 < 0 || s6 < 0 || u < 0)
+		fail("socket%s", "", errno);
+	if (get(s4, SOL_IP) != 0 || get(s6, SOL_IPV6) != 0)
+		fail("a new socket is %s", "protected", 0);
+	set(s4, SOL_IP, 1);
+	set(s6, SOL_IPV6, 1);
+	if (get(s4, SOL_IP) != 1 || get(s6, SOL_IPV6) != 1)
+		fail("%s", "protection did not stick", 0);
+	set(s4, SOL_IP, 0);
+	set(s6, SOL_IPV6, 0);
+	if (get(s4, SOL_IP) != 0 || get(s6, SOL_IPV6) != 0)
+		fail("%s", "unprotect did not stick", 0);
+	if (setsockopt(u, SOL_IP, REMUSDB_SO_PROTECT, &on, sizeof(on)) == 0 ||
+	    errno != EOPNOTSUPP)
+		fail("UDP: want EOPNOTSUPP%s", "", errno);
+	if (setsockopt(s4, SOL_IP, REMUSDB_SO_PROTECT, &on, 2) == 0 || errno != EINVAL)
+		fail("short optlen: want EINVAL%s", "", errno);
+	printf("KMODTEST sockopt ok: IPv4 and IPv6 set/get/unset, UDP EOPNOTSUPP, short EINVAL\n");
+	return 0;
+}
+
+static int try_as(uid_t uid, gid_t gid, const gid_t *groups, int ngroups)
+{
+	pid_t pid = fork();
+	int st;
+
+	if (pid == 0) {
+		int s = socket(AF_INET, SOCK_STREAM, 0), on = 1;
+
+		if (setgroups((size_t)ngroups, groups) < 0 || setgid(gid) < 0 ||
+		    setuid(uid) < 0)
+			_exit(100);
+		_exit(setsockopt(s, SOL_IP, REMUSDB_SO_PROTECT, &on, sizeof(on)) == 0 ?
+		      0 : errno);
+	}
+	waitpid(pid, &st, 0);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 101;
+}
+
+static int do_perm(gid_t gid)
+{
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	gid_t g = gid;
+	int r;
+
+	set(s, SOL_IP, 1);	/* root: CAP_NET_ADMIN */
+	r = try_as(65534, 65534, NULL, 0);
+	if (r != EPERM)
+		fail("uid 65534 outside the group: want EPERM, got %s", r ? strerror(r) : "success", 0);
+	r = try_as(65534, 65534, &g, 1);
+	if (r != 0)
+		fail("uid 65534 in the group: %s", strerror(r), 0);
+	printf("KMODTEST perm ok: root yes, uid 65534 EPERM, uid 65534 in group %u yes\n", gid);
+	return 0;
+}
+
+static int do_send(const char *host, int port, int on, int n)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	struct sockaddr_in me;
+	socklen_t ml = sizeof(me);
+	int s = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+	char buf[64];
+
+	inet_pton(AF_INET, host, &sa.sin_addr);
+	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		fail("connect %s", host, errno);
+	setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (on)
+		set(s, SOL_IP, 1);
+	for (int i = 0; i < n; i++) {
+		int k = snprintf(buf, sizeof(buf), "%s %d\n", on ? "protected" : "plain", i);
+
+		if (write(s, buf, (size_t)k) != k)
+			fail("write%s", "", errno);
+		usleep(30000);
+	}
+	getsockname(s, (struct sockaddr *)&me, &ml);
+	shutdown(s, SHUT_WR);
+	while (read(s, buf, sizeof(buf)) > 0)
+		;
+	close(s);
+	printf("KMODTEST send ok: %d writes, protected=%d, local port %d\n", n, on,
+	       ntohs(me.sin_port));
+	return 0;
+}
+
+static int do_waitevent(int secs)
+{
+	struct remusdb_event ev;
+	int fd = open(REMUSDB_DEV, O_RDONLY);
+	struct pollfd p;
+
+	if (fd < 0)
+		fail("open %s", REMUSDB_DEV, errno);
+	printf("KMODTEST waitevent waiting\n");
+	fflush(stdout);
+	p = (struct pollfd){ .fd = fd, .events = POLLIN };
+	if (poll(&p, 1, secs * 1000) != 1)
+		fail("no event within the deadline%s", "", 0);
+	if (read(fd, &ev, sizeof(ev)) != (ssize_t)sizeof(ev))
+		fail("read %s", REMUSDB_DEV, errno);
+	printf("KMODTEST waitevent ok: epoch=%llu generation=%llu\n",
+	       (unsigned long long)ev.epoch, (unsigned long long)ev.generation);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc < 2)
+		return 2;
+	test = argv[1];
+	if (!strcmp(test, "sockopt"))
+		return do_sockopt();
+	if (!strcmp(test, "perm") && argc == 3)
+		return do_perm((gid_t)atoi(argv[2]));
+	if (!strcmp(test, "send") && argc == 6)
+		return do_send(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
+	if (!strcmp(test, "waitevent") && argc == 3)
+		return do_waitevent(atoi(argv[2]));
+	fprintf(stderr, "usage: kmodtest sockopt | perm GID | send HOST PORT ON N | waitevent SECONDS\n");
+	return 2;
+}
