@@ -51,6 +51,7 @@ struct rdb_backup {
 	struct rdb_diskbuf disk;	/* the replica and the epoch's writes */
 	char disk_path[512];
 	int disk_pid;			/* after failover: the replica's server */
+	int event_fd;			/* after failover: the event port's socket */
 
 	/* after failover */
 	struct rdb_qemu_proc qemu;
@@ -414,6 +415,7 @@ static void stop_disk_server(struct rdb_backup *b)
 		kill(b->disk_pid, SIGTERM);
 		waitpid(b->disk_pid, NULL, 0);
 		b->disk_pid = -1;
+	b->event_fd = -1;
 	}
 }
 
@@ -466,6 +468,36 @@ static int failover_net(struct rdb_backup *b)
 	return rc;
 }
 
+/*
+ * Tells the guest it now runs from epoch N (guest-kmod/include/uapi/
+ * remusdb.h): one line into the failover event port.  QEMU keeps it until
+ * the guest's helper opens the port; the socket stays open for the VM's
+ * life so the line is not lost with a hang-up.  A failure is logged, not
+ * fatal: the VM runs either way.
+ */
+static void send_failover_event(struct rdb_backup *b, const char *path,
+				uint64_t epoch)
+{
+	struct rdb_vm *vm = b->vm;
+	uint64_t gen = vm->st.transitions[RDB_VM_FAILED_OVER] + 1;
+	char line[128];
+	int n, rc;
+
+	n = snprintf(line, sizeof(line), "REMUSDB-FAILOVER epoch=%llu generation=%llu\n",
+		     (unsigned long long)epoch, (unsigned long long)gen);
+	rc = rdb_sock_connect_unix(path, rdb_now_ns() + RDB_NS_PER_S, &b->event_fd);
+	if (rc == 0)
+		rc = rdb_sock_write_all(b->event_fd, line, (size_t)n,
+					rdb_now_ns() + RDB_NS_PER_S);
+	if (rc < 0)
+		LOGVM(WARN, vm->name, "failover event to the guest (%s): %s", path,
+		      strerror(-rc));
+	else
+		LOGVM(INFO, vm->name, "failover event sent to the guest: epoch %llu, "
+		      "generation %llu", (unsigned long long)epoch,
+		      (unsigned long long)gen);
+}
+
 /* Starts QEMU from the last committed epoch; the guest runs on return 0. */
 static int restore_vm(struct rdb_backup *b, uint64_t t0, const char *drive)
 {
@@ -473,7 +505,7 @@ static int restore_vm(struct rdb_backup *b, uint64_t t0, const char *drive)
 	struct rdb_daemon *d = b->d;
 	struct rdb_restore_block *rb = NULL;
 	struct rdb_restore_spec spec;
-	char qmp_path[108], in_path[108], log_path[512], con_path[512];
+	char qmp_path[108], in_path[108], log_path[512], con_path[512], ev_path[108];
 	char uri[160], status[32];
 	uint64_t deadline = t0 + RESTORE_DEADLINE_NS, ram_bytes = 0;
 	const struct rdb_committed *c = rdb_stage_committed(&b->st);
@@ -487,6 +519,7 @@ static int restore_vm(struct rdb_backup *b, uint64_t t0, const char *drive)
 	snprintf(in_path, sizeof(in_path), "%s/%s.incoming", d->cfg.run_dir, vm->name);
 	snprintf(log_path, sizeof(log_path), "%s/%s/qemu.log", d->cfg.state_dir, vm->name);
 	snprintf(con_path, sizeof(con_path), "%s/%s/console.log", d->cfg.state_dir, vm->name);
+	snprintf(ev_path, sizeof(ev_path), "%s/%s.event", d->cfg.run_dir, vm->name);
 	image = rdb_ramimage_path(&b->img, RDB_RESTORE_SHARED_BLOCK);
 	if (!image) {
 		LOGVM(ERROR, vm->name, "no %s block to restore from",
@@ -520,7 +553,8 @@ static int restore_vm(struct rdb_backup *b, uint64_t t0, const char *drive)
 	}
 	rc = rdb_restore_argv(d->cfg.qemu_binary, vm->cfg.qemu_arg.v,
 			      vm->cfg.qemu_arg.n, image, ram_bytes, qmp_path,
-			      b->nic.path, con_path, drive, &argv);
+			      b->nic.path, con_path, drive,
+			      vm->cfg.event_port ? ev_path : NULL, &argv);
 	if (rc < 0)
 		goto out;
 	rc = rdb_qemu_spawn(argv, log_path, &b->qemu);
@@ -580,6 +614,8 @@ static int restore_vm(struct rdb_backup *b, uint64_t t0, const char *drive)
 	rc = rdb_qmp_announce_self(&b->qmp, deadline);
 	if (rc < 0)
 		LOGVM(WARN, vm->name, "announce-self: %s", strerror(-rc));
+	if (vm->cfg.event_port)
+		send_failover_event(b, ev_path, c->epoch);
 	rc = 0;
 out:
 	if (fd >= 0)
@@ -649,6 +685,7 @@ static struct rdb_backup *backup_new(struct rdb_daemon *d, const char *name)
 	rdb_nic_init(&b->nic);
 	rdb_diskbuf_init(&b->disk, 256u << 20);
 	b->disk_pid = -1;
+	b->event_fd = -1;
 	b->qemu.pid = -1;
 	rdb_buf_init(&b->out);
 	rdb_proto_decoder_init(&b->dec);
@@ -830,6 +867,8 @@ void rdb_backup_teardown(struct rdb_vm *vm)
 	/* A restored guest is the VM now: it outlives the daemon's teardown. */
 	rdb_stage_dispose(&b->st);
 	/* The replica's server, like the restored QEMU, outlives us. */
+	if (b->event_fd >= 0)
+		close(b->event_fd);
 	rdb_diskbuf_dispose(&b->disk);
 	if (b->img_open)
 		rdb_ramimage_close(&b->img);
@@ -861,6 +900,7 @@ void rdb_backup_housekeeping(struct rdb_vm *vm)
 	}
 	if (b->disk_pid > 0 && waitpid(b->disk_pid, &status, WNOHANG) == b->disk_pid) {
 		b->disk_pid = -1;
+	b->event_fd = -1;
 		rdb_vm_set_state(vm, RDB_VM_FAILED, "the disk replica's server "
 				 "exited (status 0x%x): the guest has no disk", status);
 	}

@@ -125,6 +125,8 @@ static const struct rdb_option vm_opts[] = {
 	  "encoder threads per VM (they run while the guest runs, not in the pause)" },
 	{ "protect_dscp", RDB_OPT_U32, OFF(rdb_vm_config, protect_dscp), "43", 0, 63, NULL,
 	  "IPv6 DSCP the guest module marks protected packets with (its dscp parameter; 43 = 0x2b)" },
+	{ "event_port", RDB_OPT_BOOL, OFF(rdb_vm_config, event_port), "false", 0, 0, NULL,
+	  "the VM has the failover event port (virtserialport name=org.remusdb.0 on chardev rdbevent): after a failover the backup tells the guest" },
 	{ "qemu_arg", RDB_OPT_STRLIST, OFF(rdb_vm_config, qemu_arg), NULL, 0, 0, NULL,
 	  "one QEMU argument per line, common to both hosts; no -qmp/-netdev/-serial/-incoming; NIC on netdev=net0" },
 };

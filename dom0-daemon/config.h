@@ -76,6 +76,7 @@ struct rdb_vm_config {
 	uint32_t page_cache_percent;
 	uint32_t compress_threads;
 	uint32_t protect_dscp;
+	bool event_port;
 	struct rdb_strlist qemu_arg;
 };
 

@@ -7,6 +7,7 @@
  *                                root may; uid 65534 may not; uid 65534 in GID may
  *   kmodtest send HOST PORT ON N connect, protect if ON, send N small writes
  *   kmodtest waitevent SECONDS   block on /dev/remusdb for one event
+ *   kmodtest absent              (module unloaded) the option is gone: ENOPROTOOPT
  *
  * Prints "KMODTEST <name> ok ..." or "KMODTEST <name> FAIL: why" and
  * exits 0 / 1.
@@ -166,6 +167,19 @@ static int do_waitevent(int secs)
 	return 0;
 }
 
+static int do_absent(void)
+{
+	int s = socket(AF_INET, SOCK_STREAM, 0), on = 1;
+
+	if (setsockopt(s, SOL_IP, REMUSDB_SO_PROTECT, &on, sizeof(on)) == 0 ||
+	    errno != ENOPROTOOPT)
+		fail("after rmmod: want ENOPROTOOPT%s", "", errno);
+	if (access(REMUSDB_DEV, F_OK) == 0 || access("/sys/kernel/remusdb", F_OK) == 0)
+		fail("after rmmod: %s or /sys/kernel/remusdb still there", REMUSDB_DEV, 0);
+	printf("KMODTEST absent ok: option ENOPROTOOPT, no device, no sysfs\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -178,6 +192,8 @@ int main(int argc, char **argv)
 		return do_perm((gid_t)atoi(argv[2]));
 	if (!strcmp(test, "send") && argc == 6)
 		return do_send(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
+	if (!strcmp(test, "absent"))
+		return do_absent();
 	if (!strcmp(test, "waitevent") && argc == 3)
 		return do_waitevent(atoi(argv[2]));
 	fprintf(stderr, "usage: kmodtest sockopt | perm GID | send HOST PORT ON N | waitevent SECONDS\n");

@@ -422,10 +422,10 @@ int rdb_restore_argv(const char *qemu_binary, char *const *common,
 		     size_t ncommon, const char *image_path, uint64_t ram_bytes,
 		     const char *qmp_path, const char *net_path,
 		     const char *console_path, const char *drive,
-		     char ***argv_out)
+		     const char *event_path, char ***argv_out)
 {
-	/* binary + common + 14 of ours + NULL */
-	size_t n = 0, max = 1 + ncommon + 14 + 1;
+	/* binary + common + 16 of ours + NULL */
+	size_t n = 0, max = 1 + ncommon + 16 + 1;
 	char **v;
 	int rc = 0;
 
@@ -470,6 +470,12 @@ int rdb_restore_argv(const char *qemu_binary, char *const *common,
 		rc = push(v, &n, "-drive");
 		if (rc == 0)
 			rc = push(v, &n, "%s", drive);
+	}
+	if (rc == 0 && event_path) {
+		rc = push(v, &n, "-chardev");
+		if (rc == 0)
+			rc = push(v, &n, "socket,id=rdbevent,path=%s,server=on,wait=off",
+				  event_path);
 	}
 	if (rc == 0)
 		rc = push(v, &n, "-incoming");

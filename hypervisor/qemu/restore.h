@@ -94,6 +94,9 @@ int rdb_restore_stream_send(int fd, const uint8_t *buf, size_t len,
  *   -serial file:CONSOLE                           (if console_path)
  *   -drive DRIVE                                   (if drive: the replica,
  *                                                   see rdb_qemu_nbd_drive)
+ *   -chardev socket,id=rdbevent,path=EVENT,server=on,wait=off
+ *                                                  (if event_path: the
+ *                                                   failover event port)
  *   -incoming defer
  * NULL-terminated; free with rdb_restore_argv_free.  The common arguments
  * must not contain -S (the guest would stay paused) nor a memory backend
@@ -103,7 +106,7 @@ int rdb_restore_argv(const char *qemu_binary, char *const *common,
 		     size_t ncommon, const char *image_path, uint64_t ram_bytes,
 		     const char *qmp_path, const char *net_path,
 		     const char *console_path, const char *drive,
-		     char ***argv_out);
+		     const char *event_path, char ***argv_out);
 void rdb_restore_argv_free(char **argv);	/* NULL is fine */
 /* The -drive value of a VM disk served by remusdbd over NBD on a unix
  * socket, the same on both hosts but for the socket: "if=none,id=ID,

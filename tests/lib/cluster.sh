@@ -64,6 +64,10 @@ cl_common_args() {
 	# the disk's drive (-drive, host-specific: the daemon's NBD socket)
 	# is added on each host; the device is common
 	[ -n "${CL_DISK_IMAGE:-}" ] && printf '%s\n' -device virtio-blk-pci,drive=disk0
+	# the failover event port (its -chardev is host-specific, like the
+	# drive: the primary's here, the backup's from remusdbd)
+	[ -n "${CL_EVENT_PORT:-}" ] && printf '%s\n' -device virtio-serial-pci,id=vser0 \
+		-device virtserialport,bus=vser0.0,chardev=rdbevent,name=org.remusdb.0
 	return 0
 }
 
@@ -109,6 +113,7 @@ cluster_vm_up() {
 		echo "checkpoint_deadline_ms = ${CL_DEADLINE_MS:-500}"
 		echo "ram_mb = ${CL_RAM_MB:-256}"
 		echo "compression = ${CL_COMPRESSION:-true}"
+		[ -n "${CL_EVENT_PORT:-}" ] && echo "event_port = true"
 		if [ -n "${CL_DISK_IMAGE:-}" ]; then
 			echo "disk = $CL_DIR/pri/$CL_VM.disk.img"
 			echo "disk_socket = $CL_DIR/pri/run/$CL_VM.disk"
@@ -124,6 +129,8 @@ cluster_vm_up() {
 		drive=(-drive "if=none,id=disk0,driver=nbd,server.type=unix,server.path=$CL_DIR/pri/run/$CL_VM.disk")
 	fi
 
+	[ -n "${CL_EVENT_PORT:-}" ] &&
+		drive+=(-chardev "socket,id=rdbevent,path=$CL_DIR/pri/$CL_VM.event,server=on,wait=off")
 	ip netns exec "$(netns_name "$run" pri)" "$RDB_QEMU" "${CL_ARGS[@]}" "${drive[@]}" \
 		-qmp "unix:$CL_DIR/pri/$CL_VM.qmp,server=on,wait=off" \
 		-qmp "unix:$CL_DIR/pri/$CL_VM.wd.qmp,server=on,wait=off" \

@@ -276,7 +276,7 @@ static void test_restore_argv(void **state)
 
 	assert_int_equal(rdb_restore_argv("qemu", common, 2, "/s/pc.ram.img",
 					  256 << 20, "/r/q", "/r/n",
-					  "/s/console", NULL, &argv), 0);
+					  "/s/console", NULL, NULL, &argv), 0);
 	assert_string_equal(argv[0], "qemu");
 	assert_string_equal(argv[1], "-m");
 	assert_string_equal(argv[2], "256");
@@ -297,14 +297,14 @@ static void test_restore_argv(void **state)
 
 	/* without a NIC or console */
 	assert_int_equal(rdb_restore_argv("qemu", NULL, 0, "/i", 1 << 20,
-					  "/q", NULL, NULL, NULL, &argv), 0);
+					  "/q", NULL, NULL, NULL, NULL, &argv), 0);
 	for (i = 0; argv[i]; i++)
 		;
 	assert_int_equal(i, 9);
 	assert_string_equal(argv[7], "-incoming");
 	rdb_restore_argv_free(argv);
 	assert_int_equal(rdb_restore_argv("qemu", NULL, 0, "/i", 1000, "/q",
-					  NULL, NULL, NULL, &argv), -EINVAL);
+					  NULL, NULL, NULL, NULL, &argv), -EINVAL);
 }
 
 static void test_spawn_and_kill(void **state)
