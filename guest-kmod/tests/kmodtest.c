@@ -5,7 +5,11 @@
  *   kmodtest sockopt             set/get/unset on IPv4 and IPv6 TCP; UDP refused
  *   kmodtest perm GID            (module loaded with protect_gid=GID)
  *                                root may; uid 65534 may not; uid 65534 in GID may
- *   kmodtest send HOST PORT ON N connect, protect if ON, send N small writes
+ *   kmodtest send HOST PORT ON N connect (IPv4 or IPv6 HOST), protect if ON,
+ *                                send N small writes
+ *   kmodtest loopback N          a protected connection over lo (in whatever
+ *                                network namespace this runs): the module's
+ *                                packets_marked must grow
  *   kmodtest waitevent SECONDS   block on /dev/remusdb for one event
  *   kmodtest absent              (module unloaded) the option is gone: ENOPROTOOPT
  *
@@ -118,18 +122,30 @@ static int do_perm(gid_t gid)
 
 static int do_send(const char *host, int port, int on, int n)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-	struct sockaddr_in me;
-	socklen_t ml = sizeof(me);
-	int s = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+	struct sockaddr_storage ss = { 0 };
+	struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+	int v6 = strchr(host, ':') != NULL;
+	int s = socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM, 0), one = 1;
+	socklen_t sl;
 	char buf[64];
 
-	inet_pton(AF_INET, host, &sa.sin_addr);
-	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+	if (v6) {
+		a6->sin6_family = AF_INET6;
+		a6->sin6_port = htons((uint16_t)port);
+		inet_pton(AF_INET6, host, &a6->sin6_addr);
+		sl = sizeof(*a6);
+	} else {
+		a4->sin_family = AF_INET;
+		a4->sin_port = htons((uint16_t)port);
+		inet_pton(AF_INET, host, &a4->sin_addr);
+		sl = sizeof(*a4);
+	}
+	if (connect(s, (struct sockaddr *)&ss, sl) < 0)
 		fail("connect %s", host, errno);
 	setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (on)
-		set(s, SOL_IP, 1);
+		set(s, v6 ? SOL_IPV6 : SOL_IP, 1);
 	for (int i = 0; i < n; i++) {
 		int k = snprintf(buf, sizeof(buf), "%s %d\n", on ? "protected" : "plain", i);
 
@@ -137,13 +153,57 @@ static int do_send(const char *host, int port, int on, int n)
 			fail("write%s", "", errno);
 		usleep(30000);
 	}
-	getsockname(s, (struct sockaddr *)&me, &ml);
 	shutdown(s, SHUT_WR);
 	while (read(s, buf, sizeof(buf)) > 0)
 		;
 	close(s);
-	printf("KMODTEST send ok: %d writes, protected=%d, local port %d\n", n, on,
-	       ntohs(me.sin_port));
+	printf("KMODTEST send ok: %d writes, protected=%d, %s\n", n, on,
+	       v6 ? "IPv6" : "IPv4");
+	return 0;
+}
+
+static long long sysfs_num(const char *name)
+{
+	char path[128];
+	long long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/kernel/remusdb/%s", name);
+	f = fopen(path, "r");
+	if (!f || fscanf(f, "%lld", &v) != 1)
+		fail("read %s", path, errno);
+	fclose(f);
+	return v;
+}
+
+static int do_loopback(int n)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(7222) };
+	int l = socket(AF_INET, SOCK_STREAM, 0), c, srv, one = 1;
+	long long before = sysfs_num("packets_marked"), after, prot;
+	char buf[64];
+
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(l, 1) < 0)
+		fail("listen on lo%s", "", errno);
+	c = socket(AF_INET, SOCK_STREAM, 0);
+	if (connect(c, (struct sockaddr *)&a, sizeof(a)) < 0)
+		fail("connect over lo%s", "", errno);
+	srv = accept(l, NULL, NULL);
+	set(c, SOL_IP, 1);
+	prot = sysfs_num("protected_sockets");
+	for (int i = 0; i < n; i++) {
+		if (write(c, "x", 1) != 1 || read(srv, buf, sizeof(buf)) <= 0)
+			fail("lo exchange%s", "", errno);
+	}
+	after = sysfs_num("packets_marked");
+	if (after < before + n)
+		fail("lo: packets_marked grew by %s", after - before < n ? "too little" : "?", 0);
+	if (prot < 1)
+		fail("protected_sockets %s while one is protected", "is 0", 0);
+	printf("KMODTEST loopback ok: %lld packets marked for %d writes, protected_sockets=%lld\n",
+	       after - before, n, prot);
 	return 0;
 }
 
@@ -192,6 +252,8 @@ int main(int argc, char **argv)
 		return do_perm((gid_t)atoi(argv[2]));
 	if (!strcmp(test, "send") && argc == 6)
 		return do_send(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
+	if (!strcmp(test, "loopback") && argc == 3)
+		return do_loopback(atoi(argv[2]));
 	if (!strcmp(test, "absent"))
 		return do_absent();
 	if (!strcmp(test, "waitevent") && argc == 3)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # remusdb.ko in a real guest under the test QEMU, protected by remusdbd:
-# the socket option on IPv4/IPv6 TCP and its refusals, marks on exactly
+# the socket option on IPv4/IPv6 TCP and its refusals, marking in every
+# network namespace (a fresh one over loopback), marks on exactly
 # the protected connection's packets (counted by remusdbd, which strips
 # them: a capture at the peer sees none), the failover event through the
 # virtio-serial port — first written by hand into the primary's port,
@@ -34,10 +35,13 @@ cluster_hosts_up "$run" || rdb_fail "hosts setup failed"
 con=$CL_DIR/pri/console.log
 clix() { ip netns exec "$(netns_name "$run" cli)" "$@"; }
 # the peer: accepts connections, reads each to the end
+clix sysctl -qw net.ipv6.conf.eth0.accept_dad=0
+clix ip -6 addr add fd77::10/64 dev eth0
 clix python3 -c '
 import socket, threading
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("10.77.0.10", 7100)); s.listen(8)
+s = socket.socket(socket.AF_INET6); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+s.bind(("::", 7100)); s.listen(8)
 def serve(c):
     while c.recv(4096): pass
     c.close()
@@ -60,7 +64,7 @@ wait_for 60 "plain phase" grep -q "KMODTEST phase plain-done" "$con" ||
 sleep 1
 m2=$(marked)
 echo "remusdbd: $m1 marked frames after the protected connection, $m2 after the plain one"
-[ "$m1" -ge 10 ] || rdb_fail "only $m1 marked frames for 10 protected writes"
+[ "$m1" -ge 20 ] || rdb_fail "only $m1 marked frames for 2 x 10 protected writes"
 [ "$m2" = "$m1" ] || rdb_fail "the plain connection's frames were marked ($m1 -> $m2)"
 
 wait_for 30 "waitevent" grep -q "KMODTEST waitevent waiting" "$con" || rdb_fail "no waitevent"
@@ -79,17 +83,22 @@ grep -a "KMODTEST" "$con"
 if grep -aq "KMODTEST.*FAIL" "$con"; then
 	rdb_fail "a step failed in the guest"
 fi
-for step in "insmod ok" "sockopt ok" "send ok: 10 writes, protected=1" \
-	    "send ok: 10 writes, protected=0" "rmmod ok" "absent ok" "perm ok"; do
+for step in "insmod ok" "sockopt ok" "loopback ok" \
+	    "send ok: 10 writes, protected=1, IPv4" "send ok: 10 writes, protected=1, IPv6" \
+	    "send ok: 10 writes, protected=0, IPv4" "send ok: 10 writes, protected=0, IPv6" \
+	    "rmmod ok" "absent ok" "perm ok"; do
 	grep -aq "KMODTEST $step" "$con" || rdb_fail "missing step: $step"
 done
 # exactly the packets the module marked reached remusdbd marked
-gm=$(sed -n 's/.*KMODTEST sysfs packets_marked=\([0-9]*\).*/\1/p' "$con" | head -n 1)
-[ "$gm" = "$m1" ] || rdb_fail "the module marked $gm packets, remusdbd saw $m1"
+g0=$(sed -n 's/.*KMODTEST sysfs-before-sends packets_marked=\([0-9]*\).*/\1/p' "$con" | head -n 1)
+g1=$(sed -n 's/.*KMODTEST sysfs packets_marked=\([0-9]*\).*/\1/p' "$con" | head -n 1)
+[ $((g1 - g0)) = "$m1" ] || rdb_fail "the module marked $((g1 - g0)) packets on the wire, remusdbd saw $m1"
 wait_pid 70 "$sniff"
 cat "$CL_DIR/sniff.json"
 [ "$(jq .marked "$CL_DIR/sniff.json")" = 0 ] || rdb_fail "the peer received marked packets"
 [ "$(jq .from_src "$CL_DIR/sniff.json")" -ge 20 ] || rdb_fail "the capture saw too little of the guest"
+[ "$(grep -c 'KMODTEST loopback ok' "$con")" = 2 ] ||
+	rdb_fail "marking not seen in both network namespaces"
 
 # A real failover: the backup's remusdbd tells the restored guest.
 sleep 1
