@@ -1333,6 +1333,10 @@ static int start_protection(struct rdb_primary *p, char *err, size_t errlen)
 	int rc;
 
 	p->protect_started = true;
+	/* Epochs count from 0 again in a new protection (a new COLO run). */
+	vm->st.checkpoints = 0;
+	vm->st.committed_epoch = 0;
+	vm->st.first_ckpt_ns = vm->st.last_ckpt_ns = vm->st.last_ack_ns = 0;
 	rc = connect_backup(p, err, errlen);
 	if (rc == 0)
 		rc = rdb_evloop_add_timer(d->loop,
@@ -1369,9 +1373,12 @@ int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 			 rdb_vm_role_name(vm->role));
 		return -EEXIST;
 	}
-	if (vm && (vm->pri->protect_started || vm->state != RDB_VM_UNPROTECTED)) {
-		snprintf(err, errlen, "VM %s was protected before (now %s): "
-			 "re-protection is not supported yet", cfg->name,
+	/* Protected now, or on the way: nothing to do.  Degraded or
+	 * unprotected: protect again from scratch (a new backup link, the
+	 * whole disk copied again, a new COLO run in the same QEMU). */
+	if (vm && (vm->pri->colo_active ||
+		   (vm->state != RDB_VM_UNPROTECTED && vm->state != RDB_VM_DEGRADED))) {
+		snprintf(err, errlen, "VM %s is already %s on this host", cfg->name,
 			 rdb_vm_state_name(vm->state));
 		return -EEXIST;
 	}
@@ -1380,7 +1387,11 @@ int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 		if (rc < 0)
 			return rc;
 	} else {
-		rdb_vm_set_state(vm, RDB_VM_PROTECTING, "operator protect");
+		bool again = vm->pri->protect_started;
+
+		protection_cleanup(vm->pri);
+		rdb_vm_set_state(vm, RDB_VM_PROTECTING, "operator protect%s",
+				 again ? " (again, after it was dropped)" : "");
 	}
 	rc = start_protection(vm->pri, err, errlen);
 	if (rc < 0) {

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Protect again after protection was dropped: the backup stops answering
+# (SIGSTOP), the primary degrades, the backup comes back, the operator
+# runs `remusdbctl protect` again — a new link, a new COLO run in the same
+# QEMU — and the VM then survives a power pull: the client's sequence is
+# contiguous on one connection through all of it.
+set -u
+. "$(dirname "$0")/../lib/common.sh"
+. "$(dirname "$0")/../lib/netns.sh"
+. "$(dirname "$0")/../lib/cluster.sh"
+
+run=${RDB_RUN:-rp$$}
+trap 'cluster_down "$run"' EXIT
+rdb_require_root
+cluster_up "$run" 25 || rdb_fail "setup failed (logs in $CL_DIR)"
+ip netns exec "$(netns_name "$run" cli)" "$RDB_HELPERS/seqcheck" \
+	--host "$CL_GUEST_IP" --port "$CL_SEQ_PORT" --duration 90 \
+	--connect-timeout 20 --stall-timeout 20 \
+	>"$CL_DIR/seqcheck.json" 2>"$CL_DIR/seqcheck.log" &
+checker=$!
+wait_for 20 "first values at the client" \
+	grep -q '^first ' "$CL_DIR/seqcheck.log" || rdb_fail "client got nothing"
+sleep 2
+kill -STOP "$(cat "$CL_DIR/bak/remusdbd.pid")"
+cl_ctl pri wait "$CL_VM" degraded --timeout 10 || rdb_fail "primary did not degrade"
+kill -CONT "$(cat "$CL_DIR/bak/remusdbd.pid")"
+cl_ctl bak wait "$CL_VM" degraded --timeout 10 || rdb_fail "backup did not see the link go"
+sleep 2
+cl_ctl pri protect "$CL_DIR/$CL_VM.conf" || rdb_fail "protect again refused"
+cl_ctl pri wait "$CL_VM" protected --timeout 60 || rdb_fail "not protected again"
+cl_ctl bak wait "$CL_VM" protected --timeout 10 || rdb_fail "backup not protected again"
+grep -q "degraded -> protecting.*operator protect (again" "$CL_DIR/pri/remusdbd.log" ||
+	rdb_fail "no log line for the second protection"
+sleep 3
+cluster_pull_power "$run"
+kill -USR1 "$checker"
+cl_ctl bak wait "$CL_VM" failed-over --timeout 30 || rdb_fail "no failover after protecting again"
+sleep 5
+kill -INT "$checker"
+wait_pid 15 "$checker"
+jq -c . "$CL_DIR/seqcheck.json"
+jq -e '.gaps == 0 and .dups == 0 and .regressions == 0 and .corrupt == 0 and
+       (.connection_lost | not) and .values_after_stall > 0 and
+       (.marks[0].next_ms // -1) >= 0' "$CL_DIR/seqcheck.json" >/dev/null ||
+	rdb_fail "sequence broken (see $CL_DIR)"
+echo "PASS: protected again after the backup was lost; then a power pull: sequence contiguous (outage $(jq -r '.marks[0].next_ms' "$CL_DIR/seqcheck.json") ms)"
