@@ -85,16 +85,20 @@ cluster_hosts_up() {
 	netns_setup "$run" || return 1
 	cl_daemon_conf pri 10.78.0.1:7788
 	cl_daemon_conf bak 10.78.0.2:7788
-	ip netns exec "$(netns_name "$run" pri)" "$RDB_BUILD/remusdbd" \
-		-c "$CL_DIR/pri/remusdbd.conf" >"$CL_DIR/pri/remusdbd.log" 2>&1 &
-	echo $! > "$CL_DIR/pri/remusdbd.pid"
+	cl_start_daemon pri || return 1
+	cl_start_daemon bak || return 1
+}
+
+# cl_start_daemon pri|bak: (re)starts that host's remusdbd; its log is
+# appended to, so a restart keeps the history.
+cl_start_daemon() {
+	local side=$1
+	rm -f "$CL_DIR/$side/ctl.sock"
+	ip netns exec "$(netns_name "$CL_RUN" "$side")" "$RDB_BUILD/remusdbd" \
+		-c "$CL_DIR/$side/remusdbd.conf" >>"$CL_DIR/$side/remusdbd.log" 2>&1 &
+	echo $! > "$CL_DIR/$side/remusdbd.pid"
 	disown $!	# killed on purpose later: no job notices
-	ip netns exec "$(netns_name "$run" bak)" "$RDB_BUILD/remusdbd" \
-		-c "$CL_DIR/bak/remusdbd.conf" >"$CL_DIR/bak/remusdbd.log" 2>&1 &
-	echo $! > "$CL_DIR/bak/remusdbd.pid"
-	disown $!
-	wait_for 10 "primary remusdbd control socket" test -S "$CL_DIR/pri/ctl.sock" || return 1
-	wait_for 10 "backup remusdbd control socket" test -S "$CL_DIR/bak/ctl.sock" || return 1
+	wait_for 10 "$side remusdbd control socket" test -S "$CL_DIR/$side/ctl.sock"
 }
 
 cluster_vm_up() {
@@ -126,7 +130,9 @@ cluster_vm_up() {
 	if [ -n "${CL_DISK_IMAGE:-}" ]; then
 		cp --sparse=always "$CL_DISK_IMAGE" "$CL_DIR/pri/$CL_VM.disk.img" || return 1
 		cl_ctl pri attach "$CL_DIR/$CL_VM.conf" || return 1
-		drive=(-drive "if=none,id=disk0,driver=nbd,server.type=unix,server.path=$CL_DIR/pri/run/$CL_VM.disk")
+		# reconnect-delay: if remusdbd restarts, QEMU holds the guest's
+		# disk requests (up to 15 s) until the disk is served again
+		drive=(-drive "if=none,id=disk0,driver=nbd,server.type=unix,server.path=$CL_DIR/pri/run/$CL_VM.disk,reconnect-delay=15")
 	fi
 
 	[ -n "${CL_EVENT_PORT:-}" ] &&
