@@ -415,7 +415,6 @@ static void stop_disk_server(struct rdb_backup *b)
 		kill(b->disk_pid, SIGTERM);
 		waitpid(b->disk_pid, NULL, 0);
 		b->disk_pid = -1;
-	b->event_fd = -1;
 	}
 }
 
@@ -900,7 +899,6 @@ void rdb_backup_housekeeping(struct rdb_vm *vm)
 	}
 	if (b->disk_pid > 0 && waitpid(b->disk_pid, &status, WNOHANG) == b->disk_pid) {
 		b->disk_pid = -1;
-	b->event_fd = -1;
 		rdb_vm_set_state(vm, RDB_VM_FAILED, "the disk replica's server "
 				 "exited (status 0x%x): the guest has no disk", status);
 	}
