@@ -127,7 +127,7 @@ int rdb_stage_add_pages(struct rdb_stage *st, const struct rdb_frame *f,
 	struct rdb_pages_iter it, first;
 	struct rdb_page_rec r;
 	uint64_t npages = 0, bytes = 0, length;
-	size_t room = 0, nlz4 = 0, k;
+	size_t room = 0, k;
 	int rc = open_epoch(st, f->epoch);
 
 	if (rc < 0)
@@ -164,7 +164,6 @@ int rdb_stage_add_pages(struct rdb_stage *st, const struct rdb_frame *f,
 				return fail(st, "corrupt LZ4 block for page 0x%llx",
 					    (unsigned long long)r.offset);
 			st->scratch.len += RDB_PAGE_SIZE;
-			nlz4++;
 		}
 		npages++;
 		bytes += body_bytes(&r);
@@ -232,7 +231,6 @@ int rdb_stage_add_pages(struct rdb_stage *st, const struct rdb_frame *f,
 		st->pages.len += REC_HDR + staged_body(&r);
 	}
 counted:
-	(void)nlz4;
 	st->npages += npages;
 	st->bytes += bytes;
 	return 0;
