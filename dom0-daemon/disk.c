@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #define RDB_COMPONENT "disk"
 #include "disk.h"
+#include "fileio.h"
 #include "log.h"
 #include "sockutil.h"
 
@@ -25,35 +26,10 @@ void rdb_disk_init(struct rdb_disk *dk)
 	dk->img_fd = dk->listen_fd = dk->client_fd = -1;
 }
 
-static int io_all(struct rdb_disk *dk, bool wr, uint8_t *p, uint64_t len,
-		  uint64_t off)
-{
-	while (len) {
-		ssize_t n = wr ? pwrite(dk->img_fd, p, len, (off_t)off) :
-			pread(dk->img_fd, p, len, (off_t)off);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0) {
-			if (wr)
-				return -EIO;
-			memset(p, 0, len);	/* image shorter than announced */
-			return 0;
-		}
-		p += n;
-		off += (uint64_t)n;
-		len -= (uint64_t)n;
-	}
-	return 0;
-}
-
 int rdb_disk_pread(struct rdb_disk *dk, uint64_t off, uint8_t *dst,
 		   uint64_t len)
 {
-	return io_all(dk, false, dst, len, off);
+	return rdb_pread_all(dk->img_fd, dst, len, off);
 }
 
 static int failed(struct rdb_disk *dk, const char *what, uint64_t off,
@@ -69,7 +45,7 @@ static int failed(struct rdb_disk *dk, const char *what, uint64_t off,
 static int op_read(void *opaque, uint64_t off, uint32_t len, uint8_t *dst)
 {
 	struct rdb_disk *dk = opaque;
-	int rc = io_all(dk, false, dst, len, off);
+	int rc = rdb_pread_all(dk->img_fd, dst, len, off);
 
 	if (rc < 0)
 		return failed(dk, "read", off, len, rc);
@@ -87,7 +63,7 @@ static int op_write(void *opaque, uint64_t off, uint32_t len,
 		    const uint8_t *src, bool fua)
 {
 	struct rdb_disk *dk = opaque;
-	int rc = io_all(dk, true, (uint8_t *)src, len, off);
+	int rc = rdb_pwrite_all(dk->img_fd, src, len, off);
 
 	if (rc == 0 && fua)
 		rc = sync_image(dk);
@@ -120,23 +96,8 @@ static int op_flush(void *opaque)
  * replica can be made equal by zeroing the same range. */
 static int zero(struct rdb_disk *dk, uint64_t off, uint32_t len, bool punch)
 {
-	static const uint8_t z[64 << 10];
-	int mode = punch ? FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE :
-		FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE;
-	int rc = 0;
+	int rc = rdb_zero_range(dk->img_fd, off, len, punch);
 
-	if (fallocate(dk->img_fd, mode, (off_t)off, len) < 0) {
-		if (errno != EOPNOTSUPP && errno != ENOSYS && errno != EINVAL)
-			rc = -errno;
-		else
-			for (uint64_t o = off; rc == 0 && o < off + len;) {
-				uint64_t n = off + len - o < sizeof(z) ?
-					off + len - o : sizeof(z);
-
-				rc = io_all(dk, true, (uint8_t *)z, n, o);
-				o += n;
-			}
-	}
 	if (rc < 0)
 		return failed(dk, punch ? "trim" : "write-zeroes", off, len, rc);
 	dk->zeroes++;

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include "diskbuf.h"
+#include "fileio.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -9,10 +10,6 @@
 #include <unistd.h>
 
 #define REC_HDR 17
-/* Zeroes written by hand when the filesystem cannot fallocate. */
-#define ZERO_CHUNK (256u << 10)
-
-static const uint8_t zeroes[ZERO_CHUNK];
 
 void rdb_diskbuf_init(struct rdb_diskbuf *db, uint64_t max_bytes)
 {
@@ -119,49 +116,6 @@ int rdb_diskbuf_add(struct rdb_diskbuf *db, enum rdb_disk_op op, uint64_t off,
 	return 0;
 }
 
-static int pwrite_all(int fd, const uint8_t *p, uint64_t len, uint64_t off)
-{
-	while (len) {
-		ssize_t n = pwrite(fd, p, len, (off_t)off);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			return -EIO;
-		p += n;
-		off += (uint64_t)n;
-		len -= (uint64_t)n;
-	}
-	return 0;
-}
-
-static int zero_range(int fd, uint64_t off, uint64_t len)
-{
-	int rc;
-
-	if (fallocate(fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
-		      (off_t)off, (off_t)len) == 0)
-		return 0;
-	if (errno != EOPNOTSUPP && errno != ENOSYS && errno != EINVAL)
-		return -errno;
-	if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-		      (off_t)off, (off_t)len) == 0)
-		return 0;
-	while (len) {
-		uint64_t n = len < ZERO_CHUNK ? len : ZERO_CHUNK;
-
-		rc = pwrite_all(fd, zeroes, n, off);
-		if (rc < 0)
-			return rc;
-		off += n;
-		len -= n;
-	}
-	return 0;
-}
-
 int rdb_diskbuf_apply_one(struct rdb_diskbuf *db, enum rdb_disk_op op,
 			  uint64_t off, uint64_t len, const uint8_t *data)
 {
@@ -176,10 +130,10 @@ int rdb_diskbuf_apply_one(struct rdb_diskbuf *db, enum rdb_disk_op op,
 			    (unsigned long long)db->size);
 	switch (op) {
 	case RDB_DISK_WRITE:
-		rc = pwrite_all(db->fd, data, len, off);
+		rc = rdb_pwrite_all(db->fd, data, len, off);
 		break;
 	case RDB_DISK_ZERO:
-		rc = zero_range(db->fd, off, len);
+		rc = rdb_zero_range(db->fd, off, len, false);
 		break;
 	case RDB_DISK_FLUSH:
 		rc = fdatasync(db->fd) < 0 ? -errno : 0;

@@ -5,6 +5,7 @@
 #include "daemon.h"
 #include "disk.h"
 #include "encpool.h"
+#include "fileio.h"
 #include "log.h"
 #include "netbuf.h"
 #include "netstream.h"
@@ -467,23 +468,6 @@ static void stop_pool(struct rdb_primary *p)
 
 /* ---- capture mode ---- */
 
-static int write_all(int fd, const void *b, size_t n)
-{
-	const uint8_t *p = b;
-
-	while (n) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return w < 0 ? -errno : -EIO;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 static void capture_stop(struct rdb_primary *p, const char *why)
 {
 	if (p->cap_fd >= 0) {
@@ -497,23 +481,23 @@ static void capture_stop(struct rdb_primary *p, const char *why)
 static void capture_epoch(struct rdb_primary *p, uint64_t epoch)
 {
 	uint32_t n = (uint32_t)p->nruns;
-	int rc = write_all(p->cap_fd, "EPOC", 4);
+	int rc = rdb_write_all(p->cap_fd, "EPOC", 4);
 
 	if (rc == 0)
-		rc = write_all(p->cap_fd, &epoch, 8);
+		rc = rdb_write_all(p->cap_fd, &epoch, 8);
 	if (rc == 0)
-		rc = write_all(p->cap_fd, &n, 4);
+		rc = rdb_write_all(p->cap_fd, &n, 4);
 	for (size_t i = 0; rc == 0 && i < p->nruns; i++) {
 		const struct rdb_page_run *r = &p->runs[i];
 		uint64_t len = r->len;
 
-		rc = write_all(p->cap_fd, &r->block, 4);
+		rc = rdb_write_all(p->cap_fd, &r->block, 4);
 		if (rc == 0)
-			rc = write_all(p->cap_fd, &r->count, 4);
+			rc = rdb_write_all(p->cap_fd, &r->count, 4);
 		if (rc == 0)
-			rc = write_all(p->cap_fd, &len, 8);
+			rc = rdb_write_all(p->cap_fd, &len, 8);
 		if (rc == 0)
-			rc = write_all(p->cap_fd, p->batch.data + r->start, r->len);
+			rc = rdb_write_all(p->cap_fd, p->batch.data + r->start, r->len);
 	}
 	if (rc < 0) {
 		LOGVM(ERROR, p->vm->name, "capture: %s", strerror(-rc));
@@ -1512,7 +1496,7 @@ int rdb_primary_capture(struct rdb_vm *vm, const char *path, uint64_t epochs,
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		return -errno;
 	}
-	rc = write_all(fd, "RDBCORP1", 8);
+	rc = rdb_write_all(fd, "RDBCORP1", 8);
 	if (rc < 0) {
 		close(fd);
 		snprintf(err, errlen, "%s: %s", path, strerror(-rc));
