@@ -35,19 +35,9 @@ struct rdb_encpool {
 
 static unsigned shard(uint32_t block, uint64_t offset, unsigned n)
 {
-	uint64_t k = ((uint64_t)block << 44 | offset / RDB_PAGE_SIZE) *
-		0x9e3779b97f4a7c15ULL;
+	uint64_t k = rdb_page_key(block, offset) * 0x9e3779b97f4a7c15ULL;
 
 	return (unsigned)((k >> 32) % n);
-}
-
-static uint64_t be64(const uint8_t *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 0; i < 8; i++)
-		v = v << 8 | p[i];
-	return v;
 }
 
 static int add_run(struct rdb_enc_out *o, uint32_t block, size_t before)
@@ -88,7 +78,7 @@ static void encode_share(struct worker *w)
 
 		for (uint32_t k = 0; k < r->count; k++) {
 			size_t sz = rdb_proto_page_record_size(p);
-			uint64_t off = be64(p);
+			uint64_t off = rdb_proto_page_record_offset(p);
 			size_t before = o->recs.len;
 			long body;
 

@@ -14,11 +14,6 @@ struct rdb_pagecache_ent {
 	uint32_t used;
 };
 
-static uint64_t key_of(uint32_t block, uint64_t offset)
-{
-	return (uint64_t)block << 44 | offset / RDB_PAGE_SIZE;
-}
-
 static uint32_t hash(const struct rdb_pagecache *pc, uint64_t key)
 {
 	key *= 0x9e3779b97f4a7c15ULL;
@@ -109,7 +104,7 @@ static void unhash(struct rdb_pagecache *pc, uint32_t i)
 uint8_t *rdb_pagecache_get(struct rdb_pagecache *pc, uint32_t block,
 			   uint64_t offset)
 {
-	uint32_t i = find(pc, key_of(block, offset));
+	uint32_t i = find(pc, rdb_page_key(block, offset));
 
 	if (i == NONE) {
 		pc->misses++;
@@ -126,7 +121,7 @@ uint8_t *rdb_pagecache_get(struct rdb_pagecache *pc, uint32_t block,
 uint8_t *rdb_pagecache_put(struct rdb_pagecache *pc, uint32_t block,
 			   uint64_t offset)
 {
-	uint64_t key = key_of(block, offset);
+	uint64_t key = rdb_page_key(block, offset);
 	uint32_t i = find(pc, key), b;
 
 	if (!pc->cap)
@@ -160,7 +155,7 @@ uint8_t *rdb_pagecache_put(struct rdb_pagecache *pc, uint32_t block,
 void rdb_pagecache_drop(struct rdb_pagecache *pc, uint32_t block,
 			uint64_t offset)
 {
-	uint32_t i = find(pc, key_of(block, offset));
+	uint32_t i = find(pc, rdb_page_key(block, offset));
 
 	if (i == NONE)
 		return;

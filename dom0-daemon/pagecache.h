@@ -18,6 +18,12 @@
 
 struct rdb_pagecache_ent;
 
+/* A page's identity: block and page number in one word. */
+static inline uint64_t rdb_page_key(uint32_t block, uint64_t offset)
+{
+	return (uint64_t)block << 44 | offset / RDB_PAGE_SIZE;
+}
+
 struct rdb_pagecache {
 	uint32_t cap, n;
 	uint8_t *data;			/* cap * RDB_PAGE_SIZE */

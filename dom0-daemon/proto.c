@@ -251,6 +251,11 @@ size_t rdb_proto_page_record_size(const uint8_t *p)
 	}
 }
 
+uint64_t rdb_proto_page_record_offset(const uint8_t *p)
+{
+	return get64(p);
+}
+
 int rdb_proto_put_pages(struct rdb_buf *out, uint64_t epoch, uint32_t block,
 			uint32_t count, const uint8_t *records, size_t len)
 {

@@ -134,6 +134,8 @@ int rdb_proto_page_record_append_enc(struct rdb_buf *records, uint64_t offset,
 				     size_t len);
 /* Size of the wire record at p (offset, enc, body); 0 if unknown enc. */
 size_t rdb_proto_page_record_size(const uint8_t *p);
+/* Its offset field. */
+uint64_t rdb_proto_page_record_offset(const uint8_t *p);
 int rdb_proto_put_devstate(struct rdb_buf *out, uint64_t epoch,
 			   const uint8_t *blob, size_t len);
 int rdb_proto_put_epoch_end(struct rdb_buf *out, uint64_t epoch,

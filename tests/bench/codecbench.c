@@ -26,6 +26,7 @@
 
 #include <lz4.h>
 
+#include "pagecache.h"
 #include "proto.h"
 #include "xorrle.h"
 
@@ -65,15 +66,6 @@ static uint8_t **lookup(uint64_t key)
 		i = (i + 1) & (tab_cap - 1);
 	tab[i].key = key;
 	return &tab[i].page;
-}
-
-static uint64_t be64(const uint8_t *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 0; i < 8; i++)
-		v = v << 8 | p[i];
-	return v;
 }
 
 int main(int argc, char **argv)
@@ -125,7 +117,7 @@ int main(int argc, char **argv)
 			p = recs;
 			for (uint32_t k = 0; k < count; k++) {
 				size_t sz = rdb_proto_page_record_size(p);
-				uint64_t off = be64(p);
+				uint64_t off = rdb_proto_page_record_offset(p);
 				uint8_t **last;
 
 				if (!sz || (size_t)(p - recs) + sz > len)
@@ -133,7 +125,7 @@ int main(int argc, char **argv)
 				pages++;
 				if (used * 2 >= tab_cap)
 					die("corpus has too many distinct pages");
-				last = lookup((uint64_t)block << 44 | off / PG);
+				last = lookup(rdb_page_key(block, off));
 				if (!*last)
 					used++;
 				if (p[8] == RDB_PAGE_RAW) {
