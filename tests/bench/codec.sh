@@ -25,15 +25,11 @@ how="PostgreSQL 15 guest (tools/mkguest-pg.sh), pgbench TPC-B-like scale 1, 4 cl
 
 if [ ! -s "$corpus" ]; then
 	rdb_log "bench: capturing a corpus of $epochs epochs from the PostgreSQL guest"
-	bash tools/mkguest-pg.sh --out build/guest-pg >&2 || rdb_fail "PostgreSQL guest build failed"
-	PGBIN=/usr/lib/postgresql/15/bin
-	export CL_GUEST=$RDB_ROOT/build/guest-pg CL_DISK_IMAGE=$RDB_ROOT/build/guest-pg/pgdata.img
-	export CL_RAM_MB=512 CL_GUEST_RUN= CL_GUEST_READY=REMUSDB-PG-READY
+	CL_RAM_MB=512
+	cl_use_pg_guest || rdb_fail "PostgreSQL guest build failed"
 	trap 'cluster_down corpus' EXIT
 	cluster_hosts_up corpus && cluster_vm_up 25 || rdb_fail "setup failed"
-	wait_for 30 "PostgreSQL reachable" ip netns exec "$(netns_name corpus cli)" \
-		"$PGBIN/pg_isready" -q -h "$CL_GUEST_IP" -U postgres -d bench -t 2 ||
-		rdb_fail "PostgreSQL not reachable"
+	cl_wait_pg bench || rdb_fail "PostgreSQL not reachable"
 	ip netns exec "$(netns_name corpus cli)" "$PGBIN/pgbench" -h "$CL_GUEST_IP" \
 		-U postgres -n -c 4 -j 1 -T 120 bench >/dev/null 2>&1 &
 	pgb=$!

@@ -28,10 +28,8 @@ secs=${PGBENCH_SECONDS:-20}
 clients=${PGBENCH_CLIENTS:-4}
 out=build/bench
 mkdir -p "$out"
-bash tools/mkguest-pg.sh --out build/guest-pg >&2 || rdb_fail "PostgreSQL guest build failed"
-PGBIN=/usr/lib/postgresql/15/bin
-export CL_GUEST=$RDB_ROOT/build/guest-pg CL_DISK_IMAGE=$RDB_ROOT/build/guest-pg/pgdata.img
-export CL_RAM_MB=512 CL_GUEST_RUN= CL_GUEST_READY=REMUSDB-PG-READY
+CL_RAM_MB=512
+cl_use_pg_guest || rdb_fail "PostgreSQL guest build failed"
 trap 'cluster_down pgbench' EXIT
 rows=()
 
@@ -47,9 +45,7 @@ one() {	# name checkpoint_ms protect(0|1) [compression(true|false)]
 		cluster_hosts_up pgbench && CL_NO_PROTECT=1 cluster_vm_up "$ckpt" ||
 			rdb_fail "setup failed"
 	fi
-	wait_for 30 "PostgreSQL reachable" ip netns exec "$(netns_name pgbench cli)" \
-		"$PGBIN/pg_isready" -q -h "$CL_GUEST_IP" -U postgres -d bench -t 2 ||
-		rdb_fail "PostgreSQL not reachable"
+	cl_wait_pg bench || rdb_fail "PostgreSQL not reachable"
 	# warm-up: the same load, not measured
 	ip netns exec "$(netns_name pgbench cli)" "$PGBIN/pgbench" -h "$CL_GUEST_IP" \
 		-U postgres -n -c "$clients" -j 1 -T 5 bench >/dev/null 2>&1

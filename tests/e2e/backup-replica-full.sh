@@ -20,11 +20,7 @@ cleanup() {
 trap cleanup EXIT
 
 rdb_require_root
-bash "$RDB_ROOT/tools/mkguest-pg.sh" --out "$RDB_ROOT/build/guest-pg" >&2 ||
-	rdb_fail "PostgreSQL guest build failed"
-PGBIN=/usr/lib/postgresql/15/bin
-export CL_GUEST=$RDB_ROOT/build/guest-pg CL_DISK_IMAGE=$RDB_ROOT/build/guest-pg/pgdata.img
-export CL_RAM_MB=512 CL_GUEST_RUN= CL_GUEST_READY=REMUSDB-PG-READY
+cl_use_pg_guest || rdb_fail "PostgreSQL guest build failed"
 mkdir -p "$small"
 mount -t tmpfs -o size=64m tmpfs "$small" || rdb_skip "a tmpfs mount"
 CL_BAK_STATE_DIR=$small cluster_hosts_up "$run" || rdb_fail "hosts setup failed"

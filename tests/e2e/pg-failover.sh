@@ -29,17 +29,11 @@ trap 'cluster_down "$run"' EXIT
 
 rdb_require_root
 [ -x build/workload/ledger ] || rdb_fail "build/workload/ledger missing (make all)"
-bash "$RDB_ROOT/tools/mkguest-pg.sh" --out "$RDB_ROOT/build/guest-pg" >&2 ||
-	rdb_fail "PostgreSQL guest build failed"
-PGBIN=/usr/lib/postgresql/15/bin
-export CL_GUEST=$RDB_ROOT/build/guest-pg CL_DISK_IMAGE=$RDB_ROOT/build/guest-pg/pgdata.img
-export CL_RAM_MB=${CL_RAM_MB:-512} CL_GUEST_RUN= CL_GUEST_READY=REMUSDB-PG-READY
+cl_use_pg_guest || rdb_fail "PostgreSQL guest build failed"
 cluster_hosts_up "$run" || rdb_fail "hosts setup failed (logs in $CL_DIR)"
 cluster_vm_up "$ckpt" || rdb_fail "protected PostgreSQL VM did not come up (logs in $CL_DIR)"
 clix() { ip netns exec "$(netns_name "$run" cli)" "$@"; }
-wait_for 30 "PostgreSQL reachable from the client" \
-	clix "$PGBIN/pg_isready" -q -h "$CL_GUEST_IP" -U postgres -d postgres -t 2 ||
-	rdb_fail "PostgreSQL not reachable from the client"
+cl_wait_pg || rdb_fail "PostgreSQL not reachable from the client"
 
 # I4 in a quiet moment: the filesystem frozen (nothing written), two
 # epochs committed, then the two disks must be the same bytes.

@@ -223,3 +223,21 @@ time.sleep(2)
 s.close()
 EOP
 }
+
+# cl_use_pg_guest: the next cluster_vm_up runs the PostgreSQL guest
+# (tools/mkguest-pg.sh, built or linked from its cache) on a disk: sets
+# CL_GUEST, CL_DISK_IMAGE, CL_RAM_MB (512 unless set), CL_GUEST_RUN
+# (nothing), CL_GUEST_READY, and PGBIN for the host's client tools.
+cl_use_pg_guest() {
+	bash "$RDB_ROOT/tools/mkguest-pg.sh" --out "$RDB_ROOT/build/guest-pg" >&2 || return 1
+	PGBIN=/usr/lib/postgresql/15/bin
+	export CL_GUEST=$RDB_ROOT/build/guest-pg CL_DISK_IMAGE=$RDB_ROOT/build/guest-pg/pgdata.img
+	export CL_RAM_MB=${CL_RAM_MB:-512} CL_GUEST_RUN= CL_GUEST_READY=REMUSDB-PG-READY
+}
+
+# cl_wait_pg [DB]: PostgreSQL in the guest answers the client host.
+cl_wait_pg() {
+	wait_for 30 "PostgreSQL reachable from the client" \
+		ip netns exec "$(netns_name "$CL_RUN" cli)" "$PGBIN/pg_isready" -q \
+		-h "$CL_GUEST_IP" -U postgres -d "${1:-postgres}" -t 2
+}
