@@ -43,21 +43,16 @@ for ckpt in 25 100; do
 		rdb_fail "null-destination run failed"
 	cluster_down bench
 
-	rdb_log "bench: ${ckpt} ms epochs, remusdbd (plain)"
-	CL_COMPRESSION=false cluster_up bench "$ckpt" || rdb_fail "setup failed"
-	sleep 2
-	"$BENCH" --qmp "$CL_DIR/pri/$CL_VM.mon.qmp" --seconds "$SECONDS_PER_RUN" \
-		> "$out/daemon-$ckpt.json" || rdb_fail "daemon run failed"
-	cl_ctl pri status "$CL_VM" --json > "$out/daemon-$ckpt-status.json"
-	cluster_down bench
-
-	rdb_log "bench: ${ckpt} ms epochs, remusdbd with compression"
-	CL_COMPRESSION=true cluster_up bench "$ckpt" || rdb_fail "setup failed"
-	sleep 2
-	"$BENCH" --qmp "$CL_DIR/pri/$CL_VM.mon.qmp" --seconds "$SECONDS_PER_RUN" \
-		> "$out/compressed-$ckpt.json" || rdb_fail "compressed run failed"
-	cl_ctl pri status "$CL_VM" --json > "$out/compressed-$ckpt-status.json"
-	cluster_down bench
+	# the daemon plain, then with compression: daemon-*, compressed-*
+	for run in daemon:false compressed:true; do
+		rdb_log "bench: ${ckpt} ms epochs, remusdbd, compression=${run#*:}"
+		CL_COMPRESSION=${run#*:} cluster_up bench "$ckpt" || rdb_fail "setup failed"
+		sleep 2
+		"$BENCH" --qmp "$CL_DIR/pri/$CL_VM.mon.qmp" --seconds "$SECONDS_PER_RUN" \
+			> "$out/${run%%:*}-$ckpt.json" || rdb_fail "${run%%:*} run failed"
+		cl_ctl pri status "$CL_VM" --json > "$out/${run%%:*}-$ckpt-status.json"
+		cluster_down bench
+	done
 	results+=("$ckpt")
 done
 
