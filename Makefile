@@ -55,7 +55,7 @@ WORKLOAD_BINS := build/workload/ledger
 
 .PHONY: all setup qemu guest check unit e2e demo drill drill-pg bench fuzz clean kmod
 
-all: $(B)/remusdbd $(B)/remusdbctl $(HELPER_BINS) $(BENCH_BINS) $(WORKLOAD_BINS)
+all: $(B)/remusdbd $(B)/remusdbctl $(HELPER_BINS) $(BENCH_BINS) $(WORKLOAD_BINS) build/dbms/fakekmod.so
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -83,6 +83,11 @@ build/helpers/%: tests/helpers/%.c
 build/workload/ledger: tests/workload/ledger.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O2 -g $$(pkg-config --cflags libpq) -o $@ $< $$(pkg-config --libs libpq)
+
+# remusdb.ko faked in user space, for the DBMS patches' host tests
+build/dbms/fakekmod.so: tests/dbms/fakekmod.c guest-kmod/include/uapi/remusdb.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) -O2 -fPIC -shared -o $@ $< -ldl
 
 build/helpers/remusdb-eventd: guest-kmod/remusdb-eventd.c guest-kmod/include/uapi/remusdb.h
 	@mkdir -p $(dir $@)

@@ -17,6 +17,25 @@
  * parameter; by default any process may protect its own TCP sockets —
  * marking only ever delays that socket's own packets).
  *
+ * The mark is taken when a packet is transmitted, not when the
+ * application wrote the bytes (the kernel copies the socket's mark into
+ * each packet it sends).  So a DBMS keeps the socket protected until the
+ * bytes written while protected have been acknowledged by the client
+ * (ioctl SIOCOUTQ == 0): unprotecting earlier could let a first
+ * transmission or a retransmission of a commit acknowledgement leave
+ * unmarked.
+ *
+ *   __u64 gen;  socklen_t len = sizeof(gen);
+ *   getsockopt(fd, SOL_IP or SOL_IPV6, REMUSDB_SO_ABORT_GEN, &gen, &len);
+ *
+ * (any TCP socket; get only) the guest's abort generation: 0 at load, +1
+ * for every failover event carrying REMUSDB_EVENT_ABORT, counted before
+ * the write of that event to /dev/remusdb returns.  A transaction that
+ * began under another value must not commit: the failover happened
+ * while it was open, and it had not requested COMMIT before the
+ * checkpoint the VM now runs from.  Errors as above; EINVAL if optlen
+ * < 8.
+ *
  * On the wire, every packet a protected socket sends is marked at the
  * end of the guest's POST_ROUTING:
  *   IPv4: the reserved flag bit (0x8000 of frag_off, RFC 791's "must be
@@ -33,10 +52,16 @@
  *
  * Failover event (host -> guest): after a failover the backup's remusdbd
  * writes one line to the guest's virtio-serial port REMUSDB_PORT_NAME:
- *   "REMUSDB-FAILOVER epoch=<u64> generation=<u64>\n"
- * The guest helper (remusdb-eventd) writes it to /dev/remusdb as a
- * struct remusdb_event; readers of /dev/remusdb block (or poll) until an
- * event newer than the last one they read arrives.
+ *   "REMUSDB-FAILOVER epoch=<u64> generation=<u64> flags=<u32>\n"
+ * (flags= may be absent: 0).  The guest helper (remusdb-eventd) writes it
+ * to /dev/remusdb as a struct remusdb_event, then answers on the same
+ * port with
+ *   "REMUSDB-FAILOVER-ACK generation=<u64>\n"
+ * once the write has returned (so the abort generation has moved).
+ * Under commit protection the backup holds the clients' TCP input to the
+ * guest until that answer (or its deadline).  Readers of /dev/remusdb
+ * block (or poll) until an event newer than the last one they read
+ * arrives.
  */
 #ifndef _UAPI_REMUSDB_H
 #define _UAPI_REMUSDB_H
@@ -45,7 +70,8 @@
 
 #define REMUSDB_SO_BASE 0x5244		/* 'R' 'D': clear of every IP/IPv6 option */
 #define REMUSDB_SO_PROTECT (REMUSDB_SO_BASE + 0)
-#define REMUSDB_SO_MAX (REMUSDB_SO_BASE + 1)	/* exclusive */
+#define REMUSDB_SO_ABORT_GEN (REMUSDB_SO_BASE + 1)	/* get only: __u64 */
+#define REMUSDB_SO_MAX (REMUSDB_SO_BASE + 2)	/* exclusive */
 
 #define REMUSDB_SK_MARK_BIT 0x40000000u
 #define REMUSDB_IPV4_MARK 0x8000u	/* in frag_off, host order */
@@ -54,9 +80,21 @@
 #define REMUSDB_PORT_NAME "org.remusdb.0"
 #define REMUSDB_DEV "/dev/remusdb"
 
+/*
+ * The primary ran with commit protection: output of epochs the backup
+ * never committed may have reached clients.  Every transaction that had
+ * not requested COMMIT before the checkpoint must be aborted (the DBMS's
+ * failover handler does it; REMUSDB_SO_ABORT_GEN moves).  Without it
+ * (plain Remus) no client saw anything the restored guest did not do,
+ * and open transactions may carry on.
+ */
+#define REMUSDB_EVENT_ABORT 0x1u
+
 struct remusdb_event {
 	__u64 epoch;		/* the checkpoint the VM runs from */
 	__u64 generation;	/* failovers of this VM so far (1, 2, ...) */
+	__u32 flags;		/* REMUSDB_EVENT_* */
+	__u32 reserved;		/* 0 */
 };
 
 /*
