@@ -48,33 +48,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "flowrec.h"
 #include "netbuf.h"
 
 #define RDB_FLOWBUF_DEFAULT_FLOWS 65536u
-
-struct rdb_flowkey {
-	uint8_t family;			/* 4 or 6 */
-	uint8_t guest_ip[16], peer_ip[16];
-	uint16_t guest_port, peer_port;
-};
-
-enum rdb_flow_op {
-	RDB_FLOW_UPSERT = 1,
-	RDB_FLOW_REMOVE = 2,
-};
-
-/* What the backup learns of a flow, as of the end of an epoch. */
-struct rdb_flow_rec {
-	uint8_t op;			/* enum rdb_flow_op */
-	struct rdb_flowkey key;
-	bool vlan;
-	uint16_t vlan_tci;
-	uint8_t guest_mac[6];		/* source of the guest's frames */
-	uint8_t peer_mac[6];		/* their destination: the next hop */
-	uint32_t snd_ref;		/* the guest's highest sequence sent + 1 */
-	uint32_t rcv_ref;		/* the guest's last acknowledgement sent */
-	bool have_ack;			/* rcv_ref is valid */
-};
 
 struct rdb_flowbuf_stats {
 	uint64_t now_frames, now_bytes;		/* left at once */

@@ -26,6 +26,7 @@ static const char *const msg_names[RDB_MSG__MAX] = {
 	[RDB_MSG_DISK_WRITE] = "DISK_WRITE",
 	[RDB_MSG_DISK_ZERO] = "DISK_ZERO",
 	[RDB_MSG_DISK_FLUSH] = "DISK_FLUSH",
+	[RDB_MSG_FLOWS] = "FLOWS",
 };
 
 const char *rdb_msg_name(enum rdb_msg_type t)
@@ -320,6 +321,45 @@ int rdb_proto_put_disk_zero(struct rdb_buf *out, uint64_t epoch,
 int rdb_proto_put_disk_flush(struct rdb_buf *out, uint64_t epoch)
 {
 	return put1(out, RDB_MSG_DISK_FLUSH, epoch, NULL, 0);
+}
+
+int rdb_proto_put_flows(struct rdb_buf *out, uint64_t epoch,
+			const struct rdb_flow_rec *recs, size_t n)
+{
+	size_t len = 4 + n * RDB_FLOWREC_LEN;
+	const void *parts[1];
+	size_t lens[1] = { len };
+	uint8_t *b;
+	int rc;
+
+	if (len > RDB_PROTO_MAX_PAYLOAD)
+		return -EMSGSIZE;
+	b = calloc(1, len);
+	if (!b)
+		return -ENOMEM;
+	be32(b, (uint32_t)n);
+	for (size_t i = 0; i < n; i++) {
+		const struct rdb_flow_rec *r = &recs[i];
+		uint8_t *q = b + 4 + i * RDB_FLOWREC_LEN;
+		size_t ipn = r->key.family == 4 ? 4 : 16;
+
+		q[0] = r->op;
+		q[1] = r->key.family;
+		q[2] = (uint8_t)((r->vlan ? 1 : 0) | (r->have_ack ? 2 : 0));
+		be16(q + 4, r->vlan_tci);
+		be16(q + 6, r->key.guest_port);
+		be16(q + 8, r->key.peer_port);
+		memcpy(q + 12, r->key.guest_ip, ipn);
+		memcpy(q + 28, r->key.peer_ip, ipn);
+		memcpy(q + 44, r->guest_mac, 6);
+		memcpy(q + 50, r->peer_mac, 6);
+		be32(q + 56, r->snd_ref);
+		be32(q + 60, r->rcv_ref);
+	}
+	parts[0] = b;
+	rc = put_frame(out, RDB_MSG_FLOWS, epoch, parts, lens, 1);
+	free(b);
+	return rc;
 }
 
 int rdb_proto_put_ack(struct rdb_buf *out, uint64_t epoch)
@@ -701,6 +741,60 @@ int rdb_msg_disk_setup_parse(const struct rdb_frame *f, uint64_t *size)
 		return -EPROTO;
 	*size = get64(f->payload);
 	return *size ? 0 : -EPROTO;
+}
+
+int rdb_msg_flows_begin(const struct rdb_frame *f, struct rdb_flows_iter *it)
+{
+	uint32_t n;
+
+	if (f->type != RDB_MSG_FLOWS || f->len < 4)
+		return -EPROTO;
+	n = get32(f->payload);
+	if ((uint64_t)n * RDB_FLOWREC_LEN != f->len - 4)
+		return -EPROTO;
+	it->p = f->payload + 4;
+	it->end = f->payload + f->len;
+	return 0;
+}
+
+static bool all_zero(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+int rdb_msg_flows_next(struct rdb_flows_iter *it, struct rdb_flow_rec *r)
+{
+	const uint8_t *q = it->p;
+	size_t ipn;
+
+	if (q == it->end)
+		return 0;
+	memset(r, 0, sizeof(*r));
+	if ((q[0] != RDB_FLOW_UPSERT && q[0] != RDB_FLOW_REMOVE) ||
+	    (q[1] != 4 && q[1] != 6) || (q[2] & ~3u) || q[3] ||
+	    get16(q + 10))
+		return -EPROTO;
+	ipn = q[1] == 4 ? 4 : 16;
+	if (!all_zero(q + 12 + ipn, 16 - ipn) || !all_zero(q + 28 + ipn, 16 - ipn))
+		return -EPROTO;
+	r->op = q[0];
+	r->key.family = q[1];
+	r->vlan = q[2] & 1;
+	r->have_ack = (q[2] & 2) != 0;
+	r->vlan_tci = get16(q + 4);
+	r->key.guest_port = get16(q + 6);
+	r->key.peer_port = get16(q + 8);
+	memcpy(r->key.guest_ip, q + 12, ipn);
+	memcpy(r->key.peer_ip, q + 28, ipn);
+	memcpy(r->guest_mac, q + 44, 6);
+	memcpy(r->peer_mac, q + 50, 6);
+	r->snd_ref = get32(q + 56);
+	r->rcv_ref = get32(q + 60);
+	it->p += RDB_FLOWREC_LEN;
+	return 1;
 }
 
 int rdb_msg_disk_parse(const struct rdb_frame *f, uint64_t *offset,

@@ -37,12 +37,22 @@
  *   DISK_WRITE = offset:u64 data:bytes       (epoch in header, like PAGES)
  *   DISK_ZERO  = offset:u64 length:u64       (write-zeroes and trim)
  *   DISK_FLUSH = (empty)                     (the guest flushed its cache)
+ *   FLOWS      = count:u32 flowrec*count     (commit protection: the guest's
+ *                TCP flows that changed in the epoch; feature FLOWS)
+ *       flowrec = op:u8 family:u8 flags:u8 zero:u8 vlan_tci:u16
+ *                 guest_port:u16 peer_port:u16 zero:u16 guest_ip:16
+ *                 peer_ip:16 guest_mac:6 peer_mac:6 snd_ref:u32 rcv_ref:u32
+ *                 (64 bytes; op 1 upsert, 2 remove; family 4 or 6, an IPv4
+ *                 address in the first 4 bytes, the rest 0; flags bit 0:
+ *                 VLAN tagged, bit 1: rcv_ref valid, others 0)
  *   strN       = length:uN bytes
  *
- * The primary sends an epoch as (PAGES | DISK_*)* DEVSTATE EPOCH_END,
+ * The primary sends an epoch as (PAGES | DISK_* | FLOWS)* DEVSTATE EPOCH_END,
  * every epoch in turn from 0 (the initial state, which includes the whole
  * disk); the header's epoch field names the epoch of PAGES, DISK_WRITE,
- * DISK_ZERO, DISK_FLUSH, DEVSTATE, EPOCH_END and ACK (0 in the others).
+ * DISK_ZERO, DISK_FLUSH, FLOWS, DEVSTATE, EPOCH_END and ACK (0 in the
+ * others).  A FLOWS frame counts as one record in EPOCH_END, its payload
+ * length in bytes.
  * Disk frames of epoch N are the changes QEMU completed before the pause
  * of checkpoint N, in the order the primary applied them.
  * See docs/protocol.md.  Page encodings beyond RAW and ZERO are enabled
@@ -58,6 +68,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "flowrec.h"
 #include "ramblock.h"
 
 #define RDB_PROTO_MAGIC 0x52444231u	/* "RDB1" */
@@ -83,6 +94,7 @@ enum rdb_msg_type {
 	RDB_MSG_DISK_WRITE,
 	RDB_MSG_DISK_ZERO,
 	RDB_MSG_DISK_FLUSH,
+	RDB_MSG_FLOWS,
 	RDB_MSG__MAX
 };
 
@@ -97,7 +109,9 @@ enum rdb_page_enc {
 /* HELLO offers features, HELLO_ACK grants a subset of them. */
 #define RDB_FEATURE_XORRLE (1u << 0)	/* page enc 2: XOR+RLE delta */
 #define RDB_FEATURE_LZ4 (1u << 1)	/* page enc 3: LZ4 block */
-#define RDB_FEATURES_KNOWN (RDB_FEATURE_XORRLE | RDB_FEATURE_LZ4)
+#define RDB_FEATURE_FLOWS (1u << 2)	/* FLOWS frames (commit protection) */
+#define RDB_FEATURES_KNOWN (RDB_FEATURE_XORRLE | RDB_FEATURE_LZ4 | \
+			    RDB_FEATURE_FLOWS)
 /* Body bounds of the length-prefixed encodings. */
 #define RDB_PAGE_XORRLE_MAX RDB_PAGE_SIZE
 #define RDB_PAGE_LZ4_MAX (RDB_PAGE_SIZE + RDB_PAGE_SIZE / 255 + 16)
@@ -152,6 +166,10 @@ int rdb_proto_put_disk_write(struct rdb_buf *out, uint64_t epoch,
 int rdb_proto_put_disk_zero(struct rdb_buf *out, uint64_t epoch,
 			    uint64_t offset, uint64_t len);
 int rdb_proto_put_disk_flush(struct rdb_buf *out, uint64_t epoch);
+#define RDB_FLOWREC_LEN 64
+/* At most RDB_PROTO_MAX_PAYLOAD / 64 - 1 records per frame. */
+int rdb_proto_put_flows(struct rdb_buf *out, uint64_t epoch,
+			const struct rdb_flow_rec *recs, size_t n);
 
 /* ---- decoding ---- */
 struct rdb_proto_decoder {
@@ -226,6 +244,13 @@ int rdb_msg_disk_setup_parse(const struct rdb_frame *f, uint64_t *size);
  * DISK_FLUSH: 0, 0.  Empty writes and zero-length ranges are -EPROTO. */
 int rdb_msg_disk_parse(const struct rdb_frame *f, uint64_t *offset,
 		       uint64_t *len, const uint8_t **data);
+struct rdb_flows_iter {
+	const uint8_t *p, *end;
+};
+/* FLOWS: the count matches the length; then next() gives each record,
+ * checked (op, family, flags, zero fields): 1 a record, 0 done, -EPROTO. */
+int rdb_msg_flows_begin(const struct rdb_frame *f, struct rdb_flows_iter *it);
+int rdb_msg_flows_next(struct rdb_flows_iter *it, struct rdb_flow_rec *r);
 /* ERROR or HELLO_NAK: the reason, cut to textlen - 1 bytes, NUL-ended,
  * anything but printable ASCII replaced by '?'. */
 int rdb_msg_text_parse(const struct rdb_frame *f, char *text, size_t textlen);

@@ -31,6 +31,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		rdb_msg_text_parse(&f, name, sizeof(name));
 		rdb_msg_disk_setup_parse(&f, &a);
 		{
+			struct rdb_flows_iter fi;
+			struct rdb_flow_rec fr;
+
+			if (rdb_msg_flows_begin(&f, &fi) == 0)
+				while (rdb_msg_flows_next(&fi, &fr) == 1)
+					;
+		}
+		{
 			const uint8_t *p;
 
 			if (rdb_msg_disk_parse(&f, &a, &b, &p) == 0 && p) {

@@ -314,6 +314,74 @@ static void test_buf_edges(void **state)
 }
 
 /* Every message's fields come back as they were sent. */
+static void test_flows_round_trip_and_checks(void **state)
+{
+	struct rdb_flow_rec in[3], out;
+	struct rdb_proto_decoder d;
+	struct rdb_flows_iter it;
+	struct rdb_buf wire;
+	struct rdb_frame f;
+	uint8_t *rec;
+
+	memset(in, 0, sizeof(in));
+	in[0] = (struct rdb_flow_rec){ .op = RDB_FLOW_UPSERT,
+		.key = { .family = 4, .guest_ip = { 10, 77, 0, 100 },
+			 .peer_ip = { 10, 77, 0, 1 }, .guest_port = 5432,
+			 .peer_port = 40001 },
+		.guest_mac = { 0x52, 0x54, 0, 0x52, 0x44, 1 },
+		.peer_mac = { 2, 0, 0, 0, 0, 9 },
+		.snd_ref = 0xfffffff0u, .rcv_ref = 7, .have_ack = true };
+	in[1] = in[0];
+	in[1].op = RDB_FLOW_REMOVE;
+	in[1].key.family = 6;
+	memset(in[1].key.guest_ip, 0xfd, 16);
+	memset(in[1].key.peer_ip, 0x11, 16);
+	in[1].have_ack = false;
+	in[1].rcv_ref = 0;
+	in[2] = in[0];
+	in[2].vlan = true;
+	in[2].vlan_tci = 0x0abc;
+	rdb_buf_init(&wire);
+	rdb_proto_decoder_init(&d);
+	assert_int_equal(rdb_proto_put_flows(&wire, 12, in, 3), 0);
+	assert_int_equal(rdb_proto_put_flows(&wire, 13, NULL, 0), 0);
+	assert_int_equal(wire.len, 2 * 32 + 4 + 3 * 64 + 4);
+	assert_int_equal(rdb_proto_decoder_feed(&d, wire.data, wire.len), 0);
+	assert_int_equal(rdb_proto_decoder_next(&d, &f), 1);
+	assert_int_equal(f.type, RDB_MSG_FLOWS);
+	assert_int_equal(f.epoch, 12);
+	assert_int_equal(rdb_msg_flows_begin(&f, &it), 0);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(rdb_msg_flows_next(&it, &out), 1);
+		assert_memory_equal(&out, &in[i], sizeof(out));
+	}
+	assert_int_equal(rdb_msg_flows_next(&it, &out), 0);
+	/* malformed records are refused: bad op, family, flags, padding */
+	rec = (uint8_t *)f.payload + 4;
+	rec[0] = 3;
+	assert_int_equal(rdb_msg_flows_begin(&f, &it), 0);
+	assert_int_equal(rdb_msg_flows_next(&it, &out), -EPROTO);
+	rec[0] = 1;
+	rec[1] = 5;
+	assert_int_equal(rdb_msg_flows_next(&it, &out), -EPROTO);
+	rec[1] = 4;
+	rec[2] = 4;
+	assert_int_equal(rdb_msg_flows_next(&it, &out), -EPROTO);
+	rec[2] = 0;
+	rec[16] = 1;	/* past the IPv4 address */
+	assert_int_equal(rdb_msg_flows_next(&it, &out), -EPROTO);
+	rec[16] = 0;
+	assert_int_equal(rdb_msg_flows_next(&it, &out), 1);
+	/* a count that does not match the length */
+	((uint8_t *)f.payload)[3] = 2;
+	assert_int_equal(rdb_msg_flows_begin(&f, &it), -EPROTO);
+	assert_int_equal(rdb_proto_decoder_next(&d, &f), 1);
+	assert_int_equal(rdb_msg_flows_begin(&f, &it), 0);
+	assert_int_equal(rdb_msg_flows_next(&it, &out), 0);
+	rdb_proto_decoder_dispose(&d);
+	rdb_buf_dispose(&wire);
+}
+
 static void test_every_field_round_trips(void **state)
 {
 	struct rdb_proto_decoder d;
@@ -631,6 +699,7 @@ int main(void)
 		cmocka_unit_test(test_crc32c_portable_path_matches),
 		cmocka_unit_test(test_buf_edges),
 		cmocka_unit_test(test_every_field_round_trips),
+		cmocka_unit_test(test_flows_round_trip_and_checks),
 		cmocka_unit_test(test_versions_are_negotiated),
 		cmocka_unit_test(test_header_fields_checked),
 		cmocka_unit_test(test_truncated_and_padded_payloads),
