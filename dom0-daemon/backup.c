@@ -5,6 +5,7 @@
 #include "daemon.h"
 #include "disk.h"
 #include "diskbuf.h"
+#include "flowcheck.h"
 #include "log.h"
 #include "nic.h"
 #include "proto.h"
@@ -15,6 +16,7 @@
 #include "qemu/launch.h"
 #include "qemu/qmp.h"
 #include "qemu/restore.h"
+#include "remusdb.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -52,6 +54,12 @@ struct rdb_backup {
 	char disk_path[512];
 	int disk_pid;			/* after failover: the replica's server */
 	int event_fd;			/* after failover: the event port's socket */
+	struct rdb_buf event_in;	/* the guest's answers on it */
+
+	/* commit protection: the guest's flows as of the committed epoch,
+	 * checked after a failover (flowcheck.h) */
+	struct rdb_flowcheck fc;
+	uint64_t fc_timer;
 
 	/* after failover */
 	struct rdb_qemu_proc qemu;
@@ -287,6 +295,12 @@ static int handle_msg(struct rdb_backup *b, const struct rdb_frame *f)
 		else
 			b->vm->st.disk_ops++;
 		return rc;
+	case RDB_MSG_FLOWS:
+		rc = rdb_stage_add_flows(&b->st, f);
+		if (rc < 0)
+			LOGVM(ERROR, b->vm->name, "FLOWS of epoch %llu: %s",
+			      (unsigned long long)f->epoch, rdb_stage_error(&b->st));
+		return rc;
 	case RDB_MSG_DEVSTATE:
 		return rdb_stage_set_devstate(&b->st, f->epoch, f->payload, f->len);
 	case RDB_MSG_EPOCH_END:
@@ -401,12 +415,99 @@ static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
 
 /* ---- failover ---- */
 
-/* After failover nothing is held: there is no backup to wait for. */
+/* After failover nothing waits for a checkpoint: there is no backup.
+ * Under commit protection the flow check may hold a frame a while. */
 static void on_guest_frame(void *opaque, const uint8_t *frame, size_t len)
 {
 	struct rdb_backup *b = opaque;
 
+	if (rdb_flowcheck_from_guest(&b->fc, frame, len, rdb_now_ns()))
+		rdb_nic_to_wire(&b->nic, frame, len);
+}
+
+static bool on_wire_frame(void *opaque, const uint8_t *frame, size_t len)
+{
+	struct rdb_backup *b = opaque;
+
+	return rdb_flowcheck_from_wire(&b->fc, frame, len, rdb_now_ns());
+}
+
+static void fc_to_wire(void *opaque, const uint8_t *frame, size_t len)
+{
+	struct rdb_backup *b = opaque;
+
 	rdb_nic_to_wire(&b->nic, frame, len);
+}
+
+static void fc_to_guest(void *opaque, const uint8_t *frame, size_t len)
+{
+	struct rdb_backup *b = opaque;
+
+	rdb_nic_to_guest(&b->nic, frame, len);
+}
+
+static void log_flowcheck(struct rdb_backup *b)
+{
+	const struct rdb_flowcheck_stats *st = &b->fc.st;
+
+	LOGVM(INFO, b->vm->name, "TCP flows after the failover: %llu checked in "
+	      "%.0f ms, %llu consistent, %llu reset at both ends, %llu "
+	      "unanswered; clients' input fenced %.0f ms%s",
+	      (unsigned long long)st->checked,
+	      (double)st->check_ns / RDB_NS_PER_MS,
+	      (unsigned long long)st->consistent, (unsigned long long)st->reset,
+	      (unsigned long long)st->unanswered,
+	      (double)st->fence_ns / RDB_NS_PER_MS,
+	      st->fence_timed_out ? " (deadline: no answer from the guest)" : "");
+}
+
+static uint64_t on_fc_tick(struct rdb_evloop *loop, uint64_t id, void *opaque)
+{
+	struct rdb_backup *b = opaque;
+	uint64_t next = rdb_flowcheck_tick(&b->fc, rdb_now_ns());
+
+	(void)loop;
+	(void)id;
+	if (!next) {
+		b->fc_timer = 0;
+		log_flowcheck(b);
+	}
+	return next;
+}
+
+/* The guest's helper answers the failover event once its DBMS can see
+ * it (remusdb.h): the fence comes down. */
+static void on_event_port(struct rdb_evloop *loop, int fd, unsigned ev,
+			  void *opaque)
+{
+	struct rdb_backup *b = opaque;
+	uint8_t buf[512];
+	ssize_t r = read(fd, buf, sizeof(buf));
+	char *nl;
+
+	if (r <= 0) {
+		if (r == 0 || (errno != EAGAIN && errno != EINTR))
+			rdb_evloop_mod_fd(loop, fd, 0);
+		return;
+	}
+	if (rdb_buf_append(&b->event_in, buf, (size_t)r) < 0)
+		return;
+	while (b->event_in.len &&
+	       (nl = memchr(b->event_in.data, '\n', b->event_in.len))) {
+		size_t n = (size_t)((uint8_t *)nl - b->event_in.data);
+		unsigned long long gen;
+		char line[160];
+
+		snprintf(line, sizeof(line), "%.*s", (int)n, (char *)b->event_in.data);
+		rdb_buf_consume(&b->event_in, n + 1);
+		if (sscanf(line, "REMUSDB-FAILOVER-ACK generation=%llu", &gen) == 1) {
+			LOGVM(INFO, b->vm->name, "the guest acknowledged failover "
+			      "event generation %llu", gen);
+			rdb_flowcheck_lift_fence(&b->fc, rdb_now_ns());
+		}
+	}
+	if (b->event_in.len > 4096)
+		rdb_buf_reset(&b->event_in);
 }
 
 static void stop_disk_server(struct rdb_backup *b)
@@ -464,6 +565,8 @@ static int failover_net(struct rdb_backup *b)
 			  on_guest_frame, b, err, sizeof(err));
 	if (rc < 0)
 		LOGVM(ERROR, vm->name, "guest NIC on the backup: %s", err);
+	else if (rdb_vm_config_commit_protection(&vm->cfg))
+		rdb_nic_set_wire_filter(&b->nic, on_wire_frame);
 	return rc;
 }
 
@@ -482,8 +585,12 @@ static void send_failover_event(struct rdb_backup *b, const char *path,
 	char line[128];
 	int n, rc;
 
-	n = snprintf(line, sizeof(line), "REMUSDB-FAILOVER epoch=%llu generation=%llu\n",
-		     (unsigned long long)epoch, (unsigned long long)gen);
+	unsigned flags = rdb_vm_config_commit_protection(&vm->cfg) ?
+		REMUSDB_EVENT_ABORT : 0;
+
+	n = snprintf(line, sizeof(line), "REMUSDB-FAILOVER epoch=%llu "
+		     "generation=%llu flags=%u\n", (unsigned long long)epoch,
+		     (unsigned long long)gen, flags);
 	rc = rdb_sock_connect_unix(path, rdb_now_ns() + RDB_NS_PER_S, &b->event_fd);
 	if (rc == 0)
 		rc = rdb_sock_write_all(b->event_fd, line, (size_t)n,
@@ -493,8 +600,14 @@ static void send_failover_event(struct rdb_backup *b, const char *path,
 		      strerror(-rc));
 	else
 		LOGVM(INFO, vm->name, "failover event sent to the guest: epoch %llu, "
-		      "generation %llu", (unsigned long long)epoch,
-		      (unsigned long long)gen);
+		      "generation %llu%s", (unsigned long long)epoch,
+		      (unsigned long long)gen, flags & REMUSDB_EVENT_ABORT ?
+		      ", abort what was not committing" : "");
+	/* (the socket is non-blocking: rdb_sock_connect_unix) */
+	if (rc == 0 && rdb_evloop_add_fd(b->d->loop, b->event_fd, RDB_EV_READ,
+					 on_event_port, b) < 0)
+		LOGVM(WARN, vm->name, "cannot watch the failover event port: "
+		      "the guest's answer will not be seen");
 }
 
 /* Starts QEMU from the last committed epoch; the guest runs on return 0. */
@@ -645,11 +758,31 @@ int rdb_backup_failover(struct rdb_vm *vm, const char *why)
 	/* The epoch in flight never committed: it must leave no trace. */
 	rdb_stage_discard(&b->st);
 	drive[0] = 0;
+	if (rdb_vm_config_commit_protection(&vm->cfg)) {
+		static const struct rdb_flowcheck_ops ops = {
+			.to_wire = fc_to_wire, .to_guest = fc_to_guest,
+		};
+		struct rdb_flowcheck_ops o = ops;
+
+		o.opaque = b;
+		rdb_flowcheck_start(&b->fc, &o, vm->cfg.event_port,
+				    (uint64_t)vm->cfg.failover_fence_ms * RDB_NS_PER_MS,
+				    t0);
+	}
 	rc = b->has_disk ? failover_disk(b, drive, sizeof(drive)) : 0;
 	if (rc == 0)
 		rc = failover_net(b);
 	if (rc == 0)
 		rc = restore_vm(b, t0, drive[0] ? drive : NULL);
+	if (rc == 0 && b->fc.started) {
+		rdb_flowcheck_guest_running(&b->fc, rdb_now_ns());
+		if (rdb_evloop_add_timer(b->d->loop, RDB_NS_PER_MS, on_fc_tick, b,
+					 &b->fc_timer) < 0) {
+			LOGVM(WARN, vm->name, "no timer for the flow check: lifting "
+			      "its fence now");
+			rdb_flowcheck_lift_fence(&b->fc, rdb_now_ns());
+		}
+	}
 	if (rc < 0) {
 		stop_disk_server(b);
 		rdb_vm_set_state(vm, RDB_VM_FAILED, "restore from epoch %llu failed: %s",
@@ -689,6 +822,9 @@ static struct rdb_backup *backup_new(struct rdb_daemon *d, const char *name)
 	rdb_buf_init(&b->out);
 	rdb_proto_decoder_init(&b->dec);
 	rdb_stage_init(&b->st);
+	rdb_buf_init(&b->event_in);
+	rdb_flowcheck_init(&b->fc, name, 0);
+	b->st.flows = &b->fc;
 	return b;
 }
 
@@ -791,9 +927,10 @@ static void on_pending(struct rdb_evloop *loop, int fd, unsigned ev,
 		link_lost(b, "cannot set up the replication link");
 		return;
 	}
-	LOGVM(INFO, name, "primary connected: backing up%s%s",
+	LOGVM(INFO, name, "primary connected: backing up%s%s%s",
 	      b->st.features & RDB_FEATURE_XORRLE ? ", XOR+RLE deltas" : "",
-	      b->st.features & RDB_FEATURE_LZ4 ? ", LZ4" : "");
+	      b->st.features & RDB_FEATURE_LZ4 ? ", LZ4" : "",
+	      b->st.features & RDB_FEATURE_FLOWS ? ", flow records" : "");
 	/* Frames that came with the HELLO are already buffered. */
 	on_link(loop, fd, RDB_EV_READ, b);
 }
@@ -866,8 +1003,14 @@ void rdb_backup_teardown(struct rdb_vm *vm)
 	/* A restored guest is the VM now: it outlives the daemon's teardown. */
 	rdb_stage_dispose(&b->st);
 	/* The replica's server, like the restored QEMU, outlives us. */
-	if (b->event_fd >= 0)
+	if (b->event_fd >= 0) {
+		rdb_evloop_del_fd(loop, b->event_fd);
 		close(b->event_fd);
+	}
+	if (b->fc_timer)
+		rdb_evloop_del_timer(loop, b->fc_timer);
+	rdb_flowcheck_dispose(&b->fc);
+	rdb_buf_dispose(&b->event_in);
 	rdb_diskbuf_dispose(&b->disk);
 	if (b->img_open)
 		rdb_ramimage_close(&b->img);
@@ -904,6 +1047,27 @@ void rdb_backup_housekeeping(struct rdb_vm *vm)
 	}
 }
 
+void rdb_backup_metrics_write(const struct rdb_vm *vm, FILE *f)
+{
+	const struct rdb_backup *b = vm->bak;
+	const struct rdb_flowcheck_stats *st;
+	const char *n = vm->name;
+
+	if (!b || !rdb_vm_config_commit_protection(&vm->cfg))
+		return;
+	st = &b->fc.st;
+	fprintf(f, "remusdb_flows_known{vm=\"%s\"} %u\n", n,
+		rdb_flowcheck_flows(&b->fc));
+	fprintf(f, "remusdb_failover_flows_total{vm=\"%s\",verdict=\"consistent\"} %llu\n",
+		n, (unsigned long long)st->consistent);
+	fprintf(f, "remusdb_failover_flows_total{vm=\"%s\",verdict=\"reset\"} %llu\n",
+		n, (unsigned long long)st->reset);
+	fprintf(f, "remusdb_failover_flows_total{vm=\"%s\",verdict=\"unanswered\"} %llu\n",
+		n, (unsigned long long)st->unanswered);
+	fprintf(f, "remusdb_failover_fence_seconds{vm=\"%s\"} %.3f\n", n,
+		(double)st->fence_ns / RDB_NS_PER_S);
+}
+
 void rdb_backup_status(const struct rdb_vm *vm, json_t *o)
 {
 	const struct rdb_backup *b = vm->bak;
@@ -915,6 +1079,26 @@ void rdb_backup_status(const struct rdb_vm *vm, json_t *o)
 			    ((rdb_now_ns() - b->last_rx_ns) / RDB_NS_PER_MS)));
 	json_object_set_new(o, "qemu_pid", json_integer(b->qemu.pid));
 	json_object_set_new(o, "guest_nic_connected", json_boolean(rdb_nic_connected(&b->nic)));
+	json_object_set_new(o, "mode", json_string(vm->cfg.mode ? vm->cfg.mode : "plain"));
+	if (rdb_vm_config_commit_protection(&vm->cfg)) {
+		const struct rdb_flowcheck_stats *st = &b->fc.st;
+
+		json_object_set_new(o, "flows", json_pack(
+			"{s:I, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:b, s:f}",
+			"known", (json_int_t)rdb_flowcheck_flows(&b->fc),
+			"check_started", b->fc.started,
+			"checked", (json_int_t)st->checked,
+			"consistent", (json_int_t)st->consistent,
+			"reset", (json_int_t)st->reset,
+			"unanswered", (json_int_t)st->unanswered,
+			"probes", (json_int_t)st->probes,
+			"held_out", (json_int_t)st->held_out,
+			"held_in", (json_int_t)st->held_in,
+			"dropped", (json_int_t)st->dropped,
+			"fence_ms", (double)st->fence_ns / RDB_NS_PER_MS,
+			"fence_timed_out", st->fence_timed_out,
+			"check_ms", (double)st->check_ns / RDB_NS_PER_MS));
+	}
 	if (b->has_disk)
 		json_object_set_new(o, "disk", json_pack("{s:s, s:I, s:b, s:b, s:I, s:I}",
 			"replica", b->disk_path, "size", (json_int_t)b->disk.size,

@@ -17,6 +17,8 @@
 #ifndef RDB_BACKUP_H
 #define RDB_BACKUP_H
 
+#include <stdio.h>
+
 #include <jansson.h>
 
 struct rdb_daemon;
@@ -29,6 +31,8 @@ void rdb_backup_stop_listening(struct rdb_daemon *d);
 /* Operator failover (also used on detection). */
 int rdb_backup_failover(struct rdb_vm *vm, const char *why);
 void rdb_backup_teardown(struct rdb_vm *vm);
+/* Prometheus lines of the flow check (commit protection only). */
+void rdb_backup_metrics_write(const struct rdb_vm *vm, FILE *f);
 void rdb_backup_status(const struct rdb_vm *vm, json_t *o);
 /* Periodic: notices a restored QEMU that exited (and reaps it). */
 void rdb_backup_housekeeping(struct rdb_vm *vm);

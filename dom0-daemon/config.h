@@ -77,6 +77,7 @@ struct rdb_vm_config {
 	uint32_t compress_threads;
 	uint32_t protect_dscp;
 	bool event_port;
+	uint32_t failover_fence_ms;
 	struct rdb_strlist qemu_arg;
 };
 
@@ -95,10 +96,17 @@ void rdb_config_dump_defaults(const struct rdb_config_table *t, FILE *f);
 
 /* Required fields and cross-field rules of a VM config. */
 int rdb_vm_config_check(const struct rdb_vm_config *c, char *err, size_t errlen);
-/* What this remusdbd can run: mode commit-protection parses but is not
- * implemented yet (-EOPNOTSUPP, with a message). */
+/* What this remusdbd can run (-EOPNOTSUPP, with a message): everything
+ * the table accepts, today. */
 int rdb_vm_config_supported(const struct rdb_vm_config *c, char *err,
 			    size_t errlen);
+bool rdb_vm_config_commit_protection(const struct rdb_vm_config *c);
+/* A protect of an attached VM: the options that say how it is protected
+ * (peer, mode, checkpoint_ms, ...) come from the protect request; what is
+ * served for it (disk, NIC, QEMU arguments) stays as attached.  Strings
+ * left empty in src keep dst's value. */
+int rdb_vm_config_take_protection(struct rdb_vm_config *dst,
+				  const struct rdb_vm_config *src);
 json_t *rdb_vm_config_to_json(const struct rdb_vm_config *c);
 /* The daemon's intake: applies every key of obj (strings, numbers,
  * booleans, string arrays), then rdb_vm_config_check and

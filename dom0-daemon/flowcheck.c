@@ -442,20 +442,6 @@ static void judge(struct rdb_flowcheck *fc, struct fc_flow *f, uint64_t now)
 	consistent(fc, f, now);
 }
 
-static void start_check(struct rdb_flowcheck *fc, struct fc_flow *f, uint64_t now)
-{
-	f->st = FC_PROBING;
-	fc->probing++;
-	f->deadline_ns = now + CHECK_DEADLINE_NS;
-	if (f->from_table) {
-		f->c_ref = true;
-		f->c_ref_seq = f->r.snd_ref;
-		f->g_ref = f->r.have_ack;
-		f->g_ref_seq = f->r.rcv_ref;
-	}
-	probe(fc, f, now);
-}
-
 void rdb_flowcheck_start(struct rdb_flowcheck *fc,
 			 const struct rdb_flowcheck_ops *ops, bool fence,
 			 uint64_t fence_ns, uint64_t now)
@@ -465,13 +451,37 @@ void rdb_flowcheck_start(struct rdb_flowcheck *fc,
 	fc->start_ns = now;
 	fc->lazy_until_ns = now + LAZY_NS;
 	fc->fence = fence;
-	fc->fence_deadline_ns = now + fence_ns;
-	for (struct fc_flow *f = fc->all; f; f = f->anext)
-		if (f->st == FC_KNOWN)
-			start_check(fc, f, now);
+	fc->fence_ns = fence_ns;
+	/* (until the guest runs, nothing is due: see guest_running) */
+	fc->fence_deadline_ns = UINT64_MAX;
+	for (struct fc_flow *f = fc->all; f; f = f->anext) {
+		if (f->st != FC_KNOWN)
+			continue;
+		f->st = FC_PROBING;
+		fc->probing++;
+		f->deadline_ns = UINT64_MAX;
+		f->next_probe_ns = UINT64_MAX;
+		f->c_ref = true;
+		f->c_ref_seq = f->r.snd_ref;
+		f->g_ref = f->r.have_ack;
+		f->g_ref_seq = f->r.rcv_ref;
+	}
 	LOGVM(INFO, fc->vm, "checking %u TCP flows after the failover%s",
 	      fc->nflows, fence ? "; clients' input fenced until the guest "
 	      "acknowledges the failover event" : "");
+}
+
+void rdb_flowcheck_guest_running(struct rdb_flowcheck *fc, uint64_t now)
+{
+	if (!fc->started)
+		return;
+	fc->fence_deadline_ns = now + fc->fence_ns;
+	for (struct fc_flow *f = fc->all; f; f = f->anext) {
+		if (f->st != FC_PROBING || f->deadline_ns != UINT64_MAX)
+			continue;
+		f->deadline_ns = now + CHECK_DEADLINE_NS;
+		probe(fc, f, now);
+	}
 }
 
 /* A flow that shows up after the failover, not in the table. */

@@ -87,7 +87,7 @@ struct rdb_flowcheck {
 	/* after failover */
 	bool started, fence;
 	struct rdb_flowcheck_ops ops;
-	uint64_t start_ns, fence_deadline_ns, lazy_until_ns;
+	uint64_t start_ns, fence_ns, fence_deadline_ns, lazy_until_ns;
 	struct fc_frame *fence_head, *fence_tail;	/* clients' input */
 	size_t held_bytes;
 	unsigned probing;		/* flows whose check is under way */
@@ -103,13 +103,15 @@ void rdb_flowcheck_apply(struct rdb_flowcheck *fc, const struct rdb_flow_rec *r)
 uint32_t rdb_flowcheck_flows(const struct rdb_flowcheck *fc);
 
 /*
- * After a failover, once the restored guest runs: probes every known
- * flow.  fence: hold the clients' TCP input until
- * rdb_flowcheck_lift_fence or fence_ns from now.
+ * At a failover, before the guest's NIC carries anything: from now on the
+ * known flows are held and checked.  fence: hold the clients' TCP input
+ * until rdb_flowcheck_lift_fence, or fence_ns after the guest runs.
  */
 void rdb_flowcheck_start(struct rdb_flowcheck *fc,
 			 const struct rdb_flowcheck_ops *ops, bool fence,
 			 uint64_t fence_ns, uint64_t now_ns);
+/* The restored guest runs: the probes go out, the deadlines start. */
+void rdb_flowcheck_guest_running(struct rdb_flowcheck *fc, uint64_t now_ns);
 /* A frame from the guest / from the network: true if the caller passes it
  * on now; false if it was taken (held, or dropped). */
 bool rdb_flowcheck_from_guest(struct rdb_flowcheck *fc, const uint8_t *frame,

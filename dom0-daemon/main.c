@@ -220,8 +220,13 @@ static void write_metrics(struct rdb_daemon *d)
 	f = fopen(tmp, "w");
 	if (!f)
 		return;
-	for (struct rdb_vm *vm = d->vms; vm; vm = vm->next)
+	for (struct rdb_vm *vm = d->vms; vm; vm = vm->next) {
 		rdb_vm_metrics_write(vm, f);
+		if (vm->role == RDB_ROLE_PRIMARY)
+			rdb_primary_metrics_write(vm, f);
+		else
+			rdb_backup_metrics_write(vm, f);
+	}
 	if (fclose(f) == 0)
 		rename(tmp, d->cfg.metrics_file);
 }

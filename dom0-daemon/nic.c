@@ -72,8 +72,31 @@ static void to_guest(void *opaque, const uint8_t *frame, size_t len)
 {
 	struct rdb_nic *n = opaque;
 
+	if (n->from_wire && !n->from_wire(n->opaque, frame, len))
+		return;
 	if (n->fd >= 0)
 		rdb_netstream_queue(&n->ns, frame, len);
+}
+
+void rdb_nic_to_guest(struct rdb_nic *n, const uint8_t *frame, size_t len)
+{
+	if (n->fd < 0)
+		return;
+	rdb_netstream_queue(&n->ns, frame, len);
+	rdb_netstream_flush(&n->ns, n->fd);
+	want(n);
+}
+
+void rdb_nic_set_wire_filter(struct rdb_nic *n,
+			     bool (*f)(void *opaque, const uint8_t *frame, size_t len))
+{
+	n->from_wire = f;
+}
+
+void rdb_nic_poll_guest(struct rdb_nic *n)
+{
+	if (n->fd >= 0)
+		on_qemu(n->loop, n->fd, RDB_EV_READ, n);
 }
 
 static void on_tap(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)

@@ -24,6 +24,8 @@ struct rdb_nic {
 	struct rdb_netstream ns;
 	rdb_frame_cb from_guest;
 	void *opaque;
+	/* optional: sees each frame from the network first; false = taken */
+	bool (*from_wire)(void *opaque, const uint8_t *frame, size_t len);
 };
 
 /* Sets every field to "nothing open"; call before open or close. */
@@ -34,6 +36,16 @@ int rdb_nic_open(struct rdb_nic *n, struct rdb_evloop *loop, const char *vm,
 		 const char *sock_path, const char *tap, rdb_frame_cb from_guest,
 		 void *opaque, char *err, size_t errlen);
 void rdb_nic_close(struct rdb_nic *n);	/* idempotent */
+/* Frames from the network go to f first (opaque as given at open); f
+ * returns false for a frame it took.  NULL: straight to the guest. */
+void rdb_nic_set_wire_filter(struct rdb_nic *n,
+			     bool (*f)(void *opaque, const uint8_t *frame, size_t len));
+/* Reads what QEMU has written so far and hands it to from_guest, now
+ * (the primary calls it while the VM is stopped, so frames the guest sent
+ * before a checkpoint belong to that checkpoint's epoch). */
+void rdb_nic_poll_guest(struct rdb_nic *n);
+/* A frame to the guest, queued now (drops if QEMU is not connected). */
+void rdb_nic_to_guest(struct rdb_nic *n, const uint8_t *frame, size_t len);
 /* A guest frame out to the network, now (drops, never blocks). */
 void rdb_nic_to_wire(struct rdb_nic *n, const uint8_t *frame, size_t len);
 bool rdb_nic_connected(const struct rdb_nic *n);

@@ -6,6 +6,7 @@
 #include "disk.h"
 #include "encpool.h"
 #include "fileio.h"
+#include "flowbuf.h"
 #include "log.h"
 #include "netbuf.h"
 #include "netstream.h"
@@ -48,6 +49,8 @@
 #define COPY_CHUNK (1u << 20)
 #define COPY_BUDGET (32u << 20)
 #define COPY_RETRY_NS (1 * RDB_NS_PER_MS)
+/* The page encodings among the features (the rest: FLOWS). */
+#define CODEC_FEATURES (RDB_FEATURE_XORRLE | RDB_FEATURE_LZ4)
 
 struct rdb_primary {
 	struct rdb_vm *vm;
@@ -76,8 +79,11 @@ struct rdb_primary {
 
 	/* guest network */
 	struct rdb_nic nic;
-	struct rdb_netbuf nb;
+	struct rdb_netbuf nb;		/* plain Remus: held per epoch */
+	struct rdb_flowbuf fb;		/* commit protection: held per flow */
+	bool cp;			/* mode = commit-protection */
 	uint64_t open_epoch;		/* guest frames read now belong to it */
+	uint64_t epoch_flow_recs, epoch_flow_bytes;	/* FLOWS of the open epoch */
 
 	/* backup */
 	int peer_fd;
@@ -133,6 +139,7 @@ struct rdb_primary {
 
 static void drop_protection(struct rdb_primary *p, const char *why);
 static int start_pool(struct rdb_primary *p, uint64_t ram_bytes);
+static int put_flows(struct rdb_primary *p, uint64_t epoch);
 
 /* ---- sending to the backup ---- */
 
@@ -401,8 +408,8 @@ static int submit_epoch(struct rdb_primary *p, uint64_t epoch,
 	p->enc_nruns = p->nruns;
 	p->nruns = 0;
 	p->enc_epoch = epoch;
-	p->enc_disk_recs = p->epoch_disk_recs;
-	p->enc_disk_bytes = p->epoch_disk_bytes;
+	p->enc_disk_recs = p->epoch_disk_recs + p->epoch_flow_recs;
+	p->enc_disk_bytes = p->epoch_disk_bytes + p->epoch_flow_bytes;
 	p->encoding = true;
 	return rdb_encpool_submit(p->pool, p->enc_batch.data, p->enc_runs,
 				  p->enc_nruns);
@@ -430,7 +437,7 @@ static int start_pool(struct rdb_primary *p, uint64_t ram_bytes)
 	uint64_t cache = ram_bytes / RDB_PAGE_SIZE * vm->cfg.page_cache_percent / 100;
 	int rc;
 
-	if (!p->features || p->pool)
+	if (!(p->features & CODEC_FEATURES) || p->pool)
 		return 0;
 	p->pool_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (p->pool_fd < 0)
@@ -439,7 +446,7 @@ static int start_pool(struct rdb_primary *p, uint64_t ram_bytes)
 	if (rc == 0)
 		rc = rdb_encpool_create(&p->pool, vm->cfg.compress_threads,
 					cache > UINT32_MAX ? UINT32_MAX : (uint32_t)cache,
-					p->features, p->pool_fd);
+					p->features & CODEC_FEATURES, p->pool_fd);
 	if (rc < 0)
 		return rc;
 	LOGVM(INFO, vm->name, "compression on: %u encoder threads, page cache "
@@ -539,7 +546,20 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 	uint64_t now, t0 = rdb_now_ns();
 	int rc;
 
-	/* The VM is still stopped: every frame it sent so far is epoch <= N. */
+	/* The VM is still stopped: every frame it sent so far is epoch <= N.
+	 * Under commit protection that must hold exactly (the backup's flow
+	 * check compares against it): read what QEMU already wrote. */
+	if (p->cp) {
+		uint64_t t1 = rdb_now_ns();
+
+		rdb_nic_poll_guest(&p->nic);
+		if (p->features & RDB_FEATURE_FLOWS) {
+			rc = put_flows(p, epoch);
+			if (rc < 0)
+				return rc;
+		}
+		p->pause_work_ns += rdb_now_ns() - t1;
+	}
 	p->open_epoch = epoch + 1;
 	/* Let the guest run first; framing and sending the epoch follow. */
 	if (epoch == 0) {
@@ -567,14 +587,17 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 			rc = rdb_proto_put_devstate(&p->out, epoch, dev, len);
 		if (rc == 0)
 			rc = rdb_proto_put_epoch_end(&p->out, epoch,
-						     p->epoch_pages + p->epoch_disk_recs,
-						     p->epoch_bytes + p->epoch_disk_bytes + len);
+						     p->epoch_pages + p->epoch_disk_recs +
+						     p->epoch_flow_recs,
+						     p->epoch_bytes + p->epoch_disk_bytes +
+						     p->epoch_flow_bytes + len);
 		vm->st.bytes += len;
 	}
 	if (rc < 0)
 		return rc;
 	p->epoch_pages = p->epoch_bytes = 0;
 	p->epoch_disk_recs = p->epoch_disk_bytes = 0;
+	p->epoch_flow_recs = p->epoch_flow_bytes = 0;
 	if (vm->st.checkpoints == 0)
 		vm->st.first_ckpt_ns = now;
 	vm->st.last_ckpt_ns = now;
@@ -755,29 +778,88 @@ static void tap_sink(void *opaque, const uint8_t *frame, size_t len)
 	rdb_nic_to_wire(&p->nic, frame, len);
 }
 
-/* A frame from the guest: held until its epoch is committed. */
 /*
  * A frame from the guest.  Packets the guest module marked (a protected
  * socket's: see guest-kmod/include/uapi/remusdb.h) are counted and the
- * mark stripped here, before anything can leave the host; in plain mode
- * every frame then waits for its epoch all the same.
+ * mark stripped here, before anything can leave the host.  In plain mode
+ * every frame then waits for its epoch all the same; under commit
+ * protection the flow buffer decides (flowbuf.h).
  */
 static void guest_frame(void *opaque, const uint8_t *frame, size_t len)
 {
 	static uint8_t copy[RDB_NET_MAX_FRAME];
 	struct rdb_primary *p = opaque;
 	uint8_t dscp = (uint8_t)p->vm->cfg.protect_dscp;
+	bool marked = false;
 
 	if (remusdb_frame_marked(frame, len, dscp) && len <= sizeof(copy)) {
 		memcpy(copy, frame, len);
 		remusdb_frame_strip(copy, len, dscp);
 		frame = copy;
+		marked = true;
 		p->vm->st.marked_frames++;
 	}
-	if (p->colo_active)
-		rdb_netbuf_hold(&p->nb, p->open_epoch, frame, len);
-	else
+	if (!p->colo_active)
 		rdb_nic_to_wire(&p->nic, frame, len);
+	else if (p->cp)
+		rdb_flowbuf_from_guest(&p->fb, p->open_epoch, marked, frame, len,
+				       tap_sink, p);
+	else
+		rdb_netbuf_hold(&p->nb, p->open_epoch, frame, len);
+}
+
+/* A frame from the network, on its way to the guest: the flow buffer
+ * learns of flows the peer ends. */
+static bool wire_frame(void *opaque, const uint8_t *frame, size_t len)
+{
+	struct rdb_primary *p = opaque;
+
+	if (p->cp && p->colo_active)
+		rdb_flowbuf_from_wire(&p->fb, frame, len);
+	return true;
+}
+
+/* Everything held may go: the backup committed upto. */
+static void release_output(struct rdb_primary *p, uint64_t upto)
+{
+	rdb_netbuf_release(&p->nb, upto, tap_sink, p);
+	rdb_flowbuf_release(&p->fb, upto, tap_sink, p);
+}
+
+static void flow_rec_collect(void *opaque, const struct rdb_flow_rec *r)
+{
+	struct rdb_buf *b = opaque;
+
+	rdb_buf_append(b, r, sizeof(*r));
+}
+
+/*
+ * Epoch N's FLOWS, queued with N's other frames: the flows that changed
+ * while N was open.  Called while the VM is stopped, after the frames
+ * it sent before stopping were read.
+ */
+static int put_flows(struct rdb_primary *p, uint64_t epoch)
+{
+	struct rdb_buf recs;
+	size_t n, per = RDB_PROTO_MAX_PAYLOAD / RDB_FLOWREC_LEN - 1;
+	int rc = 0;
+
+	rdb_buf_init(&recs);
+	n = rdb_flowbuf_take_changes(&p->fb, flow_rec_collect, &recs);
+	if (recs.len != n * sizeof(struct rdb_flow_rec)) {
+		rdb_buf_dispose(&recs);
+		return -ENOMEM;
+	}
+	for (size_t at = 0; rc == 0 && at < n; at += per) {
+		size_t k = n - at < per ? n - at : per;
+
+		rc = rdb_proto_put_flows(epoch_out(p), epoch,
+					 (const struct rdb_flow_rec *)recs.data + at, k);
+		p->epoch_flow_recs++;
+		p->epoch_flow_bytes += 4 + k * RDB_FLOWREC_LEN;
+	}
+	rdb_buf_dispose(&recs);
+	return rc;
 }
 
 /* ---- QEMU's migration socket ---- */
@@ -886,7 +968,7 @@ static void on_peer_msg(struct rdb_primary *p, const struct rdb_frame *f)
 		}
 		vm->st.committed_epoch = f->epoch;
 		vm->st.last_ack_ns = p->last_peer_rx_ns;
-		rdb_netbuf_release(&p->nb, f->epoch, tap_sink, p);
+		release_output(p, f->epoch);
 		if (vm->state == RDB_VM_PROTECTING)
 			rdb_vm_set_state(vm, RDB_VM_PROTECTED,
 					 "backup committed the initial state");
@@ -1070,7 +1152,7 @@ static void drop_protection(struct rdb_primary *p, const char *why)
 			LOGVM(WARN, vm->name, "x-colo-lost-heartbeat: %s",
 			      strerror(-rc));
 	}
-	rdb_netbuf_release(&p->nb, UINT64_MAX, tap_sink, p);
+	release_output(p, UINT64_MAX);
 	close_mig(p);
 	if (p->peer_fd >= 0) {
 		rdb_proto_put_error(&p->out, "primary dropped protection");
@@ -1081,6 +1163,12 @@ static void drop_protection(struct rdb_primary *p, const char *why)
 }
 
 /* ---- setup and teardown ---- */
+
+static uint32_t offered_features(const struct rdb_primary *p)
+{
+	return (p->vm->cfg.compression ? CODEC_FEATURES : 0) |
+	       (p->cp ? RDB_FEATURE_FLOWS : 0);
+}
 
 static int connect_backup(struct rdb_primary *p, char *err, size_t errlen)
 {
@@ -1095,8 +1183,7 @@ static int connect_backup(struct rdb_primary *p, char *err, size_t errlen)
 			 vm->cfg.peer, strerror(-rc));
 		return rc;
 	}
-	rc = rdb_proto_put_hello_features(&p->out, vm->name, vm->cfg.compression ?
-					  RDB_FEATURES_KNOWN : 0);
+	rc = rdb_proto_put_hello_features(&p->out, vm->name, offered_features(p));
 	if (rc == 0)
 		rc = rdb_buf_write_all_fd(&p->out, p->peer_fd, deadline);
 	while (rc == 0) {
@@ -1119,13 +1206,16 @@ static int connect_backup(struct rdb_primary *p, char *err, size_t errlen)
 			 vm->name, (int)f.len, (const char *)f.payload);
 		return -ECONNREFUSED;
 	}
-	rc = rdb_proto_check_hello_ack_features(&f, vm->cfg.compression ?
-						RDB_FEATURES_KNOWN : 0,
+	rc = rdb_proto_check_hello_ack_features(&f, offered_features(p),
 						&p->features);
 	if (rc < 0) {
 		snprintf(err, errlen, "backup %s: unsupported protocol", vm->cfg.peer);
 		return rc;
 	}
+	if (p->cp && !(p->features & RDB_FEATURE_FLOWS))
+		LOGVM(WARN, vm->name, "backup %s does not take flow records: after "
+		      "a failover it cannot reset TCP flows the primary's "
+		      "unprotected output made inconsistent", vm->cfg.peer);
 	p->last_peer_rx_ns = rdb_now_ns();
 	return rdb_evloop_add_fd(p->d->loop, p->peer_fd, RDB_EV_READ, on_peer, p);
 }
@@ -1214,7 +1304,7 @@ static void protection_cleanup(struct rdb_primary *p)
 	if (p->parser_init)
 		rdb_colo_parser_dispose(&p->parser);
 	p->parser_init = false;
-	rdb_netbuf_release(&p->nb, UINT64_MAX, tap_sink, p);
+	release_output(p, UINT64_MAX);
 	rdb_buf_reset(&p->out);
 	rdb_buf_reset(&p->batch);
 	p->nruns = 0;
@@ -1227,6 +1317,7 @@ static void protection_cleanup(struct rdb_primary *p)
 	p->features = 0;
 	p->epoch_pages = p->epoch_bytes = 0;
 	p->epoch_disk_recs = p->epoch_disk_bytes = 0;
+	p->epoch_flow_recs = p->epoch_flow_bytes = 0;
 	p->open_epoch = 0;
 	p->protect_started = false;
 }
@@ -1270,8 +1361,12 @@ static int attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 	rdb_proto_decoder_init(&p->dec);
 	rc = rdb_netbuf_init(&p->nb, 0);
 	if (rc == 0)
+		rc = rdb_flowbuf_init(&p->fb, 0, 0);
+	if (rc == 0)
 		rc = rdb_nic_open(&p->nic, d->loop, vm->name, vm->cfg.net_socket,
 				  vm->cfg.tap, guest_frame, p, err, errlen);
+	if (rc == 0)
+		rdb_nic_set_wire_filter(&p->nic, wire_frame);
 	if (rc == 0 && vm->cfg.disk && vm->cfg.disk[0]) {
 		p->has_disk = true;
 		rc = rdb_disk_open(&p->disk, d->loop, vm->name, vm->cfg.disk,
@@ -1317,6 +1412,7 @@ static int start_protection(struct rdb_primary *p, char *err, size_t errlen)
 	int rc;
 
 	p->protect_started = true;
+	p->cp = rdb_vm_config_commit_protection(&vm->cfg);
 	/* Epochs count from 0 again in a new protection (a new COLO run). */
 	vm->st.checkpoints = 0;
 	vm->st.committed_epoch = 0;
@@ -1357,13 +1453,25 @@ int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 			 rdb_vm_role_name(vm->role));
 		return -EEXIST;
 	}
-	/* Protected now, or on the way: nothing to do.  Degraded or
+	/* Protected now, or on the way: nothing to do, and its mode stays
+	 * (the guest's DBMS and the backup work to it).  Degraded or
 	 * unprotected: protect again from scratch (a new backup link, the
-	 * whole disk copied again, a new COLO run in the same QEMU). */
+	 * whole disk copied again, a new COLO run in the same QEMU), in the
+	 * mode asked now. */
 	if (vm && (vm->pri->colo_active ||
 		   (vm->state != RDB_VM_UNPROTECTED && vm->state != RDB_VM_DEGRADED))) {
-		snprintf(err, errlen, "VM %s is already %s on this host", cfg->name,
-			 rdb_vm_state_name(vm->state));
+		const char *now = vm->cfg.mode ? vm->cfg.mode : "plain";
+		const char *want = cfg->mode ? cfg->mode : "plain";
+
+		if (strcmp(now, want))
+			snprintf(err, errlen, "VM %s is %s in mode %s: a protected "
+				 "VM's mode cannot change; unprotect it, then "
+				 "protect it with mode = %s", cfg->name,
+				 rdb_vm_state_name(vm->state), now, want);
+		else
+			snprintf(err, errlen, "VM %s is already %s on this host "
+				 "(mode %s)", cfg->name,
+				 rdb_vm_state_name(vm->state), now);
 		return -EEXIST;
 	}
 	if (!vm) {
@@ -1373,6 +1481,11 @@ int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 	} else {
 		bool again = vm->pri->protect_started;
 
+		rc = rdb_vm_config_take_protection(&vm->cfg, cfg);
+		if (rc < 0) {
+			snprintf(err, errlen, "out of memory");
+			return rc;
+		}
 		protection_cleanup(vm->pri);
 		rdb_vm_set_state(vm, RDB_VM_PROTECTING, "operator protect%s",
 				 again ? " (again, after it was dropped)" : "");
@@ -1392,10 +1505,14 @@ int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 		}
 		return rc;
 	}
-	LOGVM(INFO, vm->name, "protecting: backup %s, checkpoint every %u ms, "
-	      "deadline %u ms%s", vm->cfg.peer, vm->cfg.checkpoint_ms,
-	      vm->cfg.checkpoint_deadline_ms,
+	LOGVM(INFO, vm->name, "protecting: backup %s, mode %s, checkpoint every "
+	      "%u ms, deadline %u ms%s", vm->cfg.peer, vm->cfg.mode,
+	      vm->cfg.checkpoint_ms, vm->cfg.checkpoint_deadline_ms,
 	      vm->pri->has_disk ? ", disk replicated" : "");
+	if (vm->pri->cp && !vm->cfg.event_port)
+		LOGVM(WARN, vm->name, "commit-protection without event_port: after "
+		      "a failover the guest's DBMS cannot learn it and abort "
+		      "the transactions that had not asked to commit");
 	return 0;
 }
 
@@ -1433,6 +1550,7 @@ void rdb_primary_teardown(struct rdb_vm *vm)
 	rdb_nic_close(&p->nic);
 	rdb_disk_close(&p->disk);
 	rdb_netbuf_dispose(&p->nb);
+	rdb_flowbuf_dispose(&p->fb);
 	rdb_proto_decoder_dispose(&p->dec);
 	rdb_buf_dispose(&p->out);
 	rdb_buf_dispose(&p->batch);
@@ -1453,9 +1571,35 @@ void rdb_primary_status(const struct rdb_vm *vm, json_t *o)
 	if (!p)
 		return;
 	json_object_set_new(o, "peer", json_string(vm->cfg.peer));
+	json_object_set_new(o, "mode", json_string(vm->cfg.mode ? vm->cfg.mode : "plain"));
 	json_object_set_new(o, "open_epoch", json_integer((json_int_t)p->open_epoch));
-	json_object_set_new(o, "held_frames", json_integer((json_int_t)rdb_netbuf_frames(&p->nb)));
-	json_object_set_new(o, "held_bytes", json_integer((json_int_t)rdb_netbuf_bytes(&p->nb)));
+	json_object_set_new(o, "held_frames", json_integer((json_int_t)
+		(rdb_netbuf_frames(&p->nb) + rdb_flowbuf_frames(&p->fb))));
+	json_object_set_new(o, "held_bytes", json_integer((json_int_t)
+		(rdb_netbuf_bytes(&p->nb) + rdb_flowbuf_bytes(&p->fb))));
+	if (p->cp) {
+		const struct rdb_flowbuf_stats *st = &p->fb.st;
+
+		json_object_set_new(o, "commit_protection", json_pack(
+			"{s:{s:I,s:I}, s:{s:I,s:I}, s:{s:I,s:I}, s:I, s:I, s:{s:I,s:I}, "
+			"s:I, s:I, s:I, s:I, s:I, s:f}",
+			"released_at_once", "frames", (json_int_t)st->now_frames,
+			"bytes", (json_int_t)st->now_bytes,
+			"held_marked", "frames", (json_int_t)st->marked_frames,
+			"bytes", (json_int_t)st->marked_bytes,
+			"held_behind", "frames", (json_int_t)st->behind_frames,
+			"bytes", (json_int_t)st->behind_bytes,
+			"held_synack", (json_int_t)st->synack_frames,
+			"held_ack", (json_int_t)st->ack_frames,
+			"released_at_commit", "frames", (json_int_t)st->released,
+			"bytes", (json_int_t)st->released_bytes,
+			"acks_superseded", (json_int_t)st->superseded,
+			"dropped", (json_int_t)st->dropped,
+			"untracked", (json_int_t)st->untracked,
+			"flows", (json_int_t)rdb_flowbuf_flows(&p->fb),
+			"flows_created", (json_int_t)st->flows_created,
+			"max_hold_ms", (double)st->max_hold_ns / RDB_NS_PER_MS));
+	}
 	json_object_set_new(o, "replication_queue_bytes", json_integer((json_int_t)p->out.len));
 	json_object_set_new(o, "guest_nic_connected", json_boolean(rdb_nic_connected(&p->nic)));
 	json_object_set_new(o, "capture_epochs_left", json_integer((json_int_t)p->cap_left));
@@ -1475,6 +1619,37 @@ void rdb_primary_status(const struct rdb_vm *vm, json_t *o)
 					    json_integer((json_int_t)p->copy_off));
 		json_object_set_new(o, "disk", dk);
 	}
+}
+
+void rdb_primary_metrics_write(const struct rdb_vm *vm, FILE *f)
+{
+	const struct rdb_primary *p = vm->pri;
+	const struct rdb_flowbuf_stats *st;
+	const char *n = vm->name;
+
+	if (!p || !p->cp)
+		return;
+	st = &p->fb.st;
+	fprintf(f, "remusdb_output_frames_total{vm=\"%s\",path=\"at_once\"} %llu\n",
+		n, (unsigned long long)st->now_frames);
+	fprintf(f, "remusdb_output_bytes_total{vm=\"%s\",path=\"at_once\"} %llu\n",
+		n, (unsigned long long)st->now_bytes);
+	fprintf(f, "remusdb_output_frames_total{vm=\"%s\",path=\"held_marked\"} %llu\n",
+		n, (unsigned long long)st->marked_frames);
+	fprintf(f, "remusdb_output_bytes_total{vm=\"%s\",path=\"held_marked\"} %llu\n",
+		n, (unsigned long long)st->marked_bytes);
+	fprintf(f, "remusdb_output_frames_total{vm=\"%s\",path=\"held_behind\"} %llu\n",
+		n, (unsigned long long)st->behind_frames);
+	fprintf(f, "remusdb_output_bytes_total{vm=\"%s\",path=\"held_behind\"} %llu\n",
+		n, (unsigned long long)st->behind_bytes);
+	fprintf(f, "remusdb_output_frames_total{vm=\"%s\",path=\"held_synack\"} %llu\n",
+		n, (unsigned long long)st->synack_frames);
+	fprintf(f, "remusdb_output_frames_total{vm=\"%s\",path=\"held_ack\"} %llu\n",
+		n, (unsigned long long)st->ack_frames);
+	fprintf(f, "remusdb_output_dropped_frames_total{vm=\"%s\"} %llu\n",
+		n, (unsigned long long)st->dropped);
+	fprintf(f, "remusdb_output_flows{vm=\"%s\"} %u\n", n,
+		rdb_flowbuf_flows(&p->fb));
 }
 
 int rdb_primary_capture(struct rdb_vm *vm, const char *path, uint64_t epochs,

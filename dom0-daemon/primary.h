@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <stdio.h>
+
 #include <jansson.h>
 
 struct rdb_daemon;
@@ -44,6 +46,9 @@ int rdb_primary_unprotect(struct rdb_vm *vm);
 /* Frees everything; idempotent on vm->pri == NULL. */
 void rdb_primary_teardown(struct rdb_vm *vm);
 void rdb_primary_status(const struct rdb_vm *vm, json_t *o);
+/* Prometheus lines of commit protection's output path (nothing in plain
+ * mode). */
+void rdb_primary_metrics_write(const struct rdb_vm *vm, FILE *f);
 /*
  * Capture mode (benchmarks): the next `epochs` checkpoints' dirty pages,
  * as QEMU sent them, are appended to path (created; mode 0600), after

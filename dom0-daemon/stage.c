@@ -17,12 +17,14 @@ void rdb_stage_init(struct rdb_stage *st)
 	memset(st, 0, sizeof(*st));
 	rdb_buf_init(&st->pages);
 	rdb_buf_init(&st->scratch);
+	rdb_buf_init(&st->flowrecs);
 }
 
 void rdb_stage_dispose(struct rdb_stage *st)
 {
 	rdb_buf_dispose(&st->pages);
 	rdb_buf_dispose(&st->scratch);
+	rdb_buf_dispose(&st->flowrecs);
 	free(st->devstate);
 	free(st->c.devstate);
 	memset(st, 0, sizeof(*st));
@@ -280,6 +282,38 @@ int rdb_stage_add_disk(struct rdb_stage *st, const struct rdb_frame *f)
 	return 0;
 }
 
+int rdb_stage_add_flows(struct rdb_stage *st, const struct rdb_frame *f)
+{
+	struct rdb_flows_iter it;
+	struct rdb_flow_rec r;
+	size_t before = st->flowrecs.len;
+	int rc;
+
+	if (!(st->features & RDB_FEATURE_FLOWS))
+		return fail(st, "FLOWS in epoch %llu, not negotiated",
+			    (unsigned long long)f->epoch);
+	rc = open_epoch(st, f->epoch);
+	if (rc < 0)
+		return rc;
+	if (rdb_msg_flows_begin(f, &it) < 0)
+		return fail(st, "malformed FLOWS in epoch %llu",
+			    (unsigned long long)f->epoch);
+	while ((rc = rdb_msg_flows_next(&it, &r)) == 1) {
+		if (rdb_buf_append(&st->flowrecs, &r, sizeof(r)) < 0) {
+			st->flowrecs.len = before;
+			return -ENOMEM;
+		}
+	}
+	if (rc < 0) {
+		st->flowrecs.len = before;	/* whole or not at all */
+		return fail(st, "malformed flow record in epoch %llu",
+			    (unsigned long long)f->epoch);
+	}
+	st->npages++;
+	st->bytes += f->len;
+	return 0;
+}
+
 int rdb_stage_set_devstate(struct rdb_stage *st, uint64_t epoch,
 			   const uint8_t *blob, size_t len)
 {
@@ -350,6 +384,13 @@ int rdb_stage_commit(struct rdb_stage *st, uint64_t epoch, uint64_t pages,
 			p += REC_HDR + 2 + n;
 		}
 	}
+	if (st->flows) {
+		const struct rdb_flow_rec *r = (const struct rdb_flow_rec *)st->flowrecs.data;
+
+		for (size_t i = 0; i < st->flowrecs.len / sizeof(*r); i++)
+			rdb_flowcheck_apply(st->flows, &r[i]);
+	}
+	rdb_buf_reset(&st->flowrecs);
 	free(st->c.devstate);
 	st->c.devstate = st->devstate;
 	st->c.devstate_len = st->devstate_len;
@@ -371,6 +412,7 @@ void rdb_stage_discard(struct rdb_stage *st)
 	st->devstate = NULL;
 	st->devstate_len = 0;
 	rdb_buf_reset(&st->pages);
+	rdb_buf_reset(&st->flowrecs);
 	st->npages = st->bytes = 0;
 	st->open = false;
 }

@@ -19,6 +19,7 @@
 
 #include "buf.h"
 #include "diskbuf.h"
+#include "flowcheck.h"
 #include "proto.h"
 #include "ramimage.h"
 
@@ -34,6 +35,8 @@ struct rdb_stage {
 	struct rdb_buf pages;	/* records: block:u32 offset:u64 enc:u8 body */
 	uint64_t npages, bytes;	/* records (pages + disk frames), their bytes */
 	struct rdb_diskbuf *disk;	/* the VM's disk, NULL if it has none */
+	struct rdb_flowcheck *flows;	/* FLOWS records go here at commit */
+	struct rdb_buf flowrecs;	/* this epoch's, decoded */
 	uint32_t features;		/* page encodings granted in HELLO_ACK */
 	struct rdb_buf scratch;		/* LZ4 pages of the frame being staged */
 	uint8_t *devstate;
@@ -70,6 +73,11 @@ int rdb_stage_add_pages(struct rdb_stage *st, const struct rdb_frame *f,
  * its bound is -EFBIG.
  */
 int rdb_stage_add_disk(struct rdb_stage *st, const struct rdb_frame *f);
+/*
+ * add_flows takes a FLOWS frame (feature FLOWS granted): every record is
+ * checked when staged; they reach st->flows when the epoch commits.
+ */
+int rdb_stage_add_flows(struct rdb_stage *st, const struct rdb_frame *f);
 int rdb_stage_set_devstate(struct rdb_stage *st, uint64_t epoch,
 			   const uint8_t *blob, size_t len);
 /* Applies the staged epoch if it is next in line and complete: pages ==

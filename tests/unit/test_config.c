@@ -107,6 +107,38 @@ static void test_vm_file_with_lists_and_errors(void **state)
 	rdb_config_dispose(&rdb_vm_config_table, &c);
 }
 
+static void test_mode_and_protection_options(void **state)
+{
+	struct rdb_vm_config a, b;
+	char err[256];
+
+	rdb_config_defaults(&rdb_vm_config_table, &a);
+	rdb_config_defaults(&rdb_vm_config_table, &b);
+	/* plain Remus is the default: it needs nothing from the guest */
+	assert_string_equal(a.mode, "plain");
+	assert_false(rdb_vm_config_commit_protection(&a));
+	assert_int_equal(a.failover_fence_ms, 1000);
+	assert_int_equal(rdb_config_set(&rdb_vm_config_table, &a, "mode", "commit",
+					err, sizeof(err)), -EINVAL);
+	assert_int_equal(rdb_config_set(&rdb_vm_config_table, &a, "mode",
+					"commit-protection", err, sizeof(err)), 0);
+	assert_true(rdb_vm_config_commit_protection(&a));
+	assert_int_equal(rdb_vm_config_supported(&a, err, sizeof(err)), 0);
+	/* protect of an attached VM: how it is protected comes from the
+	 * request, what is served stays */
+	rdb_config_set(&rdb_vm_config_table, &b, "disk", "/srv/vm1.img", err, sizeof(err));
+	rdb_config_set(&rdb_vm_config_table, &b, "peer", "10.0.0.2:7788", err, sizeof(err));
+	rdb_config_set(&rdb_vm_config_table, &a, "disk", "/elsewhere.img", err, sizeof(err));
+	rdb_config_set(&rdb_vm_config_table, &a, "checkpoint_ms", "50", err, sizeof(err));
+	assert_int_equal(rdb_vm_config_take_protection(&b, &a), 0);
+	assert_string_equal(b.mode, "commit-protection");
+	assert_int_equal(b.checkpoint_ms, 50);
+	assert_string_equal(b.disk, "/srv/vm1.img");
+	assert_string_equal(b.peer, "10.0.0.2:7788");	/* unset in a: kept */
+	rdb_config_dispose(&rdb_vm_config_table, &a);
+	rdb_config_dispose(&rdb_vm_config_table, &b);
+}
+
 static int h_echo(void *opaque, json_t *req, json_t **reply)
 {
 	*reply = json_incref(json_object_get(req, "args"));
@@ -163,6 +195,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_defaults_work_out_of_the_box),
 		cmocka_unit_test(test_vm_file_with_lists_and_errors),
+		cmocka_unit_test(test_mode_and_protection_options),
 		cmocka_unit_test(test_ctl_dispatch),
 		cmocka_unit_test(test_ctl_peer_policy),
 	};

@@ -161,6 +161,8 @@ static void test_consistent_and_inconsistent(void **state)
 
 	setup_two(&fc);
 	rdb_flowcheck_start(&fc, &ops, true, 1000 * MS, 0);
+	assert_int_equal(wire.n + guest.n, 0);
+	rdb_flowcheck_guest_running(&fc, 0);
 	/* one probe to each end of each flow: one byte, 2^30 below */
 	assert_int_equal(wire.n, 2);
 	assert_int_equal(guest.n, 2);
@@ -236,6 +238,7 @@ static void test_sack_shows_what_the_client_holds(void **state)
 
 	setup_two(&fc);
 	rdb_flowcheck_start(&fc, &ops, false, 0, 0);
+	rdb_flowcheck_guest_running(&fc, 0);
 	reset_sides();
 	/* A: a D-SACK of our probe byte says nothing: consistent */
 	assert_false(from_client(&fc, 1, 500, 1000, RDB_TCP_ACK, 0, dsack, 1, 1 * MS));
@@ -258,6 +261,7 @@ static void test_unanswered_and_fence_deadline(void **state)
 
 	setup_two(&fc);
 	rdb_flowcheck_start(&fc, &ops, true, 300 * MS, 0);
+	rdb_flowcheck_guest_running(&fc, 0);
 	reset_sides();
 	assert_false(from_guest(&fc, 1, 1000, 500, RDB_TCP_ACK | RDB_TCP_PSH, 20, 1 * MS));
 	/* probes every 200 ms, 5 in all, then the check gives up at 1 s */
@@ -280,6 +284,7 @@ static void test_guest_or_client_without_the_connection(void **state)
 
 	setup_two(&fc);
 	rdb_flowcheck_start(&fc, &ops, false, 0, 0);
+	rdb_flowcheck_guest_running(&fc, 0);
 	reset_sides();
 	/* A: the restored guest answers our probe with a RST */
 	assert_false(from_guest(&fc, 1, 1000 - (1u << 30) + 1, 0, RDB_TCP_RST, 0, 1 * MS));
@@ -307,6 +312,7 @@ static void test_flows_not_in_the_table(void **state)
 	reset_sides();
 	rdb_flowcheck_init(&fc, "vm1", 0);
 	rdb_flowcheck_start(&fc, &ops, false, 0, 0);
+	rdb_flowcheck_guest_running(&fc, 0);
 	/* non-TCP passes */
 	arp[12] = 8;
 	arp[13] = 6;
@@ -354,6 +360,7 @@ static void test_table_follows_committed_records(void **state)
 	assert_int_equal(rdb_flowcheck_flows(&fc), 2);	/* bounded */
 	reset_sides();
 	rdb_flowcheck_start(&fc, &ops, false, 0, 0);
+	rdb_flowcheck_guest_running(&fc, 0);
 	rdb_flowcheck_apply(&fc, &a);			/* too late: ignored */
 	assert_int_equal(rdb_flowcheck_flows(&fc), 2);
 	rdb_flowcheck_dispose(&fc);

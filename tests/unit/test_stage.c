@@ -115,6 +115,82 @@ static void test_complete_epoch_commits_everything(void **state)
 	rdb_buf_dispose(&w);
 }
 
+static void flows_frame(struct rdb_buf *wire, uint64_t epoch,
+			const struct rdb_flow_rec *r, size_t n, struct rdb_frame *f)
+{
+	struct rdb_proto_decoder d;
+
+	rdb_buf_reset(wire);
+	assert_int_equal(rdb_proto_put_flows(wire, epoch, r, n), 0);
+	rdb_proto_decoder_init(&d);
+	rdb_proto_decoder_feed(&d, wire->data, wire->len);
+	assert_int_equal(rdb_proto_decoder_next(&d, f), 1);
+	rdb_buf_reset(wire);
+	rdb_buf_append(wire, f->payload, f->len);
+	f->payload = wire->data;
+	rdb_proto_decoder_dispose(&d);
+}
+
+/* FLOWS records reach the flow table when, and only when, their epoch
+ * commits; a malformed frame is taken whole or not at all. */
+static void test_flows_applied_at_commit(void **state)
+{
+	struct rdb_flow_rec r[2] = { 0 };
+	struct rdb_flowcheck fc;
+	struct rdb_ramimage img;
+	struct rdb_stage st;
+	struct rdb_buf w;
+	struct rdb_frame f;
+	uint64_t offs[1] = { 0 };
+	size_t flen;
+
+	for (int i = 0; i < 2; i++) {
+		r[i].op = RDB_FLOW_UPSERT;
+		r[i].key.family = 4;
+		r[i].key.guest_port = 5432;
+		r[i].key.peer_port = (uint16_t)(40000 + i);
+		r[i].snd_ref = 100;
+	}
+	rdb_buf_init(&w);
+	rdb_flowcheck_init(&fc, "vm1", 0);
+	assert_int_equal(rdb_ramimage_open(dir, blocks, 2, &img), 0);
+	rdb_stage_init(&st);
+	st.flows = &fc;
+	/* not negotiated: refused */
+	flows_frame(&w, 0, r, 2, &f);
+	assert_int_equal(rdb_stage_add_flows(&st, &f), -EPROTO);
+	st.features = RDB_FEATURE_FLOWS;
+	pages_frame(&w, 0, 0, offs, 1, 1, 0, &f);
+	assert_int_equal(rdb_stage_add_pages(&st, &f, &img), 0);
+	flows_frame(&w, 0, r, 2, &f);
+	flen = f.len;
+	assert_int_equal(rdb_stage_add_flows(&st, &f), 0);
+	assert_int_equal(rdb_flowcheck_flows(&fc), 0);
+	assert_int_equal(rdb_stage_set_devstate(&st, 0, DEV, sizeof(DEV)), 0);
+	/* a FLOWS frame counts as one record and its payload length */
+	assert_int_equal(rdb_stage_commit(&st, 0, 1, 4096 + sizeof(DEV), &img), -EPROTO);
+	assert_int_equal(rdb_stage_commit(&st, 0, 2, 4096 + flen + sizeof(DEV), &img), 0);
+	assert_int_equal(rdb_flowcheck_flows(&fc), 2);
+	/* epoch 1: one removal, then a bad record: nothing staged of it */
+	r[0].op = RDB_FLOW_REMOVE;
+	flows_frame(&w, 1, r, 2, &f);
+	((uint8_t *)f.payload)[4 + 64 + 1] = 9;		/* second record: family 9 */
+	assert_int_equal(rdb_stage_add_flows(&st, &f), -EPROTO);
+	flows_frame(&w, 1, r, 1, &f);
+	assert_int_equal(rdb_stage_add_flows(&st, &f), 0);
+	/* discarded (failover): the table stays as committed */
+	rdb_stage_discard(&st);
+	assert_int_equal(rdb_flowcheck_flows(&fc), 2);
+	assert_int_equal(rdb_stage_add_flows(&st, &f), 0);
+	assert_int_equal(rdb_stage_set_devstate(&st, 1, DEV, sizeof(DEV)), 0);
+	assert_int_equal(rdb_stage_commit(&st, 1, 1, f.len + sizeof(DEV), &img), 0);
+	assert_int_equal(rdb_flowcheck_flows(&fc), 1);
+	rdb_stage_dispose(&st);
+	rdb_flowcheck_dispose(&fc);
+	rdb_ramimage_close(&img);
+	rdb_buf_dispose(&w);
+}
+
 static void test_incomplete_epoch_applies_nothing(void **state)
 {
 	struct rdb_ramimage img;
@@ -457,6 +533,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_complete_epoch_commits_everything, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_flows_applied_at_commit, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_incomplete_epoch_applies_nothing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_order_and_bounds, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_full_disk_fails_at_setup, setup, teardown),
