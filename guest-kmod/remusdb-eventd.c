@@ -2,11 +2,15 @@
 /*
  * remusdb-eventd: the guest helper of the failover event.  Finds the
  * virtio-serial port named org.remusdb.0, reads the host's lines
- *   "REMUSDB-FAILOVER epoch=<u64> generation=<u64>"
+ *   "REMUSDB-FAILOVER epoch=<u64> generation=<u64> [flags=<u32>]"
  * and hands each to remusdb.ko by writing a struct remusdb_event to
- * /dev/remusdb, where the DBMS waits for it.  Runs as root; the module
- * refuses the write otherwise.  A port the host has not opened reads as
- * end-of-file or hangs up: the helper polls again every 200 ms.
+ * /dev/remusdb, where the DBMS waits for it.  Once the write returned,
+ * it answers on the same port
+ *   "REMUSDB-FAILOVER-ACK generation=<u64>"
+ * (the host holds clients' input to the guest until then, under commit
+ * protection).  Runs as root; the module refuses the write otherwise.
+ * A port the host has not opened reads as end-of-file or hangs up: the
+ * helper polls again every 200 ms.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -50,28 +54,60 @@ static int find_port(char *dev, size_t len)
 	return found;
 }
 
-static void deliver(const char *line)
+/* Hands the event to the module; 0 once the write returned. */
+static int deliver(const char *line)
 {
-	struct remusdb_event ev;
+	struct remusdb_event ev = { 0 };
 	unsigned long long epoch, gen;
-	int fd;
+	unsigned flags = 0;
+	int fd, n, rc = -1;
 
-	if (sscanf(line, "REMUSDB-FAILOVER epoch=%llu generation=%llu",
-		   &epoch, &gen) != 2) {
+	n = sscanf(line, "REMUSDB-FAILOVER epoch=%llu generation=%llu flags=%u",
+		   &epoch, &gen, &flags);
+	if (n < 2) {
 		fprintf(stderr, "remusdb-eventd: ignoring \"%s\"\n", line);
-		return;
+		return -1;
 	}
 	ev.epoch = epoch;
 	ev.generation = gen;
+	ev.flags = flags;
 	fd = open(REMUSDB_DEV, O_WRONLY | O_CLOEXEC);
-	if (fd < 0 || write(fd, &ev, sizeof(ev)) != (ssize_t)sizeof(ev))
+	if (fd < 0 || write(fd, &ev, sizeof(ev)) != (ssize_t)sizeof(ev)) {
 		fprintf(stderr, "remusdb-eventd: %s: %s\n", REMUSDB_DEV, strerror(errno));
-	else
+	} else {
 		printf("remusdb-eventd: failover event epoch %llu generation %llu "
-		       "delivered\n", epoch, gen);
+		       "flags %u delivered\n", epoch, gen, flags);
+		rc = 0;
+	}
 	fflush(stdout);
 	if (fd >= 0)
 		close(fd);
+	return rc;
+}
+
+/* The host learns the guest has the event (a blocking write: the port is
+ * open non-blocking for reads only). */
+static void answer(int fd, const char *line)
+{
+	unsigned long long epoch, gen;
+	char ack[96];
+	int n;
+
+	if (sscanf(line, "REMUSDB-FAILOVER epoch=%llu generation=%llu",
+		   &epoch, &gen) != 2)
+		return;
+	n = snprintf(ack, sizeof(ack), "REMUSDB-FAILOVER-ACK generation=%llu\n", gen);
+	for (int i = 0; i < 50; i++) {
+		ssize_t w = write(fd, ack, (size_t)n);
+
+		if (w == n)
+			return;
+		if (w < 0 && errno != EAGAIN && errno != EINTR)
+			break;
+		usleep(10000);
+	}
+	fprintf(stderr, "remusdb-eventd: could not answer the host: %s\n",
+		strerror(errno));
 }
 
 int main(void)
@@ -94,7 +130,7 @@ int main(void)
 		ssize_t n;
 
 		if (fd < 0) {
-			fd = open(dev, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+			fd = open(dev, O_RDWR | O_NONBLOCK | O_CLOEXEC);
 			if (fd < 0) {
 				usleep(200000);
 				continue;
@@ -115,7 +151,8 @@ int main(void)
 		line[have] = 0;
 		for (char *nl; (nl = strchr(line, '\n'));) {
 			*nl = 0;
-			deliver(line);
+			if (deliver(line) == 0)
+				answer(fd, line);
 			have -= (size_t)(nl + 1 - line);
 			memmove(line, nl + 1, have + 1);
 		}

@@ -4,13 +4,16 @@
  *
  *  - REMUSDB_SO_PROTECT, a socket option at SOL_IP (IPv4) and SOL_IPV6
  *    (IPv6) for TCP sockets (nf_register_sockopt): sets or clears
- *    REMUSDB_SK_MARK_BIT in the socket's mark.
+ *    REMUSDB_SK_MARK_BIT in the socket's mark.  REMUSDB_SO_ABORT_GEN
+ *    (get only) reads the abort generation.
  *  - A POST_ROUTING hook at the last priority, in every network
  *    namespace, that marks the packets carrying that bit: the IPv4
  *    reserved flag bit, or the IPv6 DSCP `dscp` (see uapi/remusdb.h).
  *  - /dev/remusdb: the failover event.  The guest helper writes a
  *    struct remusdb_event (root only); readers block, or poll, until an
- *    event newer than the last one they read.
+ *    event newer than the last one they read.  An event with
+ *    REMUSDB_EVENT_ABORT moves the abort generation before the write
+ *    returns.
  *  - /sys/kernel/remusdb/: counters and state.
  *
  * No per-socket state is kept outside the socket's own mark, so there is
@@ -59,6 +62,8 @@ static atomic64_t packets_marked = ATOMIC64_INIT(0);
 static atomic64_t protect_calls = ATOMIC64_INIT(0);
 static atomic64_t unprotect_calls = ATOMIC64_INIT(0);
 static atomic64_t denied = ATOMIC64_INIT(0);
+/* failover events that asked the DBMS to abort: see uapi/remusdb.h */
+static atomic64_t abort_gen = ATOMIC64_INIT(0);
 
 /* ---- the socket option ---- */
 
@@ -110,6 +115,16 @@ static int so_get(struct sock *sk, int optval, void __user *user, int *len)
 
 	if (rc)
 		return rc;
+	if (optval == REMUSDB_SO_ABORT_GEN) {
+		u64 gen = atomic64_read(&abort_gen);
+
+		if (*len < (int)sizeof(gen))
+			return -EINVAL;
+		if (copy_to_user(user, &gen, sizeof(gen)))
+			return -EFAULT;
+		*len = sizeof(gen);
+		return 0;
+	}
 	if (optval != REMUSDB_SO_PROTECT)
 		return -ENOPROTOOPT;
 	if (*len < (int)sizeof(int))
@@ -318,12 +333,20 @@ static ssize_t ev_write(struct file *f, const char __user *buf, size_t len,
 		return -EINVAL;
 	if (copy_from_user(&ev, buf, sizeof(ev)))
 		return -EFAULT;
+	if ((ev.flags & ~REMUSDB_EVENT_ABORT) || ev.reserved)
+		return -EINVAL;
+	/* Before anyone can read the event, and before this write returns
+	 * (the helper then tells the host): a transaction that checks the
+	 * generation after that sees the failover. */
+	if (ev.flags & REMUSDB_EVENT_ABORT)
+		atomic64_inc(&abort_gen);
 	spin_lock(&ev_lock);
 	last_ev = ev;
 	ev_count++;
 	spin_unlock(&ev_lock);
-	pr_info("failover: running from epoch %llu (generation %llu)\n",
-		ev.epoch, ev.generation);
+	pr_info("failover: running from epoch %llu (generation %llu)%s\n",
+		ev.epoch, ev.generation, ev.flags & REMUSDB_EVENT_ABORT ?
+		": transactions that had not asked to commit must abort" : "");
 	wake_up_interruptible_all(&ev_wq);
 	return sizeof(ev);
 }
@@ -391,6 +414,7 @@ COUNTER_ATTR(denied, atomic64_read(&denied));
 COUNTER_ATTR(failovers_seen, ev_seen());
 COUNTER_ATTR(last_epoch, ev_field(true));
 COUNTER_ATTR(last_generation, ev_field(false));
+COUNTER_ATTR(abort_generation, atomic64_read(&abort_gen));
 
 static ssize_t state_show(struct kobject *k, struct kobj_attribute *a,
 			  char *buf)
@@ -408,6 +432,7 @@ static struct attribute *attrs[] = {
 	&failovers_seen_attr.attr,
 	&last_epoch_attr.attr,
 	&last_generation_attr.attr,
+	&abort_generation_attr.attr,
 	&state_attr.attr,
 	NULL,
 };

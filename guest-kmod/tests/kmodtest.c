@@ -10,7 +10,9 @@
  *   kmodtest loopback N          a protected connection over lo (in whatever
  *                                network namespace this runs): the module's
  *                                packets_marked must grow
- *   kmodtest waitevent SECONDS   block on /dev/remusdb for one event
+ *   kmodtest waitevent SECONDS   block on /dev/remusdb for one event; print it
+ *                                and the abort generation after it
+ *   kmodtest badevent            an event with unknown flags is refused
  *   kmodtest absent              (module unloaded) the option is gone: ENOPROTOOPT
  *
  * Prints "KMODTEST <name> ok ..." or "KMODTEST <name> FAIL: why" and
@@ -81,7 +83,23 @@ static int do_sockopt(void)
 		fail("UDP: want EOPNOTSUPP%s", "", errno);
 	if (setsockopt(s4, SOL_IP, REMUSDB_SO_PROTECT, &on, 2) == 0 || errno != EINVAL)
 		fail("short optlen: want EINVAL%s", "", errno);
-	printf("KMODTEST sockopt ok: IPv4 and IPv6 set/get/unset, UDP EOPNOTSUPP, short EINVAL\n");
+	{
+		unsigned long long gen = 99;
+		socklen_t len = sizeof(gen);
+
+		if (getsockopt(s6, SOL_IPV6, REMUSDB_SO_ABORT_GEN, &gen, &len) < 0 ||
+		    len != 8 || gen != 0)
+			fail("abort generation: want 0 at load%s", "", errno);
+		len = 4;
+		if (getsockopt(s4, SOL_IP, REMUSDB_SO_ABORT_GEN, &gen, &len) == 0 ||
+		    errno != EINVAL)
+			fail("abort generation, 4 bytes: want EINVAL%s", "", errno);
+		if (setsockopt(s4, SOL_IP, REMUSDB_SO_ABORT_GEN, &on, sizeof(on)) == 0 ||
+		    errno != ENOPROTOOPT)
+			fail("setting the abort generation: want ENOPROTOOPT%s", "", errno);
+	}
+	printf("KMODTEST sockopt ok: IPv4 and IPv6 set/get/unset, UDP EOPNOTSUPP, "
+	       "short EINVAL, abort generation 0 (get only)\n");
 	return 0;
 }
 
@@ -222,8 +240,35 @@ static int do_waitevent(int secs)
 		fail("no event within the deadline%s", "", 0);
 	if (read(fd, &ev, sizeof(ev)) != (ssize_t)sizeof(ev))
 		fail("read %s", REMUSDB_DEV, errno);
-	printf("KMODTEST waitevent ok: epoch=%llu generation=%llu\n",
-	       (unsigned long long)ev.epoch, (unsigned long long)ev.generation);
+	{
+		int s = socket(AF_INET, SOCK_STREAM, 0);
+		unsigned long long gen = 0;
+		socklen_t len = sizeof(gen);
+
+		if (getsockopt(s, SOL_IP, REMUSDB_SO_ABORT_GEN, &gen, &len) < 0)
+			fail("abort generation%s", "", errno);
+		printf("KMODTEST waitevent ok: epoch=%llu generation=%llu flags=%u "
+		       "abort_gen=%llu\n", (unsigned long long)ev.epoch,
+		       (unsigned long long)ev.generation, ev.flags, gen);
+		close(s);
+	}
+	return 0;
+}
+
+static int do_badevent(void)
+{
+	struct remusdb_event ev = { .epoch = 1, .generation = 1, .flags = 0x80 };
+	int fd = open(REMUSDB_DEV, O_WRONLY);
+
+	if (fd < 0)
+		fail("open %s", REMUSDB_DEV, errno);
+	if (write(fd, &ev, sizeof(ev)) >= 0 || errno != EINVAL)
+		fail("unknown flags: want EINVAL%s", "", errno);
+	ev.flags = 0;
+	ev.reserved = 1;
+	if (write(fd, &ev, sizeof(ev)) >= 0 || errno != EINVAL)
+		fail("reserved field set: want EINVAL%s", "", errno);
+	printf("KMODTEST badevent ok: unknown flags and a set reserved field refused\n");
 	return 0;
 }
 
@@ -258,6 +303,8 @@ int main(int argc, char **argv)
 		return do_absent();
 	if (!strcmp(test, "waitevent") && argc == 3)
 		return do_waitevent(atoi(argv[2]));
+	if (!strcmp(test, "badevent"))
+		return do_badevent();
 	fprintf(stderr, "usage: kmodtest sockopt | perm GID | send HOST PORT ON N | waitevent SECONDS\n");
 	return 2;
 }

@@ -11,6 +11,7 @@ echo 0 > /proc/sys/net/ipv6/conf/eth0/accept_dad
 ip -6 addr add fd77::100/64 dev eth0 || say "ipv6 address FAIL"
 insmod $R/remusdb.ko && lsmod_has && say insmod ok || say "insmod FAIL"
 $R/kmodtest sockopt
+$R/kmodtest badevent
 # hooks in every network namespace: a fresh one, over its loopback
 unshare -n sh -c "ip link set lo up && $R/kmodtest loopback 5"
 $R/kmodtest loopback 5
@@ -28,7 +29,7 @@ say "phase plain-done"
 say "sysfs packets_marked=$(cat /sys/kernel/remusdb/packets_marked) protected_sockets=$(cat /sys/kernel/remusdb/protected_sockets) state=$(cat /sys/kernel/remusdb/state)"
 # the host writes an event into the port (the primary's chardev)
 $R/kmodtest waitevent 60
-say "sysfs failovers_seen=$(cat /sys/kernel/remusdb/failovers_seen) last_epoch=$(cat /sys/kernel/remusdb/last_epoch) last_generation=$(cat /sys/kernel/remusdb/last_generation)"
+say "sysfs failovers_seen=$(cat /sys/kernel/remusdb/failovers_seen) last_epoch=$(cat /sys/kernel/remusdb/last_epoch) last_generation=$(cat /sys/kernel/remusdb/last_generation) abort_generation=$(cat /sys/kernel/remusdb/abort_generation)"
 kill $ev
 wait $ev 2>/dev/null
 # unload leaves nothing; the permission rule with protect_gid

@@ -68,13 +68,24 @@ echo "remusdbd: $m1 marked frames after the protected connection, $m2 after the 
 [ "$m2" = "$m1" ] || rdb_fail "the plain connection's frames were marked ($m1 -> $m2)"
 
 wait_for 30 "waitevent" grep -q "KMODTEST waitevent waiting" "$con" || rdb_fail "no waitevent"
-timeout 8 python3 - "$CL_DIR/pri/$CL_VM.event" <<'EOP' || rdb_fail "cannot write the event port"
+# an event asking for aborts; the guest's helper answers on the port
+timeout 12 python3 - "$CL_DIR/pri/$CL_VM.event" > "$CL_DIR/event-answer.txt" <<'EOP' || rdb_fail "cannot write the event port"
 import socket, sys, time
 s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
-s.sendall(b"REMUSDB-FAILOVER epoch=77 generation=3\n"); time.sleep(3); s.close()
+s.sendall(b"REMUSDB-FAILOVER epoch=77 generation=3 flags=1\n")
+s.settimeout(10); got = b""
+try:
+    while b"\n" not in got:
+        b = s.recv(256)
+        if not b: break
+        got += b
+except socket.timeout: pass
+print(got.decode(errors="replace").strip()); s.close()
 EOP
-wait_for 30 "event delivered" grep -q "KMODTEST waitevent ok: epoch=77 generation=3" "$con" ||
-	rdb_fail "the event did not reach the waiting process ($(grep -a 'KMODTEST\|eventd' "$con" | tail -3))"
+wait_for 30 "event delivered" grep -q "KMODTEST waitevent ok: epoch=77 generation=3 flags=1 abort_gen=1" "$con" ||
+	rdb_fail "the event did not reach the waiting process, or the abort generation did not move ($(grep -a 'KMODTEST\|eventd' "$con" | tail -3))"
+grep -qx "REMUSDB-FAILOVER-ACK generation=3" "$CL_DIR/event-answer.txt" ||
+	rdb_fail "the guest's helper did not answer the event (got: $(cat "$CL_DIR/event-answer.txt"))"
 wait_for 60 "ready for failover" grep -q "KMODTEST ready-for-failover" "$con" ||
 	rdb_fail "guest steps did not finish ($(grep KMODTEST "$con" | tail -3))"
 wait_for 20 "second waitevent" bash -c "[ \$(grep -c 'KMODTEST waitevent waiting' $con) -ge 2 ]" ||
@@ -86,7 +97,7 @@ fi
 for step in "insmod ok" "sockopt ok" "loopback ok" \
 	    "send ok: 10 writes, protected=1, IPv4" "send ok: 10 writes, protected=1, IPv6" \
 	    "send ok: 10 writes, protected=0, IPv4" "send ok: 10 writes, protected=0, IPv6" \
-	    "rmmod ok" "absent ok" "perm ok"; do
+	    "rmmod ok" "absent ok" "perm ok" "badevent ok"; do
 	grep -aq "KMODTEST $step" "$con" || rdb_fail "missing step: $step"
 done
 # exactly the packets the module marked reached remusdbd marked
@@ -106,8 +117,8 @@ cluster_pull_power "$run"
 cl_ctl bak wait "$CL_VM" failed-over --timeout 30 || rdb_fail "no failover"
 epoch=$(cl_ctl bak status "$CL_VM" --json | jq .vms[0].committed_epoch)
 bcon=$CL_DIR/bak/state/$CL_VM/console.log
-wait_for 30 "event in the restored guest" grep -aq "KMODTEST waitevent ok: epoch=$epoch generation=1" "$bcon" ||
+wait_for 30 "event in the restored guest" grep -aq "KMODTEST waitevent ok: epoch=$epoch generation=1 flags=0 abort_gen=0" "$bcon" ||
 	rdb_fail "restored guest got no failover event for epoch $epoch ($(grep -a 'KMODTEST\|eventd' "$bcon" | tail -3); $(grep 'failover event' "$CL_DIR/bak/remusdbd.log"))"
 grep -q "failover event sent to the guest: epoch $epoch, generation 1" "$CL_DIR/bak/remusdbd.log" ||
 	rdb_fail "no log line for the event"
-echo "PASS: remusdb.ko: option, refusals, marks on the protected connection only ($m1 frames, stripped before the peer), event by hand and after a real failover (epoch $epoch), clean rmmod"
+echo "PASS: remusdb.ko: option, refusals, marks on the protected connection only ($m1 frames, stripped before the peer), event by hand (abort generation moved, the helper answered) and after a real plain-Remus failover (epoch $epoch, no abort), clean rmmod"
