@@ -80,9 +80,14 @@ build/helpers/%: tests/helpers/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O2 -static -o $@ $<
 
-build/workload/ledger: tests/workload/ledger.c
+# The ledger: libpq always, MariaDB Connector/C with its driver.
+LEDGER_SRCS := tests/workload/ledger.c tests/workload/ledger_pg.c \
+	$(wildcard tests/workload/ledger_my.c)
+LEDGER_PKGS := libpq $(if $(wildcard tests/workload/ledger_my.c),libmariadb)
+build/workload/ledger: $(LEDGER_SRCS) tests/workload/ledger_db.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) -O2 -g $$(pkg-config --cflags libpq) -o $@ $< $$(pkg-config --libs libpq)
+	$(CC) $(CSTD) $(WARN) -O2 -g $$(pkg-config --cflags $(LEDGER_PKGS)) -o $@ \
+		$(LEDGER_SRCS) $$(pkg-config --libs $(LEDGER_PKGS))
 
 # remusdb.ko faked in user space, for the DBMS patches' host tests
 build/dbms/fakekmod.so: tests/dbms/fakekmod.c guest-kmod/include/uapi/remusdb.h

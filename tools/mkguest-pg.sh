@@ -5,7 +5,20 @@
 # (fsync on, full_page_writes on), with the ledger table and pgbench's
 # tables already in it.
 #
-#   tools/mkguest-pg.sh [--out DIR]        (default build/guest-pg)
+#   tools/mkguest-pg.sh [--out DIR] [--server POSTGRES] [--kmod KO --eventd BIN]
+#                       [--scale N]
+#
+# --out DIR          default build/guest-pg
+# --server POSTGRES  the postgres binary in place of Debian's: the build with
+#                    RemusDB's commit-protection patch
+#                    (dbms-patches/postgresql-15/build.sh)
+# --kmod KO          remusdb.ko (make kmod), loaded at boot before PostgreSQL
+#                    starts, with the failover event helper --eventd
+#                    (build/helpers/remusdb-eventd) running: it finds the
+#                    virtio-serial port if the VM has one
+# --scale N          pgbench's scale for the bench database (default 1;
+#                    benchmarks with many clients want N >= clients, or
+#                    they measure the one pgbench_branches row's lock)
 #
 # Output: DIR/vmlinuz, DIR/initrd.img, DIR/pgdata.img (raw, sparse, 1 GiB;
 # copy it with cp --sparse=always before giving it to a VM: the VM writes
@@ -21,10 +34,16 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$here/../build/guest-pg
 statics=()
+server= kmod= eventd=
+SCALE=1		# pgbench scale: 100000 accounts per unit
 while [ $# -gt 0 ]; do
 	case $1 in
 	--out) out=$2; shift 2 ;;
 	--static) statics+=("$2"); shift 2 ;;
+	--server) server=$2; shift 2 ;;
+	--kmod) kmod=$2; shift 2 ;;
+	--eventd) eventd=$2; shift 2 ;;
+	--scale) SCALE=$2; shift 2 ;;
 	*) echo "mkguest-pg: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -34,13 +53,16 @@ PGBIN=/usr/lib/postgresql/$PGVER/bin
 [ -x "$PGBIN/postgres" ] ||
 	{ echo "mkguest-pg: PostgreSQL $PGVER is not installed (tools/setup-deps.sh)" >&2; exit 1; }
 pgpkg=$(dpkg-query -W -f '${Version}' "postgresql-$PGVER")
+[ -z "$server" ] || [ -x "$server" ] || { echo "mkguest-pg: --server $server is not an executable" >&2; exit 1; }
+[ -z "$kmod" ] || { [ -f "$kmod" ] && [ -x "$eventd" ]; } ||
+	{ echo "mkguest-pg: --kmod needs the module and --eventd the helper" >&2; exit 1; }
 pguid=$(id -u postgres)
 pggid=$(id -g postgres)
 IMG_MB=1024
-SCALE=1		# pgbench scale: 100000 accounts
+[[ "$SCALE" =~ ^[1-9][0-9]?$ ]] || { echo "mkguest-pg: --scale wants 1-99" >&2; exit 2; }
 
-key=$( { cat "$0" "$here/mkguest.sh"; echo "$pgpkg $pguid $pggid"
-	 for s in "${statics[@]}"; do sha256sum < "$s"; done; } |
+key=$( { cat "$0" "$here/mkguest.sh"; echo "$pgpkg $pguid $pggid $SCALE"
+	 for s in "${statics[@]}" $server $kmod $eventd; do sha256sum < "$s"; done; } |
        sha256sum | cut -c1-16)
 cache=${REMUSDB_CACHE:-/var/cache/remusdb}/guest-pg-$key
 mkdir -p "$out"
@@ -70,6 +92,23 @@ trap cleanup EXIT
 # ---- the initramfs: test guest + postgres hook ----
 payload=$work/payload
 mkdir -p "$payload/etc/remusdb.d"
+if [ -n "$kmod" ]; then
+	mkdir -p "$payload/opt/remusdb"
+	install -m 0644 "$kmod" "$payload/opt/remusdb/remusdb.ko"
+	install -m 0755 "$eventd" "$payload/opt/remusdb/remusdb-eventd"
+	cat > "$payload/etc/remusdb.d/40-remusdb.sh" <<'EOH'
+#!/bin/sh
+# RemusDB's guest half: the commit-protection module and the failover
+# event helper, before the DBMS starts (tools/mkguest-pg.sh).
+if insmod /opt/remusdb/remusdb.ko; then
+	/opt/remusdb/remusdb-eventd >/dev/ttyS0 2>&1 &
+	echo REMUSDB-KMOD-READY
+else
+	echo "REMUSDB-WARN: insmod remusdb.ko failed"
+fi
+EOH
+	chmod +x "$payload/etc/remusdb.d/40-remusdb.sh"
+fi
 cat > "$payload/etc/passwd" <<EOP
 root:x:0:0:root:/:/bin/sh
 postgres:x:$pguid:$pggid:PostgreSQL:/pg:/bin/sh
@@ -115,6 +154,7 @@ bash "$here/mkguest.sh" "${args[@]}" >&2
 root=$work/root
 mkdir -p "$root/pkg/lib" "$root/pkg/usr/lib/postgresql" "$root/pkg/usr/share/postgresql"
 cp -a "/usr/lib/postgresql/$PGVER" "$root/pkg/usr/lib/postgresql/"
+[ -n "$server" ] && install -m 0755 "$server" "$root/pkg/usr/lib/postgresql/$PGVER/bin/postgres"
 # no JIT in the guest (jit = off): LLVM would add 100 MB for nothing
 rm -rf "$root/pkg/usr/lib/postgresql/$PGVER/lib/bitcode" \
 	"$root/pkg/usr/lib/postgresql/$PGVER/lib/llvmjit"*
@@ -156,6 +196,10 @@ logging_collector = off
 log_line_prefix = 'pg %m [%p] '
 timezone = 'UTC'
 log_timezone = 'UTC'
+# RemusDB commit protection (a patched server; Debian's ignores it): the
+# DBA's choice of writes | all | off, see dbms-patches/postgresql-15
+remusdb.commit_protection = 'writes'
+max_prepared_transactions = 8
 EOC
 cat > "$root/data/pg_hba.conf" <<EOC
 local all all trust
@@ -212,4 +256,4 @@ mkfs.ext4 -q -L pgdata -U 6d2d5b1e-52e4-4db1-9c1e-72656d757364 \
 mv "$img" "$cache/pgdata.img"
 touch "$cache/.done"
 for f in vmlinuz initrd.img pgdata.img; do ln -sf "$cache/$f" "$out/$f"; done
-echo "mkguest-pg: $out (built in $(( $(date +%s) - t0 )) s, PostgreSQL $pgpkg, $(du -h --apparent-size "$cache/pgdata.img" | cut -f1) image, $(du -h "$cache/pgdata.img" | cut -f1) used)"
+echo "mkguest-pg: $out (built in $(( $(date +%s) - t0 )) s, PostgreSQL $pgpkg${server:+ with $server}${kmod:+, remusdb.ko}, $(du -h --apparent-size "$cache/pgdata.img" | cut -f1) image, $(du -h "$cache/pgdata.img" | cut -f1) used)"

@@ -117,6 +117,7 @@ cluster_vm_up() {
 		echo "checkpoint_deadline_ms = ${CL_DEADLINE_MS:-500}"
 		echo "ram_mb = ${CL_RAM_MB:-256}"
 		echo "compression = ${CL_COMPRESSION:-true}"
+		echo "mode = ${CL_MODE:-plain}"
 		[ -n "${CL_EVENT_PORT:-}" ] && echo "event_port = true"
 		if [ -n "${CL_DISK_IMAGE:-}" ]; then
 			echo "disk = $CL_DIR/pri/$CL_VM.disk.img"
@@ -225,13 +226,21 @@ EOP
 }
 
 # cl_use_pg_guest: the next cluster_vm_up runs the PostgreSQL guest
-# (tools/mkguest-pg.sh, built or linked from its cache) on a disk: sets
-# CL_GUEST, CL_DISK_IMAGE, CL_RAM_MB (512 unless set), CL_GUEST_RUN
-# (nothing), CL_GUEST_READY, and PGBIN for the host's client tools.
+# (tools/mkguest-pg.sh, built or linked from its cache) on a disk, with
+# remusdb.ko and its event helper, and the patched server when
+# CL_PG_SERVER names it (CL_PG_SCALE: pgbench's scale, default 1): sets CL_GUEST, CL_DISK_IMAGE, CL_RAM_MB (512
+# unless set), CL_GUEST_RUN (nothing), CL_GUEST_READY, CL_EVENT_PORT, and
+# PGBIN for the host's client tools.
 cl_use_pg_guest() {
-	bash "$RDB_ROOT/tools/mkguest-pg.sh" --out "$RDB_ROOT/build/guest-pg" >&2 || return 1
+	local ko=$RDB_ROOT/build/kmod/remusdb.ko ev=$RDB_HELPERS/remusdb-eventd
+	[ -f "$ko" ] || { rdb_log "$ko missing (make kmod)"; return 1; }
+	local out=$RDB_ROOT/build/guest-pg${CL_PG_SCALE:+-s$CL_PG_SCALE}
+	bash "$RDB_ROOT/tools/mkguest-pg.sh" --out "$out" --kmod "$ko" --eventd "$ev" \
+		${CL_PG_SERVER:+--server "$CL_PG_SERVER"} ${CL_PG_SCALE:+--scale "$CL_PG_SCALE"} >&2 ||
+		return 1
+	export CL_EVENT_PORT=1
 	PGBIN=/usr/lib/postgresql/15/bin
-	export CL_GUEST=$RDB_ROOT/build/guest-pg CL_DISK_IMAGE=$RDB_ROOT/build/guest-pg/pgdata.img
+	export CL_GUEST=$out CL_DISK_IMAGE=$out/pgdata.img
 	export CL_RAM_MB=${CL_RAM_MB:-512} CL_GUEST_RUN= CL_GUEST_READY=REMUSDB-PG-READY
 }
 
