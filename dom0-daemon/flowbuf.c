@@ -709,6 +709,14 @@ void rdb_flowbuf_dispose(struct rdb_flowbuf *fb)
 	fb->lru_head = fb->lru_tail = fb->dirty = NULL;
 }
 
+void rdb_flowbuf_mark_all_changed(struct rdb_flowbuf *fb)
+{
+	for (uint32_t i = 0; i < fb->nbuckets; i++)
+		for (struct rdb_flow *f = fb->buckets[i]; f; f = f->hnext)
+			mark_dirty(fb, f);
+	fb->nremoved = 0;	/* a new backup never knew them */
+}
+
 uint64_t rdb_flowbuf_frames(const struct rdb_flowbuf *fb)
 {
 	return fb->frames;

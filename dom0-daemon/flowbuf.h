@@ -122,6 +122,10 @@ size_t rdb_flowbuf_take_changes(struct rdb_flowbuf *fb,
 				void (*cb)(void *opaque, const struct rdb_flow_rec *r),
 				void *opaque);
 
+/* A new protection (a backup that knows nothing): every flow goes in the
+ * next take_changes. */
+void rdb_flowbuf_mark_all_changed(struct rdb_flowbuf *fb);
+
 uint64_t rdb_flowbuf_frames(const struct rdb_flowbuf *fb);
 uint64_t rdb_flowbuf_bytes(const struct rdb_flowbuf *fb);
 uint32_t rdb_flowbuf_flows(const struct rdb_flowbuf *fb);

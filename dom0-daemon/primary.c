@@ -1413,6 +1413,8 @@ static int start_protection(struct rdb_primary *p, char *err, size_t errlen)
 
 	p->protect_started = true;
 	p->cp = rdb_vm_config_commit_protection(&vm->cfg);
+	/* epoch 0 tells the (new) backup every flow the guest has */
+	rdb_flowbuf_mark_all_changed(&p->fb);
 	/* Epochs count from 0 again in a new protection (a new COLO run). */
 	vm->st.checkpoints = 0;
 	vm->st.committed_epoch = 0;

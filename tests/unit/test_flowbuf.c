@@ -324,6 +324,10 @@ static void test_flow_records_and_ends(void **state)
 	/* nothing changed: nothing to send */
 	rs.n = 0;
 	assert_int_equal(rdb_flowbuf_take_changes(&fb, take, &rs), 0);
+	/* a new backup: every flow again */
+	rdb_flowbuf_mark_all_changed(&fb);
+	rs.n = 0;
+	assert_int_equal(rdb_flowbuf_take_changes(&fb, take, &rs), 2);
 	/* flow 1: FIN both ways ends it; flow 2: the peer's RST ends it */
 	g(&fb, &s, 2, false, 1, 4, 1200, 510, RDB_TCP_FIN | A, 0);
 	n = mk(buf, 1, true, 5, 510, 1201, RDB_TCP_FIN | A, 0);
