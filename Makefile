@@ -9,6 +9,8 @@
 #   make bench      benchmarks -> build/bench/checkpoint.json, codec.json,
 #                   pgbench.json
 #   make kmod       remusdb.ko for the test guest's kernel -> build/kmod/
+#   make dbms       the patched DBMS servers (dbms-patches/), cached by
+#                   source+patch hash -> build/dbms/
 #   make fuzz       libFuzzer on the stream, protocol and NBD decoders
 #                   (FUZZ_SECONDS each, default 60)
 #
@@ -53,7 +55,7 @@ KMOD_KDIR := /usr/src/linux-headers-$(KMOD_KVER)
 # Workloads run on the host against the guest's DBMS (libpq: dynamic).
 WORKLOAD_BINS := build/workload/ledger
 
-.PHONY: all setup qemu guest check unit e2e demo drill drill-pg bench fuzz clean kmod
+.PHONY: all setup qemu guest check unit e2e demo drill drill-pg bench fuzz clean kmod dbms
 
 all: $(B)/remusdbd $(B)/remusdbctl $(HELPER_BINS) $(BENCH_BINS) $(WORKLOAD_BINS) build/dbms/fakekmod.so
 
@@ -130,22 +132,28 @@ unit: $(TEST_BINS)
 check: setup
 	$(MAKE) SAN=1 all unit
 	$(MAKE) kmod
+	$(MAKE) dbms
+	bash tests/run-dbms.sh
 	bash hypervisor/qemu/build-test-qemu.sh >/dev/null
 	RDB_BUILD=build/san bash tests/run-e2e.sh
 
+# Only the server binaries the tests use; a cached build returns at once.
+dbms: setup build/dbms/fakekmod.so
+	bash dbms-patches/postgresql-15/build.sh >/dev/null
+
 demo: setup
 	bash hypervisor/qemu/build-test-qemu.sh >/dev/null
-	$(MAKE) all
+	$(MAKE) all kmod dbms
 	RDB_BUILD=build bash tests/drill.sh --demo
 
 drill: all
 	RDB_BUILD=$(B) bash tests/drill.sh
 
 # DRILLS=K power pulls of a protected PostgreSQL VM under load
-drill-pg: setup all
+drill-pg: setup all kmod dbms
 	RDB_BUILD=$(B) bash tests/drill-pg.sh --drills $(or $(DRILLS),3)
 
-bench: setup all
+bench: setup all kmod dbms
 	RDB_BUILD=$(B) bash tests/bench/checkpoint.sh
 	RDB_BUILD=$(B) bash tests/bench/codec.sh
 	RDB_BUILD=$(B) bash tests/bench/pgbench.sh

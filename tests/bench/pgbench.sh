@@ -36,7 +36,6 @@ out=build/bench
 mkdir -p "$out"
 CL_RAM_MB=512
 CL_PG_SCALE=16
-CL_PG_SERVER=$(bash dbms-patches/postgresql-15/build.sh) || rdb_fail "patched PostgreSQL build failed"
 cl_use_pg_guest || rdb_fail "PostgreSQL guest build failed"
 trap 'cluster_down pgbench' EXIT
 rows=()

@@ -130,6 +130,10 @@ cluster_vm_up() {
 	local drive=()
 	if [ -n "${CL_DISK_IMAGE:-}" ]; then
 		cp --sparse=always "$CL_DISK_IMAGE" "$CL_DIR/pri/$CL_VM.disk.img" || return 1
+		# On disk now: otherwise the guest's first flush makes remusdbd's
+		# disk server fdatasync the whole copy inside its event loop
+		# (seen: 558 ms, past the watchdog's 500 ms deadline)
+		sync "$CL_DIR/pri/$CL_VM.disk.img" || return 1
 		cl_ctl pri attach "$CL_DIR/$CL_VM.conf" || return 1
 		# reconnect-delay: if remusdbd restarts, QEMU holds the guest's
 		# disk requests (up to 15 s) until the disk is served again
@@ -227,13 +231,16 @@ EOP
 
 # cl_use_pg_guest: the next cluster_vm_up runs the PostgreSQL guest
 # (tools/mkguest-pg.sh, built or linked from its cache) on a disk, with
-# remusdb.ko and its event helper, and the patched server when
-# CL_PG_SERVER names it (CL_PG_SCALE: pgbench's scale, default 1): sets CL_GUEST, CL_DISK_IMAGE, CL_RAM_MB (512
-# unless set), CL_GUEST_RUN (nothing), CL_GUEST_READY, CL_EVENT_PORT, and
-# PGBIN for the host's client tools.
+# remusdb.ko, its event helper and the server with RemusDB's patch
+# (make dbms; CL_PG_SERVER names another; CL_PG_SCALE: pgbench's scale,
+# default 1): sets CL_GUEST, CL_DISK_IMAGE, CL_RAM_MB (512 unless set),
+# CL_GUEST_RUN (nothing), CL_GUEST_READY, CL_EVENT_PORT, and PGBIN for the
+# host's client tools.
 cl_use_pg_guest() {
 	local ko=$RDB_ROOT/build/kmod/remusdb.ko ev=$RDB_HELPERS/remusdb-eventd
 	[ -f "$ko" ] || { rdb_log "$ko missing (make kmod)"; return 1; }
+	CL_PG_SERVER=${CL_PG_SERVER:-$RDB_ROOT/build/dbms/postgresql-15/postgres}
+	[ -x "$CL_PG_SERVER" ] || { rdb_log "$CL_PG_SERVER missing (make dbms)"; return 1; }
 	local out=$RDB_ROOT/build/guest-pg${CL_PG_SCALE:+-s$CL_PG_SCALE}
 	bash "$RDB_ROOT/tools/mkguest-pg.sh" --out "$out" --kmod "$ko" --eventd "$ev" \
 		${CL_PG_SERVER:+--server "$CL_PG_SERVER"} ${CL_PG_SCALE:+--scale "$CL_PG_SCALE"} >&2 ||
