@@ -2,9 +2,10 @@
 # The commit-protection power-pull drill, shared by the e2e tests that
 # run it (pg-cp-*.sh, maria-cp-*.sh): a VM protected with mode =
 # commit-protection running a DBMS with RemusDB's patch and remusdb.ko,
-# the ledger workload (4 clients that reconnect after an error, and 2
+# the ledger workload (4 clients that reconnect after an error; 2
 # speculators: transactions that have shown their rows and ask to commit
-# only after the pull), the primary's power pulled at a random moment.
+# only after the pull; 2 readers, whose answers leave unprotected under
+# `writes`), the primary's power pulled at a random moment.
 #
 # Set before sourcing, then call cpdrill_run:
 #   CPD_DBMS     postgresql | mariadb
@@ -36,7 +37,7 @@
 
 cpdrill_run() {
 	local run=${RDB_RUN:-cp$$} ckpt=${CKPT_MS:-25} before_s=${PULL_AFTER_S:-}
-	local after_s=${AFTER_S:-8} clients=${LEDGER_CLIENTS:-4} nspec=2
+	local after_s=${AFTER_S:-8} clients=${LEDGER_CLIENTS:-4} nspec=2 nreaders=2
 	local ledger=$RDB_ROOT/build/workload/ledger db_ok=true
 	trap 'cluster_down "'"$run"'"' EXIT
 
@@ -63,7 +64,7 @@ cpdrill_run() {
 	rm -f "$CL_DIR/pulled"
 	clix "$ledger" run --dbms "$CPD_DBMS" --host "$CL_GUEST_IP" --clients "$clients" \
 		--speculators "$nspec" --pull-file "$CL_DIR/pulled" --reconnect \
-		--duration "$total_s" --journal "$CL_DIR/ledger" --wait-timeout 30 \
+		--readers "$nreaders" --duration "$total_s" --journal "$CL_DIR/ledger" --wait-timeout 30 \
 		2>"$CL_DIR/ledger-run.log" &
 	local led=$!
 	sleep "$before_s"
@@ -77,9 +78,12 @@ cpdrill_run() {
 	fi
 	cl_ctl pri status "$CL_VM" --json > "$CL_DIR/pri-status.json" ||
 		rdb_fail "primary not answering before the pull"
+	# pull_ms: once the primary's links are down: an answer a client gets
+	# after it came from the backup, not from the old primary (the stall
+	# check counts only those)
 	local pull_ms
-	pull_ms=$(date +%s%3N)
 	cluster_pull_power "$run"
+	pull_ms=$(date +%s%3N)
 	touch "$CL_DIR/pulled"
 	echo "pulled the primary's power at +${before_s}s under load"
 	cl_ctl bak wait "$CL_VM" failed-over --timeout 30 ||
@@ -95,7 +99,7 @@ cpdrill_run() {
 	cl_ctl bak status "$CL_VM" --json > "$CL_DIR/bak-status.json"
 
 	clix "$ledger" check --dbms "$CPD_DBMS" --host "$CL_GUEST_IP" --clients "$clients" \
-		--speculators "$nspec" --reconnect --journal "$CL_DIR/ledger" \
+		--speculators "$nspec" --readers "$nreaders" --reconnect --journal "$CL_DIR/ledger" \
 		--pull-ms "$pull_ms" --restore-ms "$restore_ms" --json "$CL_DIR/ledger.json" \
 		2>"$CL_DIR/ledger-check.log"
 	local check_rc=$?

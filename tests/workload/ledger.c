@@ -7,7 +7,7 @@
  *                [--user U] [--clients N] [--items K] --duration S
  *                --journal DIR [--rollback-every M] [--wait-timeout S]
  *                [--stop-file F] [--reconnect] [--speculators K
- *                --pull-file F]
+ *                --pull-file F] [--readers R]
  *   ledger check --host H [--dbms ...] [--port P] [--db D] [--user U]
  *                --journal DIR [--clients N] [--items K] [--speculators K]
  *                [--pull-ms T] [--restore-ms T] [--json FILE]
@@ -36,6 +36,13 @@
  * journal "P n ms" and send COMMIT.  The standby must not have committed
  * such a transaction (I3, the speculation lemma): an acknowledgement or
  * its rows in the table are violations.
+ *
+ * --readers R adds R clients (numbered after the speculators) that only
+ * read, in a loop of autocommit statements (SELECT max(txn) FROM ledger),
+ * journaling "Q n ms" for each answer: under commit protection their
+ * answers leave unprotected, so at a pull they have seen output the
+ * standby may not have, and their connections must be reset at once, not
+ * left to stall.  They count in the stall check.
  *
  * check: reads the journals and the table and reports, as JSON:
  *   acked_commits  COMMITs the server acknowledged
@@ -88,7 +95,7 @@ extern const struct ldb_ops ldb_my_ops __attribute__((weak));
 static const struct ldb_ops *ops = &ldb_pg_ops;
 static const char *host = "127.0.0.1", *port, *db = "ledger", *user;
 static const char *journal_dir, *stop_file, *json_path, *pull_file;
-static int nclients = 4, items = 3, rollback_every = 10, nspec;
+static int nclients = 4, items = 3, rollback_every = 10, nspec, nreaders;
 static double duration_s = 10, wait_timeout_s = 30;
 static int64_t pull_ms = -1, restore_ms = -1;
 static bool reconnect;
@@ -312,9 +319,50 @@ static int speculator_main(int id)
 	return 0;
 }
 
+/* A reader: autocommit reads, answered unprotected under `writes`. */
+static int reader_main(int id)
+{
+	int64_t end = mono_ms() + (int64_t)(duration_s * 1000);
+	char err[512];
+	struct ldb *c;
+	int fd = open_journal(id);
+	enum ldb_rc rc;
+
+	c = connect_retry(fd, id, end);
+	if (!c) {
+		jwrite(fd, "X %" PRId64 "\n", now_ms());
+		return 1;
+	}
+	for (int64_t n = 1; !stop_requested(end); n++) {
+		rc = ops->exec(c, "SELECT max(txn) FROM ledger", err, sizeof(err));
+		if (rc == LDB_OK) {
+			jwrite(fd, "Q %" PRId64 " %" PRId64 "\n", n, now_ms());
+			continue;
+		}
+		fprintf(stderr, "ledger: reader %d: %s\n", id, err);
+		jwrite(fd, "E %" PRId64 " %" PRId64 "\n", n, now_ms());
+		if (!reconnect) {
+			jwrite(fd, "X %" PRId64 "\n", now_ms());
+			ops->close(c);
+			return 1;
+		}
+		if (rc == LDB_ERROR)
+			continue;
+		jwrite(fd, "X %" PRId64 "\n", now_ms());
+		ops->close(c);
+		c = connect_retry(fd, id, end);
+		if (!c)
+			break;
+	}
+	ops->close(c);
+	jwrite(fd, "Z %" PRId64 "\n", now_ms());
+	close(fd);
+	return 0;
+}
+
 static int do_run(void)
 {
-	int total = nclients + nspec, failed = 0, status;
+	int total = nclients + nspec + nreaders, failed = 0, status;
 	pid_t *pids = calloc((size_t)total, sizeof(*pids));
 
 	if (!journal_dir)
@@ -327,7 +375,9 @@ static int do_run(void)
 		if (pids[i] < 0)
 			die("fork: %s", strerror(errno));
 		if (pids[i] == 0)
-			_exit(i < nclients ? client_main(i + 1) : speculator_main(i + 1));
+			_exit(i < nclients ? client_main(i + 1) :
+			      i < nclients + nspec ? speculator_main(i + 1) :
+			      reader_main(i + 1));
 	}
 	for (int i = 0; i < total; i++) {
 		if (waitpid(pids[i], &status, 0) < 0 || !WIFEXITED(status) ||
@@ -384,7 +434,7 @@ static void on_count(void *opaque, int64_t txn, int64_t cnt)
 	struct check *k = opaque;
 	int64_t id = txn / TXN_BASE, n = txn % TXN_BASE;
 	int total = nclients + nspec;
-	int s = id >= 1 && id <= total && n <= k->cl[id].n ? k->cl[id].st[n] : T_NONE;
+	int s = id >= 1 && id <= nclients && n <= k->cl[id].n ? k->cl[id].st[n] : T_NONE;
 
 	if (cnt != items)
 		k->partial++;
@@ -409,8 +459,9 @@ static void on_count(void *opaque, int64_t txn, int64_t cnt)
 
 static int do_check(void)
 {
-	int total = nclients + nspec;
+	int total = nclients + nspec + nreaders;
 	struct client_log *cl = calloc((size_t)total + 1, sizeof(*cl));
+	int64_t reads = 0;
 	struct check k = { .cl = cl };
 	int64_t *acks = NULL, nacks = 0, capacks = 0;
 	int64_t acked = 0, lost = 0, in_doubt = 0, rolled = 0, broken = 0;
@@ -456,6 +507,11 @@ static int do_check(void)
 				cl[i].broken = true;
 				t = n;
 				break;
+			case 'Q':
+				reads++;
+				if (got < 2)
+					die("%s: bad line %s", path, line);
+				break;
 			case 'S': case 'R': case 'A': case 'E': case 'F':
 			case 'H': case 'P':
 				if (got < 1 || n <= 0 || n >= TXN_BASE)
@@ -492,11 +548,10 @@ static int do_check(void)
 			}
 			if (kind == 'E' || kind == 'F')
 				errors++;
-			/* answers after the pull: A E F X */
-			if ((kind == 'A' || kind == 'E' || kind == 'F' || kind == 'X') &&
-			    pull_ms >= 0 && t >= pull_ms) {
-				if (kind != 'A')
-					errors_after_pull += kind != 'X';
+			/* answers after the pull: A E F X, and Q of readers */
+			if (strchr("AEFXQ", kind) && pull_ms >= 0 && t >= pull_ms) {
+				if (kind == 'E' || kind == 'F')
+					errors_after_pull++;
 				if (cl[i].first_event_after_pull < 0)
 					cl[i].first_event_after_pull = t;
 			}
@@ -594,6 +649,7 @@ static int do_check(void)
 			die("%s: %s", json_path, strerror(errno));
 	}
 	fprintf(out, "{\"dbms\": \"%s\", \"clients\": %d, \"speculators\": %d, "
+		"\"readers\": %d, \"reads\": %" PRId64 ", "
 		"\"items_per_txn\": %d, "
 		"\"acked_commits\": %" PRId64 ", \"lost_commits\": %" PRId64 ", "
 		"\"phantom_txns\": %" PRId64 ", \"partial_txns\": %" PRId64 ", "
@@ -607,7 +663,7 @@ static int do_check(void)
 		"\"max_gap_ms\": %" PRId64 ", "
 		"\"max_gap_at_ms\": %" PRId64 ", \"failover_gap_ms\": %" PRId64 ", "
 		"\"tps_before\": %.1f, \"tps_after\": %.1f, \"run_s\": %.1f}\n",
-		ops->name, nclients, nspec, items, acked, lost, k.phantom, k.partial,
+		ops->name, nclients, nspec, nreaders, reads, items, acked, lost, k.phantom, k.partial,
 		k.spec_committed, spec_acked, in_doubt, rolled, broken, reconnects,
 		errors, errors_after_pull, failed_commits, max_wait, stalled,
 		max_gap, max_gap_at, fo_gap, tps_before, tps_after,
@@ -629,9 +685,10 @@ static void usage(void)
 		"                  [--user U] [--clients N] [--items K] --duration S\n"
 		"                  --journal DIR [--rollback-every M] [--wait-timeout S]\n"
 		"                  [--stop-file F] [--reconnect]\n"
-		"                  [--speculators K --pull-file F]\n"
+		"                  [--speculators K --pull-file F] [--readers R]\n"
 		"       ledger check --host H [--dbms ...] [--port P] [--db D] [--user U]\n"
 		"                  --journal DIR [--clients N] [--items K] [--speculators K]\n"
+		"                  [--readers R]\n"
 		"                  [--reconnect] [--pull-ms T] [--restore-ms T] [--json FILE]\n");
 	exit(2);
 }
@@ -653,6 +710,7 @@ int main(int argc, char **argv)
 		{ "stop-file", required_argument, NULL, 's' },
 		{ "reconnect", no_argument, NULL, 'R' },
 		{ "speculators", required_argument, NULL, 'S' },
+		{ "readers", required_argument, NULL, 'Q' },
 		{ "pull-file", required_argument, NULL, 'F' },
 		{ "pull-ms", required_argument, NULL, 'P' },
 		{ "restore-ms", required_argument, NULL, 'T' },
@@ -689,6 +747,7 @@ int main(int argc, char **argv)
 		case 's': stop_file = optarg; break;
 		case 'R': reconnect = true; break;
 		case 'S': nspec = atoi(optarg); break;
+		case 'Q': nreaders = atoi(optarg); break;
 		case 'F': pull_file = optarg; break;
 		case 'P': pull_ms = strtoll(optarg, NULL, 10); break;
 		case 'T': restore_ms = strtoll(optarg, NULL, 10); break;
@@ -697,6 +756,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (nclients < 1 || nclients > 64 || nspec < 0 || nspec > 16 ||
+	    nreaders < 0 || nreaders > 16 ||
 	    items < 1 || items > 100 || wait_timeout_s <= 0 || duration_s <= 0)
 		die("bad --clients (1-64), --speculators (0-16), --items (1-100), "
 		    "--duration or --wait-timeout");
