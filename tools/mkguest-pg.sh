@@ -61,7 +61,7 @@ pggid=$(id -g postgres)
 IMG_MB=1024
 [[ "$SCALE" =~ ^[1-9][0-9]?$ ]] || { echo "mkguest-pg: --scale wants 1-99" >&2; exit 2; }
 
-key=$( { cat "$0" "$here/mkguest.sh"; echo "$pgpkg $pguid $pggid $SCALE"
+key=$( { cat "$0" "$here/mkguest.sh" "$here/guest-remusdb-payload.sh"; echo "$pgpkg $pguid $pggid $SCALE"
 	 for s in "${statics[@]}" $server $kmod $eventd; do sha256sum < "$s"; done; } |
        sha256sum | cut -c1-16)
 cache=${REMUSDB_CACHE:-/var/cache/remusdb}/guest-pg-$key
@@ -92,23 +92,7 @@ trap cleanup EXIT
 # ---- the initramfs: test guest + postgres hook ----
 payload=$work/payload
 mkdir -p "$payload/etc/remusdb.d"
-if [ -n "$kmod" ]; then
-	mkdir -p "$payload/opt/remusdb"
-	install -m 0644 "$kmod" "$payload/opt/remusdb/remusdb.ko"
-	install -m 0755 "$eventd" "$payload/opt/remusdb/remusdb-eventd"
-	cat > "$payload/etc/remusdb.d/40-remusdb.sh" <<'EOH'
-#!/bin/sh
-# RemusDB's guest half: the commit-protection module and the failover
-# event helper, before the DBMS starts (tools/mkguest-pg.sh).
-if insmod /opt/remusdb/remusdb.ko; then
-	/opt/remusdb/remusdb-eventd >/dev/ttyS0 2>&1 &
-	echo REMUSDB-KMOD-READY
-else
-	echo "REMUSDB-WARN: insmod remusdb.ko failed"
-fi
-EOH
-	chmod +x "$payload/etc/remusdb.d/40-remusdb.sh"
-fi
+[ -z "$kmod" ] || bash "$here/guest-remusdb-payload.sh" "$payload" "$kmod" "$eventd"
 cat > "$payload/etc/passwd" <<EOP
 root:x:0:0:root:/:/bin/sh
 postgres:x:$pguid:$pggid:PostgreSQL:/pg:/bin/sh

@@ -257,3 +257,33 @@ cl_wait_pg() {
 		ip netns exec "$(netns_name "$CL_RUN" cli)" "$PGBIN/pg_isready" -q \
 		-h "$CL_GUEST_IP" -U postgres -d "${1:-postgres}" -t 2
 }
+
+# cl_use_maria_guest: the next cluster_vm_up runs the MariaDB guest
+# (tools/mkguest-maria.sh: Debian's MariaDB 10.11 with the patched
+# mariadbd from make dbms, remusdb.ko and its event helper, the ledger
+# and sysbench tables) on a disk: sets CL_GUEST, CL_DISK_IMAGE, CL_RAM_MB
+# (512 unless set), CL_GUEST_RUN (nothing), CL_GUEST_READY, CL_EVENT_PORT,
+# CL_SB_TABLES and CL_SB_ROWS (the sysbench tables in it).
+cl_use_maria_guest() {
+	local ko=$RDB_ROOT/build/kmod/remusdb.ko ev=$RDB_HELPERS/remusdb-eventd payload
+	local server=${CL_MARIA_SERVER:-$RDB_ROOT/build/dbms/mariadb-10.11/mariadbd}
+	[ -x "$server" ] || { rdb_log "$server missing (make dbms)"; return 1; }
+	payload=$(mktemp -d)
+	bash "$RDB_ROOT/tools/guest-remusdb-payload.sh" "$payload" "$ko" "$ev" >&2 &&
+		bash "$RDB_ROOT/tools/mkguest-maria.sh" --out "$RDB_ROOT/build/guest-maria" \
+			--server "$server" --payload "$payload" >&2
+	local rc=$?
+	rm -rf "$payload"
+	[ $rc = 0 ] || return 1
+	export CL_GUEST=$RDB_ROOT/build/guest-maria
+	export CL_DISK_IMAGE=$CL_GUEST/mariadata.img CL_EVENT_PORT=1
+	export CL_RAM_MB=${CL_RAM_MB:-512} CL_GUEST_RUN= CL_GUEST_READY=REMUSDB-MARIADB-READY
+	export CL_SB_TABLES=4 CL_SB_ROWS=10000
+}
+
+# cl_wait_maria: MariaDB in the guest answers the client host.
+cl_wait_maria() {
+	wait_for 30 "MariaDB reachable from the client" \
+		ip netns exec "$(netns_name "$CL_RUN" cli)" mariadb -h "$CL_GUEST_IP" \
+		-u root --connect-timeout=2 -e "SELECT 1" ledger
+}
