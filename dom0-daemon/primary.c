@@ -577,6 +577,7 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 				      p->pause_work_ns + (now - t0));
 		p->in_pause = false;
 	}
+	rdb_vm_epoch_ended(vm, epoch, now);
 	if (p->cap_left && epoch > 0)
 		capture_epoch(p, epoch);
 	if (p->pool && epoch > 0) {
@@ -968,6 +969,7 @@ static void on_peer_msg(struct rdb_primary *p, const struct rdb_frame *f)
 		}
 		vm->st.committed_epoch = f->epoch;
 		vm->st.last_ack_ns = p->last_peer_rx_ns;
+		rdb_vm_epoch_acked(vm, f->epoch, p->last_peer_rx_ns);
 		release_output(p, f->epoch);
 		if (vm->state == RDB_VM_PROTECTING)
 			rdb_vm_set_state(vm, RDB_VM_PROTECTED,

@@ -146,6 +146,27 @@ uint64_t rdb_vm_pause_percentile(const struct rdb_vm *vm, unsigned p)
 	return percentile(vm->st.pause_ns, vm->st.npause, p);
 }
 
+void rdb_vm_epoch_ended(struct rdb_vm *vm, uint64_t epoch, uint64_t now_ns)
+{
+	vm->st.epoch_end_ns[epoch % RDB_PAUSE_RING] = now_ns;
+}
+
+void rdb_vm_epoch_acked(struct rdb_vm *vm, uint64_t epoch, uint64_t now_ns)
+{
+	uint64_t end = vm->st.epoch_end_ns[epoch % RDB_PAUSE_RING];
+
+	if (!end || end > now_ns)
+		return;
+	vm->st.epoch_end_ns[epoch % RDB_PAUSE_RING] = 0;
+	vm->st.ack_ns[vm->st.nack % RDB_PAUSE_RING] = now_ns - end;
+	vm->st.nack++;
+}
+
+uint64_t rdb_vm_ack_percentile(const struct rdb_vm *vm, unsigned p)
+{
+	return percentile(vm->st.ack_ns, vm->st.nack, p);
+}
+
 uint64_t rdb_vm_work_percentile(const struct rdb_vm *vm, unsigned p)
 {
 	return percentile(vm->st.work_ns, vm->st.npause, p);
@@ -187,6 +208,10 @@ json_t *rdb_vm_status_json(const struct rdb_vm *vm)
 			    json_real((double)rdb_vm_pause_percentile(vm, 50) / RDB_NS_PER_MS));
 	json_object_set_new(o, "pause_ms_p99",
 			    json_real((double)rdb_vm_pause_percentile(vm, 99) / RDB_NS_PER_MS));
+	json_object_set_new(o, "ack_ms_p50",
+			    json_real((double)rdb_vm_ack_percentile(vm, 50) / RDB_NS_PER_MS));
+	json_object_set_new(o, "ack_ms_p99",
+			    json_real((double)rdb_vm_ack_percentile(vm, 99) / RDB_NS_PER_MS));
 	json_object_set_new(o, "pause_work_ms_p50",
 			    json_real((double)rdb_vm_work_percentile(vm, 50) / RDB_NS_PER_MS));
 	json_object_set_new(o, "pause_work_ms_p99",
@@ -275,6 +300,10 @@ void rdb_vm_metrics_write(const struct rdb_vm *vm, FILE *f)
 		n, (double)rdb_vm_pause_percentile(vm, 50) / RDB_NS_PER_S);
 	fprintf(f, "remusdb_pause_seconds{vm=\"%s\",quantile=\"0.99\"} %.6f\n",
 		n, (double)rdb_vm_pause_percentile(vm, 99) / RDB_NS_PER_S);
+	fprintf(f, "remusdb_ack_seconds{vm=\"%s\",quantile=\"0.5\"} %.6f\n",
+		n, (double)rdb_vm_ack_percentile(vm, 50) / RDB_NS_PER_S);
+	fprintf(f, "remusdb_ack_seconds{vm=\"%s\",quantile=\"0.99\"} %.6f\n",
+		n, (double)rdb_vm_ack_percentile(vm, 99) / RDB_NS_PER_S);
 	fprintf(f, "remusdb_watchdog_trips_total{vm=\"%s\"} %llu\n",
 		n, (unsigned long long)vm->st.watchdog_trips);
 }

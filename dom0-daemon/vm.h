@@ -59,6 +59,11 @@ struct rdb_vm_stats {
 	uint64_t pause_ns[RDB_PAUSE_RING];	/* request → our LOADED */
 	uint64_t work_ns[RDB_PAUSE_RING];	/* our own work inside it */
 	uint64_t npause;
+	/* primary: end of checkpoint N's pause -> the backup's ACK(N): how
+	 * long held output waits beyond its epoch */
+	uint64_t ack_ns[RDB_PAUSE_RING];
+	uint64_t nack;
+	uint64_t epoch_end_ns[RDB_PAUSE_RING];	/* by epoch % ring */
 	uint64_t first_ckpt_ns, last_ckpt_ns;
 	uint64_t last_ack_ns;
 	uint64_t failover_ns;		/* backup: detection → guest running */
@@ -102,8 +107,12 @@ void rdb_vm_set_state(struct rdb_vm *vm, enum rdb_vm_state s,
  * and the time our own code ran inside it. */
 void rdb_vm_pause_recorded(struct rdb_vm *vm, uint64_t pause_ns,
 			   uint64_t work_ns);
+/* Called after checkpoint epoch's pause ended, and when its ACK came. */
+void rdb_vm_epoch_ended(struct rdb_vm *vm, uint64_t epoch, uint64_t now_ns);
+void rdb_vm_epoch_acked(struct rdb_vm *vm, uint64_t epoch, uint64_t now_ns);
 /* p in [0,100]; 0 when nothing recorded. */
 uint64_t rdb_vm_pause_percentile(const struct rdb_vm *vm, unsigned p);
+uint64_t rdb_vm_ack_percentile(const struct rdb_vm *vm, unsigned p);
 uint64_t rdb_vm_work_percentile(const struct rdb_vm *vm, unsigned p);
 
 json_t *rdb_vm_status_json(const struct rdb_vm *vm);

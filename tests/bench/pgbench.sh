@@ -21,7 +21,9 @@
 # workload and client count, and for protected rows the epoch rate, the
 # guest's pause and pause_share: the fraction of the guest's time spent
 # paused for checkpoints (pause p50 x epochs/s), which caps any protected
-# mode at about 1 - pause_share of a CPU-bound unprotected guest.  Goals
+# mode at about 1 - pause_share of a CPU-bound unprotected guest;
+# ack_ms: from the end of a checkpoint's pause to the backup's ACK of it,
+# what held output waits beyond its epoch (p50/p99).  Goals
 # are checked and reported, never asserted (a benchmark, not a test).
 #
 #   PGBENCH_SECONDS (default 20)
@@ -87,6 +89,8 @@ one() {	# name mode(none|plain|commit-protection) checkpoint_ms clients [-S]
 		  pause_ms_p50: (if $p then $b.pause_ms_p50 else null end),
 		  pause_ms_p99: (if $p then $b.pause_ms_p99 else null end),
 		  pause_share: (if $p then ($b.pause_ms_p50 * $epochs / $secs / 1000) else null end),
+		  ack_ms_p50: (if $p then $b.ack_ms_p50 else null end),
+		  ack_ms_p99: (if $p then $b.ack_ms_p99 else null end),
 		  replication_bytes_per_epoch: (if $p and $epochs > 0
 			then (($b.bytes - $a.bytes) / $epochs | floor) else null end),
 		  output: (if $b.commit_protection then {
