@@ -236,13 +236,14 @@ static int handle_disk_setup(struct rdb_backup *b, const struct rdb_frame *f)
 static int handle_epoch_end(struct rdb_backup *b, const struct rdb_frame *f)
 {
 	struct rdb_vm *vm = b->vm;
-	uint64_t pages, bytes;
+	uint64_t pages, bytes, t0 = rdb_now_ns();
 	int rc;
 
 	rc = rdb_msg_epoch_end_parse(f, &pages, &bytes);
 	if (rc < 0)
 		return rc;
 	rc = rdb_stage_commit(&b->st, f->epoch, pages, bytes, &b->img);
+	rdb_vm_commit_recorded(vm, rdb_now_ns() - t0);
 	if (rc < 0) {
 		LOGVM(ERROR, vm->name, "epoch %llu not committed: %s",
 		      (unsigned long long)f->epoch, rdb_stage_error(&b->st));
@@ -250,8 +251,10 @@ static int handle_epoch_end(struct rdb_backup *b, const struct rdb_frame *f)
 	}
 	/* Committed: the image, device state and disk are exactly epoch N. */
 	b->have_committed = true;
-	if (b->has_disk)
+	if (b->has_disk) {
 		vm->st.disk_bytes = b->disk.applied_bytes;
+		vm->st.disk_syncs = b->disk.syncs;
+	}
 	vm->st.committed_epoch = f->epoch;
 	vm->st.pages += pages;
 	vm->st.bytes += bytes;

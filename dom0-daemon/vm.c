@@ -167,6 +167,17 @@ uint64_t rdb_vm_ack_percentile(const struct rdb_vm *vm, unsigned p)
 	return percentile(vm->st.ack_ns, vm->st.nack, p);
 }
 
+void rdb_vm_commit_recorded(struct rdb_vm *vm, uint64_t ns)
+{
+	vm->st.commit_ns[vm->st.ncommit % RDB_PAUSE_RING] = ns;
+	vm->st.ncommit++;
+}
+
+uint64_t rdb_vm_commit_percentile(const struct rdb_vm *vm, unsigned p)
+{
+	return percentile(vm->st.commit_ns, vm->st.ncommit, p);
+}
+
 uint64_t rdb_vm_work_percentile(const struct rdb_vm *vm, unsigned p)
 {
 	return percentile(vm->st.work_ns, vm->st.npause, p);
@@ -208,6 +219,13 @@ json_t *rdb_vm_status_json(const struct rdb_vm *vm)
 			    json_real((double)rdb_vm_pause_percentile(vm, 50) / RDB_NS_PER_MS));
 	json_object_set_new(o, "pause_ms_p99",
 			    json_real((double)rdb_vm_pause_percentile(vm, 99) / RDB_NS_PER_MS));
+	if (vm->st.ncommit) {
+		json_object_set_new(o, "commit_ms_p50",
+				    json_real((double)rdb_vm_commit_percentile(vm, 50) / RDB_NS_PER_MS));
+		json_object_set_new(o, "commit_ms_p99",
+				    json_real((double)rdb_vm_commit_percentile(vm, 99) / RDB_NS_PER_MS));
+		json_object_set_new(o, "disk_syncs", json_integer((json_int_t)vm->st.disk_syncs));
+	}
 	json_object_set_new(o, "ack_ms_p50",
 			    json_real((double)rdb_vm_ack_percentile(vm, 50) / RDB_NS_PER_MS));
 	json_object_set_new(o, "ack_ms_p99",

@@ -64,6 +64,11 @@ struct rdb_vm_stats {
 	uint64_t ack_ns[RDB_PAUSE_RING];
 	uint64_t nack;
 	uint64_t epoch_end_ns[RDB_PAUSE_RING];	/* by epoch % ring */
+	/* backup: how long committing an epoch took (disk replay, its
+	 * syncs, pages), the part of ack_ms spent here */
+	uint64_t commit_ns[RDB_PAUSE_RING];
+	uint64_t ncommit;
+	uint64_t disk_syncs;		/* backup: fdatasyncs of the replica */
 	uint64_t first_ckpt_ns, last_ckpt_ns;
 	uint64_t last_ack_ns;
 	uint64_t failover_ns;		/* backup: detection → guest running */
@@ -113,6 +118,8 @@ void rdb_vm_epoch_acked(struct rdb_vm *vm, uint64_t epoch, uint64_t now_ns);
 /* p in [0,100]; 0 when nothing recorded. */
 uint64_t rdb_vm_pause_percentile(const struct rdb_vm *vm, unsigned p);
 uint64_t rdb_vm_ack_percentile(const struct rdb_vm *vm, unsigned p);
+void rdb_vm_commit_recorded(struct rdb_vm *vm, uint64_t ns);
+uint64_t rdb_vm_commit_percentile(const struct rdb_vm *vm, unsigned p);
 uint64_t rdb_vm_work_percentile(const struct rdb_vm *vm, unsigned p);
 
 json_t *rdb_vm_status_json(const struct rdb_vm *vm);

@@ -11,6 +11,12 @@
 #                 its epoch);
 #   cp-25, cp-50  commit protection, 25 and 50 ms epochs (only commit
 #                 acknowledgements wait, with the rest of their flow);
+#   ckpt-only-25  commit protection's mode with the server's policy off:
+#                 checkpoints run, nothing waits (and nothing is safe) —
+#                 the ceiling of any output-commit scheme on this host,
+#                 so cp-25 / ckpt-only-25 is what holding commit
+#                 acknowledgements costs, and ckpt-only-25 / unprotected
+#                 what checkpointing itself costs;
 # at 4 and at 16 clients, TPC-B-like; and select-only (-S) at 4 clients,
 # unprotected and cp-25.  Every protected row has checkpoint compression
 # on.  The database is pgbench scale 16: with fewer branches than
@@ -42,8 +48,13 @@ cl_use_pg_guest || rdb_fail "PostgreSQL guest build failed"
 trap 'cluster_down pgbench' EXIT
 rows=()
 
-one() {	# name mode(none|plain|commit-protection) checkpoint_ms clients [-S]
-	local name=$1 mode=$2 ckpt=$3 clients=$4 sel=${5:-} dir s0 s1
+cpu_ticks() {	# utime + stime of a process and its threads
+	awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0
+}
+
+one() {	# name mode(none|plain|commit-protection) checkpoint_ms clients [-S] [policy]
+	local name=$1 mode=$2 ckpt=$3 clients=$4 sel=${5:-} policy=${6:-} dir s0 s1
+	local q d b q0 d0 b0 q1 d1 b1
 	dir=$out/pgbench-$name
 	export CL_COMPRESSION=true CL_MODE=$mode
 	[ "$mode" = none ] && CL_MODE=plain
@@ -57,14 +68,24 @@ one() {	# name mode(none|plain|commit-protection) checkpoint_ms clients [-S]
 			rdb_fail "setup failed"
 	fi
 	cl_wait_pg bench || rdb_fail "PostgreSQL not reachable"
+	if [ -n "$policy" ]; then
+		ip netns exec "$(netns_name pgbench cli)" "$PGBIN/psql" -X -q -h "$CL_GUEST_IP" \
+			-U postgres -d postgres -c "ALTER SYSTEM SET remusdb.commit_protection = '$policy'" \
+			-c "SELECT pg_reload_conf()" >/dev/null || rdb_fail "cannot set the policy"
+	fi
 	# warm-up: the same load, not measured
 	ip netns exec "$(netns_name pgbench cli)" "$PGBIN/pgbench" -h "$CL_GUEST_IP" \
 		-U postgres -n $sel -c "$clients" -j 2 -T 5 bench >/dev/null 2>&1
 	s0=$(cl_ctl pri status "$CL_VM" --json)
+	# CPU seconds of the guest's QEMU and both daemons during the run:
+	# on this 2-core host they share the cores with the guest
+	q=$(cat "$CL_DIR/pri/qemu.pid") d=$(cat "$CL_DIR/pri/remusdbd.pid") b=$(cat "$CL_DIR/bak/remusdbd.pid")
+	q0=$(cpu_ticks "$q") d0=$(cpu_ticks "$d") b0=$(cpu_ticks "$b")
 	(cd "$dir" && timeout $((secs + 60)) ip netns exec "$(netns_name pgbench cli)" \
 		"$PGBIN/pgbench" -h "$CL_GUEST_IP" -U postgres -n $sel -c "$clients" -j 2 \
 		-T "$secs" -l --log-prefix=txn bench > pgbench.out 2>&1) ||
 		rdb_fail "pgbench failed ($name): $(tail -3 "$dir/pgbench.out")"
+	q1=$(cpu_ticks "$q") d1=$(cpu_ticks "$d") b1=$(cpu_ticks "$b")
 	s1=$(cl_ctl pri status "$CL_VM" --json)
 	# field 3 of pgbench's log: the transaction's latency in microseconds
 	cat "$dir"/txn.* | awk '{print $3}' | sort -n > "$dir/lat.txt"
@@ -72,13 +93,15 @@ one() {	# name mode(none|plain|commit-protection) checkpoint_ms clients [-S]
 		--argjson clients "$clients" --arg sel "$sel" \
 		--argjson s0 "$s0" --argjson s1 "$s1" --rawfile lat "$dir/lat.txt" \
 		--arg tps "$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$dir/pgbench.out" | head -n 1)" \
-		--argjson secs "$secs" '
+		--argjson secs "$secs" --argjson hz "$(getconf CLK_TCK)" \
+		--argjson qc $((q1 - q0)) --argjson dc $((d1 - d0)) --argjson bc $((b1 - b0)) \
+		--arg policy "${policy:-writes}" '
 		($lat | split("\n") | map(select(length > 0) | tonumber)) as $l |
 		($l | length) as $n |
 		($s0.vms[0]) as $a | ($s1.vms[0]) as $b |
 		($mode != "none") as $p |
 		(($b.checkpoints // 0) - ($a.checkpoints // 0)) as $epochs |
-		{ name: $name, mode: $mode, clients: $clients,
+		{ name: $name, mode: $mode, clients: $clients, policy: $policy,
 		  workload: (if $sel == "-S" then "select-only" else "tpcb-like" end),
 		  epoch_ms: (if $p then $ckpt else null end),
 		  tps: ($tps | tonumber), transactions: $n,
@@ -91,6 +114,8 @@ one() {	# name mode(none|plain|commit-protection) checkpoint_ms clients [-S]
 		  pause_share: (if $p then ($b.pause_ms_p50 * $epochs / $secs / 1000) else null end),
 		  ack_ms_p50: (if $p then $b.ack_ms_p50 else null end),
 		  ack_ms_p99: (if $p then $b.ack_ms_p99 else null end),
+		  cpu_share: { guest_qemu: ($qc / $hz / $secs), primary_remusdbd: ($dc / $hz / $secs),
+			       backup_remusdbd: ($bc / $hz / $secs) },
 		  replication_bytes_per_epoch: (if $p and $epochs > 0
 			then (($b.bytes - $a.bytes) / $epochs | floor) else null end),
 		  output: (if $b.commit_protection then {
@@ -112,6 +137,7 @@ for c in 4 16; do
 	one remus-25-c$c plain 25 $c
 	one cp-25-c$c commit-protection 25 $c
 	one cp-50-c$c commit-protection 50 $c
+	one ckpt-only-25-c$c commit-protection 25 $c "" off
 done
 one unprotected-select-c4 none 25 4 -S
 one cp-25-select-c4 commit-protection 25 4 -S
@@ -120,11 +146,18 @@ jq -s --argjson secs "$secs" '
 	. as $all |
 	def base($r): $all | map(select(.mode == "none" and .clients == $r.clients
 					and .workload == $r.workload)) | .[0];
-	def ratio($name): ($all | map(select(.name == $name)) | .[0].tps_ratio);
 	(map(. + (base(.) as $b | { tps_ratio: (.tps / $b.tps),
 		latency_p50_ratio: (.latency_ms_p50 / $b.latency_ms_p50) }))) as $rows |
 	{ workload: "pgbench (scale 16), \($secs) s per row after a 5 s warm-up; the guest under TCG; the patched server, remusdb.commit_protection = writes",
 	  rows: $rows,
+	  decomposition: ($rows | (map({ key: .name, value: . }) | from_entries) as $r |
+	    [4, 16] | map(tostring) | map(. as $c | {
+	      clients: ($c | tonumber),
+	      checkpointing: $r["ckpt-only-25-c" + $c].tps_ratio,
+	      holding_commit_acks: ($r["cp-25-c" + $c].tps / $r["ckpt-only-25-c" + $c].tps),
+	      pause_share: $r["ckpt-only-25-c" + $c].pause_share,
+	      guest_cpu_lost: (1 - $r["ckpt-only-25-c" + $c].cpu_share.guest_qemu /
+			       $r["unprotected-c" + $c].cpu_share.guest_qemu) })),
 	  goals: ($rows | (map({ key: .name, value: .tps_ratio }) | from_entries) as $r | [
 	    { goal: "commit protection, 16 clients, 50 ms epochs >= 0.9x unprotected", ratio: $r["cp-50-c16"], met: ($r["cp-50-c16"] >= 0.9) },
 	    { goal: "commit protection, 16 clients, 25 ms epochs >= 0.85x unprotected", ratio: $r["cp-25-c16"], met: ($r["cp-25-c16"] >= 0.85) },
