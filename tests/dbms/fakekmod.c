@@ -317,13 +317,20 @@ static const char *redirect(const char *path)
 	return path;
 }
 
+/* The mode argument is there only with O_CREAT or O_TMPFILE (whose bits
+ * include O_DIRECTORY: a plain O_DIRECTORY open passes no mode) */
+static int needs_mode(int flags)
+{
+	return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE;
+}
+
 int open(const char *path, int flags, ...)
 {
 	mode_t mode = 0;
 	const char *p = redirect(path);
 	REAL(open);
 
-	if (flags & (O_CREAT | O_TMPFILE)) {
+	if (needs_mode(flags)) {
 		va_list ap;
 
 		va_start(ap, flags);
@@ -355,7 +362,7 @@ int openat(int dirfd, const char *path, int flags, ...)
 	const char *p = redirect(path);
 	REAL(openat);
 
-	if (flags & (O_CREAT | O_TMPFILE)) {
+	if (needs_mode(flags)) {
 		va_list ap;
 
 		va_start(ap, flags);
