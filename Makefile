@@ -7,7 +7,7 @@
 #   make drill-pg   DRILLS=K power pulls of a PostgreSQL VM under load
 #                   -> build/drill/pg-report.json (default K=3)
 #   make bench      benchmarks -> build/bench/checkpoint.json, codec.json,
-#                   pgbench.json
+#                   pgbench.json, sysbench.json
 #   make kmod       remusdb.ko for the test guest's kernel -> build/kmod/
 #   make dbms       the patched DBMS servers (dbms-patches/), cached by
 #                   source+patch hash -> build/dbms/
@@ -140,6 +140,7 @@ check: setup
 # Only the server binaries the tests use; a cached build returns at once.
 dbms: setup build/dbms/fakekmod.so
 	bash dbms-patches/postgresql-15/build.sh >/dev/null
+	bash dbms-patches/mariadb-10.11/build.sh >/dev/null
 
 demo: setup
 	bash hypervisor/qemu/build-test-qemu.sh >/dev/null
@@ -157,6 +158,7 @@ bench: setup all kmod dbms
 	RDB_BUILD=$(B) bash tests/bench/checkpoint.sh
 	RDB_BUILD=$(B) bash tests/bench/codec.sh
 	RDB_BUILD=$(B) bash tests/bench/pgbench.sh
+	RDB_BUILD=$(B) bash tests/bench/sysbench.sh
 
 fuzz: setup
 	bash tests/run-fuzz.sh

@@ -56,7 +56,38 @@ static int op_read(void *opaque, uint64_t off, uint32_t len, uint8_t *dst)
 
 static int sync_image(struct rdb_disk *dk)
 {
-	return fdatasync(dk->img_fd) < 0 ? -errno : 0;
+	if (fdatasync(dk->img_fd) < 0)
+		return -errno;
+	dk->syncs++;
+	dk->dirty = false;
+	return 0;
+}
+
+/* A FLUSH or FUA write: durable here, or carried by the backup. */
+static int flush_point(struct rdb_disk *dk)
+{
+	return dk->replicated ? 0 : sync_image(dk);
+}
+
+int rdb_disk_set_replicated(struct rdb_disk *dk, bool on)
+{
+	int rc = 0;
+
+	if (!on && dk->replicated && dk->dirty && dk->img_fd >= 0) {
+		uint64_t t0 = rdb_now_ns();
+
+		rc = sync_image(dk);
+		if (rc < 0)
+			LOGVM(ERROR, dk->vm, "disk %s: syncing the image as "
+			      "replication ends: %s", dk->image, strerror(-rc));
+		else
+			LOGVM(INFO, dk->vm, "disk %s synced as replication ends "
+			      "(%.0f ms): the guest's flushes are durable here "
+			      "again", dk->image,
+			      (double)(rdb_now_ns() - t0) / RDB_NS_PER_MS);
+	}
+	dk->replicated = on;
+	return rc;
 }
 
 static int op_write(void *opaque, uint64_t off, uint32_t len,
@@ -65,8 +96,10 @@ static int op_write(void *opaque, uint64_t off, uint32_t len,
 	struct rdb_disk *dk = opaque;
 	int rc = rdb_pwrite_all(dk->img_fd, src, len, off);
 
+	if (rc == 0)
+		dk->dirty = true;
 	if (rc == 0 && fua)
-		rc = sync_image(dk);
+		rc = flush_point(dk);
 	if (rc < 0)
 		return failed(dk, "write", off, len, rc);
 	dk->writes++;
@@ -82,7 +115,7 @@ static int op_write(void *opaque, uint64_t off, uint32_t len,
 static int op_flush(void *opaque)
 {
 	struct rdb_disk *dk = opaque;
-	int rc = sync_image(dk);
+	int rc = flush_point(dk);
 
 	if (rc < 0)
 		return failed(dk, "flush", 0, 0, rc);
@@ -100,6 +133,7 @@ static int zero(struct rdb_disk *dk, uint64_t off, uint32_t len, bool punch)
 
 	if (rc < 0)
 		return failed(dk, punch ? "trim" : "write-zeroes", off, len, rc);
+	dk->dirty = true;
 	dk->zeroes++;
 	if (dk->hook)
 		dk->hook(dk->opaque, RDB_DISK_ZERO, off, len, NULL);
@@ -257,6 +291,14 @@ int rdb_disk_open(struct rdb_disk *dk, struct rdb_evloop *loop,
 		return -EINVAL;
 	}
 	dk->size = (uint64_t)sb.st_size;
+	/* A daemon before us may have left the guest's flushes to a backup
+	 * (a kill while protected): they are durable here from now on. */
+	rc = sync_image(dk);
+	if (rc < 0) {
+		snprintf(err, errlen, "disk image %s: fdatasync: %s", image,
+			 strerror(-rc));
+		return rc;
+	}
 	rc = rdb_sock_listen_unix(sock_path, &dk->listen_fd);
 	if (rc < 0) {
 		snprintf(err, errlen, "listen on %s: %s", sock_path, strerror(-rc));

@@ -9,8 +9,16 @@
  * after it succeeded locally and before QEMU gets its reply: the primary
  * streams it to the backup in that order, which is what makes "completed
  * before the pause" mean "sent in that epoch".  A change that failed
- * locally is answered with an NBD error and never reported.  FLUSH and
- * FUA writes are fdatasync()ed before they are answered.
+ * locally is answered with an NBD error and never reported.
+ *
+ * FLUSH and FUA writes: fdatasync()ed before they are answered — unless
+ * the disk is replicated (rdb_disk_set_replicated): then the backup's
+ * replica carries the guest's flushes (it applies a flush as an
+ * fdatasync before it acknowledges the epoch, and every output that
+ * could tell a client a flush happened waits for that acknowledgement),
+ * and the image is synced once, when replication ends, before any held
+ * output may leave.  A flush then costs the guest no local sync inside a
+ * checkpoint's drain, and the daemon's event loop never waits on one.
  */
 #ifndef RDB_DISK_H
 #define RDB_DISK_H
@@ -36,8 +44,11 @@ struct rdb_disk {
 	bool nbd_init;
 	rdb_disk_hook hook;
 	void *opaque;
+	bool replicated;		/* flushes carried by the backup */
+	bool dirty;			/* written since the image's last sync */
 	/* statistics */
 	uint64_t reads, writes, zeroes, flushes, errors, connects;
+	uint64_t syncs;			/* fdatasync()s of the image */
 	uint64_t read_bytes, written_bytes;
 };
 
@@ -59,6 +70,14 @@ bool rdb_disk_connected(const struct rdb_disk *dk);
 int rdb_disk_serve_child(const char *vm, const char *image,
 			 const char *sock_path, int *pid_out, char *err,
 			 size_t errlen);
+/*
+ * on: a backup's replica carries the guest's flushes from now on (call it
+ * before any output may be released on the backup's acknowledgement).
+ * off: the image is fdatasync()ed now if anything was written since its
+ * last sync (call it before held output is released without the backup);
+ * returns that sync's result.
+ */
+int rdb_disk_set_replicated(struct rdb_disk *dk, bool on);
 /* Reads len bytes at off from the image (the initial copy). */
 int rdb_disk_pread(struct rdb_disk *dk, uint64_t off, uint8_t *dst,
 		   uint64_t len);

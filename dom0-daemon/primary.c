@@ -1154,6 +1154,10 @@ static void drop_protection(struct rdb_primary *p, const char *why)
 			LOGVM(WARN, vm->name, "x-colo-lost-heartbeat: %s",
 			      strerror(-rc));
 	}
+	/* The guest's flushes were the backup's to keep: they are ours
+	 * again, before any held output tells a client about them. */
+	if (p->has_disk)
+		rdb_disk_set_replicated(&p->disk, false);
 	release_output(p, UINT64_MAX);
 	close_mig(p);
 	if (p->peer_fd >= 0) {
@@ -1306,6 +1310,8 @@ static void protection_cleanup(struct rdb_primary *p)
 	if (p->parser_init)
 		rdb_colo_parser_dispose(&p->parser);
 	p->parser_init = false;
+	if (p->has_disk)
+		rdb_disk_set_replicated(&p->disk, false);
 	release_output(p, UINT64_MAX);
 	rdb_buf_reset(&p->out);
 	rdb_buf_reset(&p->batch);
@@ -1431,6 +1437,9 @@ static int start_protection(struct rdb_primary *p, char *err, size_t errlen)
 	p->colo_active = true;
 	if (!p->has_disk)
 		return start_colo(p, err, errlen);
+	/* Output is held from here until the backup acknowledges it: the
+	 * backup's replica carries the guest's flushes (disk.h). */
+	rdb_disk_set_replicated(&p->disk, true);
 	rc = rdb_proto_put_disk_setup(&p->out, p->disk.size);
 	if (rc < 0)
 		return rc;
@@ -1608,13 +1617,14 @@ void rdb_primary_status(const struct rdb_vm *vm, json_t *o)
 	json_object_set_new(o, "guest_nic_connected", json_boolean(rdb_nic_connected(&p->nic)));
 	json_object_set_new(o, "capture_epochs_left", json_integer((json_int_t)p->cap_left));
 	if (p->has_disk) {
-		json_t *dk = json_pack("{s:s, s:s, s:I, s:b, s:I, s:I, s:I, s:I, s:I}",
+		json_t *dk = json_pack("{s:s, s:s, s:I, s:b, s:I, s:I, s:I, s:I, s:I, s:I}",
 			"image", p->disk.image, "socket", p->disk.sock_path,
 			"size", (json_int_t)p->disk.size,
 			"client_connected", rdb_disk_connected(&p->disk),
 			"reads", (json_int_t)p->disk.reads,
 			"writes", (json_int_t)p->disk.writes,
 			"flushes", (json_int_t)p->disk.flushes,
+			"syncs", (json_int_t)p->disk.syncs,
 			"zeroes", (json_int_t)p->disk.zeroes,
 			"errors", (json_int_t)p->disk.errors);
 

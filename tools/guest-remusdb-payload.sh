@@ -13,6 +13,9 @@ dir=$1 ko=$2 eventd=$3
 [ -f "$ko" ] || { echo "guest-remusdb-payload: $ko missing (make kmod)" >&2; exit 1; }
 [ -x "$eventd" ] || { echo "guest-remusdb-payload: $eventd missing (make all)" >&2; exit 1; }
 mkdir -p "$dir/opt/remusdb" "$dir/etc/remusdb.d"
+# mkguest.sh copies the payload's root onto the guest's: a 0700 directory
+# (mktemp -d) would shut every user but root out of the whole guest
+chmod 0755 "$dir" "$dir/opt" "$dir/opt/remusdb" "$dir/etc" "$dir/etc/remusdb.d"
 install -m 0644 "$ko" "$dir/opt/remusdb/remusdb.ko"
 install -m 0755 "$eventd" "$dir/opt/remusdb/remusdb-eventd"
 cat > "$dir/etc/remusdb.d/40-remusdb.sh" <<'EOH'

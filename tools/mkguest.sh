@@ -126,6 +126,9 @@ exec setsid sh -c 'exec sh </dev/ttyS0 >/dev/ttyS0 2>&1'
 EOI
 chmod +x "$root/init"
 for p in "${payloads[@]}"; do cp -a "$p/." "$root/"; done
+# (cp -a gives the root the payload directory's mode: mktemp -d's 0700
+# would shut every user but root out of the guest)
+chmod 0755 "$root"
 for s in "${statics[@]}"; do install -m 0755 "$s" "$root/usr/bin/"; done
 
 cp "$kdir/boot/vmlinuz-$KVER" "$out/vmlinuz.tmp"

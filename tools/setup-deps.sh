@@ -61,6 +61,9 @@ pkgs=(
 	# the PostgreSQL test guest (its data image is made from these) and
 	# the ledger workload, pgbench and pg_amcheck on the host side
 	postgresql-15 postgresql-client-15 libpq-dev e2fsprogs
+	# the MariaDB guest's host side: the ledger's driver, its client,
+	# sysbench (make bench)
+	libmariadb-dev mariadb-client sysbench
 	# remusdb.ko for the test guest's pinned kernel (tools/mkguest.sh)
 	linux-headers-6.1.0-56-amd64
 )

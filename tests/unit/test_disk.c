@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only
+/* RDB-WRAP: fdatasync */
 /* The disk server over a real unix socket and image file: what reaches the
  * image is what the hook reports (and so what the backup gets), in order,
  * before the reply; a write that fails locally is answered with an error
@@ -26,6 +27,15 @@
 #define SIZE (1u << 20)
 
 static char dir[64], img[128], sock[128];
+static int fdatasyncs;
+
+int __real_fdatasync(int fd);
+
+int __wrap_fdatasync(int fd)
+{
+	fdatasyncs++;
+	return __real_fdatasync(fd);
+}
 static struct rdb_evloop *loop;
 static struct rdb_disk dk;
 static int cfd = -1;
@@ -220,6 +230,52 @@ static void test_changes_reach_image_then_hook_then_reply(void **state)
 	assert_int_equal(dk.errors, 0);
 }
 
+/*
+ * The guest's flushes: fdatasync()ed before the reply when the disk is not
+ * replicated; carried by the backup (no local sync, the FLUSH still
+ * reported to the hook before the reply) when it is; and the image synced
+ * once when replication ends, if anything was written meanwhile.
+ */
+static void test_flushes_local_or_replicated(void **state)
+{
+	uint8_t w[512];
+
+	(void)state;
+	memset(w, 0x33, sizeof(w));
+	nchanges = 0;
+	fdatasyncs = 0;
+	request(3, 0, 41, 0, 0, NULL);			/* FLUSH */
+	assert_int_equal(reply(41, NULL, 0), 0);
+	request(1, 1, 42, 0, sizeof(w), w);		/* WRITE + FUA */
+	assert_int_equal(reply(42, NULL, 0), 0);
+	assert_int_equal(fdatasyncs, 2);
+	/* replicated: the backup's replica carries them */
+	rdb_disk_set_replicated(&dk, true);
+	request(1, 0, 43, 4096, sizeof(w), w);		/* WRITE */
+	assert_int_equal(reply(43, NULL, 0), 0);
+	request(3, 0, 44, 0, 0, NULL);			/* FLUSH */
+	assert_int_equal(reply(44, NULL, 0), 0);
+	request(1, 1, 45, 0, sizeof(w), w);		/* WRITE + FUA */
+	assert_int_equal(reply(45, NULL, 0), 0);
+	assert_int_equal(fdatasyncs, 2);
+	assert_int_equal(nchanges, 3 + 4);
+	assert_int_equal(changes[4].op, RDB_DISK_FLUSH);
+	assert_int_equal(changes[6].op, RDB_DISK_FLUSH);
+	for (int i = 0; i < nchanges; i++)
+		assert_false(changes[i].replied_before);
+	/* replication ends: one sync makes all of it durable here */
+	assert_int_equal(rdb_disk_set_replicated(&dk, false), 0);
+	assert_int_equal(fdatasyncs, 3);
+	/* nothing written since: ending it again syncs nothing */
+	rdb_disk_set_replicated(&dk, true);
+	assert_int_equal(rdb_disk_set_replicated(&dk, false), 0);
+	assert_int_equal(fdatasyncs, 3);
+	/* unreplicated again: flushes are local */
+	request(3, 0, 46, 0, 0, NULL);
+	assert_int_equal(reply(46, NULL, 0), 0);
+	assert_int_equal(fdatasyncs, 4);
+}
+
 /* The image cannot be written (as with a full disk or an I/O error): QEMU
  * gets an error and the backup hears nothing, so the disks stay equal. */
 static void test_failed_write_is_not_replicated(void **state)
@@ -263,6 +319,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_changes_reach_image_then_hook_then_reply, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_flushes_local_or_replicated, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failed_write_is_not_replicated, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reconnect_replaces_client, setup, teardown),
 	};
