@@ -54,7 +54,7 @@ cpu_ticks() {	# utime + stime of a process and its threads
 
 one() {	# name mode(none|plain|commit-protection) checkpoint_ms clients [-S] [policy]
 	local name=$1 mode=$2 ckpt=$3 clients=$4 sel=${5:-} policy=${6:-} dir s0 s1
-	local q d b q0 d0 b0 q1 d1 b1
+	local q d b q0 d0 b0 q1 d1 b1 k1
 	dir=$out/pgbench-$name
 	export CL_COMPRESSION=true CL_MODE=$mode
 	[ "$mode" = none ] && CL_MODE=plain
@@ -87,6 +87,7 @@ one() {	# name mode(none|plain|commit-protection) checkpoint_ms clients [-S] [po
 		rdb_fail "pgbench failed ($name): $(tail -3 "$dir/pgbench.out")"
 	q1=$(cpu_ticks "$q") d1=$(cpu_ticks "$d") b1=$(cpu_ticks "$b")
 	s1=$(cl_ctl pri status "$CL_VM" --json)
+	k1=$(cl_ctl bak status "$CL_VM" --json 2>/dev/null || echo '{"vms":[{}]}')
 	# field 3 of pgbench's log: the transaction's latency in microseconds
 	cat "$dir"/txn.* | awk '{print $3}' | sort -n > "$dir/lat.txt"
 	jq -n --arg name "$name" --arg mode "$mode" --argjson ckpt "$ckpt" \
@@ -95,7 +96,7 @@ one() {	# name mode(none|plain|commit-protection) checkpoint_ms clients [-S] [po
 		--arg tps "$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$dir/pgbench.out" | head -n 1)" \
 		--argjson secs "$secs" --argjson hz "$(getconf CLK_TCK)" \
 		--argjson qc $((q1 - q0)) --argjson dc $((d1 - d0)) --argjson bc $((b1 - b0)) \
-		--arg policy "${policy:-writes}" '
+		--arg policy "${policy:-writes}" --argjson k1 "$k1" '
 		($lat | split("\n") | map(select(length > 0) | tonumber)) as $l |
 		($l | length) as $n |
 		($s0.vms[0]) as $a | ($s1.vms[0]) as $b |
@@ -114,6 +115,8 @@ one() {	# name mode(none|plain|commit-protection) checkpoint_ms clients [-S] [po
 		  pause_share: (if $p then ($b.pause_ms_p50 * $epochs / $secs / 1000) else null end),
 		  ack_ms_p50: (if $p then $b.ack_ms_p50 else null end),
 		  ack_ms_p99: (if $p then $b.ack_ms_p99 else null end),
+		  backup_commit_ms_p50: ($k1.vms[0].commit_ms_p50 // null),
+		  backup_commit_ms_p99: ($k1.vms[0].commit_ms_p99 // null),
 		  cpu_share: { guest_qemu: ($qc / $hz / $secs), primary_remusdbd: ($dc / $hz / $secs),
 			       backup_remusdbd: ($bc / $hz / $secs) },
 		  replication_bytes_per_epoch: (if $p and $epochs > 0

@@ -9,6 +9,9 @@
 #   unprotected   attached, never protected: the baseline of the ratios;
 #   remus-25      plain Remus, 25 ms epochs;
 #   cp-25, cp-50  commit protection, 25 and 50 ms epochs;
+#   ckpt-only-25  commit protection's mode with the server's policy off:
+#                 checkpoints, nothing waits (nothing safe): the ceiling
+#                 of any output-commit scheme here;
 # every protected row with checkpoint compression.  Reported per row:
 # transactions/s, latency p50 (approximated by sysbench's average) and
 # p99 (ms), the ratio to unprotected, and for protected rows the guest's
@@ -40,8 +43,8 @@ sb() {	# sb SECONDS ARGS...: sysbench oltp_read_write against the guest
 		--threads="$threads" --time="$t" --percentile=99 "$@"
 }
 
-one() {	# name mode(none|plain|commit-protection) checkpoint_ms
-	local name=$1 mode=$2 ckpt=$3 dir s0 s1
+one() {	# name mode(none|plain|commit-protection) checkpoint_ms [policy]
+	local name=$1 mode=$2 ckpt=$3 policy=${4:-} dir s0 s1 k0 k1
 	dir=$out/sysbench-$name
 	export CL_COMPRESSION=true CL_MODE=$mode
 	[ "$mode" = none ] && CL_MODE=plain
@@ -55,26 +58,37 @@ one() {	# name mode(none|plain|commit-protection) checkpoint_ms
 			rdb_fail "setup failed"
 	fi
 	cl_wait_maria || rdb_fail "MariaDB not reachable"
+	if [ -n "$policy" ]; then
+		ip netns exec "$(netns_name sysbench cli)" mariadb -h "$CL_GUEST_IP" -u root \
+			-e "SET GLOBAL remusdb_commit_protection = '$policy'" ||
+			rdb_fail "cannot set the policy"
+	fi
 	sb 5 run >/dev/null 2>&1		# warm-up, not measured
 	s0=$(cl_ctl pri status "$CL_VM" --json)
+	k0=$(cl_ctl bak status "$CL_VM" --json 2>/dev/null || echo '{"vms":[{}]}')
 	sb "$secs" run > "$dir/sysbench.out" 2>&1 ||
 		rdb_fail "sysbench failed ($name): $(tail -3 "$dir/sysbench.out")"
 	s1=$(cl_ctl pri status "$CL_VM" --json)
+	k1=$(cl_ctl bak status "$CL_VM" --json 2>/dev/null || echo '{"vms":[{}]}')
 	jq -n --arg name "$name" --arg mode "$mode" --argjson ckpt "$ckpt" \
+		--argjson k1 "$k1" --arg policy "${policy:-writes}" \
 		--argjson s0 "$s0" --argjson s1 "$s1" --argjson secs "$secs" \
 		--arg tps "$(sed -n 's/^ *transactions: *[0-9]* *(\([0-9.]*\) per sec.*/\1/p' "$dir/sysbench.out")" \
 		--arg avg "$(sed -n 's/^ *avg: *\([0-9.]*\).*/\1/p' "$dir/sysbench.out" | head -n 1)" \
 		--arg p99 "$(sed -n 's/^ *99th percentile: *\([0-9.]*\).*/\1/p' "$dir/sysbench.out" | head -n 1)" '
 		($s0.vms[0]) as $a | ($s1.vms[0]) as $b | ($mode != "none") as $p |
 		(($b.checkpoints // 0) - ($a.checkpoints // 0)) as $epochs |
-		{ name: $name, mode: $mode, epoch_ms: (if $p then $ckpt else null end),
+		{ name: $name, mode: $mode, policy: $policy,
+		  epoch_ms: (if $p then $ckpt else null end),
 		  tps: ($tps | tonumber), latency_ms_mean: ($avg | tonumber),
 		  latency_ms_p99: ($p99 | tonumber),
 		  epochs_per_s: (if $p then $epochs / $secs else null end),
 		  pause_ms_p50: (if $p then $b.pause_ms_p50 else null end),
 		  pause_share: (if $p then ($b.pause_ms_p50 * $epochs / $secs / 1000) else null end),
 		  ack_ms_p50: (if $p then $b.ack_ms_p50 else null end),
-		  ack_ms_p99: (if $p then $b.ack_ms_p99 else null end) }' \
+		  ack_ms_p99: (if $p then $b.ack_ms_p99 else null end),
+		  backup_commit_ms_p50: ($k1.vms[0].commit_ms_p50 // null),
+		  backup_commit_ms_p99: ($k1.vms[0].commit_ms_p99 // null) }' \
 		> "$dir/row.json" || rdb_fail "no result for $name"
 	cluster_down sysbench
 	rows+=("$dir/row.json")
@@ -84,6 +98,7 @@ one unprotected none 25
 one remus-25 plain 25
 one cp-25 commit-protection 25
 one cp-50 commit-protection 50
+one ckpt-only-25 commit-protection 25 off
 
 jq -s --argjson secs "$secs" --argjson threads "$threads" '
 	(.[0]) as $base |
