@@ -56,6 +56,12 @@ cpdrill_run() {
 	cpd_set_policy "$CPD_POLICY" || rdb_fail "cannot set the commit-protection policy"
 	grep -q REMUSDB-KMOD-READY "$CL_DIR/pri/console.log" ||
 		rdb_fail "remusdb.ko did not load in the guest"
+	# a protected VM's mode cannot change under it: refused, with the way
+	local msg
+	msg=$(cl_ctl pri protect "$CL_DIR/$CL_VM.conf" mode=plain 2>&1) &&
+		rdb_fail "switching a protected VM to plain was accepted"
+	grep -q "mode cannot change; unprotect it" <<<"$msg" ||
+		rdb_fail "mode switch refused without saying why: $msg"
 
 	[ -n "$before_s" ] || before_s=$(awk -v r=$RANDOM 'BEGIN{printf "%.3f", 8 + (r % 6000) / 1000}')
 	local total_s

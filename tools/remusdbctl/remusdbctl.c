@@ -163,13 +163,14 @@ static void print_status(json_t *vms)
 	size_t i;
 	json_t *v;
 
-	printf("%-16s %-8s %-13s %8s %8s %7s %7s %9s %6s %s\n", "NAME", "ROLE",
-	       "STATE", "EPOCH", "CKPT/s", "P50ms", "P99ms", "ACK-AGE", "HELD",
-	       "SINCE");
+	printf("%-16s %-8s %-13s %-5s %8s %8s %7s %7s %9s %6s %s\n", "NAME",
+	       "ROLE", "STATE", "MODE", "EPOCH", "CKPT/s", "P50ms", "P99ms",
+	       "ACK-AGE", "HELD", "SINCE");
 	json_array_foreach(vms, i, v) {
 		json_t *age = json_object_get(v, "last_ack_age_ms");
 		json_t *held = json_object_get(v, "held_frames");
 		char agebuf[32] = "-", heldbuf[32] = "-";
+		const char *mode = json_string_value(json_object_get(v, "mode"));
 
 		if (json_is_integer(age))
 			snprintf(agebuf, sizeof(agebuf), "%lldms",
@@ -178,10 +179,11 @@ static void print_status(json_t *vms)
 		if (json_is_integer(held))
 			snprintf(heldbuf, sizeof(heldbuf), "%lld",
 				 (long long)json_integer_value(held));
-		printf("%-16s %-8s %-13s %8lld %8.1f %7.2f %7.2f %9s %6s %llds (%s)\n",
+		printf("%-16s %-8s %-13s %-5s %8lld %8.1f %7.2f %7.2f %9s %6s %llds (%s)\n",
 		       json_string_value(json_object_get(v, "name")),
 		       json_string_value(json_object_get(v, "role")),
 		       json_string_value(json_object_get(v, "state")),
+		       !mode ? "-" : strcmp(mode, "commit-protection") ? mode : "cp",
 		       (long long)json_integer_value(json_object_get(v, "committed_epoch")),
 		       json_real_value(json_object_get(v, "checkpoints_per_s")),
 		       json_real_value(json_object_get(v, "pause_ms_p50")),
