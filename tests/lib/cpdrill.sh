@@ -11,9 +11,10 @@
 #   CPD_DBMS     postgresql | mariadb
 #   CPD_POLICY   writes | all | off   (the server's commit_protection)
 #   CPD_EXPECT   safe: every invariant must hold (the product's promise)
-#                loses: acknowledged commits must be lost — the DBMS does
-#                not protect its acknowledgements (policy off), so the
-#                drill must see the failure it exists to catch; and since
+#                loses: acknowledged commits must be lost and speculative
+#                transactions committed — the DBMS neither protects its
+#                acknowledgements nor aborts (policy off), so the drill
+#                must see the failures it exists to catch; and since
 #                clients then certainly saw uncommitted output, the flow
 #                check must reset their connections, none stalling
 #   CKPT_MS, PULL_AFTER_S, AFTER_S, LEDGER_CLIENTS as in pg-failover.sh
@@ -156,6 +157,10 @@ cpdrill_run() {
 			rdb_fail "no acknowledged commit was lost with commit_protection = off: the drill cannot see the failure it exists for"
 		[ "$(jq -r .marked_frames "$r")" = 0 ] ||
 			rdb_fail "frames were marked with commit_protection = off"
+		# nor are speculative transactions aborted: the speculators'
+		# COMMITs, sent after the pull, commit (Lemma 3.5.2 broken)
+		[ "$(jq -r .speculative_committed "$r")" -gt 0 ] ||
+			rdb_fail "no speculative transaction committed with commit_protection = off: the drill cannot see that failure either"
 		# clients certainly saw output of epochs the standby does not
 		# have: the flow check must reset their connections, and none
 		# may wait for a TCP timeout
@@ -163,7 +168,7 @@ cpdrill_run() {
 			rdb_fail "no flow was reset although clients had seen uncommitted output"
 		[ "$(jq -r .stalled_clients "$r")" = 0 ] ||
 			rdb_fail "$(jq -r .stalled_clients "$r") clients stalled after the restore"
-		echo "PASS (the failure is seen): commit_protection = off lost $(jq -r .lost_commits "$r") of $(jq -r .acked_commits "$r") acknowledged commits at a power pull; $(jq -r .flows.reset "$r") inconsistent connections reset, every client answered within $(jq -r .max_client_wait_ms "$r") ms of the restore"
+		echo "PASS (the failures are seen): commit_protection = off lost $(jq -r .lost_commits "$r") of $(jq -r .acked_commits "$r") acknowledged commits at a power pull and committed $(jq -r .speculative_committed "$r") speculative transactions; $(jq -r .flows.reset "$r") inconsistent connections reset, every client answered within $(jq -r .max_client_wait_ms "$r") ms of the restore"
 		return 0
 	fi
 	[ "$(jq -r .invariants_ok "$r")" = true ] ||
