@@ -13,8 +13,8 @@
 #                 checkpoints, nothing waits (nothing safe): the ceiling
 #                 of any output-commit scheme here;
 # every protected row with checkpoint compression.  Reported per row:
-# transactions/s, latency p50 (approximated by sysbench's average) and
-# p99 (ms), the ratio to unprotected, and for protected rows the guest's
+# transactions/s, latency p50 (from sysbench's latency histogram), mean
+# and p99 (ms), the ratio to unprotected, and for protected rows the guest's
 # pause and pause_share (pause p50 x epochs/s).  Nothing is asserted.
 #
 #   SYSBENCH_SECONDS (default 20), SYSBENCH_THREADS (default 8)
@@ -43,6 +43,12 @@ sb() {	# sb SECONDS ARGS...: sysbench oltp_read_write against the guest
 		--threads="$threads" --time="$t" --percentile=99 "$@"
 }
 
+hist_p50() {	# hist_p50 FILE: the median of sysbench's latency histogram
+	# (rows "VALUE |*** COUNT", VALUE the bucket's latency in ms)
+	awk '$2 ~ /^\|/ && $1 ~ /^[0-9.]+$/ && $NF ~ /^[0-9]+$/ { v[n] = $1; c[n++] = $NF; t += $NF }
+	     END { for (i = 0; i < n; i++) { s += c[i]; if (2 * s >= t) { print v[i]; exit } } }' "$1"
+}
+
 one() {	# name mode(none|plain|commit-protection) checkpoint_ms [policy]
 	local name=$1 mode=$2 ckpt=$3 policy=${4:-} dir s0 s1 k0 k1
 	dir=$out/sysbench-$name
@@ -66,7 +72,7 @@ one() {	# name mode(none|plain|commit-protection) checkpoint_ms [policy]
 	sb 5 run >/dev/null 2>&1		# warm-up, not measured
 	s0=$(cl_ctl pri status "$CL_VM" --json)
 	k0=$(cl_ctl bak status "$CL_VM" --json 2>/dev/null || echo '{"vms":[{}]}')
-	sb "$secs" run > "$dir/sysbench.out" 2>&1 ||
+	sb "$secs" --histogram=on run > "$dir/sysbench.out" 2>&1 ||
 		rdb_fail "sysbench failed ($name): $(tail -3 "$dir/sysbench.out")"
 	s1=$(cl_ctl pri status "$CL_VM" --json)
 	k1=$(cl_ctl bak status "$CL_VM" --json 2>/dev/null || echo '{"vms":[{}]}')
@@ -74,13 +80,15 @@ one() {	# name mode(none|plain|commit-protection) checkpoint_ms [policy]
 		--argjson k1 "$k1" --arg policy "${policy:-writes}" \
 		--argjson s0 "$s0" --argjson s1 "$s1" --argjson secs "$secs" \
 		--arg tps "$(sed -n 's/^ *transactions: *[0-9]* *(\([0-9.]*\) per sec.*/\1/p' "$dir/sysbench.out")" \
+		--arg p50 "$(hist_p50 "$dir/sysbench.out")" \
 		--arg avg "$(sed -n 's/^ *avg: *\([0-9.]*\).*/\1/p' "$dir/sysbench.out" | head -n 1)" \
 		--arg p99 "$(sed -n 's/^ *99th percentile: *\([0-9.]*\).*/\1/p' "$dir/sysbench.out" | head -n 1)" '
 		($s0.vms[0]) as $a | ($s1.vms[0]) as $b | ($mode != "none") as $p |
 		(($b.checkpoints // 0) - ($a.checkpoints // 0)) as $epochs |
 		{ name: $name, mode: $mode, policy: $policy,
 		  epoch_ms: (if $p then $ckpt else null end),
-		  tps: ($tps | tonumber), latency_ms_mean: ($avg | tonumber),
+		  tps: ($tps | tonumber), latency_ms_p50: ($p50 | tonumber),
+		  latency_ms_mean: ($avg | tonumber),
 		  latency_ms_p99: ($p99 | tonumber),
 		  epochs_per_s: (if $p then $epochs / $secs else null end),
 		  pause_ms_p50: (if $p then $b.pause_ms_p50 else null end),
@@ -104,7 +112,8 @@ jq -s --argjson secs "$secs" --argjson threads "$threads" '
 	(.[0]) as $base |
 	{ workload: "sysbench oltp_read_write, \($threads) threads, \($secs) s per row after a 5 s warm-up; the guest under TCG; the patched server, remusdb_commit_protection = writes",
 	  rows: map(. + { tps_ratio: (.tps / $base.tps),
+			  latency_p50_ratio: (.latency_ms_p50 / $base.latency_ms_p50),
 			  latency_mean_ratio: (.latency_ms_mean / $base.latency_ms_mean) }) }' \
 	"${rows[@]}" > "$out/sysbench.json" || rdb_fail "could not write sysbench.json"
-jq -r '.rows[] | "\(.name): \(.tps | . * 10 | round / 10) tps (x\(.tps_ratio | . * 100 | round / 100)), latency mean \(.latency_ms_mean) ms p99 \(.latency_ms_p99) ms\(if .pause_share then ", paused \(.pause_share * 1000 | round / 10)% of the time" else "" end)"' "$out/sysbench.json"
+jq -r '.rows[] | "\(.name): \(.tps | . * 10 | round / 10) tps (x\(.tps_ratio | . * 100 | round / 100)), latency p50 \(.latency_ms_p50) ms, mean \(.latency_ms_mean) ms, p99 \(.latency_ms_p99) ms\(if .pause_share then ", paused \(.pause_share * 1000 | round / 10)% of the time" else "" end)"' "$out/sysbench.json"
 echo "bench: $out/sysbench.json"
