@@ -60,6 +60,8 @@ struct rdb_backup {
 	 * checked after a failover (flowcheck.h) */
 	struct rdb_flowcheck fc;
 	uint64_t fc_timer;
+	bool fc_running;		/* the restored guest runs: ticks due */
+	uint64_t event_gen;		/* the failover event's generation */
 
 	/* after failover */
 	struct rdb_qemu_proc qemu;
@@ -420,19 +422,36 @@ static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
 
 /* After failover nothing waits for a checkpoint: there is no backup.
  * Under commit protection the flow check may hold a frame a while. */
+static uint64_t on_fc_tick(struct rdb_evloop *loop, uint64_t id, void *opaque);
+
+/* A flow that shows up after the check's last tick gets its deadline
+ * and its probes from a new timer. */
+static void fc_rearm(struct rdb_backup *b)
+{
+	if (!b->fc_running || b->fc_timer || !rdb_flowcheck_pending(&b->fc))
+		return;
+	if (rdb_evloop_add_timer(b->d->loop, RDB_NS_PER_MS, on_fc_tick, b,
+				 &b->fc_timer) < 0)
+		LOGVM(WARN, b->vm->name, "no timer for the flow check: a late "
+		      "flow's check has no deadline");
+}
+
 static void on_guest_frame(void *opaque, const uint8_t *frame, size_t len)
 {
 	struct rdb_backup *b = opaque;
 
 	if (rdb_flowcheck_from_guest(&b->fc, frame, len, rdb_now_ns()))
 		rdb_nic_to_wire(&b->nic, frame, len);
+	fc_rearm(b);
 }
 
 static bool on_wire_frame(void *opaque, const uint8_t *frame, size_t len)
 {
 	struct rdb_backup *b = opaque;
+	bool pass = rdb_flowcheck_from_wire(&b->fc, frame, len, rdb_now_ns());
 
-	return rdb_flowcheck_from_wire(&b->fc, frame, len, rdb_now_ns());
+	fc_rearm(b);
+	return pass;
 }
 
 static void fc_to_wire(void *opaque, const uint8_t *frame, size_t len)
@@ -503,11 +522,17 @@ static void on_event_port(struct rdb_evloop *loop, int fd, unsigned ev,
 
 		snprintf(line, sizeof(line), "%.*s", (int)n, (char *)b->event_in.data);
 		rdb_buf_consume(&b->event_in, n + 1);
-		if (sscanf(line, "REMUSDB-FAILOVER-ACK generation=%llu", &gen) == 1) {
-			LOGVM(INFO, b->vm->name, "the guest acknowledged failover "
-			      "event generation %llu", gen);
-			rdb_flowcheck_lift_fence(&b->fc, rdb_now_ns());
+		if (sscanf(line, "REMUSDB-FAILOVER-ACK generation=%llu", &gen) != 1)
+			continue;
+		if (gen != b->event_gen) {
+			LOGVM(WARN, b->vm->name, "the guest acknowledged failover "
+			      "event generation %llu, not %llu (the one sent): "
+			      "ignored", gen, (unsigned long long)b->event_gen);
+			continue;
 		}
+		LOGVM(INFO, b->vm->name, "the guest acknowledged failover "
+		      "event generation %llu", gen);
+		rdb_flowcheck_lift_fence(&b->fc, rdb_now_ns());
 	}
 	if (b->event_in.len > 4096)
 		rdb_buf_reset(&b->event_in);
@@ -591,6 +616,7 @@ static void send_failover_event(struct rdb_backup *b, const char *path,
 	unsigned flags = rdb_vm_config_commit_protection(&vm->cfg) ?
 		REMUSDB_EVENT_ABORT : 0;
 
+	b->event_gen = gen;
 	n = snprintf(line, sizeof(line), "REMUSDB-FAILOVER epoch=%llu "
 		     "generation=%llu flags=%u\n", (unsigned long long)epoch,
 		     (unsigned long long)gen, flags);
@@ -779,6 +805,7 @@ int rdb_backup_failover(struct rdb_vm *vm, const char *why)
 		rc = restore_vm(b, t0, drive[0] ? drive : NULL);
 	if (rc == 0 && b->fc.started) {
 		rdb_flowcheck_guest_running(&b->fc, rdb_now_ns());
+		b->fc_running = true;
 		if (rdb_evloop_add_timer(b->d->loop, RDB_NS_PER_MS, on_fc_tick, b,
 					 &b->fc_timer) < 0) {
 			LOGVM(WARN, vm->name, "no timer for the flow check: lifting "

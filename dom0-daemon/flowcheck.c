@@ -202,6 +202,8 @@ void rdb_flowcheck_apply(struct rdb_flowcheck *fc, const struct rdb_flow_rec *r)
 	f->r = *r;
 	f->from_table = true;
 	f->st = FC_KNOWN;
+	memcpy(fc->guest_mac, r->guest_mac, 6);
+	fc->have_guest_mac = true;
 }
 
 uint32_t rdb_flowcheck_flows(const struct rdb_flowcheck *fc)
@@ -389,7 +391,7 @@ static void reset_both(struct rdb_flowcheck *fc, struct fc_flow *f,
 {
 	char name[160];
 
-	if (f->c_ans && !f->c_dead)
+	if (f->c_ans && f->c_ack_ok && !f->c_dead)
 		send_seg(fc, f, true, f->c_ack, 0, RDB_TCP_RST, 0);
 	if (f->g_ack_ok && !f->g_dead)
 		send_seg(fc, f, false, f->g_ack, 0, RDB_TCP_RST, 0);
@@ -493,6 +495,10 @@ static struct fc_flow *lazy(struct rdb_flowcheck *fc, const struct rdb_tcpseg *s
 
 	if (now > fc->lazy_until_ns)
 		return NULL;
+	/* flooded unicast for another host on this segment is not ours */
+	if (!from_guest && fc->have_guest_mac &&
+	    memcmp(s->ends.dst_mac, fc->guest_mac, 6) != 0)
+		return NULL;
 	if (from_guest) {
 		memcpy(k.guest_ip, s->ends.src_ip, 16);
 		memcpy(k.peer_ip, s->ends.dst_ip, 16);
@@ -550,6 +556,10 @@ bool rdb_flowcheck_from_guest(struct rdb_flowcheck *fc, const uint8_t *frame,
 
 	if (!fc->started || rdb_tcpseg_parse(frame, len, &s) != 1)
 		return true;
+	if (!fc->have_guest_mac) {
+		memcpy(fc->guest_mac, s.ends.src_mac, 6);
+		fc->have_guest_mac = true;
+	}
 	k.family = s.ends.family;
 	memcpy(k.guest_ip, s.ends.src_ip, 16);
 	memcpy(k.peer_ip, s.ends.dst_ip, 16);
@@ -650,6 +660,11 @@ bool rdb_flowcheck_from_wire(struct rdb_flowcheck *fc, const uint8_t *frame,
 		fc->st.held_in++;
 	judge(fc, f, now);
 	return false;
+}
+
+bool rdb_flowcheck_pending(const struct rdb_flowcheck *fc)
+{
+	return fc->started && (fc->probing || fc->fence);
 }
 
 void rdb_flowcheck_lift_fence(struct rdb_flowcheck *fc, uint64_t now)

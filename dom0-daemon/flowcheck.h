@@ -91,6 +91,10 @@ struct rdb_flowcheck {
 	struct fc_frame *fence_head, *fence_tail;	/* clients' input */
 	size_t held_bytes;
 	unsigned probing;		/* flows whose check is under way */
+	/* the guest's MAC (from the table or its frames): a frame to any
+	 * other is not the guest's to check */
+	uint8_t guest_mac[6];
+	bool have_guest_mac;
 	struct rdb_flowcheck_stats st;
 };
 
@@ -118,6 +122,9 @@ bool rdb_flowcheck_from_guest(struct rdb_flowcheck *fc, const uint8_t *frame,
 			      size_t len, uint64_t now_ns);
 bool rdb_flowcheck_from_wire(struct rdb_flowcheck *fc, const uint8_t *frame,
 			     size_t len, uint64_t now_ns);
+/* A check under way (a flow probed, or the fence up): the caller's
+ * timer must tick it (a flow can show up after the last tick ended). */
+bool rdb_flowcheck_pending(const struct rdb_flowcheck *fc);
 /* The guest acknowledged the failover event. */
 void rdb_flowcheck_lift_fence(struct rdb_flowcheck *fc, uint64_t now_ns);
 /* Probes again, ends checks past their deadline, lifts a fence past its

@@ -339,6 +339,47 @@ static void test_flows_not_in_the_table(void **state)
 	rdb_flowcheck_dispose(&fc);
 }
 
+/* A flow that shows up after every other check ended makes the check
+ * pending again (the backup's timer is re-armed on it) and is given up
+ * on at its deadline; a frame flooded to another host's MAC is not the
+ * guest's: passed on (to be dropped by the guest), never probed. */
+static void test_late_flows_and_other_hosts(void **state)
+{
+	struct rdb_flowcheck fc;
+	uint8_t buf[2000];
+	size_t n;
+
+	setup_two(&fc);
+	rdb_flowcheck_start(&fc, &ops, false, 0, 0);
+	rdb_flowcheck_guest_running(&fc, 0);
+	assert_true(rdb_flowcheck_pending(&fc));
+	/* both flows' clients and the guest answer: the check is over */
+	assert_false(from_client(&fc, 1, 500, 1000, RDB_TCP_ACK, 0, NULL, 0, 1 * MS));
+	assert_false(from_client(&fc, 2, 900, 7000, RDB_TCP_ACK, 0, NULL, 0, 1 * MS));
+	assert_int_equal(fc.st.consistent, 2);
+	assert_false(rdb_flowcheck_pending(&fc));
+	assert_int_equal(rdb_flowcheck_tick(&fc, 2 * MS), 0);
+	/* to another host's MAC: not a flow of the guest's */
+	n = seg(buf, 3, false, 3000, 6000, RDB_TCP_ACK, 10, NULL, 0);
+	buf[5] ^= 0x40;
+	reset_sides();
+	assert_false(rdb_flowcheck_from_wire(&fc, buf, n, 3 * MS));
+	assert_int_equal(guest.n, 1);		/* passed on as it is */
+	assert_int_equal(guest.seg[0].payload_len, 10);
+	assert_false(rdb_flowcheck_pending(&fc));
+	assert_int_equal(rdb_flowcheck_flows(&fc), 2);
+	/* a late flow of the guest's: pending until its deadline */
+	reset_sides();
+	assert_false(from_client(&fc, 4, 10, 501, RDB_TCP_ACK, 0, NULL, 0, 100 * MS));
+	assert_int_equal(guest.n, 1);		/* the probe */
+	assert_true(rdb_flowcheck_pending(&fc));
+	assert_true(rdb_flowcheck_tick(&fc, 101 * MS) > 0);
+	assert_int_equal(rdb_flowcheck_tick(&fc, 1200 * MS), 0);
+	assert_int_equal(fc.st.unanswered, 1);
+	assert_false(rdb_flowcheck_pending(&fc));
+	rdb_flowcheck_dispose(&fc);
+}
+
 static void test_table_follows_committed_records(void **state)
 {
 	struct rdb_flowcheck fc;
@@ -375,6 +416,7 @@ int main(void)
 		cmocka_unit_test(test_unanswered_and_fence_deadline),
 		cmocka_unit_test(test_guest_or_client_without_the_connection),
 		cmocka_unit_test(test_flows_not_in_the_table),
+		cmocka_unit_test(test_late_flows_and_other_hosts),
 		cmocka_unit_test(test_table_follows_committed_records),
 	};
 
