@@ -295,7 +295,8 @@ static void commit_unlink(struct rdb_flowbuf *fb, struct rdb_held *n)
 
 static void held_free(struct rdb_flowbuf *fb, struct rdb_held *n)
 {
-	fb->frames--;
+	if (n->len)
+		fb->frames--;
 	fb->bytes -= n->len;
 	n->flow->nheld--;
 	free(n);
@@ -315,13 +316,23 @@ static void hold(struct rdb_flowbuf *fb, struct rdb_flow *f, uint64_t epoch,
 		 enum held_kind kind, bool needs_commit, uint64_t prod,
 		 const struct rdb_tcpseg *seg, const uint8_t *frame, size_t len)
 {
-	struct rdb_held *n;
+	struct rdb_held *n = NULL;
 
-	if (len == 0 || len > UINT32_MAX || fb->bytes + len > fb->max_bytes ||
-	    !(n = malloc(sizeof(*n) + len))) {
+	if (len > 0 && len <= UINT32_MAX && fb->bytes + len <= fb->max_bytes)
+		n = malloc(sizeof(*n) + len);
+	if (!n) {
 		fb->st.dropped++;
 		fb->st.dropped_bytes += len;
-		return;
+		/*
+		 * A frame that needed its epoch committed keeps its place in
+		 * its flow, empty: the guest's TCP sends those bytes again,
+		 * maybe unmarked by then, and the copy must not leave before
+		 * the epoch that made them.
+		 */
+		if (!needs_commit || kind == H_ACK || !(n = malloc(sizeof(*n))))
+			return;
+		len = 0;
+		fb->st.placeholders++;
 	}
 	memset(n, 0, sizeof(*n));
 	n->flow = f;
@@ -352,6 +363,8 @@ static void hold(struct rdb_flowbuf *fb, struct rdb_flow *f, uint64_t epoch,
 		fb->commit_tail = n;
 	}
 	f->nheld++;
+	if (!len)
+		return;		/* a place kept: not a frame */
 	fb->frames++;
 	fb->bytes += len;
 	switch (kind) {
@@ -395,13 +408,15 @@ static uint64_t drain(struct rdb_flowbuf *fb, struct rdb_flow *f, uint64_t upto,
 			f->qtail = NULL;
 		if (n->needs_commit)
 			commit_unlink(fb, n);
-		sink(opaque, n->data, n->len);
-		sent(f, n->prod, n->has_ack, n->ack);
-		note_hold_time(fb, n, now);
-		fb->st.released++;
-		fb->st.released_bytes += n->len;
+		if (n->len) {		/* (not a place kept for a dropped frame) */
+			sink(opaque, n->data, n->len);
+			sent(f, n->prod, n->has_ack, n->ack);
+			note_hold_time(fb, n, now);
+			fb->st.released++;
+			fb->st.released_bytes += n->len;
+			out++;
+		}
 		held_free(fb, n);
-		out++;
 	}
 	return out;
 }
@@ -709,12 +724,26 @@ void rdb_flowbuf_dispose(struct rdb_flowbuf *fb)
 	fb->lru_head = fb->lru_tail = fb->dirty = NULL;
 }
 
-void rdb_flowbuf_mark_all_changed(struct rdb_flowbuf *fb)
+void rdb_flowbuf_forget_flows(struct rdb_flowbuf *fb)
 {
-	for (uint32_t i = 0; i < fb->nbuckets; i++)
-		for (struct rdb_flow *f = fb->buckets[i]; f; f = f->hnext)
-			mark_dirty(fb, f);
-	fb->nremoved = 0;	/* a new backup never knew them */
+	struct rdb_flowbuf_stats st = fb->st;
+	size_t max_bytes = fb->max_bytes;
+	uint32_t max_flows = fb->max_flows;
+
+	rdb_flowbuf_dispose(fb);
+	rdb_flowbuf_init(fb, max_bytes, max_flows);
+	fb->st = st;
+}
+
+static void ignore_rec(void *opaque, const struct rdb_flow_rec *r)
+{
+	(void)opaque;
+	(void)r;
+}
+
+void rdb_flowbuf_forget_changes(struct rdb_flowbuf *fb)
+{
+	rdb_flowbuf_take_changes(fb, ignore_rec, NULL);
 }
 
 uint64_t rdb_flowbuf_frames(const struct rdb_flowbuf *fb)

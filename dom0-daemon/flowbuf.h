@@ -38,8 +38,9 @@
  * failover.  Flows end on a RST or when both sides have sent FIN; when
  * the table is full the least recently active flow with nothing held is
  * forgotten.  Memory is bounded: held frame bytes by max_bytes (a frame
- * that does not fit is dropped and counted; TCP retransmits it), flows by
- * max_flows.
+ * that does not fit is dropped and counted; TCP retransmits it; one that
+ * waited for a commit keeps its place, empty, so its flow still waits for
+ * that epoch), flows by max_flows.
  */
 #ifndef RDB_FLOWBUF_H
 #define RDB_FLOWBUF_H
@@ -62,6 +63,7 @@ struct rdb_flowbuf_stats {
 	uint64_t released, released_bytes;	/* held frames that left */
 	uint64_t superseded;			/* held acks made redundant */
 	uint64_t dropped, dropped_bytes;	/* refused: over the bound */
+	uint64_t placeholders;			/* dropped, their place kept */
 	uint64_t discarded;			/* thrown away (drop_after/clear) */
 	uint64_t untracked;			/* TCP frames of no flow (table full) */
 	uint64_t flows_created, flows_ended, flows_evicted;
@@ -122,9 +124,17 @@ size_t rdb_flowbuf_take_changes(struct rdb_flowbuf *fb,
 				void (*cb)(void *opaque, const struct rdb_flow_rec *r),
 				void *opaque);
 
-/* A new protection (a backup that knows nothing): every flow goes in the
- * next take_changes. */
-void rdb_flowbuf_mark_all_changed(struct rdb_flowbuf *fb);
+/*
+ * A new protection: forgets every flow and held frame (kept are the
+ * bounds and the counters).  What the table learned before is stale: the
+ * guest's flows moved on while it ran unprotected, unseen.  A flow is
+ * learned again from its next frame, and the backup hears of it with
+ * that frame's epoch.
+ */
+void rdb_flowbuf_forget_flows(struct rdb_flowbuf *fb);
+/* take_changes for a backup that does not take flow records: the changes
+ * are forgotten, so they do not pile up. */
+void rdb_flowbuf_forget_changes(struct rdb_flowbuf *fb);
 
 uint64_t rdb_flowbuf_frames(const struct rdb_flowbuf *fb);
 uint64_t rdb_flowbuf_bytes(const struct rdb_flowbuf *fb);

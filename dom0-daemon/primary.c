@@ -557,6 +557,8 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 			rc = put_flows(p, epoch);
 			if (rc < 0)
 				return rc;
+		} else {
+			rdb_flowbuf_forget_changes(&p->fb);
 		}
 		p->pause_work_ns += rdb_now_ns() - t1;
 	}
@@ -1118,6 +1120,36 @@ static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
 }
 
 /*
+ * Replication ends: the guest's flushes, answered while the backup's
+ * replica carried them, must be durable here before held output tells a
+ * client about them.  If the image cannot be synced they may be durable
+ * nowhere: the guest is paused and its held output discarded (its TCP
+ * would otherwise send it again, unheld).  Returns false then.
+ */
+static bool end_replication(struct rdb_primary *p)
+{
+	struct rdb_vm *vm = p->vm;
+	uint64_t n;
+	int rc;
+
+	if (!p->has_disk || rdb_disk_set_replicated(&p->disk, false) == 0)
+		return true;
+	rc = p->qmp_open ? rdb_qmp_stop(&p->qmp, rdb_now_ns() + RDB_NS_PER_S) :
+			   -ENOTCONN;
+	n = rdb_netbuf_clear(&p->nb) + rdb_flowbuf_clear(&p->fb);
+	if (rc < 0)
+		LOGVM(ERROR, vm->name, "the disk image could not be synced and "
+		      "the guest could not be paused (%s): its writes since "
+		      "protection began may not be durable", strerror(-rc));
+	else
+		LOGVM(ERROR, vm->name, "the disk image could not be synced: "
+		      "the guest is paused, %llu held frames discarded; its "
+		      "writes since protection began may not be durable",
+		      (unsigned long long)n);
+	return false;
+}
+
+/*
  * Protection ends without a failover: COLO is stopped in QEMU so the
  * guest runs on by itself, and output held for epochs the backup will
  * now never acknowledge is released — there is no backup to stay
@@ -1126,6 +1158,7 @@ static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
 static void drop_protection(struct rdb_primary *p, const char *why)
 {
 	struct rdb_vm *vm = p->vm;
+	bool durable;
 	int rc;
 
 	if (!p->colo_active)
@@ -1154,18 +1187,21 @@ static void drop_protection(struct rdb_primary *p, const char *why)
 			LOGVM(WARN, vm->name, "x-colo-lost-heartbeat: %s",
 			      strerror(-rc));
 	}
-	/* The guest's flushes were the backup's to keep: they are ours
-	 * again, before any held output tells a client about them. */
-	if (p->has_disk)
-		rdb_disk_set_replicated(&p->disk, false);
-	release_output(p, UINT64_MAX);
+	durable = end_replication(p);
+	if (durable)
+		release_output(p, UINT64_MAX);
 	close_mig(p);
 	if (p->peer_fd >= 0) {
 		rdb_proto_put_error(&p->out, "primary dropped protection");
 		rdb_buf_write_fd(&p->out, p->peer_fd);
 		close_peer(p);
 	}
-	rdb_vm_set_state(vm, RDB_VM_DEGRADED, "%s", why);
+	if (durable)
+		rdb_vm_set_state(vm, RDB_VM_DEGRADED, "%s", why);
+	else
+		rdb_vm_set_state(vm, RDB_VM_FAILED, "%s; the disk image could "
+				 "not be synced: guest paused, for the operator",
+				 why);
 }
 
 /* ---- setup and teardown ---- */
@@ -1278,11 +1314,13 @@ static int start_colo(struct rdb_primary *p, char *err, size_t errlen)
 }
 
 /* Undoes everything protect set up (not the disk and NIC of an attached
- * VM); idempotent.  Not a state change: callers say what happened. */
-static void protection_cleanup(struct rdb_primary *p)
+ * VM); idempotent.  Not a state change: callers say what happened.
+ * False: the disk could not be synced (end_replication). */
+static bool protection_cleanup(struct rdb_primary *p)
 {
 	struct rdb_vm *vm = p->vm;
 	struct rdb_evloop *loop = p->d->loop;
+	bool durable;
 
 	p->colo_active = false;
 	p->copying = false;
@@ -1296,6 +1334,9 @@ static void protection_cleanup(struct rdb_primary *p)
 	if (p->copy_timer)
 		rdb_evloop_del_timer(loop, p->copy_timer);
 	p->hb_timer = p->copy_timer = 0;
+	durable = end_replication(p);
+	if (durable)
+		release_output(p, UINT64_MAX);
 	close_mig(p);
 	close_peer(p);
 	if (p->mig_listen_fd >= 0) {
@@ -1310,9 +1351,6 @@ static void protection_cleanup(struct rdb_primary *p)
 	if (p->parser_init)
 		rdb_colo_parser_dispose(&p->parser);
 	p->parser_init = false;
-	if (p->has_disk)
-		rdb_disk_set_replicated(&p->disk, false);
-	release_output(p, UINT64_MAX);
 	rdb_buf_reset(&p->out);
 	rdb_buf_reset(&p->batch);
 	p->nruns = 0;
@@ -1328,6 +1366,7 @@ static void protection_cleanup(struct rdb_primary *p)
 	p->epoch_flow_recs = p->epoch_flow_bytes = 0;
 	p->open_epoch = 0;
 	p->protect_started = false;
+	return durable;
 }
 
 static int attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
@@ -1421,8 +1460,9 @@ static int start_protection(struct rdb_primary *p, char *err, size_t errlen)
 
 	p->protect_started = true;
 	p->cp = rdb_vm_config_commit_protection(&vm->cfg);
-	/* epoch 0 tells the (new) backup every flow the guest has */
-	rdb_flowbuf_mark_all_changed(&p->fb);
+	/* Flows learned in an earlier protection are stale (nothing held:
+	 * that protection's end released it). */
+	rdb_flowbuf_forget_flows(&p->fb);
 	/* Epochs count from 0 again in a new protection (a new COLO run). */
 	vm->st.checkpoints = 0;
 	vm->st.committed_epoch = 0;
@@ -1511,10 +1551,13 @@ int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 		if (!attached) {
 			rdb_primary_teardown(vm);
 			rdb_vm_free(vm);
-		} else {
-			protection_cleanup(vm->pri);
+		} else if (protection_cleanup(vm->pri)) {
 			rdb_vm_set_state(vm, RDB_VM_UNPROTECTED,
 					 "protect failed: %s", err);
+		} else {
+			rdb_vm_set_state(vm, RDB_VM_FAILED, "protect failed: %s; "
+					 "the disk image could not be synced: "
+					 "guest paused, for the operator", err);
 		}
 		return rc;
 	}
@@ -1595,7 +1638,7 @@ void rdb_primary_status(const struct rdb_vm *vm, json_t *o)
 
 		json_object_set_new(o, "commit_protection", json_pack(
 			"{s:{s:I,s:I}, s:{s:I,s:I}, s:{s:I,s:I}, s:I, s:I, s:{s:I,s:I}, "
-			"s:I, s:I, s:I, s:I, s:I, s:f}",
+			"s:I, s:I, s:I, s:I, s:I, s:I, s:f}",
 			"released_at_once", "frames", (json_int_t)st->now_frames,
 			"bytes", (json_int_t)st->now_bytes,
 			"held_marked", "frames", (json_int_t)st->marked_frames,
@@ -1608,6 +1651,7 @@ void rdb_primary_status(const struct rdb_vm *vm, json_t *o)
 			"bytes", (json_int_t)st->released_bytes,
 			"acks_superseded", (json_int_t)st->superseded,
 			"dropped", (json_int_t)st->dropped,
+			"dropped_place_kept", (json_int_t)st->placeholders,
 			"untracked", (json_int_t)st->untracked,
 			"flows", (json_int_t)rdb_flowbuf_flows(&p->fb),
 			"flows_created", (json_int_t)st->flows_created,

@@ -27,13 +27,17 @@
 #define SIZE (1u << 20)
 
 static char dir[64], img[128], sock[128];
-static int fdatasyncs;
+static int fdatasyncs, fdatasync_errno;
 
 int __real_fdatasync(int fd);
 
 int __wrap_fdatasync(int fd)
 {
 	fdatasyncs++;
+	if (fdatasync_errno) {
+		errno = fdatasync_errno;
+		return -1;
+	}
 	return __real_fdatasync(fd);
 }
 static struct rdb_evloop *loop;
@@ -274,6 +278,19 @@ static void test_flushes_local_or_replicated(void **state)
 	request(3, 0, 46, 0, 0, NULL);
 	assert_int_equal(reply(46, NULL, 0), 0);
 	assert_int_equal(fdatasyncs, 4);
+	/* the sync as replication ends fails: the caller hears it (and
+	 * keeps held output back), and the next flush tries again */
+	rdb_disk_set_replicated(&dk, true);
+	request(1, 0, 47, 8192, sizeof(w), w);
+	assert_int_equal(reply(47, NULL, 0), 0);
+	fdatasync_errno = EIO;
+	assert_int_equal(rdb_disk_set_replicated(&dk, false), -EIO);
+	request(3, 0, 48, 0, 0, NULL);
+	assert_int_equal(reply(48, NULL, 0), EIO);
+	fdatasync_errno = 0;
+	request(3, 0, 49, 0, 0, NULL);
+	assert_int_equal(reply(49, NULL, 0), 0);
+	assert_int_equal(fdatasyncs, 7);
 }
 
 /* The image cannot be written (as with a full disk or an I/O error): QEMU

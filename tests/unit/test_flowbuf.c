@@ -324,10 +324,6 @@ static void test_flow_records_and_ends(void **state)
 	/* nothing changed: nothing to send */
 	rs.n = 0;
 	assert_int_equal(rdb_flowbuf_take_changes(&fb, take, &rs), 0);
-	/* a new backup: every flow again */
-	rdb_flowbuf_mark_all_changed(&fb);
-	rs.n = 0;
-	assert_int_equal(rdb_flowbuf_take_changes(&fb, take, &rs), 2);
 	/* flow 1: FIN both ways ends it; flow 2: the peer's RST ends it */
 	g(&fb, &s, 2, false, 1, 4, 1200, 510, RDB_TCP_FIN | A, 0);
 	n = mk(buf, 1, true, 5, 510, 1201, RDB_TCP_FIN | A, 0);
@@ -339,6 +335,41 @@ static void test_flow_records_and_ends(void **state)
 	rs.n = rs.removes = 0;
 	assert_int_equal(rdb_flowbuf_take_changes(&fb, take, &rs), 2);
 	assert_int_equal(rs.removes, 2);
+	rdb_flowbuf_dispose(&fb);
+}
+
+/* A new protection forgets the flows (they moved on unseen while the
+ * guest ran unprotected) and learns each again from its next frame; a
+ * backup that takes no records does not make them pile up. */
+static void test_new_protection_forgets_flows(void **state)
+{
+	struct rdb_flowbuf fb;
+	struct sink s = { 0 };
+	struct recs rs = { 0 };
+
+	rdb_flowbuf_init(&fb, 0, 0);
+	g(&fb, &s, 1, false, 1, 1, 1000, 500, AP, 100);
+	g(&fb, &s, 1, false, 2, 2, 3000, 40, AP, 10);
+	assert_int_equal(fb.st.flows_created, 2);
+	rdb_flowbuf_forget_flows(&fb);
+	assert_int_equal(rdb_flowbuf_flows(&fb), 0);
+	assert_int_equal(fb.st.flows_created, 2);	/* counters kept */
+	assert_int_equal(rdb_flowbuf_take_changes(&fb, take, &rs), 0);
+	/* flow 1 moved on by 3 GiB meanwhile: learned anew, where it is */
+	g(&fb, &s, 2, false, 1, 3, 1000 + 3u * (1u << 30), 600, AP, 50);
+	assert_int_equal(s.n, 3);			/* left at once */
+	assert_int_equal(rdb_flowbuf_take_changes(&fb, take, &rs), 1);
+	assert_int_equal(rs.r[0].op, RDB_FLOW_UPSERT);
+	assert_int_equal(rs.r[0].key.peer_port, 40001);
+	assert_int_equal(rs.r[0].snd_ref, 1050 + 3u * (1u << 30));
+	assert_int_equal(rs.r[0].rcv_ref, 600);
+	/* changes not taken by a backup are forgotten, not kept */
+	g(&fb, &s, 3, false, 2, 4, 3010, 40, RDB_TCP_RST, 0);
+	assert_int_equal(fb.nremoved, 1);
+	rdb_flowbuf_forget_changes(&fb);
+	assert_int_equal(fb.nremoved, 0);
+	rs.n = 0;
+	assert_int_equal(rdb_flowbuf_take_changes(&fb, take, &rs), 0);
 	rdb_flowbuf_dispose(&fb);
 }
 
@@ -362,26 +393,48 @@ static void test_bounds(void **state)
 	struct rdb_flowbuf fb;
 	struct sink s = { 0 };
 
-	/* 3 flows at most; 200 bytes of held frames */
-	rdb_flowbuf_init(&fb, 200, 3);
+	/* 3 flows at most; 210 bytes of held frames */
+	rdb_flowbuf_init(&fb, 210, 3);
 	g(&fb, &s, 1, true, 1, 1, 1000, 500, AP, 20);		/* 74 bytes */
 	g(&fb, &s, 1, true, 2, 2, 1000, 500, AP, 20);		/* 74 */
-	g(&fb, &s, 1, true, 3, 3, 1000, 500, AP, 20);		/* over: dropped */
+	g(&fb, &s, 1, true, 3, 3, 1000, 500, AP, 60);		/* over: dropped */
 	assert_int_equal(fb.st.dropped, 1);
+	assert_int_equal(fb.st.placeholders, 1);
 	assert_int_equal(rdb_flowbuf_frames(&fb), 2);
-	/* flows 1 and 2 hold frames: flow 4 can only take flow 3's place */
-	g(&fb, &s, 1, false, 4, 4, 1000, 500, AP, 20);
+	/* its place is kept: TCP's copy of it, unmarked now, waits for
+	 * epoch 1 all the same */
+	g(&fb, &s, 2, false, 3, 9, 1000, 500, AP, 1);
+	assert_int_equal(s.n, 0);
+	assert_int_equal(fb.st.behind_frames, 1);
+	/* every flow holds something: a fourth flow is not tracked; unmarked,
+	 * it leaves at once */
+	g(&fb, &s, 2, false, 4, 4, 1000, 500, AP, 20);
+	assert_int_equal(fb.st.untracked, 1);
+	expect(&s, 0, (uint32_t[]){ 4 }, 1);
+	/* epoch 1 committed: the frames and the copy leave, the kept place
+	 * does not */
+	assert_int_equal(rdb_flowbuf_release(&fb, 2, sink, &s), 3);
+	expect(&s, 1, (uint32_t[]){ 1, 2, 9 }, 3);
+	assert_int_equal(rdb_flowbuf_frames(&fb), 0);
+	assert_int_equal(rdb_flowbuf_bytes(&fb), 0);
+	/* nothing held: flow 4 takes the least recent flow's place */
+	g(&fb, &s, 3, false, 4, 5, 1020, 500, AP, 1);
 	assert_int_equal(fb.st.flows_evicted, 1);
 	assert_int_equal(rdb_flowbuf_flows(&fb), 3);
-	/* full of flows with held frames: a marked frame of a new flow is held
-	 * (in the shared queue), an unmarked one leaves untracked */
-	rdb_flowbuf_release(&fb, 1, sink, &s);
-	g(&fb, &s, 2, true, 1, 5, 1020, 500, AP, 1);
-	g(&fb, &s, 2, true, 2, 6, 1020, 500, AP, 1);
-	g(&fb, &s, 2, true, 4, 7, 1020, 500, AP, 1);
-	g(&fb, &s, 2, false, 5, 8, 1000, 500, AP, 1);
-	assert_int_equal(fb.st.untracked, 1);
+	/* full of flows with held frames: a marked frame of a new flow goes
+	 * to the shared queue (here over the bound: its place kept there),
+	 * an unmarked one leaves untracked */
+	g(&fb, &s, 3, true, 2, 6, 1020, 500, AP, 1);
+	g(&fb, &s, 3, true, 3, 7, 1061, 500, AP, 1);
+	g(&fb, &s, 3, true, 4, 10, 1021, 500, AP, 1);
+	g(&fb, &s, 3, true, 1, 11, 1020, 500, AP, 1);
+	assert_int_equal(rdb_flowbuf_frames(&fb), 3);
+	assert_int_equal(fb.st.placeholders, 2);
+	g(&fb, &s, 3, false, 5, 8, 1000, 500, AP, 1);
+	assert_int_equal(fb.st.untracked, 3);
 	assert_int_equal(s.ids[s.n - 1], 8);
+	assert_int_equal(rdb_flowbuf_release(&fb, 3, sink, &s), 3);
+	expect(&s, 6, (uint32_t[]){ 6, 7, 10 }, 3);
 	rdb_flowbuf_dispose(&fb);
 }
 
@@ -648,6 +701,7 @@ int main(void)
 		cmocka_unit_test(test_new_acks_held_without_blocking),
 		cmocka_unit_test(test_synack_held_syn_not),
 		cmocka_unit_test(test_flow_records_and_ends),
+		cmocka_unit_test(test_new_protection_forgets_flows),
 		cmocka_unit_test(test_flow_with_held_frames_ends_after_release),
 		cmocka_unit_test(test_bounds),
 		cmocka_unit_test(test_model_check),
