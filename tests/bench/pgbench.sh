@@ -6,7 +6,10 @@
 # remusdb.ko), its disk served by remusdbd in every row, all rows in one
 # run, each booting the same image fresh:
 #   unprotected   the VM attached (disk and NIC through the daemon), never
-#                 protected: the baseline of every ratio;
+#                 protected: the baseline of every ratio, run first and
+#                 again last in its group (unprotected-end-*); ratios are
+#                 to their mean, and their spread (baseline_drift) says
+#                 how much the host itself moved meanwhile;
 #   remus-25      plain Remus, 25 ms epochs (every output packet waits for
 #                 its epoch);
 #   cp-25, cp-50  commit protection, 25 and 50 ms epochs (only commit
@@ -141,18 +144,25 @@ for c in 4 16; do
 	one cp-25-c$c commit-protection 25 $c
 	one cp-50-c$c commit-protection 50 $c
 	one ckpt-only-25-c$c commit-protection 25 $c "" off
+	one unprotected-end-c$c none 25 $c
 done
 one unprotected-select-c4 none 25 4 -S
 one cp-25-select-c4 commit-protection 25 4 -S
+one unprotected-end-select-c4 none 25 4 -S
 
 jq -s --argjson secs "$secs" '
 	. as $all |
 	def base($r): $all | map(select(.mode == "none" and .clients == $r.clients
-					and .workload == $r.workload)) | .[0];
+					and .workload == $r.workload)) |
+		{ tps: (map(.tps) | add / length),
+		  latency_ms_p50: (map(.latency_ms_p50) | add / length),
+		  drift: ((map(.tps) | max - min) / (map(.tps) | add / length)) };
 	(map(. + (base(.) as $b | { tps_ratio: (.tps / $b.tps),
-		latency_p50_ratio: (.latency_ms_p50 / $b.latency_ms_p50) }))) as $rows |
+		latency_p50_ratio: (.latency_ms_p50 / $b.latency_ms_p50),
+		baseline_tps: $b.tps, baseline_drift: $b.drift }))) as $rows |
 	{ workload: "pgbench (scale 16), \($secs) s per row after a 5 s warm-up; the guest under TCG; the patched server, remusdb.commit_protection = writes",
 	  rows: $rows,
+	  baseline: "the mean of the unprotected rows of the same workload and client count, run first and last in their group; baseline_drift = (max - min) / mean of them, how far the host itself drifted over the group",
 	  decomposition: ($rows | (map({ key: .name, value: . }) | from_entries) as $r |
 	    [4, 16] | map(tostring) | map(. as $c | {
 	      clients: ($c | tonumber),
@@ -168,5 +178,6 @@ jq -s --argjson secs "$secs" '
 	    { goal: "select-only, commit protection (writes) >= 0.95x unprotected", ratio: $r["cp-25-select-c4"], met: ($r["cp-25-select-c4"] >= 0.95) } ]) }' \
 	"${rows[@]}" > "$out/pgbench.json" || rdb_fail "could not write pgbench.json"
 jq -r '.rows[] | "\(.name): \(.tps | . * 10 | round / 10) tps (x\(.tps_ratio | . * 100 | round / 100)), latency p50 \(.latency_ms_p50 | . * 10 | round / 10) ms p99 \(.latency_ms_p99 | . * 10 | round / 10) ms\(if .pause_share then ", paused \(.pause_share * 1000 | round / 10)% of the time" else "" end)"' "$out/pgbench.json"
+jq -r '.rows[] | select(.mode == "none") | "baseline \(.clients) clients \(.workload): drift \(.baseline_drift * 100 | round)% between the first and last unprotected rows"' "$out/pgbench.json" | sort -u
 jq -r '.goals[] | "goal: \(.goal): x\(.ratio | . * 100 | round / 100) \(if .met then "met" else "NOT met" end)"' "$out/pgbench.json"
 echo "bench: $out/pgbench.json"

@@ -6,7 +6,9 @@
 # remusdb_commit_protection = writes, remusdb.ko), its disk served by
 # remusdbd in every row, all rows in one run, each booting the same image
 # fresh:
-#   unprotected   attached, never protected: the baseline of the ratios;
+#   unprotected   attached, never protected: the baseline of the ratios,
+#                 run first and again last (unprotected-end); ratios are
+#                 to their mean, baseline_drift is their spread;
 #   remus-25      plain Remus, 25 ms epochs;
 #   cp-25, cp-50  commit protection, 25 and 50 ms epochs;
 #   ckpt-only-25  commit protection's mode with the server's policy off:
@@ -107,13 +109,21 @@ one remus-25 plain 25
 one cp-25 commit-protection 25
 one cp-50 commit-protection 50
 one ckpt-only-25 commit-protection 25 off
+one unprotected-end none 25
 
 jq -s --argjson secs "$secs" --argjson threads "$threads" '
-	(.[0]) as $base |
+	(map(select(.mode == "none"))) as $u |
+	{ tps: ($u | map(.tps) | add / length),
+	  latency_ms_p50: ($u | map(.latency_ms_p50) | add / length),
+	  latency_ms_mean: ($u | map(.latency_ms_mean) | add / length),
+	  drift: (($u | map(.tps) | max - min) / ($u | map(.tps) | add / length)) } as $base |
 	{ workload: "sysbench oltp_read_write, \($threads) threads, \($secs) s per row after a 5 s warm-up; the guest under TCG; the patched server, remusdb_commit_protection = writes",
+	  baseline: "the mean of the unprotected rows, run first and last; baseline_drift = (max - min) / mean of them, how far the host itself drifted over the run",
+	  baseline_drift: $base.drift,
 	  rows: map(. + { tps_ratio: (.tps / $base.tps),
 			  latency_p50_ratio: (.latency_ms_p50 / $base.latency_ms_p50),
 			  latency_mean_ratio: (.latency_ms_mean / $base.latency_ms_mean) }) }' \
 	"${rows[@]}" > "$out/sysbench.json" || rdb_fail "could not write sysbench.json"
 jq -r '.rows[] | "\(.name): \(.tps | . * 10 | round / 10) tps (x\(.tps_ratio | . * 100 | round / 100)), latency p50 \(.latency_ms_p50) ms, mean \(.latency_ms_mean) ms, p99 \(.latency_ms_p99) ms\(if .pause_share then ", paused \(.pause_share * 1000 | round / 10)% of the time" else "" end)"' "$out/sysbench.json"
+jq -r '"baseline: drift \(.baseline_drift * 100 | round)% between the first and last unprotected rows"' "$out/sysbench.json"
 echo "bench: $out/sysbench.json"
