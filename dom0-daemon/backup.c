@@ -420,8 +420,6 @@ static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
 
 /* ---- failover ---- */
 
-/* After failover nothing waits for a checkpoint: there is no backup.
- * Under commit protection the flow check may hold a frame a while. */
 static uint64_t on_fc_tick(struct rdb_evloop *loop, uint64_t id, void *opaque);
 
 /* A flow that shows up after the check's last tick gets its deadline
@@ -436,6 +434,8 @@ static void fc_rearm(struct rdb_backup *b)
 		      "flow's check has no deadline");
 }
 
+/* After failover nothing waits for a checkpoint: there is no backup.
+ * Under commit protection the flow check may hold a frame a while. */
 static void on_guest_frame(void *opaque, const uint8_t *frame, size_t len)
 {
 	struct rdb_backup *b = opaque;
