@@ -1,23 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #define RDB_COMPONENT "primary"
-#include "primary.h"
-#include "clock.h"
-#include "daemon.h"
-#include "disk.h"
-#include "encpool.h"
-#include "fileio.h"
-#include "flowbuf.h"
-#include "log.h"
-#include "netbuf.h"
-#include "netstream.h"
-#include "nic.h"
-#include "proto.h"
-#include "sockutil.h"
-#include "vm.h"
-#include "watchdog.h"
-#include "qemu/colo_stream.h"
-#include "remusdb.h"
-#include "qemu/qmp.h"
+#include "primary_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -29,191 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* A PAGES message carries at most this much page payload. */
-#define PAGES_BATCH_BYTES (1u << 20)
-/* Bytes queued for the backup beyond this mean the link cannot keep up:
- * protection is dropped rather than letting memory grow without bound. */
-#define PEER_QUEUE_MAX (512u << 20)
-/* Outside a pause, QEMU's stream is not read while this much waits for
- * the backup: the initial copy (and checkpoints after it) slow down to
- * the link's speed instead of filling our memory. */
-#define PEER_HIGH_WATER (64u << 20)
-#define PEER_LOW_WATER (16u << 20)
-#define SETUP_DEADLINE_NS (5 * RDB_NS_PER_S)
-/* From the end of the initial state to the first checkpoint. */
-#define COLO_START_DEADLINE_NS (10 * RDB_NS_PER_S)
-/* Peer silence tolerated while the initial state is copied. */
-#define INITIAL_SYNC_SILENCE_NS (10 * RDB_NS_PER_S)
-/* The initial disk copy: read in chunks, at most COPY_BUDGET bytes looked
- * at per turn of the event loop, paced by the replication queue. */
-#define COPY_CHUNK (1u << 20)
-#define COPY_BUDGET (32u << 20)
-#define COPY_RETRY_NS (1 * RDB_NS_PER_MS)
-/* The page encodings among the features (the rest: FLOWS). */
-#define CODEC_FEATURES (RDB_FEATURE_XORRLE | RDB_FEATURE_LZ4)
-
-struct rdb_primary {
-	struct rdb_vm *vm;
-	struct rdb_daemon *d;
-	/* Protection runs (disk copy, then COLO): output is held, disk
-	 * changes are replicated. */
-	bool colo_active;
-	bool protect_started;		/* protect was asked and not undone */
-
-	/* disk */
-	bool has_disk;
-	struct rdb_disk disk;
-	bool copying;			/* the initial disk copy is under way */
-	uint64_t copy_off, copy_sent, copy_start_ns, copy_timer;
-	uint8_t *copy_buf;
-
-	/* QEMU */
-	struct rdb_qmp qmp;
-	bool qmp_open;
-	int mig_listen_fd, mig_fd;
-	bool mig_throttled;		/* not reading: see PEER_HIGH_WATER */
-	bool throttle_logged;
-	char mig_path[108];
-	struct rdb_colo_parser parser;
-	bool parser_init;
-
-	/* guest network */
-	struct rdb_nic nic;
-	struct rdb_netbuf nb;		/* plain Remus: held per epoch */
-	struct rdb_flowbuf fb;		/* commit protection: held per flow */
-	bool cp;			/* mode = commit-protection */
-	uint64_t open_epoch;		/* guest frames read now belong to it */
-	uint64_t epoch_flow_recs, epoch_flow_bytes;	/* FLOWS of the open epoch */
-
-	/* backup */
-	int peer_fd;
-	struct rdb_buf out;
-	struct rdb_proto_decoder dec;
-	uint64_t last_peer_rx_ns;
-	uint64_t hb_seq;
-
-	/* the checkpoint in flight */
-	uint64_t ckpt_start_ns;
-	uint64_t pause_work_ns;		/* our callbacks' time in this pause */
-	bool in_pause;
-	uint64_t epoch_pages, epoch_bytes;	/* page records, their bodies */
-	uint64_t epoch_disk_recs, epoch_disk_bytes;	/* DISK_* frames, data */
-	/*
-	 * Page records of the epoch being received, in wire format, and the
-	 * runs of consecutive records of one block (each run becomes PAGES
-	 * messages).  In a pause, records only accumulate here; framing them
-	 * waits until the guest runs.  The initial copy is streamed instead.
-	 */
-	struct rdb_buf batch;
-	struct rdb_page_run *runs;
-	size_t nruns, cap_runs;
-	uint64_t batch_epoch;
-	uint8_t *config_section;
-	size_t config_len;
-
-	uint64_t hb_timer, deadline_timer;
-	bool fault_stop_in_pause;
-
-	/*
-	 * Compression (features granted by the backup): epoch N's records
-	 * are handed to the encoder pool once the guest runs again; until
-	 * the pool is done, frames of later epochs (the guest's disk writes)
-	 * wait in `held` so that the backup still sees N whole before N+1.
-	 */
-	uint32_t features;
-	struct rdb_encpool *pool;
-	int pool_fd;			/* eventfd: the pool finished an epoch */
-	bool encoding;
-	uint64_t enc_epoch;
-	struct rdb_buf enc_batch, held;
-	struct rdb_page_run *enc_runs;
-	size_t enc_nruns, enc_cap_runs;
-	uint8_t *enc_dev;
-	size_t enc_dev_len, enc_dev_cap;
-	uint64_t enc_disk_recs, enc_disk_bytes;
-
-	/* capture mode: see rdb_primary_capture */
-	int cap_fd;
-	uint64_t cap_left;
-};
-
-static void drop_protection(struct rdb_primary *p, const char *why);
-static int start_pool(struct rdb_primary *p, uint64_t ram_bytes);
 static int put_flows(struct rdb_primary *p, uint64_t epoch);
-
-/* ---- sending to the backup ---- */
-
-/*
- * Nothing is sent to the backup while the guest is paused: the pause is
- * for reading QEMU's stream only.  Sending then would take CPU from QEMU's
- * own copy (and wake the backup to compete for it too); the epoch goes
- * out as soon as the guest runs again.
- */
-static void peer_want_write(struct rdb_primary *p)
-{
-	if (p->peer_fd >= 0)
-		rdb_evloop_mod_fd(p->d->loop, p->peer_fd, RDB_EV_READ |
-				  (p->out.len && !p->in_pause ? RDB_EV_WRITE : 0));
-}
-
-static int peer_flush(struct rdb_primary *p)
-{
-	int rc;
-
-	if (p->peer_fd < 0)
-		return -ENOTCONN;
-	rc = rdb_buf_write_fd(&p->out, p->peer_fd);
-	if (rc < 0 && rc != -EAGAIN)
-		return rc;
-	peer_want_write(p);
-	return 0;
-}
-
-/* Frames runs of records as PAGES messages of at most PAGES_BATCH_BYTES
- * each, cut on record boundaries. */
-static int frame_runs(struct rdb_buf *out, uint64_t epoch, const uint8_t *recs,
-		      const struct rdb_page_run *runs, size_t nruns)
-{
-	int rc = 0;
-
-	for (size_t i = 0; rc == 0 && i < nruns; i++) {
-		const struct rdb_page_run *r = &runs[i];
-		const uint8_t *at = recs + r->start;
-		uint32_t n = r->count;
-
-		while (rc == 0 && n) {
-			size_t take = 0;
-			uint32_t k = 0;
-
-			while (k < n && take < PAGES_BATCH_BYTES) {
-				take += rdb_proto_page_record_size(at + take);
-				k++;
-			}
-			rc = rdb_proto_put_pages(out, epoch, r->block, k, at, take);
-			at += take;
-			n -= k;
-		}
-	}
-	return rc;
-}
-
-static int batch_flush(struct rdb_primary *p)
-{
-	int rc = frame_runs(&p->out, p->batch_epoch, p->batch.data, p->runs,
-			    p->nruns);
-
-	p->vm->st.bytes += p->batch.len;
-	rdb_buf_reset(&p->batch);
-	p->nruns = 0;
-	return rc;
-}
-
-/* Where frames tagged with the open epoch go: behind an epoch still being
- * encoded, if there is one. */
-static struct rdb_buf *epoch_out(struct rdb_primary *p)
-{
-	return p->encoding ? &p->held : &p->out;
-}
 
 /* ---- COLO parser callbacks (the VM may be stopped: stay in memory) ---- */
 
@@ -255,7 +54,7 @@ static int on_ram_blocks(void *opaque, const struct rdb_ram_block *blocks,
 
 		for (size_t i = 0; i < n; i++)
 			ram += blocks[i].used_length;
-		rc = start_pool(p, ram);
+		rc = rdb_pri_start_pool(p, ram);
 		if (rc < 0)
 			LOGVM(ERROR, vm->name, "encoder pool: %s", strerror(-rc));
 	}
@@ -284,7 +83,7 @@ static int record_page(struct rdb_primary *p, uint32_t block, uint64_t offset,
 
 	/* The initial copy (no pause) is streamed in bounded pieces. */
 	if (!p->in_pause && p->batch.len >= PAGES_BATCH_BYTES) {
-		rc = batch_flush(p);
+		rc = rdb_pri_batch_flush(p);
 		if (rc < 0)
 			return rc;
 		before = 0;
@@ -324,197 +123,6 @@ static int colo_send(struct rdb_primary *p, enum rdb_colo_msg m)
 				  rdb_now_ns() + RDB_NS_PER_S);
 }
 
-/* ---- compression: epochs encoded by the pool while the guest runs ---- */
-
-/* Frames the encoded epoch (PAGES, DEVSTATE, EPOCH_END), then whatever
- * of later epochs waited behind it. */
-static int finish_encoded(struct rdb_primary *p)
-{
-	struct rdb_vm *vm = p->vm;
-	uint64_t recs = 0, bytes = 0;
-	int rc = 0;
-
-	p->encoding = false;
-	for (unsigned w = 0; rc == 0 && w < rdb_encpool_nworkers(p->pool); w++) {
-		const struct rdb_enc_out *o = rdb_encpool_out(p->pool, w);
-
-		rc = o->err;
-		if (rc == 0)
-			rc = frame_runs(&p->out, p->enc_epoch, o->recs.data,
-					o->runs, o->nruns);
-		recs += o->nrecs;
-		bytes += o->body_bytes;
-		vm->st.bytes += o->recs.len;
-	}
-	if (rc == 0)
-		rc = rdb_proto_put_devstate(&p->out, p->enc_epoch, p->enc_dev,
-					    p->enc_dev_len);
-	if (rc == 0)
-		rc = rdb_proto_put_epoch_end(&p->out, p->enc_epoch,
-					     recs + p->enc_disk_recs,
-					     bytes + p->enc_disk_bytes +
-					     p->enc_dev_len);
-	if (rc == 0 && p->held.len)
-		rc = rdb_buf_append(&p->out, p->held.data, p->held.len);
-	rdb_buf_reset(&p->held);
-	vm->st.bytes += p->enc_dev_len;
-	rdb_encpool_stats(p->pool, &vm->st.codec);
-	if (rc < 0) {
-		drop_protection(p, "out of memory framing an encoded epoch");
-		return rc;
-	}
-	peer_want_write(p);
-	return 0;
-}
-
-static int submit_epoch(struct rdb_primary *p, uint64_t epoch,
-			const uint8_t *dev, size_t len)
-{
-	struct rdb_buf tb;
-	struct rdb_page_run *tr;
-	size_t tc;
-	int rc;
-
-	/* One epoch in the pool at a time, in order: the previous one is
-	 * finished first (the guest runs meanwhile). */
-	if (p->encoding) {
-		rdb_encpool_wait(p->pool);
-		rc = finish_encoded(p);
-		if (rc < 0)
-			return rc;
-	}
-	if (len > p->enc_dev_cap) {
-		uint8_t *d = realloc(p->enc_dev, len);
-
-		if (!d)
-			return -ENOMEM;
-		p->enc_dev = d;
-		p->enc_dev_cap = len;
-	}
-	memcpy(p->enc_dev, dev, len);
-	p->enc_dev_len = len;
-	/* The pool reads this epoch's records; the next pause fills the
-	 * other buffer. */
-	tb = p->enc_batch;
-	p->enc_batch = p->batch;
-	p->batch = tb;
-	rdb_buf_reset(&p->batch);
-	tr = p->enc_runs;
-	p->enc_runs = p->runs;
-	p->runs = tr;
-	tc = p->enc_cap_runs;
-	p->enc_cap_runs = p->cap_runs;
-	p->cap_runs = tc;
-	p->enc_nruns = p->nruns;
-	p->nruns = 0;
-	p->enc_epoch = epoch;
-	p->enc_disk_recs = p->epoch_disk_recs + p->epoch_flow_recs;
-	p->enc_disk_bytes = p->epoch_disk_bytes + p->epoch_flow_bytes;
-	p->encoding = true;
-	return rdb_encpool_submit(p->pool, p->enc_batch.data, p->enc_runs,
-				  p->enc_nruns);
-}
-
-static void on_pool_done(struct rdb_evloop *loop, int fd, unsigned ev,
-			 void *opaque)
-{
-	struct rdb_primary *p = opaque;
-	uint64_t v;
-
-	(void)loop;
-	(void)ev;
-	if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-		return;
-	/* (A wakeup for an epoch submit_epoch already finished is stale.) */
-	if (p->encoding && !rdb_encpool_busy(p->pool))
-		finish_encoded(p);
-}
-
-/* After the backup granted encodings and QEMU told us the RAM size. */
-static int start_pool(struct rdb_primary *p, uint64_t ram_bytes)
-{
-	struct rdb_vm *vm = p->vm;
-	uint64_t cache = ram_bytes / RDB_PAGE_SIZE * vm->cfg.page_cache_percent / 100;
-	int rc;
-
-	if (!(p->features & CODEC_FEATURES) || p->pool)
-		return 0;
-	p->pool_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (p->pool_fd < 0)
-		return -errno;
-	rc = rdb_evloop_add_fd(p->d->loop, p->pool_fd, RDB_EV_READ, on_pool_done, p);
-	if (rc == 0)
-		rc = rdb_encpool_create(&p->pool, vm->cfg.compress_threads,
-					cache > UINT32_MAX ? UINT32_MAX : (uint32_t)cache,
-					p->features & CODEC_FEATURES, p->pool_fd);
-	if (rc < 0)
-		return rc;
-	LOGVM(INFO, vm->name, "compression on: %u encoder threads, page cache "
-	      "%llu pages (%u%% of %llu MiB RAM)%s%s", vm->cfg.compress_threads,
-	      (unsigned long long)cache, vm->cfg.page_cache_percent,
-	      (unsigned long long)(ram_bytes >> 20),
-	      p->features & RDB_FEATURE_XORRLE ? ", XOR+RLE" : "",
-	      p->features & RDB_FEATURE_LZ4 ? ", LZ4" : "");
-	return 0;
-}
-
-static void stop_pool(struct rdb_primary *p)
-{
-	if (p->pool) {
-		rdb_encpool_destroy(p->pool);	/* waits for an epoch in flight */
-		p->pool = NULL;
-	}
-	if (p->pool_fd >= 0) {
-		rdb_evloop_del_fd(p->d->loop, p->pool_fd);
-		close(p->pool_fd);
-		p->pool_fd = -1;
-	}
-	p->encoding = false;
-	rdb_buf_reset(&p->held);
-}
-
-/* ---- capture mode ---- */
-
-static void capture_stop(struct rdb_primary *p, const char *why)
-{
-	if (p->cap_fd >= 0) {
-		close(p->cap_fd);
-		LOGVM(INFO, p->vm->name, "capture ended: %s", why);
-	}
-	p->cap_fd = -1;
-	p->cap_left = 0;
-}
-
-static void capture_epoch(struct rdb_primary *p, uint64_t epoch)
-{
-	uint32_t n = (uint32_t)p->nruns;
-	int rc = rdb_write_all(p->cap_fd, "EPOC", 4);
-
-	if (rc == 0)
-		rc = rdb_write_all(p->cap_fd, &epoch, 8);
-	if (rc == 0)
-		rc = rdb_write_all(p->cap_fd, &n, 4);
-	for (size_t i = 0; rc == 0 && i < p->nruns; i++) {
-		const struct rdb_page_run *r = &p->runs[i];
-		uint64_t len = r->len;
-
-		rc = rdb_write_all(p->cap_fd, &r->block, 4);
-		if (rc == 0)
-			rc = rdb_write_all(p->cap_fd, &r->count, 4);
-		if (rc == 0)
-			rc = rdb_write_all(p->cap_fd, &len, 8);
-		if (rc == 0)
-			rc = rdb_write_all(p->cap_fd, p->batch.data + r->start, r->len);
-	}
-	if (rc < 0) {
-		LOGVM(ERROR, p->vm->name, "capture: %s", strerror(-rc));
-		capture_stop(p, "write error");
-		return;
-	}
-	if (--p->cap_left == 0)
-		capture_stop(p, "all epochs written");
-}
-
 static int on_checkpoint_request(void *opaque, uint64_t epoch)
 {
 	struct rdb_primary *p = opaque;
@@ -527,7 +135,7 @@ static int on_checkpoint_request(void *opaque, uint64_t epoch)
 	p->ckpt_start_ns = rdb_now_ns();
 	p->pause_work_ns = 0;
 	p->in_pause = true;
-	peer_want_write(p);
+	rdb_pri_peer_want_write(p);
 	if (p->fault_stop_in_pause) {
 		p->fault_stop_in_pause = false;
 		LOGVM(WARN, p->vm->name,
@@ -581,11 +189,11 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 	}
 	rdb_vm_epoch_ended(vm, epoch, now);
 	if (p->cap_left && epoch > 0)
-		capture_epoch(p, epoch);
+		rdb_pri_capture_epoch(p, epoch);
 	if (p->pool && epoch > 0) {
-		rc = submit_epoch(p, epoch, dev, len);
+		rc = rdb_pri_submit_epoch(p, epoch, dev, len);
 	} else {
-		rc = batch_flush(p);
+		rc = rdb_pri_batch_flush(p);
 		if (rc == 0)
 			rc = rdb_proto_put_devstate(&p->out, epoch, dev, len);
 		if (rc == 0)
@@ -607,7 +215,7 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 	vm->st.checkpoints = epoch + 1;
 	if (p->out.len > PEER_QUEUE_MAX)
 		return -ENOBUFS;
-	peer_want_write(p);
+	rdb_pri_peer_want_write(p);
 	return 0;
 }
 
@@ -643,7 +251,7 @@ static void disk_changed(void *opaque, enum rdb_disk_op op, uint64_t off,
 			uint64_t n = len < RDB_PROTO_MAX_DISK_WRITE ? len :
 				RDB_PROTO_MAX_DISK_WRITE;
 
-			rc = rdb_proto_put_disk_write(epoch_out(p), e, off, data, n);
+			rc = rdb_proto_put_disk_write(rdb_pri_epoch_out(p), e, off, data, n);
 			p->epoch_disk_recs++;
 			p->epoch_disk_bytes += n;
 			vm->st.disk_bytes += n;
@@ -653,11 +261,11 @@ static void disk_changed(void *opaque, enum rdb_disk_op op, uint64_t off,
 		}
 		break;
 	case RDB_DISK_ZERO:
-		rc = rdb_proto_put_disk_zero(epoch_out(p), e, off, len);
+		rc = rdb_proto_put_disk_zero(rdb_pri_epoch_out(p), e, off, len);
 		p->epoch_disk_recs++;
 		break;
 	case RDB_DISK_FLUSH:
-		rc = rdb_proto_put_disk_flush(epoch_out(p), e);
+		rc = rdb_proto_put_disk_flush(rdb_pri_epoch_out(p), e);
 		p->epoch_disk_recs++;
 		break;
 	}
@@ -665,13 +273,13 @@ static void disk_changed(void *opaque, enum rdb_disk_op op, uint64_t off,
 	if (rc == 0 && p->out.len + p->held.len > PEER_QUEUE_MAX)
 		rc = -ENOBUFS;
 	if (rc < 0) {
-		drop_protection(p, rc == -ENOBUFS ?
+		rdb_pri_drop_protection(p, rc == -ENOBUFS ?
 				"replication queue over its bound: the link "
 				"cannot keep up with the guest's disk writes" :
 				"cannot queue a disk write for the backup");
 		return;
 	}
-	peer_want_write(p);
+	rdb_pri_peer_want_write(p);
 }
 
 static bool all_zero(const uint8_t *b, size_t n)
@@ -731,7 +339,7 @@ static uint64_t on_copy(struct rdb_evloop *loop, uint64_t id, void *opaque)
 				 "at %llu: %s", p->disk.image,
 				 (unsigned long long)p->copy_off, strerror(-rc));
 			p->copy_timer = 0;
-			drop_protection(p, err);
+			rdb_pri_drop_protection(p, err);
 			return 0;
 		}
 		looked += n;
@@ -740,7 +348,7 @@ static uint64_t on_copy(struct rdb_evloop *loop, uint64_t id, void *opaque)
 						      p->copy_buf, n);
 			if (rc < 0) {
 				p->copy_timer = 0;
-				drop_protection(p, "initial disk copy: out of memory");
+				rdb_pri_drop_protection(p, "initial disk copy: out of memory");
 				return 0;
 			}
 			p->epoch_disk_recs++;
@@ -749,7 +357,7 @@ static uint64_t on_copy(struct rdb_evloop *loop, uint64_t id, void *opaque)
 		}
 		p->copy_off += n;
 	}
-	peer_want_write(p);
+	rdb_pri_peer_want_write(p);
 	if (p->copy_off < size)
 		return COPY_RETRY_NS;
 	p->copying = false;
@@ -767,7 +375,7 @@ static uint64_t on_copy(struct rdb_evloop *loop, uint64_t id, void *opaque)
 
 		snprintf(why, sizeof(why), "starting checkpoints: %s",
 			 err[0] ? err : strerror(-rc));
-		drop_protection(p, why);
+		rdb_pri_drop_protection(p, why);
 	}
 	return 0;
 }
@@ -856,7 +464,7 @@ static int put_flows(struct rdb_primary *p, uint64_t epoch)
 	for (size_t at = 0; rc == 0 && at < n; at += per) {
 		size_t k = n - at < per ? n - at : per;
 
-		rc = rdb_proto_put_flows(epoch_out(p), epoch,
+		rc = rdb_proto_put_flows(rdb_pri_epoch_out(p), epoch,
 					 (const struct rdb_flow_rec *)recs.data + at, k);
 		p->epoch_flow_recs++;
 		p->epoch_flow_bytes += 4 + k * RDB_FLOWREC_LEN;
@@ -903,7 +511,7 @@ static void on_mig(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 			return;
 		if (r <= 0) {
 			if (p->colo_active)
-				drop_protection(p, r == 0 ?
+				rdb_pri_drop_protection(p, r == 0 ?
 					"QEMU closed the checkpoint stream" :
 					"checkpoint stream read error");
 			close_mig(p);
@@ -916,7 +524,7 @@ static void on_mig(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 			snprintf(why, sizeof(why), "checkpoint stream: %s",
 				 rc == -EPROTO ? rdb_colo_parser_error(&p->parser) :
 				 strerror(-rc));
-			drop_protection(p, why);
+			rdb_pri_drop_protection(p, why);
 			close_mig(p);
 			return;
 		}
@@ -940,7 +548,7 @@ static void on_mig_accept(struct rdb_evloop *loop, int fd, unsigned ev,
 	if (rdb_evloop_add_fd(loop, c, RDB_EV_READ, on_mig, p) < 0) {
 		close(c);
 		p->mig_fd = -1;
-		drop_protection(p, "cannot watch the checkpoint stream");
+		rdb_pri_drop_protection(p, "cannot watch the checkpoint stream");
 		return;
 	}
 	/* The watchdog gets its own handle on the stream: the one thing it
@@ -966,7 +574,7 @@ static void on_peer_msg(struct rdb_primary *p, const struct rdb_frame *f)
 	switch (f->type) {
 	case RDB_MSG_ACK:
 		if (f->epoch + 1 > vm->st.checkpoints) {
-			drop_protection(p, "backup acknowledged an epoch never sent");
+			rdb_pri_drop_protection(p, "backup acknowledged an epoch never sent");
 			return;
 		}
 		vm->st.committed_epoch = f->epoch;
@@ -984,11 +592,11 @@ static void on_peer_msg(struct rdb_primary *p, const struct rdb_frame *f)
 
 		snprintf(why, sizeof(why), "backup reported: %.*s",
 			 (int)f->len, (const char *)f->payload);
-		drop_protection(p, why);
+		rdb_pri_drop_protection(p, why);
 		break;
 	}
 	default:
-		drop_protection(p, "backup sent an unexpected message");
+		rdb_pri_drop_protection(p, "backup sent an unexpected message");
 	}
 }
 
@@ -1031,7 +639,7 @@ static void peer_failed(struct rdb_primary *p, int rc)
 		 rc == -EPROTO ? rdb_proto_decoder_error(&p->dec) :
 		 rc == -ECONNRESET ? "backup closed the connection" :
 		 strerror(-rc));
-	drop_protection(p, why);
+	rdb_pri_drop_protection(p, why);
 }
 
 static void on_peer(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
@@ -1049,7 +657,7 @@ static void on_peer(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 		}
 	}
 	if ((ev & RDB_EV_WRITE) && !p->in_pause) {
-		rc = peer_flush(p);
+		rc = rdb_pri_peer_flush(p);
 		if (rc < 0) {
 			/* The backup may have said why before it hung up. */
 			int r2 = peer_read(p);
@@ -1080,7 +688,7 @@ static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
 	if (vm->state == RDB_VM_PROTECTING && timeout < INITIAL_SYNC_SILENCE_NS)
 		timeout = INITIAL_SYNC_SILENCE_NS;
 	if (vm->wd_slot >= 0 && rdb_watchdog_tripped(p->d->wd, vm->wd_slot))
-		drop_protection(p, "watchdog");
+		rdb_pri_drop_protection(p, "watchdog");
 	if (!p->colo_active)
 		return (uint64_t)p->d->cfg.heartbeat_ms * RDB_NS_PER_MS;
 	/* Our own loop may have been busy (initial state): what the backup
@@ -1094,10 +702,10 @@ static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
 
 		snprintf(why, sizeof(why), "backup silent for %llu ms",
 			 (unsigned long long)((now - p->last_peer_rx_ns) / RDB_NS_PER_MS));
-		drop_protection(p, why);
+		rdb_pri_drop_protection(p, why);
 	} else if (p->peer_fd >= 0) {
 		rdb_proto_put_heartbeat(&p->out, ++p->hb_seq, now);
-		peer_want_write(p);
+		rdb_pri_peer_want_write(p);
 	}
 	/*
 	 * QEMU 10.0.0-10.0.6 completes the initial migration but never enters
@@ -1106,7 +714,7 @@ static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
 	if (vm->st.checkpoints == 1 &&
 	    now - vm->st.first_ckpt_ns > COLO_START_DEADLINE_NS +
 	    3ULL * vm->cfg.checkpoint_ms * RDB_NS_PER_MS) {
-		drop_protection(p, "QEMU sent its initial state but no checkpoint "
+		rdb_pri_drop_protection(p, "QEMU sent its initial state but no checkpoint "
 				"followed: this QEMU does not enter COLO "
 				"(10.0.0-10.0.6 need upstream fix 0b5bf4ea)");
 		return 0;
@@ -1114,7 +722,7 @@ static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
 	if (p->in_pause && now - p->ckpt_start_ns >
 	    (uint64_t)vm->cfg.checkpoint_deadline_ms * RDB_NS_PER_MS) {
 		vm->st.deadline_misses++;
-		drop_protection(p, "checkpoint overran its deadline");
+		rdb_pri_drop_protection(p, "checkpoint overran its deadline");
 	}
 	return (uint64_t)p->d->cfg.heartbeat_ms * RDB_NS_PER_MS;
 }
@@ -1155,7 +763,7 @@ static bool end_replication(struct rdb_primary *p)
  * now never acknowledge is released — there is no backup to stay
  * consistent with, and holding it would only cut the guest off.
  */
-static void drop_protection(struct rdb_primary *p, const char *why)
+void rdb_pri_drop_protection(struct rdb_primary *p, const char *why)
 {
 	struct rdb_vm *vm = p->vm;
 	bool durable;
@@ -1170,7 +778,7 @@ static void drop_protection(struct rdb_primary *p, const char *why)
 	}
 	p->colo_active = false;
 	p->in_pause = false;
-	stop_pool(p);
+	rdb_pri_stop_pool(p);
 	if (p->copying) {
 		p->copying = false;
 		if (p->copy_timer)
@@ -1358,7 +966,7 @@ static bool protection_cleanup(struct rdb_primary *p)
 	rdb_proto_decoder_init(&p->dec);
 	free(p->copy_buf);
 	p->copy_buf = NULL;
-	stop_pool(p);
+	rdb_pri_stop_pool(p);
 	rdb_buf_reset(&p->enc_batch);
 	p->features = 0;
 	p->epoch_pages = p->epoch_bytes = 0;
@@ -1586,7 +1194,7 @@ int rdb_primary_unprotect(struct rdb_vm *vm)
 		}
 		/* Tell the backup first: otherwise it would see a failure. */
 		close_peer(p);
-		drop_protection(p, "operator unprotect");
+		rdb_pri_drop_protection(p, "operator unprotect");
 	}
 	rdb_vm_set_state(vm, RDB_VM_UNPROTECTED, "operator unprotect");
 	return 0;
@@ -1600,9 +1208,9 @@ void rdb_primary_teardown(struct rdb_vm *vm)
 		return;
 	/* Leaving while COLO runs would leave QEMU waiting for us. */
 	if (p->colo_active)
-		drop_protection(p, "remusdbd is shutting down");
+		rdb_pri_drop_protection(p, "remusdbd is shutting down");
 	protection_cleanup(p);
-	capture_stop(p, "VM torn down");
+	rdb_pri_capture_stop(p, "VM torn down");
 	rdb_nic_close(&p->nic);
 	rdb_disk_close(&p->disk);
 	rdb_netbuf_dispose(&p->nb);
@@ -1618,128 +1226,6 @@ void rdb_primary_teardown(struct rdb_vm *vm)
 	free(p->config_section);
 	free(p);
 	vm->pri = NULL;
-}
-
-void rdb_primary_status(const struct rdb_vm *vm, json_t *o)
-{
-	const struct rdb_primary *p = vm->pri;
-
-	if (!p)
-		return;
-	json_object_set_new(o, "peer", json_string(vm->cfg.peer));
-	json_object_set_new(o, "mode", json_string(vm->cfg.mode ? vm->cfg.mode : "plain"));
-	json_object_set_new(o, "open_epoch", json_integer((json_int_t)p->open_epoch));
-	json_object_set_new(o, "held_frames", json_integer((json_int_t)
-		(rdb_netbuf_frames(&p->nb) + rdb_flowbuf_frames(&p->fb))));
-	json_object_set_new(o, "held_bytes", json_integer((json_int_t)
-		(rdb_netbuf_bytes(&p->nb) + rdb_flowbuf_bytes(&p->fb))));
-	if (p->cp) {
-		const struct rdb_flowbuf_stats *st = &p->fb.st;
-
-		json_object_set_new(o, "commit_protection", json_pack(
-			"{s:{s:I,s:I}, s:{s:I,s:I}, s:{s:I,s:I}, s:I, s:I, s:{s:I,s:I}, "
-			"s:I, s:I, s:I, s:I, s:I, s:I, s:f}",
-			"released_at_once", "frames", (json_int_t)st->now_frames,
-			"bytes", (json_int_t)st->now_bytes,
-			"held_marked", "frames", (json_int_t)st->marked_frames,
-			"bytes", (json_int_t)st->marked_bytes,
-			"held_behind", "frames", (json_int_t)st->behind_frames,
-			"bytes", (json_int_t)st->behind_bytes,
-			"held_synack", (json_int_t)st->synack_frames,
-			"held_ack", (json_int_t)st->ack_frames,
-			"released_at_commit", "frames", (json_int_t)st->released,
-			"bytes", (json_int_t)st->released_bytes,
-			"acks_superseded", (json_int_t)st->superseded,
-			"dropped", (json_int_t)st->dropped,
-			"dropped_place_kept", (json_int_t)st->placeholders,
-			"untracked", (json_int_t)st->untracked,
-			"flows", (json_int_t)rdb_flowbuf_flows(&p->fb),
-			"flows_created", (json_int_t)st->flows_created,
-			"max_hold_ms", (double)st->max_hold_ns / RDB_NS_PER_MS));
-	}
-	json_object_set_new(o, "replication_queue_bytes", json_integer((json_int_t)p->out.len));
-	json_object_set_new(o, "guest_nic_connected", json_boolean(rdb_nic_connected(&p->nic)));
-	json_object_set_new(o, "capture_epochs_left", json_integer((json_int_t)p->cap_left));
-	if (p->has_disk) {
-		json_t *dk = json_pack("{s:s, s:s, s:I, s:b, s:I, s:I, s:I, s:I, s:I, s:I}",
-			"image", p->disk.image, "socket", p->disk.sock_path,
-			"size", (json_int_t)p->disk.size,
-			"client_connected", rdb_disk_connected(&p->disk),
-			"reads", (json_int_t)p->disk.reads,
-			"writes", (json_int_t)p->disk.writes,
-			"flushes", (json_int_t)p->disk.flushes,
-			"syncs", (json_int_t)p->disk.syncs,
-			"zeroes", (json_int_t)p->disk.zeroes,
-			"errors", (json_int_t)p->disk.errors);
-
-		if (dk && p->copying)
-			json_object_set_new(dk, "initial_copy_done_bytes",
-					    json_integer((json_int_t)p->copy_off));
-		json_object_set_new(o, "disk", dk);
-	}
-}
-
-void rdb_primary_metrics_write(const struct rdb_vm *vm, FILE *f)
-{
-	const struct rdb_primary *p = vm->pri;
-	const struct rdb_flowbuf_stats *st;
-	const char *n = vm->name;
-
-	if (!p || !p->cp)
-		return;
-	st = &p->fb.st;
-	fprintf(f, "remusdb_output_frames_total{vm=\"%s\",path=\"at_once\"} %llu\n",
-		n, (unsigned long long)st->now_frames);
-	fprintf(f, "remusdb_output_bytes_total{vm=\"%s\",path=\"at_once\"} %llu\n",
-		n, (unsigned long long)st->now_bytes);
-	fprintf(f, "remusdb_output_frames_total{vm=\"%s\",path=\"held_marked\"} %llu\n",
-		n, (unsigned long long)st->marked_frames);
-	fprintf(f, "remusdb_output_bytes_total{vm=\"%s\",path=\"held_marked\"} %llu\n",
-		n, (unsigned long long)st->marked_bytes);
-	fprintf(f, "remusdb_output_frames_total{vm=\"%s\",path=\"held_behind\"} %llu\n",
-		n, (unsigned long long)st->behind_frames);
-	fprintf(f, "remusdb_output_bytes_total{vm=\"%s\",path=\"held_behind\"} %llu\n",
-		n, (unsigned long long)st->behind_bytes);
-	fprintf(f, "remusdb_output_frames_total{vm=\"%s\",path=\"held_synack\"} %llu\n",
-		n, (unsigned long long)st->synack_frames);
-	fprintf(f, "remusdb_output_frames_total{vm=\"%s\",path=\"held_ack\"} %llu\n",
-		n, (unsigned long long)st->ack_frames);
-	fprintf(f, "remusdb_output_dropped_frames_total{vm=\"%s\"} %llu\n",
-		n, (unsigned long long)st->dropped);
-	fprintf(f, "remusdb_output_flows{vm=\"%s\"} %u\n", n,
-		rdb_flowbuf_flows(&p->fb));
-}
-
-int rdb_primary_capture(struct rdb_vm *vm, const char *path, uint64_t epochs,
-			char *err, size_t errlen)
-{
-	struct rdb_primary *p = vm->pri;
-	int fd, rc;
-
-	if (!p || !p->colo_active) {
-		snprintf(err, errlen, "%s is not being protected here", vm->name);
-		return -EINVAL;
-	}
-	if (p->cap_fd >= 0) {
-		snprintf(err, errlen, "a capture is already running");
-		return -EBUSY;
-	}
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		return -errno;
-	}
-	rc = rdb_write_all(fd, "RDBCORP1", 8);
-	if (rc < 0) {
-		close(fd);
-		snprintf(err, errlen, "%s: %s", path, strerror(-rc));
-		return rc;
-	}
-	p->cap_fd = fd;
-	p->cap_left = epochs;
-	LOGVM(INFO, vm->name, "capturing the dirty pages of %llu epochs to %s",
-	      (unsigned long long)epochs, path);
-	return 0;
 }
 
 int rdb_primary_inject(struct rdb_vm *vm, const char *fault)

@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The primary role's private parts, shared by primary.c (protection, the
+ * checkpoint stream, network, the link), primary_send.c (framing epochs
+ * for the backup, compression, capture) and primary_status.c.  Nothing
+ * outside these files includes it.
+ */
+#ifndef RDB_PRIMARY_INT_H
+#define RDB_PRIMARY_INT_H
+
+#include "clock.h"
+#include "daemon.h"
+#include "disk.h"
+#include "encpool.h"
+#include "fileio.h"
+#include "flowbuf.h"
+#include "log.h"
+#include "netbuf.h"
+#include "netstream.h"
+#include "nic.h"
+#include "proto.h"
+#include "sockutil.h"
+#include "vm.h"
+#include "watchdog.h"
+#include "qemu/colo_stream.h"
+#include "remusdb.h"
+#include "qemu/qmp.h"
+#include "primary.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* A PAGES message carries at most this much page payload. */
+#define PAGES_BATCH_BYTES (1u << 20)
+/* Bytes queued for the backup beyond this mean the link cannot keep up:
+ * protection is dropped rather than letting memory grow without bound. */
+#define PEER_QUEUE_MAX (512u << 20)
+/* Outside a pause, QEMU's stream is not read while this much waits for
+ * the backup: the initial copy (and checkpoints after it) slow down to
+ * the link's speed instead of filling our memory. */
+#define PEER_HIGH_WATER (64u << 20)
+#define PEER_LOW_WATER (16u << 20)
+#define SETUP_DEADLINE_NS (5 * RDB_NS_PER_S)
+/* From the end of the initial state to the first checkpoint. */
+#define COLO_START_DEADLINE_NS (10 * RDB_NS_PER_S)
+/* Peer silence tolerated while the initial state is copied. */
+#define INITIAL_SYNC_SILENCE_NS (10 * RDB_NS_PER_S)
+/* The initial disk copy: read in chunks, at most COPY_BUDGET bytes looked
+ * at per turn of the event loop, paced by the replication queue. */
+#define COPY_CHUNK (1u << 20)
+#define COPY_BUDGET (32u << 20)
+#define COPY_RETRY_NS (1 * RDB_NS_PER_MS)
+/* The page encodings among the features (the rest: FLOWS). */
+#define CODEC_FEATURES (RDB_FEATURE_XORRLE | RDB_FEATURE_LZ4)
+
+struct rdb_primary {
+	struct rdb_vm *vm;
+	struct rdb_daemon *d;
+	/* Protection runs (disk copy, then COLO): output is held, disk
+	 * changes are replicated. */
+	bool colo_active;
+	bool protect_started;		/* protect was asked and not undone */
+
+	/* disk */
+	bool has_disk;
+	struct rdb_disk disk;
+	bool copying;			/* the initial disk copy is under way */
+	uint64_t copy_off, copy_sent, copy_start_ns, copy_timer;
+	uint8_t *copy_buf;
+
+	/* QEMU */
+	struct rdb_qmp qmp;
+	bool qmp_open;
+	int mig_listen_fd, mig_fd;
+	bool mig_throttled;		/* not reading: see PEER_HIGH_WATER */
+	bool throttle_logged;
+	char mig_path[108];
+	struct rdb_colo_parser parser;
+	bool parser_init;
+
+	/* guest network */
+	struct rdb_nic nic;
+	struct rdb_netbuf nb;		/* plain Remus: held per epoch */
+	struct rdb_flowbuf fb;		/* commit protection: held per flow */
+	bool cp;			/* mode = commit-protection */
+	uint64_t open_epoch;		/* guest frames read now belong to it */
+	uint64_t epoch_flow_recs, epoch_flow_bytes;	/* FLOWS of the open epoch */
+
+	/* backup */
+	int peer_fd;
+	struct rdb_buf out;
+	struct rdb_proto_decoder dec;
+	uint64_t last_peer_rx_ns;
+	uint64_t hb_seq;
+
+	/* the checkpoint in flight */
+	uint64_t ckpt_start_ns;
+	uint64_t pause_work_ns;		/* our callbacks' time in this pause */
+	bool in_pause;
+	uint64_t epoch_pages, epoch_bytes;	/* page records, their bodies */
+	uint64_t epoch_disk_recs, epoch_disk_bytes;	/* DISK_* frames, data */
+	/*
+	 * Page records of the epoch being received, in wire format, and the
+	 * runs of consecutive records of one block (each run becomes PAGES
+	 * messages).  In a pause, records only accumulate here; framing them
+	 * waits until the guest runs.  The initial copy is streamed instead.
+	 */
+	struct rdb_buf batch;
+	struct rdb_page_run *runs;
+	size_t nruns, cap_runs;
+	uint64_t batch_epoch;
+	uint8_t *config_section;
+	size_t config_len;
+
+	uint64_t hb_timer, deadline_timer;
+	bool fault_stop_in_pause;
+
+	/*
+	 * Compression (features granted by the backup): epoch N's records
+	 * are handed to the encoder pool once the guest runs again; until
+	 * the pool is done, frames of later epochs (the guest's disk writes)
+	 * wait in `held` so that the backup still sees N whole before N+1.
+	 */
+	uint32_t features;
+	struct rdb_encpool *pool;
+	int pool_fd;			/* eventfd: the pool finished an epoch */
+	bool encoding;
+	uint64_t enc_epoch;
+	struct rdb_buf enc_batch, held;
+	struct rdb_page_run *enc_runs;
+	size_t enc_nruns, enc_cap_runs;
+	uint8_t *enc_dev;
+	size_t enc_dev_len, enc_dev_cap;
+	uint64_t enc_disk_recs, enc_disk_bytes;
+
+	/* capture mode: see rdb_primary_capture */
+	int cap_fd;
+	uint64_t cap_left;
+};
+
+/* primary.c */
+void rdb_pri_drop_protection(struct rdb_primary *p, const char *why);
+
+/* primary_send.c */
+void rdb_pri_peer_want_write(struct rdb_primary *p);
+int rdb_pri_peer_flush(struct rdb_primary *p);
+int rdb_pri_batch_flush(struct rdb_primary *p);
+struct rdb_buf *rdb_pri_epoch_out(struct rdb_primary *p);
+int rdb_pri_submit_epoch(struct rdb_primary *p, uint64_t epoch,
+			 const uint8_t *dev, size_t len);
+int rdb_pri_start_pool(struct rdb_primary *p, uint64_t ram_bytes);
+void rdb_pri_stop_pool(struct rdb_primary *p);
+void rdb_pri_capture_stop(struct rdb_primary *p, const char *why);
+void rdb_pri_capture_epoch(struct rdb_primary *p, uint64_t epoch);
+
+#endif

@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#define RDB_COMPONENT "primary"
+#include "primary_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/types.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+void rdb_primary_status(const struct rdb_vm *vm, json_t *o)
+{
+	const struct rdb_primary *p = vm->pri;
+
+	if (!p)
+		return;
+	json_object_set_new(o, "peer", json_string(vm->cfg.peer));
+	json_object_set_new(o, "mode", json_string(vm->cfg.mode ? vm->cfg.mode : "plain"));
+	json_object_set_new(o, "open_epoch", json_integer((json_int_t)p->open_epoch));
+	json_object_set_new(o, "held_frames", json_integer((json_int_t)
+		(rdb_netbuf_frames(&p->nb) + rdb_flowbuf_frames(&p->fb))));
+	json_object_set_new(o, "held_bytes", json_integer((json_int_t)
+		(rdb_netbuf_bytes(&p->nb) + rdb_flowbuf_bytes(&p->fb))));
+	if (p->cp) {
+		const struct rdb_flowbuf_stats *st = &p->fb.st;
+
+		json_object_set_new(o, "commit_protection", json_pack(
+			"{s:{s:I,s:I}, s:{s:I,s:I}, s:{s:I,s:I}, s:I, s:I, s:{s:I,s:I}, "
+			"s:I, s:I, s:I, s:I, s:I, s:I, s:f}",
+			"released_at_once", "frames", (json_int_t)st->now_frames,
+			"bytes", (json_int_t)st->now_bytes,
+			"held_marked", "frames", (json_int_t)st->marked_frames,
+			"bytes", (json_int_t)st->marked_bytes,
+			"held_behind", "frames", (json_int_t)st->behind_frames,
+			"bytes", (json_int_t)st->behind_bytes,
+			"held_synack", (json_int_t)st->synack_frames,
+			"held_ack", (json_int_t)st->ack_frames,
+			"released_at_commit", "frames", (json_int_t)st->released,
+			"bytes", (json_int_t)st->released_bytes,
+			"acks_superseded", (json_int_t)st->superseded,
+			"dropped", (json_int_t)st->dropped,
+			"dropped_place_kept", (json_int_t)st->placeholders,
+			"untracked", (json_int_t)st->untracked,
+			"flows", (json_int_t)rdb_flowbuf_flows(&p->fb),
+			"flows_created", (json_int_t)st->flows_created,
+			"max_hold_ms", (double)st->max_hold_ns / RDB_NS_PER_MS));
+	}
+	json_object_set_new(o, "replication_queue_bytes", json_integer((json_int_t)p->out.len));
+	json_object_set_new(o, "guest_nic_connected", json_boolean(rdb_nic_connected(&p->nic)));
+	json_object_set_new(o, "capture_epochs_left", json_integer((json_int_t)p->cap_left));
+	if (p->has_disk) {
+		json_t *dk = json_pack("{s:s, s:s, s:I, s:b, s:I, s:I, s:I, s:I, s:I, s:I}",
+			"image", p->disk.image, "socket", p->disk.sock_path,
+			"size", (json_int_t)p->disk.size,
+			"client_connected", rdb_disk_connected(&p->disk),
+			"reads", (json_int_t)p->disk.reads,
+			"writes", (json_int_t)p->disk.writes,
+			"flushes", (json_int_t)p->disk.flushes,
+			"syncs", (json_int_t)p->disk.syncs,
+			"zeroes", (json_int_t)p->disk.zeroes,
+			"errors", (json_int_t)p->disk.errors);
+
+		if (dk && p->copying)
+			json_object_set_new(dk, "initial_copy_done_bytes",
+					    json_integer((json_int_t)p->copy_off));
+		json_object_set_new(o, "disk", dk);
+	}
+}
+
+void rdb_primary_metrics_write(const struct rdb_vm *vm, FILE *f)
+{
+	const struct rdb_primary *p = vm->pri;
+	const struct rdb_flowbuf_stats *st;
+	const char *n = vm->name;
+
+	if (!p || !p->cp)
+		return;
+	st = &p->fb.st;
+	fprintf(f, "remusdb_output_frames_total{vm=\"%s\",path=\"at_once\"} %llu\n",
+		n, (unsigned long long)st->now_frames);
+	fprintf(f, "remusdb_output_bytes_total{vm=\"%s\",path=\"at_once\"} %llu\n",
+		n, (unsigned long long)st->now_bytes);
+	fprintf(f, "remusdb_output_frames_total{vm=\"%s\",path=\"held_marked\"} %llu\n",
+		n, (unsigned long long)st->marked_frames);
+	fprintf(f, "remusdb_output_bytes_total{vm=\"%s\",path=\"held_marked\"} %llu\n",
+		n, (unsigned long long)st->marked_bytes);
+	fprintf(f, "remusdb_output_frames_total{vm=\"%s\",path=\"held_behind\"} %llu\n",
+		n, (unsigned long long)st->behind_frames);
+	fprintf(f, "remusdb_output_bytes_total{vm=\"%s\",path=\"held_behind\"} %llu\n",
+		n, (unsigned long long)st->behind_bytes);
+	fprintf(f, "remusdb_output_frames_total{vm=\"%s\",path=\"held_synack\"} %llu\n",
+		n, (unsigned long long)st->synack_frames);
+	fprintf(f, "remusdb_output_frames_total{vm=\"%s\",path=\"held_ack\"} %llu\n",
+		n, (unsigned long long)st->ack_frames);
+	fprintf(f, "remusdb_output_dropped_frames_total{vm=\"%s\"} %llu\n",
+		n, (unsigned long long)st->dropped);
+	fprintf(f, "remusdb_output_flows{vm=\"%s\"} %u\n", n,
+		rdb_flowbuf_flows(&p->fb));
+}
