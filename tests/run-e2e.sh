@@ -10,6 +10,14 @@ pass=0 fail=0 skip=0 failed=()
 for t in tests/e2e/*.sh; do
 	name=$(basename "$t" .sh)
 	rdb_log "e2e: $name"
+	# A test needs room for its RAM and disk images: say so plainly
+	# rather than fail later with a confusing ENOSPC inside a daemon.
+	free_mb=$(df -Pm "$RDB_ROOT/build" | awk 'NR == 2 {print $4}')
+	if [ "$free_mb" -lt 3072 ]; then
+		rdb_log "FAIL: only $free_mb MiB free under $RDB_ROOT/build (an e2e test needs 3 GiB)"
+		fail=$((fail + 1)); failed+=("$name (disk full)")
+		continue
+	fi
 	# A hung test is a failed test: the harness bounds it as a whole too.
 	timeout --kill-after=10 600 bash "$t"
 	rc=$?

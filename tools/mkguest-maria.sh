@@ -92,6 +92,7 @@ key=$( { cat "$0" "$here/mkguest.sh"; echo "$VERSION $myuid $mygid $SB_TABLES $S
 cache=$cache_root/guest-maria-$key
 mkdir -p "$out"
 if [ -f "$cache/.done" ]; then
+	touch "$cache/.used"
 	for f in vmlinuz initrd.img mariadata.img; do ln -sf "$cache/$f" "$out/$f"; done
 	echo "mkguest-maria: $out (cached $cache)"
 	exit 0
@@ -290,6 +291,8 @@ mkfs.ext4 -q -L mariadata -U 6d2d5b1e-52e4-4db1-9c1e-6d6172696164 \
 	-E lazy_itable_init=0,lazy_journal_init=0,root_owner=0:0 \
 	-d "$root" "$img"
 mv "$img" "$cache/mariadata.img"
-touch "$cache/.done"
+touch "$cache/.done" "$cache/.used"
+# older images (other commits' keys) would pile up: keep the newest few
+bash "$here/cache-prune.sh" "$(dirname "$cache")" guest-maria
 for f in vmlinuz initrd.img mariadata.img; do ln -sf "$cache/$f" "$out/$f"; done
 echo "mkguest-maria: $out (built in $(( $(date +%s) - t0 )) s, MariaDB $VERSION + $(basename "$(dirname "$server")"), $(du -h --apparent-size "$cache/mariadata.img" | cut -f1) image, $(du -h "$cache/mariadata.img" | cut -f1) used)"

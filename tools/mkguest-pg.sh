@@ -67,6 +67,7 @@ key=$( { cat "$0" "$here/mkguest.sh" "$here/guest-remusdb-payload.sh"; echo "$pg
 cache=${REMUSDB_CACHE:-/var/cache/remusdb}/guest-pg-$key
 mkdir -p "$out"
 if [ -f "$cache/.done" ]; then
+	touch "$cache/.used"
 	for f in vmlinuz initrd.img pgdata.img; do ln -sf "$cache/$f" "$out/$f"; done
 	echo "mkguest-pg: $out (cached $cache)"
 	exit 0
@@ -238,6 +239,8 @@ mkfs.ext4 -q -L pgdata -U 6d2d5b1e-52e4-4db1-9c1e-72656d757364 \
 	-E lazy_itable_init=0,lazy_journal_init=0,root_owner=0:0 \
 	-d "$root" "$img"
 mv "$img" "$cache/pgdata.img"
-touch "$cache/.done"
+touch "$cache/.done" "$cache/.used"
+# older images (other commits' keys) would pile up: keep the newest few
+bash "$here/cache-prune.sh" "$(dirname "$cache")" guest-pg
 for f in vmlinuz initrd.img pgdata.img; do ln -sf "$cache/$f" "$out/$f"; done
 echo "mkguest-pg: $out (built in $(( $(date +%s) - t0 )) s, PostgreSQL $pgpkg${server:+ with $server}${kmod:+, remusdb.ko}, $(du -h --apparent-size "$cache/pgdata.img" | cut -f1) image, $(du -h "$cache/pgdata.img" | cut -f1) used)"

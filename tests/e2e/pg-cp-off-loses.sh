@@ -4,16 +4,16 @@
 # remusdb.commit_protection = off, so commit acknowledgements leave the
 # primary unprotected under mode = commit-protection.  Acknowledged
 # commits must then be lost at the power pull, and the ledger must say
-# so.  To make that certain rather than likely, the pull comes 150 ms into
-# a 300 ms epoch (just after the primary saw the previous one
-# acknowledged): the ~15 commits acknowledged meanwhile are exposed.  At
-# a random moment of a 25 ms epoch a pull can fall right after a
-# checkpoint and expose none (seen once in development).
+# so.  To make that certain rather than likely, the replication link is
+# cut 400 ms before the pull: the ~30 commits acknowledged meanwhile
+# never reach the backup.  Timing the pull against the epochs instead
+# (150 ms after an acknowledgement seen through remusdbctl, 300 ms
+# epochs) once let the pull land just after a checkpoint and expose none.
 set -u
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/netns.sh"
 . "$(dirname "$0")/../lib/cluster.sh"
 . "$(dirname "$0")/../lib/cpdrill.sh"
-CPD_DBMS=postgresql CPD_POLICY=off CPD_EXPECT=loses CKPT_MS=${CKPT_MS:-300}
-CPD_PULL_INTO_EPOCH_MS=150
+CPD_DBMS=postgresql CPD_POLICY=off CPD_EXPECT=loses CKPT_MS=${CKPT_MS:-25}
+CPD_CUT_REPL_MS=400
 cpdrill_run

@@ -11,7 +11,8 @@
 #                                    attached and served by the daemon);
 #                                    CL_GUEST_READY: console line to wait for
 #   cluster_pull_power RUN           links down first, then SIGKILL
-#   cluster_down RUN                 idempotent; for trap ... EXIT
+#   cluster_down RUN                 idempotent; for trap ... EXIT (a
+#                                    passed test's images are deleted)
 #
 # Sets: CL_DIR.
 
@@ -171,7 +172,7 @@ cluster_pull_power() {
 }
 
 cluster_down() {
-	local run=$1 side pid
+	local rc=$? run=$1 side pid	# rc: the test's exit status (EXIT trap)
 	[ -n "${CL_DIR:-}" ] || return 0
 	for pid in "$CL_DIR"/pri/*.pid "$CL_DIR"/bak/*.pid; do
 		[ -f "$pid" ] && kill -9 "$(cat "$pid")" 2>/dev/null
@@ -179,6 +180,12 @@ cluster_down() {
 	# The backup's restored QEMU is the daemon's child but outlives it.
 	pkill -9 -f "$CL_DIR/bak/" 2>/dev/null
 	netns_cleanup "$run"
+	# A passed test keeps its logs and results, not its RAM and disk
+	# images (~0.5-1 GiB a test: a whole run would fill a small disk).
+	# A failed one keeps everything; RDB_KEEP_E2E=1 keeps it all anyway.
+	if [ "$rc" = 0 ] && [ -z "${RDB_KEEP_E2E:-}" ] && [ -d "$CL_DIR" ]; then
+		find "$CL_DIR" -xdev -type f -size +4M ! -name '*.log' ! -name '*.json' -delete
+	fi
 	return 0
 }
 

@@ -18,10 +18,10 @@
 #                clients then certainly saw uncommitted output, the flow
 #                check must reset their connections, none stalling
 #   CKPT_MS, PULL_AFTER_S, AFTER_S, LEDGER_CLIENTS as in pg-failover.sh
-#   CPD_PULL_INTO_EPOCH_MS  pull this long after the primary saw an epoch
-#                acknowledged (instead of at a random moment): the
-#                acknowledgements sent since that checkpoint are then
-#                certainly exposed to the pull
+#   CPD_CUT_REPL_MS  cut the replication link this long before the pull
+#                (instead of pulling at a bare random moment): everything
+#                the guest acknowledges meanwhile certainly never reaches
+#                the backup, whatever the epoch's phase at the pull
 #
 # Checks (CPD_EXPECT=safe), on the backup after the failover:
 #   I2  every acknowledged COMMIT is there (0 lost)
@@ -75,13 +75,11 @@ cpdrill_run() {
 		2>"$CL_DIR/ledger-run.log" &
 	local led=$!
 	sleep "$before_s"
-	if [ -n "${CPD_PULL_INTO_EPOCH_MS:-}" ]; then
-		local e0 e1
-		e0=$(cl_ctl pri status "$CL_VM" --json | jq .vms[0].committed_epoch)
-		wait_for 10 "an epoch acknowledged" bash -c \
-			"[ \$($RDB_BUILD/remusdbctl --socket $CL_DIR/pri/ctl.sock status $CL_VM --json | jq .vms[0].committed_epoch) -gt $e0 ]" ||
-			rdb_fail "no checkpoint acknowledged"
-		sleep "$(awk -v m="$CPD_PULL_INTO_EPOCH_MS" 'BEGIN{printf "%.3f", m / 1000}')"
+	if [ -n "${CPD_CUT_REPL_MS:-}" ]; then
+		# shorter than failover_timeout_ms: the backup must not fail
+		# over before the pull, nor the primary give up on it
+		netns_cut_repl "$run"
+		sleep "$(awk -v m="$CPD_CUT_REPL_MS" 'BEGIN{printf "%.3f", m / 1000}')"
 	fi
 	cl_ctl pri status "$CL_VM" --json > "$CL_DIR/pri-status.json" ||
 		rdb_fail "primary not answering before the pull"

@@ -79,6 +79,13 @@ netns_power_pull() {
 	return 0
 }
 
+# Cutting the replication link only: both hosts stay up and on the
+# client network (the primary's end goes down; the backup sees no carrier
+# change it could act on, only silence).
+netns_cut_repl() {
+	_nsx "$1" pri ip link set repl down
+}
+
 netns_cleanup() {
 	local run=$1 h ns pids
 	for h in pri bak cli sw; do
