@@ -51,6 +51,8 @@ pkgs=(
 	# build
 	build-essential pkg-config clang llvm libclang-rt-14-dev
 	libjansson-dev libcmocka-dev liblz4-dev
+	# remusdbd's witness client (etcd's JSON gateway over HTTP)
+	libcurl4-openssl-dev
 	# QEMU build deps
 	libglib2.0-dev libpixman-1-dev libfdt-dev libslirp-dev zlib1g-dev
 	ninja-build python3 python3-venv flex bison bzip2 xz-utils dpkg-dev patch
@@ -58,6 +60,8 @@ pkgs=(
 	seabios ipxe-qemu qemu-system-data busybox-static cpio kmod
 	# tests: network namespaces, captures
 	iproute2 iputils-ping procps jq
+	# the failover witness the tests and the demo run (docs/failure-modes.md)
+	etcd-server
 	# the PostgreSQL test guest (its data image is made from these) and
 	# the ledger workload, pgbench and pg_amcheck on the host side
 	postgresql-15 postgresql-client-15 libpq-dev e2fsprogs

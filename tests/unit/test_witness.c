@@ -1,0 +1,351 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * The failover witness against a real etcd (Debian's etcd-server, started
+ * here on loopback in a temporary directory): exactly one claim wins a
+ * generation, a claim that already won is recognised, a host that lost a
+ * VM cannot register it again, an unreachable witness is an error (never
+ * a win), and the value and base64 helpers.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "evloop.h"
+#include "witness.h"
+
+static pid_t etcd_pid = -1;
+static char etcd_dir[64];
+static char etcd_url[64];
+
+struct got {
+	int n;
+	struct rdb_witness_result r;
+};
+
+static void on_result(void *opaque, const struct rdb_witness_result *r)
+{
+	struct got *g = opaque;
+
+	g->n++;
+	g->r = *r;
+}
+
+static void pump(struct rdb_evloop *loop, struct got *g, int want)
+{
+	uint64_t deadline = rdb_now_ns() + 10 * RDB_NS_PER_S;
+
+	while (g->n < want && rdb_now_ns() < deadline)
+		rdb_evloop_run_once(loop, 50 * RDB_NS_PER_MS);
+	assert_int_equal(g->n, want);
+}
+
+static int etcd_up(void **state)
+{
+	int port = 20000 + (int)(getpid() % 20000);
+	char client[64], peer[64], cluster[80];
+
+	snprintf(etcd_dir, sizeof(etcd_dir), "/tmp/rdb-etcd-XXXXXX");
+	if (!mkdtemp(etcd_dir))
+		return -1;
+	snprintf(etcd_url, sizeof(etcd_url), "http://127.0.0.1:%d", port);
+	snprintf(client, sizeof(client), "http://127.0.0.1:%d", port);
+	snprintf(peer, sizeof(peer), "http://127.0.0.1:%d", port + 1);
+	snprintf(cluster, sizeof(cluster), "t=%s", peer);
+	etcd_pid = fork();
+	if (etcd_pid == 0) {
+		char log[96];
+		FILE *f;
+
+		snprintf(log, sizeof(log), "%s/etcd.log", etcd_dir);
+		f = freopen(log, "w", stderr);
+		(void)f;
+		execlp("etcd", "etcd", "--data-dir", etcd_dir, "--name", "t",
+		       "--listen-client-urls", client, "--advertise-client-urls",
+		       client, "--listen-peer-urls", peer,
+		       "--initial-advertise-peer-urls", peer,
+		       "--initial-cluster", cluster, (char *)NULL);
+		_exit(127);
+	}
+	return etcd_pid > 0 ? 0 : -1;
+}
+
+static int etcd_down(void **state)
+{
+	char cmd[96];
+
+	if (etcd_pid > 0) {
+		kill(etcd_pid, SIGKILL);
+		waitpid(etcd_pid, NULL, 0);
+	}
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", etcd_dir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+/* etcd answers once it is up; the first requests may find it starting. */
+static struct rdb_witness *witness(struct rdb_evloop *loop, const char *url)
+{
+	struct rdb_witness *w = NULL;
+
+	assert_int_equal(rdb_witness_create(loop, url, "/rdbtest", 1000, &w), 0);
+	return w;
+}
+
+static void wait_etcd(struct rdb_evloop *loop, struct rdb_witness *w)
+{
+	uint64_t deadline = rdb_now_ns() + 20 * RDB_NS_PER_S;
+
+	for (;;) {
+		struct got g = { 0 };
+
+		/* a throwaway VM: registering it is harmless */
+		assert_true(rdb_witness_register(w, "probe", "n0", 1, on_result, &g) > 0);
+		pump(loop, &g, 1);
+		if (g.r.outcome == RDB_WITNESS_WON)
+			return;
+		if (rdb_now_ns() > deadline)
+			fail_msg("etcd did not come up (%s; is etcd-server installed? "
+				 "tools/setup-deps.sh): %s", etcd_url, g.r.error);
+		usleep(100000);
+	}
+}
+
+static void register_ok(struct rdb_evloop *loop, struct rdb_witness *w,
+			const char *vm, const char *node, uint64_t gen,
+			char *value_out)
+{
+	struct rdb_witness_value v = { .generation = gen,
+				       .state = RDB_WITNESS_PROTECTED };
+	struct got g = { 0 };
+
+	assert_true(rdb_witness_register(w, vm, node, gen, on_result, &g) > 0);
+	pump(loop, &g, 1);
+	assert_int_equal(g.r.outcome, RDB_WITNESS_WON);
+	snprintf(v.owner, sizeof(v.owner), "%s", node);
+	assert_int_equal(rdb_witness_value_format(&v, value_out,
+						  RDB_WITNESS_VALUE_MAX), 0);
+}
+
+static void test_one_claim_wins(void **state)
+{
+	struct rdb_evloop *loop;
+	struct rdb_witness *w;
+	char reg[RDB_WITNESS_VALUE_MAX];
+	struct got a = { 0 }, b = { 0 };
+
+	assert_int_equal(rdb_evloop_create(&loop), 0);
+	w = witness(loop, etcd_url);
+	wait_etcd(loop, w);
+	register_ok(loop, w, "vm1", "hostA", 0x1234, reg);
+	/* both sides claim at once */
+	assert_true(rdb_witness_claim(w, "vm1", reg, "hostA", on_result, &a) > 0);
+	assert_true(rdb_witness_claim(w, "vm1", reg, "hostB", on_result, &b) > 0);
+	pump(loop, &a, 1);
+	pump(loop, &b, 1);
+	assert_true((a.r.outcome == RDB_WITNESS_WON) != (b.r.outcome == RDB_WITNESS_WON));
+	{
+		struct got *lost = a.r.outcome == RDB_WITNESS_LOST ? &a : &b;
+		const char *winner = lost == &a ? "owner=hostB" : "owner=hostA";
+
+		assert_int_equal(lost->r.outcome, RDB_WITNESS_LOST);
+		assert_non_null(strstr(lost->r.holder, winner));
+		assert_non_null(strstr(lost->r.holder, "state=running"));
+	}
+	/* the winner asking again (its answer lost) still wins; the loser
+	 * still loses */
+	{
+		struct got again = { 0 }, again2 = { 0 };
+		const char *wn = a.r.outcome == RDB_WITNESS_WON ? "hostA" : "hostB";
+		const char *ln = a.r.outcome == RDB_WITNESS_WON ? "hostB" : "hostA";
+
+		rdb_witness_claim(w, "vm1", reg, wn, on_result, &again);
+		rdb_witness_claim(w, "vm1", reg, ln, on_result, &again2);
+		pump(loop, &again, 1);
+		pump(loop, &again2, 1);
+		assert_int_equal(again.r.outcome, RDB_WITNESS_WON);
+		assert_int_equal(again2.r.outcome, RDB_WITNESS_LOST);
+
+		/* the loser cannot take the VM back by protecting it again;
+		 * the winner can, with a new generation, and that ends the
+		 * old generation's claims */
+		struct got r1 = { 0 }, r2 = { 0 }, c = { 0 };
+		char reg2[RDB_WITNESS_VALUE_MAX];
+
+		rdb_witness_register(w, "vm1", ln, 0x99, on_result, &r1);
+		pump(loop, &r1, 1);
+		assert_int_equal(r1.r.outcome, RDB_WITNESS_LOST);
+		assert_non_null(strstr(r1.r.holder, wn));
+		register_ok(loop, w, "vm1", wn, 0x5678, reg2);
+		rdb_witness_claim(w, "vm1", reg, ln, on_result, &c);
+		pump(loop, &c, 1);
+		assert_int_equal(c.r.outcome, RDB_WITNESS_LOST);
+		(void)r2;
+	}
+	rdb_witness_destroy(w);
+	rdb_evloop_destroy(loop);
+}
+
+/* Many racing pairs: never two winners, never none. */
+static void test_races(void **state)
+{
+	struct rdb_evloop *loop;
+	struct rdb_witness *w;
+
+	assert_int_equal(rdb_evloop_create(&loop), 0);
+	w = witness(loop, etcd_url);
+	wait_etcd(loop, w);
+	for (int i = 0; i < 20; i++) {
+		char vm[16], reg[RDB_WITNESS_VALUE_MAX];
+		struct got a = { 0 }, b = { 0 };
+
+		snprintf(vm, sizeof(vm), "race%d", i);
+		register_ok(loop, w, vm, "p", 100 + i, reg);
+		rdb_witness_claim(w, vm, reg, "b", on_result, &b);
+		rdb_witness_claim(w, vm, reg, "p", on_result, &a);
+		pump(loop, &a, 1);
+		pump(loop, &b, 1);
+		assert_int_not_equal(a.r.outcome, RDB_WITNESS_ERROR);
+		assert_int_not_equal(b.r.outcome, RDB_WITNESS_ERROR);
+		assert_true((a.r.outcome == RDB_WITNESS_WON) ^ (b.r.outcome == RDB_WITNESS_WON));
+	}
+	rdb_witness_destroy(w);
+	rdb_evloop_destroy(loop);
+}
+
+/* No witness: an error with the reason, never a decision; the loop is
+ * not blocked meanwhile (a timer keeps firing). */
+static uint64_t tick(struct rdb_evloop *loop, uint64_t id, void *opaque)
+{
+	(*(int *)opaque)++;
+	return 10 * RDB_NS_PER_MS;
+}
+
+static void test_unreachable(void **state)
+{
+	struct rdb_evloop *loop;
+	struct rdb_witness *w = NULL;
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t alen = sizeof(a);
+	struct got g = { 0 };
+	char eps[128];
+	uint64_t t, t0;
+	int ticks = 0, silent;
+
+	/* a witness that accepts connections and never answers (the kernel
+	 * completes the handshake; nobody reads), then one that refuses */
+	silent = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(bind(silent, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(silent, 8), 0);
+	assert_int_equal(getsockname(silent, (struct sockaddr *)&a, &alen), 0);
+	snprintf(eps, sizeof(eps), "http://127.0.0.1:%d,http://127.0.0.1:1",
+		 ntohs(a.sin_port));
+	assert_int_equal(rdb_evloop_create(&loop), 0);
+	assert_int_equal(rdb_witness_create(loop, eps, "/rdbtest", 300, &w), 0);
+	assert_int_equal(rdb_evloop_add_timer(loop, 10 * RDB_NS_PER_MS, tick, &ticks, &t), 0);
+	t0 = rdb_now_ns();
+	rdb_witness_claim(w, "vm1", "remusdb-witness/1 generation=0000000000000001 "
+			  "owner=a state=protected", "a", on_result, &g);
+	pump(loop, &g, 1);
+	assert_int_equal(g.r.outcome, RDB_WITNESS_ERROR);
+	assert_non_null(strstr(g.r.error, "127.0.0.1:1"));
+	/* the silent one took its whole timeout, and the loop ran meanwhile */
+	assert_true(rdb_now_ns() - t0 >= 250 * RDB_NS_PER_MS);
+	assert_true(ticks >= 10);
+	rdb_witness_destroy(w);
+	rdb_evloop_destroy(loop);
+	close(silent);
+}
+
+static void test_cancel(void **state)
+{
+	struct rdb_evloop *loop;
+	struct rdb_witness *w = NULL;
+	struct got g = { 0 };
+	int64_t id;
+
+	assert_int_equal(rdb_evloop_create(&loop), 0);
+	assert_int_equal(rdb_witness_create(loop, "http://192.0.2.1:2379", "/x", 200, &w), 0);
+	id = rdb_witness_claim(w, "vm1", "x", "a", on_result, &g);
+	assert_true(id > 0);
+	rdb_witness_cancel(w, id);
+	for (int i = 0; i < 10; i++)
+		rdb_evloop_run_once(loop, 50 * RDB_NS_PER_MS);
+	assert_int_equal(g.n, 0);
+	rdb_witness_destroy(w);
+	rdb_evloop_destroy(loop);
+}
+
+static void test_values(void **state)
+{
+	struct rdb_witness_value v = { .generation = 0xabcdef0123456789ull,
+				       .state = RDB_WITNESS_RUNNING }, p;
+	char s[RDB_WITNESS_VALUE_MAX];
+
+	strcpy(v.owner, "host-b.example");
+	assert_int_equal(rdb_witness_value_format(&v, s, sizeof(s)), 0);
+	assert_string_equal(s, "remusdb-witness/1 generation=abcdef0123456789 "
+			    "owner=host-b.example state=running");
+	assert_int_equal(rdb_witness_value_parse(s, strlen(s), &p), 0);
+	assert_true(p.generation == v.generation && p.state == v.state);
+	assert_string_equal(p.owner, v.owner);
+	assert_int_equal(rdb_witness_value_parse("hello", 5, &p), -EINVAL);
+	assert_int_equal(rdb_witness_value_parse(s, strlen(s) - 1, &p), -EINVAL);
+	strcpy(v.owner, "bad name");
+	assert_int_equal(rdb_witness_value_format(&v, s, sizeof(s)), -EINVAL);
+	assert_false(rdb_witness_node_valid(""));
+	assert_false(rdb_witness_node_valid("a/b"));
+}
+
+static void test_base64(void **state)
+{
+	static const char *in[] = { "", "f", "fo", "foo", "foob", "fooba", "foobar" };
+	static const char *out[] = { "", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE=",
+				     "Zm9vYmFy" };
+	char e[32];
+	uint8_t d[32];
+	size_t n;
+
+	for (size_t i = 0; i < 7; i++) {
+		rdb_base64_encode((const uint8_t *)in[i], strlen(in[i]), e, sizeof(e));
+		assert_string_equal(e, out[i]);
+		assert_int_equal(rdb_base64_decode(out[i], d, sizeof(d), &n), 0);
+		assert_int_equal(n, strlen(in[i]));
+		assert_memory_equal(d, in[i], n);
+	}
+	assert_int_equal(rdb_base64_decode("Zm9", d, sizeof(d), &n), -EINVAL);
+	assert_int_equal(rdb_base64_decode("Z=9v", d, sizeof(d), &n), -EINVAL);
+	assert_int_equal(rdb_base64_decode("Zm9vYmFy", d, 3, &n), -ENOSPC);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_values),
+		cmocka_unit_test(test_base64),
+		cmocka_unit_test(test_unreachable),
+		cmocka_unit_test(test_cancel),
+		cmocka_unit_test(test_one_claim_wins),
+		cmocka_unit_test(test_races),
+	};
+	int rc;
+
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	rc = cmocka_run_group_tests(tests, etcd_up, etcd_down);
+	curl_global_cleanup();
+	return rc;
+}
