@@ -13,6 +13,7 @@
 #include "sockutil.h"
 #include "stage.h"
 #include "vm.h"
+#include "witness.h"
 #include "qemu/launch.h"
 #include "qemu/qmp.h"
 #include "qemu/restore.h"
@@ -68,6 +69,18 @@ struct rdb_backup {
 	struct rdb_qmp qmp;
 	bool qmp_open;
 	struct rdb_nic nic;
+
+	/* The failover decision (witness.h): the primary's protection
+	 * generation and the value it registered, from VM_SETUP. */
+	uint64_t generation;
+	char registered[RDB_WITNESS_VALUE_MAX];
+	char primary_node[65];
+	bool deciding;			/* primary lost: may we go live? */
+	int64_t witness_req;
+	uint64_t decide_timer, decide_start_ns, retry_at_ns;
+	unsigned decide_attempts;
+	char decide_why[200];
+	char witness_error[256];
 };
 
 /* A connection that has not said HELLO yet. */
@@ -167,6 +180,54 @@ static int vm_dir(struct rdb_backup *b, char *dir, size_t len)
 	return 0;
 }
 
+/* The primary's "_protection": its generation, on_peer_loss and the
+ * value it registered at the witness.  A policy this backup cannot
+ * follow (witness, and it has none) refuses the VM. */
+static int take_protection(struct rdb_backup *b, json_t *o)
+{
+	struct rdb_vm *vm = b->vm;
+	const char *gen = json_string_value(json_object_get(o, "generation"));
+	const char *pl = json_string_value(json_object_get(o, "on_peer_loss"));
+	const char *reg = json_string_value(json_object_get(o, "registered"));
+	const char *pri = json_string_value(json_object_get(o, "primary"));
+	char *end;
+
+	if (!gen || !pl || !reg || !pri) {
+		snprintf(b->st.err, sizeof(b->st.err), "VM_SETUP carries no "
+			 "protection generation and on_peer_loss: the primary's "
+			 "remusdbd is older than this backup's");
+		return -EPROTO;
+	}
+	b->generation = strtoull(gen, &end, 16);
+	if (*end || !gen[0]) {
+		snprintf(b->st.err, sizeof(b->st.err), "bad generation %s", gen);
+		return -EPROTO;
+	}
+	if (!strcmp(pl, "witness")) {
+		vm->peer_loss = RDB_PEER_LOSS_WITNESS;
+		if (!b->d->witness) {
+			snprintf(b->st.err, sizeof(b->st.err), "on_peer_loss = "
+				 "witness, but this backup (%.40s) has no witness "
+				 "configured", b->d->node);
+			LOGVM(ERROR, vm->name, "%s", b->st.err);
+			return -EPROTO;
+		}
+	} else if (!strcmp(pl, "manual")) {
+		vm->peer_loss = RDB_PEER_LOSS_MANUAL;
+	} else if (!strcmp(pl, "unsafe-auto")) {
+		vm->peer_loss = RDB_PEER_LOSS_UNSAFE_AUTO;
+	} else {
+		snprintf(b->st.err, sizeof(b->st.err), "unknown on_peer_loss %s", pl);
+		return -EPROTO;
+	}
+	snprintf(b->registered, sizeof(b->registered), "%.*s",
+		 (int)sizeof(b->registered) - 1, reg);
+	snprintf(b->primary_node, sizeof(b->primary_node), "%.64s", pri);
+	LOGVM(INFO, vm->name, "protection generation %016llx from %s, "
+	      "on_peer_loss = %s", (unsigned long long)b->generation, pri, pl);
+	return 0;
+}
+
 static int handle_setup(struct rdb_backup *b, const struct rdb_frame *f)
 {
 	struct rdb_vm *vm = b->vm;
@@ -183,12 +244,18 @@ static int handle_setup(struct rdb_backup *b, const struct rdb_frame *f)
 	/* The VM's own config comes from the primary; the backup keeps its
 	 * defaults for anything the primary did not set. */
 	j = json_loads(b->setup.vm_json, 0, NULL);
-	rc = rdb_vm_config_from_json(j, &vm->cfg, err, sizeof(err));
-	json_decref(j);
-	if (rc < 0) {
-		LOGVM(ERROR, vm->name, "VM config from the primary: %s", err);
-		return -EPROTO;
+	rc = take_protection(b, json_object_get(j, "_protection"));
+	if (rc == 0) {
+		json_object_del(j, "_protection");
+		rc = rdb_vm_config_from_json(j, &vm->cfg, err, sizeof(err));
+		if (rc < 0) {
+			LOGVM(ERROR, vm->name, "VM config from the primary: %s", err);
+			snprintf(b->st.err, sizeof(b->st.err), "VM config: %.140s", err);
+		}
 	}
+	json_decref(j);
+	if (rc < 0)
+		return -EPROTO;
 	b->disk.max_bytes = (uint64_t)vm->cfg.disk_epoch_max_mb << 20;
 	rc = vm_dir(b, dir, sizeof(dir));
 	if (rc < 0)
@@ -381,6 +448,161 @@ static void on_link(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 	}
 }
 
+/* ---- the failover decision (witness.h, docs/failure-modes.md) ---- */
+
+#define DECIDE_TICK_NS (100 * RDB_NS_PER_MS)
+#define WITNESS_RETRY_NS (500 * RDB_NS_PER_MS)
+
+static void decide_end(struct rdb_backup *b)
+{
+	b->deciding = false;
+	if (b->decide_timer)
+		rdb_evloop_del_timer(b->d->loop, b->decide_timer);
+	b->decide_timer = 0;
+	if (b->witness_req > 0)
+		rdb_witness_cancel(b->d->witness, b->witness_req);
+	b->witness_req = 0;
+}
+
+static void backup_claim(struct rdb_backup *b);
+
+static void on_claim(void *opaque, const struct rdb_witness_result *r)
+{
+	struct rdb_backup *b = opaque;
+	struct rdb_vm *vm = b->vm;
+	char why[400];
+
+	b->witness_req = 0;
+	if (!b->deciding)
+		return;
+	switch (r->outcome) {
+	case RDB_WITNESS_WON:
+		decide_end(b);
+		vm->st.decisions_won++;
+		snprintf(why, sizeof(why), "%s; won the failover decision at the "
+			 "witness after %.0f ms", b->decide_why,
+			 (double)(rdb_now_ns() - b->decide_start_ns) / RDB_NS_PER_MS);
+		rdb_backup_failover(vm, why);
+		break;
+	case RDB_WITNESS_LOST:
+		decide_end(b);
+		vm->st.decisions_lost++;
+		rdb_vm_set_state(vm, RDB_VM_DEGRADED, "%s; the primary won the "
+				 "failover decision (the witness holds: %s): it "
+				 "runs on, this host does not", b->decide_why,
+				 r->holder);
+		break;
+	case RDB_WITNESS_ERROR:
+		vm->st.witness_errors++;
+		if (strcmp(r->error, b->witness_error) != 0 ||
+		    b->decide_attempts % 20 == 0)
+			LOGVM(WARN, vm->name, "the witness did not decide (try %u): "
+			      "%s; not failing over without it (remusdbctl "
+			      "failover --force %s is the operator's call)",
+			      b->decide_attempts, r->error, vm->name);
+		snprintf(b->witness_error, sizeof(b->witness_error), "%s", r->error);
+		b->retry_at_ns = rdb_now_ns() + WITNESS_RETRY_NS;
+		break;
+	}
+}
+
+static void backup_claim(struct rdb_backup *b)
+{
+	int64_t id;
+
+	b->decide_attempts++;
+	id = rdb_witness_claim(b->d->witness, b->vm->name, b->registered,
+			       b->d->node, on_claim, b);
+	if (id < 0)
+		b->retry_at_ns = rdb_now_ns() + WITNESS_RETRY_NS;
+	else
+		b->witness_req = id;
+}
+
+static uint64_t on_decide_tick(struct rdb_evloop *loop, uint64_t id, void *opaque)
+{
+	struct rdb_backup *b = opaque;
+
+	if (!b->deciding) {
+		b->decide_timer = 0;
+		return 0;
+	}
+	if (b->vm->peer_loss == RDB_PEER_LOSS_WITNESS && b->witness_req == 0 &&
+	    rdb_now_ns() >= b->retry_at_ns)
+		backup_claim(b);
+	return DECIDE_TICK_NS;
+}
+
+/* The primary is gone (silent): go live only as on_peer_loss says. */
+static void primary_lost(struct rdb_backup *b, const char *why)
+{
+	struct rdb_vm *vm = b->vm;
+
+	if (vm->peer_loss == RDB_PEER_LOSS_UNSAFE_AUTO) {
+		rdb_backup_failover(vm, why);
+		return;
+	}
+	if (b->deciding)
+		return;
+	/* Whatever the primary sends from now on is too late. */
+	close_link(b);
+	rdb_stage_discard(&b->st);
+	b->deciding = true;
+	b->decide_start_ns = rdb_now_ns();
+	b->decide_attempts = 0;
+	b->retry_at_ns = 0;
+	b->witness_error[0] = 0;
+	snprintf(b->decide_why, sizeof(b->decide_why), "%s", why);
+	vm->st.decisions++;
+	if (vm->peer_loss == RDB_PEER_LOSS_MANUAL) {
+		rdb_vm_set_state(vm, RDB_VM_DECIDING, "%s; on_peer_loss = manual: "
+				 "not failing over by itself (remusdbctl failover "
+				 "--force %s, once the primary %s is certainly down)",
+				 why, vm->name, b->primary_node);
+		return;
+	}
+	rdb_vm_set_state(vm, RDB_VM_DECIDING, "%s; asking the witness whether "
+			 "this host may run the VM", why);
+	if (rdb_evloop_add_timer(b->d->loop, DECIDE_TICK_NS, on_decide_tick, b,
+				 &b->decide_timer) < 0)
+		LOGVM(ERROR, vm->name, "no timer for witness retries");
+	backup_claim(b);
+}
+
+int rdb_backup_operator_failover(struct rdb_vm *vm, bool force, char *msg,
+				 size_t msglen)
+{
+	struct rdb_backup *b = vm->bak;
+	int rc;
+
+	if (!b)
+		return -ENOENT;
+	if (force || vm->peer_loss == RDB_PEER_LOSS_UNSAFE_AUTO) {
+		decide_end(b);
+		rc = rdb_backup_failover(vm, force ? "operator failover --force "
+					 "(no witness decision)" : "operator failover");
+		if (rc < 0)
+			snprintf(msg, msglen, "failover: %s", strerror(-rc));
+		return rc;
+	}
+	if (vm->peer_loss == RDB_PEER_LOSS_MANUAL) {
+		snprintf(msg, msglen, "on_peer_loss = manual: failing over is the "
+			 "operator's decision, said with --force (only once the "
+			 "primary %s is certainly down)", b->primary_node);
+		return -EPERM;
+	}
+	if (!b->have_committed) {
+		snprintf(msg, msglen, "no committed checkpoint to fail over to");
+		return -ENODATA;
+	}
+	if (vm->state == RDB_VM_FAILED_OVER || vm->state == RDB_VM_FAILING_OVER)
+		return -EALREADY;
+	primary_lost(b, "operator failover");
+	snprintf(msg, msglen, "asking the witness: this host goes live if it "
+		 "wins the decision (remusdbctl status %s)", vm->name);
+	return 0;
+}
+
 static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
 {
 	struct rdb_backup *b = opaque;
@@ -408,7 +630,7 @@ static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
 		snprintf(why, sizeof(why), "primary silent for %llu ms",
 			 (unsigned long long)((now - b->last_rx_ns) / RDB_NS_PER_MS));
 		if (b->have_committed)
-			rdb_backup_failover(vm, why);
+			primary_lost(b, why);
 		else
 			link_lost(b, "primary silent before the initial state was committed");
 		return 0;
@@ -609,7 +831,10 @@ static void send_failover_event(struct rdb_backup *b, const char *path,
 				uint64_t epoch)
 {
 	struct rdb_vm *vm = b->vm;
-	uint64_t gen = vm->st.transitions[RDB_VM_FAILED_OVER] + 1;
+	/* unique across protections (the primary's random generation), so
+	 * a guest can tell this failover from one of an earlier protection */
+	uint64_t gen = b->generation ? b->generation :
+		       vm->st.transitions[RDB_VM_FAILED_OVER] + 1;
 	char line[128];
 	int n, rc;
 
@@ -1022,6 +1247,7 @@ void rdb_backup_teardown(struct rdb_vm *vm)
 	if (!b)
 		return;
 	loop = b->d->loop;
+	decide_end(b);
 	if (b->hb_timer)
 		rdb_evloop_del_timer(loop, b->hb_timer);
 	if (b->linger_timer)

@@ -17,6 +17,7 @@
 #ifndef RDB_BACKUP_H
 #define RDB_BACKUP_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include <jansson.h>
@@ -30,6 +31,11 @@ void rdb_backup_stop_listening(struct rdb_daemon *d);
 
 /* Operator failover (also used on detection). */
 int rdb_backup_failover(struct rdb_vm *vm, const char *why);
+/* remusdbctl failover [--force]: with on_peer_loss = witness, decides
+ * first (msg says so); --force goes live at once (the operator's word
+ * that the primary is dead). */
+int rdb_backup_operator_failover(struct rdb_vm *vm, bool force, char *msg,
+				 size_t msglen);
 void rdb_backup_teardown(struct rdb_vm *vm);
 /* Prometheus lines of the flow check (commit protection only). */
 void rdb_backup_metrics_write(const struct rdb_vm *vm, FILE *f);

@@ -53,6 +53,35 @@ static int v_level(const char *v)
 	return -EINVAL;
 }
 
+static int v_name_or_empty(const char *v)
+{
+	return v[0] ? v_name(v) : 0;
+}
+
+static int v_peer_loss(const char *v)
+{
+	return !v[0] || !strcmp(v, "witness") || !strcmp(v, "manual") ||
+	       !strcmp(v, "unsafe-auto") ? 0 : -EINVAL;
+}
+
+static int v_witness(const char *v)
+{
+	/* each comma-separated endpoint: http(s)://host:port */
+	const char *p = v;
+
+	while (*p) {
+		size_t n = strcspn(p, ",");
+
+		if (!(n > 7 && !strncmp(p, "http://", 7)) &&
+		    !(n > 8 && !strncmp(p, "https://", 8)))
+			return -EINVAL;
+		p += n;
+		if (*p == ',')
+			p++;
+	}
+	return 0;
+}
+
 static int v_mode(const char *v)
 {
 	return !strcmp(v, "plain") || !strcmp(v, "commit-protection") ?
@@ -78,6 +107,14 @@ static const struct rdb_option daemon_opts[] = {
 	  "QEMU started on failover" },
 	{ "metrics_file", RDB_OPT_STRING, OFF(rdb_daemon_config, metrics_file), "", 0, 0, NULL,
 	  "Prometheus text file rewritten every second; empty: off" },
+	{ "node_name", RDB_OPT_STRING, OFF(rdb_daemon_config, node_name), "", 0, 0, v_name_or_empty,
+	  "this host's name at the witness ([A-Za-z0-9_.-], 1-64); empty: the hostname. Unique per host" },
+	{ "witness", RDB_OPT_STRING, OFF(rdb_daemon_config, witness), "", 0, 0, v_witness,
+	  "the failover witness: etcd client URLs, comma-separated (http://10.0.0.9:2379); empty: none, and every VM must say its on_peer_loss" },
+	{ "witness_prefix", RDB_OPT_STRING, OFF(rdb_daemon_config, witness_prefix), "/remusdb", 0, 0, NULL,
+	  "root of RemusDB's keys at the witness (one key per VM: PREFIX/vm/NAME); the same on both hosts" },
+	{ "witness_timeout_ms", RDB_OPT_U32, OFF(rdb_daemon_config, witness_timeout_ms), "1000", 50, 60000, NULL,
+	  "longest one request to the witness may take (it is retried while a decision is pending)" },
 	{ "allow_fault_injection", RDB_OPT_BOOL, OFF(rdb_daemon_config, allow_fault_injection), "false", 0, 0, NULL,
 	  "accept `remusdbctl inject` (tests only)" },
 };
@@ -107,6 +144,10 @@ static const struct rdb_option vm_opts[] = {
 	  "guest RAM in MiB as in -m (0: take it from the checkpoint stream)" },
 	{ "mode", RDB_OPT_STRING, OFF(rdb_vm_config, mode), "plain", 0, 0, v_mode,
 	  "plain (every output packet waits for its checkpoint: no guest change needed) or commit-protection (only packets the guest's DBMS marks wait, with the rest of their TCP flow behind them: needs remusdb.ko and a patched DBMS in the guest, and event_port)" },
+	{ "on_peer_loss", RDB_OPT_STRING, OFF(rdb_vm_config, on_peer_loss), "", 0, 0, v_peer_loss,
+	  "when the hosts lose each other: witness (the side that wins the witness's decision runs; the other stops), manual (output stays held and the guest pauses until the operator decides: remusdbctl unprotect --force on the primary or failover --force on the backup) or unsafe-auto (plain Remus: both may run on a partition); empty: witness if the daemon has one, otherwise protect refuses" },
+	{ "hold_bound_ms", RDB_OPT_U32, OFF(rdb_vm_config, hold_bound_ms), "2000", 0, 3600000, NULL,
+	  "while a decision is pending on the primary, its guest runs with all output held for at most this long; then it is paused until the decision" },
 	{ "failover_fence_ms", RDB_OPT_U32, OFF(rdb_vm_config, failover_fence_ms), "1000", 0, 60000, NULL,
 	  "commit-protection: after a failover, clients' TCP input reaches the guest once it acknowledged the failover event (its DBMS aborted what was not committing), or after this long" },
 	{ "disk", RDB_OPT_STRING, OFF(rdb_vm_config, disk), "", 0, 0, NULL,
@@ -361,6 +402,38 @@ static uint64_t qemu_m_mib(const char *a)
 	return *end == 0 || *end == ',' ? n : 0;
 }
 
+const char *rdb_peer_loss_name(enum rdb_peer_loss p)
+{
+	return p == RDB_PEER_LOSS_WITNESS ? "witness" :
+	       p == RDB_PEER_LOSS_MANUAL ? "manual" : "unsafe-auto";
+}
+
+int rdb_vm_config_peer_loss(const struct rdb_vm_config *c, bool have_witness,
+			    enum rdb_peer_loss *out, char *err, size_t errlen)
+{
+	const char *v = c->on_peer_loss ? c->on_peer_loss : "";
+
+	if (!v[0] || !strcmp(v, "witness")) {
+		if (!have_witness) {
+			snprintf(err, errlen, "VM %s: no witness is configured "
+				 "(remusdbd.conf: witness = http://HOST:2379), so the "
+				 "VM must say what happens when its hosts lose each "
+				 "other: on_peer_loss = manual, or unsafe-auto (both "
+				 "copies may run after a partition)", c->name);
+			return -EINVAL;
+		}
+		*out = RDB_PEER_LOSS_WITNESS;
+	} else if (!strcmp(v, "manual")) {
+		*out = RDB_PEER_LOSS_MANUAL;
+	} else if (!strcmp(v, "unsafe-auto")) {
+		*out = RDB_PEER_LOSS_UNSAFE_AUTO;
+	} else {
+		snprintf(err, errlen, "on_peer_loss: %s", v);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int rdb_vm_config_check(const struct rdb_vm_config *c, char *err, size_t errlen)
 {
 	const char *missing = !c->name || !c->name[0] ? "name" :
@@ -425,7 +498,7 @@ bool rdb_vm_config_commit_protection(const struct rdb_vm_config *c)
 static const char *const protection_opts[] = {
 	"peer", "mode", "checkpoint_ms", "checkpoint_deadline_ms", "compression",
 	"page_cache_percent", "compress_threads", "protect_dscp", "event_port",
-	"failover_fence_ms",
+	"failover_fence_ms", "on_peer_loss", "hold_bound_ms",
 };
 
 int rdb_vm_config_take_protection(struct rdb_vm_config *dst,

@@ -53,6 +53,10 @@ struct rdb_daemon_config {
 	char *qemu_binary;
 	char *metrics_file;
 	bool allow_fault_injection;
+	char *node_name;
+	char *witness;
+	char *witness_prefix;
+	uint32_t witness_timeout_ms;
 };
 
 struct rdb_vm_config {
@@ -78,6 +82,8 @@ struct rdb_vm_config {
 	uint32_t protect_dscp;
 	bool event_port;
 	uint32_t failover_fence_ms;
+	char *on_peer_loss;
+	uint32_t hold_bound_ms;
 	struct rdb_strlist qemu_arg;
 };
 
@@ -101,6 +107,18 @@ int rdb_vm_config_check(const struct rdb_vm_config *c, char *err, size_t errlen)
 int rdb_vm_config_supported(const struct rdb_vm_config *c, char *err,
 			    size_t errlen);
 bool rdb_vm_config_commit_protection(const struct rdb_vm_config *c);
+
+enum rdb_peer_loss {
+	RDB_PEER_LOSS_WITNESS,
+	RDB_PEER_LOSS_MANUAL,
+	RDB_PEER_LOSS_UNSAFE_AUTO,
+};
+/* The VM's on_peer_loss, resolved against whether this daemon has a
+ * witness: "" means witness when there is one; with none, the VM must say
+ * (-EINVAL with the reason: unsafe-auto is never chosen silently). */
+int rdb_vm_config_peer_loss(const struct rdb_vm_config *c, bool have_witness,
+			    enum rdb_peer_loss *out, char *err, size_t errlen);
+const char *rdb_peer_loss_name(enum rdb_peer_loss p);
 /* A protect of an attached VM: the options that say how it is protected
  * (peer, mode, checkpoint_ms, ...) come from the protect request; what is
  * served for it (disk, NIC, QEMU arguments) stays as attached.  Strings

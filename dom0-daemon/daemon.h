@@ -11,6 +11,7 @@
 struct rdb_vm;
 struct rdb_ctl;
 struct rdb_watchdog;
+struct rdb_witness;
 
 struct rdb_daemon {
 	struct rdb_daemon_config cfg;
@@ -18,6 +19,8 @@ struct rdb_daemon {
 	struct rdb_vm *vms;
 	struct rdb_ctl *ctl;
 	struct rdb_watchdog *wd;
+	struct rdb_witness *witness;	/* NULL: none configured */
+	char node[65];			/* node_name, or the hostname */
 	int repl_listen_fd;		/* backups accept primaries here */
 	uint64_t started_ns;
 	uint64_t metrics_timer;

@@ -18,8 +18,10 @@
 #include "log.h"
 #include "primary.h"
 #include "vm.h"
+#include "witness.h"
 #include "watchdog.h"
 
+#include <curl/curl.h>
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -124,6 +126,10 @@ static struct rdb_vm *vm_arg(struct rdb_daemon *d, json_t *req, json_t **reply_o
 static int ctl_unprotect(void *opaque, json_t *req, json_t **reply_out)
 {
 	struct rdb_vm *vm = vm_arg(opaque, req, reply_out);
+	bool force = json_is_true(json_object_get(json_object_get(req, "args"),
+						  "force"));
+	char msg[600] = "";
+	int rc;
 
 	if (!vm)
 		return -ENOENT;
@@ -131,12 +137,19 @@ static int ctl_unprotect(void *opaque, json_t *req, json_t **reply_out)
 		*reply_out = json_string("unprotect runs on the primary's host");
 		return -EINVAL;
 	}
-	return rdb_primary_unprotect(vm);
+	rc = rdb_primary_unprotect(vm, force, msg, sizeof(msg));
+	if (msg[0])
+		*reply_out = rc < 0 ? json_string(msg) :
+			     json_pack("{s:s}", "message", msg);
+	return rc;
 }
 
 static int ctl_failover(void *opaque, json_t *req, json_t **reply_out)
 {
 	struct rdb_vm *vm = vm_arg(opaque, req, reply_out);
+	bool force = json_is_true(json_object_get(json_object_get(req, "args"),
+						  "force"));
+	char msg[600] = "";
 	int rc;
 
 	if (!vm)
@@ -145,9 +158,11 @@ static int ctl_failover(void *opaque, json_t *req, json_t **reply_out)
 		*reply_out = json_string("failover runs on the backup's host");
 		return -EINVAL;
 	}
-	rc = rdb_backup_failover(vm, "operator failover");
+	rc = rdb_backup_operator_failover(vm, force, msg, sizeof(msg));
 	if (rc < 0)
-		*reply_out = json_sprintf("failover: %s", strerror(-rc));
+		*reply_out = json_string(msg[0] ? msg : strerror(-rc));
+	else if (msg[0])
+		*reply_out = json_pack("{s:s}", "message", msg);
 	return rc;
 }
 
@@ -274,6 +289,34 @@ static int make_dir(const char *path)
 	return 0;
 }
 
+/* This host's name at the witness: node_name, else the hostname. */
+static int node_setup(struct rdb_daemon *d)
+{
+	if (d->cfg.node_name && d->cfg.node_name[0]) {
+		snprintf(d->node, sizeof(d->node), "%s", d->cfg.node_name);
+		return 0;
+	}
+	if (gethostname(d->node, sizeof(d->node)) < 0 || !rdb_witness_node_valid(d->node)) {
+		LOG(ERROR, "the hostname is not a usable node name: set node_name "
+		    "in the config ([A-Za-z0-9_.-], 1-64 characters)");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int witness_setup(struct rdb_daemon *d)
+{
+	int rc;
+
+	if (!d->cfg.witness || !d->cfg.witness[0])
+		return 0;
+	rc = rdb_witness_create(d->loop, d->cfg.witness, d->cfg.witness_prefix,
+				d->cfg.witness_timeout_ms, &d->witness);
+	if (rc < 0)
+		LOG(ERROR, "witness %s: %s", d->cfg.witness, strerror(-rc));
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	struct rdb_daemon d = { .repl_listen_fd = -1 };
@@ -330,6 +373,11 @@ int main(int argc, char **argv)
 		goto out;
 	if (rdb_evloop_create(&d.loop) < 0)
 		goto out;
+	/* libcurl's global state, before any thread (the witness's) */
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+		LOG(ERROR, "cannot initialise libcurl");
+		goto out;
+	}
 	/* Fork before any other fd or thread exists: the child holds nothing. */
 	if (rdb_watchdog_start(&wd, WATCHDOG_POLL_NS) < 0) {
 		LOG(ERROR, "cannot start the watchdog: %s", strerror(errno));
@@ -348,14 +396,17 @@ int main(int argc, char **argv)
 		LOG(ERROR, "cannot open the control socket %s", d.cfg.control_socket);
 		goto out;
 	}
+	if (node_setup(&d) < 0 || witness_setup(&d) < 0)
+		goto out;
 	if (rdb_backup_listen(&d) < 0)
 		goto out;
 	rdb_evloop_set_before_sleep(d.loop, before_sleep, &d);
 	if (rdb_evloop_add_timer(d.loop, HOUSEKEEPING_NS, on_housekeeping, &d,
 				 &d.metrics_timer) < 0)
 		goto out;
-	LOG(INFO, "remusdbd ready: control %s, replication %s, state %s",
-	    d.cfg.control_socket, d.cfg.listen, d.cfg.state_dir);
+	LOG(INFO, "remusdbd ready: node %s, control %s, replication %s, state %s, "
+	    "witness %s", d.node, d.cfg.control_socket, d.cfg.listen,
+	    d.cfg.state_dir, d.witness ? rdb_witness_endpoints(d.witness) : "none");
 	rc = rdb_evloop_run(d.loop) < 0;
 out:
 	while (d.vms) {
@@ -373,6 +424,8 @@ out:
 		rdb_ctl_close(d.ctl);
 	if (sfd >= 0)
 		close(sfd);
+	rdb_witness_destroy(d.witness);
+	curl_global_cleanup();
 	rdb_watchdog_stop(&wd);
 	rdb_evloop_destroy(d.loop);
 	rdb_config_dispose(&rdb_daemon_config_table, &d.cfg);

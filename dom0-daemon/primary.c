@@ -3,6 +3,7 @@
 #include "primary_int.h"
 
 #include <errno.h>
+#include <sys/random.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/types.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 static int put_flows(struct rdb_primary *p, uint64_t epoch);
+static void drop(struct rdb_primary *p, const char *why, bool backup_stopped);
 
 /* ---- COLO parser callbacks (the VM may be stopped: stay in memory) ---- */
 
@@ -39,8 +41,19 @@ static int on_ram_blocks(void *opaque, const struct rdb_ram_block *blocks,
 	struct rdb_vm *vm = p->vm;
 
 	json_t *j = rdb_vm_config_to_json(&vm->cfg);
-	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	char *text, gen[17];
 	int rc;
+
+	/* What the backup needs to take part in the failover decision
+	 * (witness.h) and to tell protections apart (the failover event);
+	 * not a config option: the backup takes it out before applying. */
+	snprintf(gen, sizeof(gen), "%016llx", (unsigned long long)p->generation);
+	if (j)
+		json_object_set_new(j, "_protection", json_pack("{s:s, s:s, s:s, s:s}",
+				    "generation", gen, "on_peer_loss",
+				    rdb_peer_loss_name(vm->peer_loss), "registered",
+				    p->registered, "primary", p->d->node));
+	text = j ? json_dumps(j, JSON_COMPACT) : NULL;
 
 	json_decref(j);
 	if (!text)
@@ -410,7 +423,11 @@ static void guest_frame(void *opaque, const uint8_t *frame, size_t len)
 		marked = true;
 		p->vm->st.marked_frames++;
 	}
-	if (!p->colo_active)
+	if (p->fenced)
+		return;		/* the other copy runs: nothing leaves here */
+	if (p->deciding)	/* held whatever the mode: I6 (primary_decide.c) */
+		rdb_netbuf_hold(&p->nb, p->open_epoch, frame, len);
+	else if (!p->colo_active)
 		rdb_nic_to_wire(&p->nic, frame, len);
 	else if (p->cp)
 		rdb_flowbuf_from_guest(&p->fb, p->open_epoch, marked, frame, len,
@@ -430,11 +447,13 @@ static bool wire_frame(void *opaque, const uint8_t *frame, size_t len)
 	return true;
 }
 
-/* Everything held may go: the backup committed upto. */
-static void release_output(struct rdb_primary *p, uint64_t upto)
+/* Everything held may go: the backup committed upto.  The flow
+ * buffer's frames first: after a decision, what was held while it was
+ * pending (in the netbuf, see guest_frame) came after them. */
+void rdb_pri_release_output(struct rdb_primary *p, uint64_t upto)
 {
-	rdb_netbuf_release(&p->nb, upto, tap_sink, p);
 	rdb_flowbuf_release(&p->fb, upto, tap_sink, p);
+	rdb_netbuf_release(&p->nb, upto, tap_sink, p);
 }
 
 static void flow_rec_collect(void *opaque, const struct rdb_flow_rec *r)
@@ -479,6 +498,9 @@ static void close_mig(struct rdb_primary *p)
 {
 	if (p->mig_fd >= 0) {
 		rdb_evloop_del_fd(p->d->loop, p->mig_fd);
+		/* The watchdog holds a duplicate (watchdog.h): only a shutdown
+		 * ends the stream for QEMU, whose write may be blocked in it. */
+		shutdown(p->mig_fd, SHUT_RDWR);
 		close(p->mig_fd);
 		p->mig_fd = -1;
 	}
@@ -580,7 +602,7 @@ static void on_peer_msg(struct rdb_primary *p, const struct rdb_frame *f)
 		vm->st.committed_epoch = f->epoch;
 		vm->st.last_ack_ns = p->last_peer_rx_ns;
 		rdb_vm_epoch_acked(vm, f->epoch, p->last_peer_rx_ns);
-		release_output(p, f->epoch);
+		rdb_pri_release_output(p, f->epoch);
 		if (vm->state == RDB_VM_PROTECTING)
 			rdb_vm_set_state(vm, RDB_VM_PROTECTED,
 					 "backup committed the initial state");
@@ -592,7 +614,8 @@ static void on_peer_msg(struct rdb_primary *p, const struct rdb_frame *f)
 
 		snprintf(why, sizeof(why), "backup reported: %.*s",
 			 (int)f->len, (const char *)f->payload);
-		rdb_pri_drop_protection(p, why);
+		/* It gave up and will not go live: no decision needed. */
+		drop(p, why, true);
 		break;
 	}
 	default:
@@ -759,14 +782,16 @@ static bool end_replication(struct rdb_primary *p)
 
 /*
  * Protection ends without a failover: COLO is stopped in QEMU so the
- * guest runs on by itself, and output held for epochs the backup will
- * now never acknowledge is released — there is no backup to stay
- * consistent with, and holding it would only cut the guest off.
+ * guest runs on by itself.  Output held for epochs the backup will now
+ * never acknowledge is released only once this host may run the VM: at
+ * once when the backup cannot go live (it said it stopped, it never got
+ * a checkpoint, or on_peer_loss = unsafe-auto); otherwise after the
+ * decision (primary_decide.c).
  */
-void rdb_pri_drop_protection(struct rdb_primary *p, const char *why)
+static void drop(struct rdb_primary *p, const char *why, bool backup_stopped)
 {
 	struct rdb_vm *vm = p->vm;
-	bool durable;
+	bool durable, decide;
 	int rc;
 
 	if (!p->colo_active)
@@ -789,6 +814,11 @@ void rdb_pri_drop_protection(struct rdb_primary *p, const char *why)
 		rdb_watchdog_disarm(p->d->wd, vm->wd_slot);
 		vm->wd_slot = -1;
 	}
+	/* QEMU may be blocked writing a checkpoint into the stream, holding
+	 * its big lock (QMP would not answer): closing the stream fails that
+	 * write, and QEMU leaves COLO with the guest running (as the
+	 * watchdog does, watchdog.h). */
+	close_mig(p);
 	if (p->qmp_open) {
 		rc = rdb_qmp_colo_lost_heartbeat(&p->qmp, rdb_now_ns() + RDB_NS_PER_S);
 		if (rc < 0 && rc != -EREMOTEIO)
@@ -796,20 +826,30 @@ void rdb_pri_drop_protection(struct rdb_primary *p, const char *why)
 			      strerror(-rc));
 	}
 	durable = end_replication(p);
-	if (durable)
-		release_output(p, UINT64_MAX);
+	/* No checkpoint sent: the backup has nothing to go live from. */
+	decide = durable && !backup_stopped && vm->st.checkpoints > 0 &&
+		 vm->peer_loss != RDB_PEER_LOSS_UNSAFE_AUTO;
+	if (durable && !decide)
+		rdb_pri_release_output(p, UINT64_MAX);
 	close_mig(p);
 	if (p->peer_fd >= 0) {
 		rdb_proto_put_error(&p->out, "primary dropped protection");
 		rdb_buf_write_fd(&p->out, p->peer_fd);
 		close_peer(p);
 	}
-	if (durable)
-		rdb_vm_set_state(vm, RDB_VM_DEGRADED, "%s", why);
-	else
+	if (!durable)
 		rdb_vm_set_state(vm, RDB_VM_FAILED, "%s; the disk image could "
 				 "not be synced: guest paused, for the operator",
 				 why);
+	else if (decide)
+		rdb_pri_decide_start(p, why);
+	else
+		rdb_vm_set_state(vm, RDB_VM_DEGRADED, "%s", why);
+}
+
+void rdb_pri_drop_protection(struct rdb_primary *p, const char *why)
+{
+	drop(p, why, false);
 }
 
 /* ---- setup and teardown ---- */
@@ -923,12 +963,20 @@ static int start_colo(struct rdb_primary *p, char *err, size_t errlen)
 
 /* Undoes everything protect set up (not the disk and NIC of an attached
  * VM); idempotent.  Not a state change: callers say what happened.
- * False: the disk could not be synced (end_replication). */
-static bool protection_cleanup(struct rdb_primary *p)
+ * Output held for a pending decision, or by a fenced copy, is discarded,
+ * never released.  False: the disk could not be synced (end_replication). */
+bool rdb_pri_protection_cleanup(struct rdb_primary *p)
 {
 	struct rdb_vm *vm = p->vm;
 	struct rdb_evloop *loop = p->d->loop;
 	bool durable;
+
+	rdb_pri_register_cancel(p);
+	rdb_pri_decide_cancel(p);
+	if (p->fenced) {
+		rdb_netbuf_clear(&p->nb);
+		rdb_flowbuf_clear(&p->fb);
+	}
 
 	p->colo_active = false;
 	p->copying = false;
@@ -944,7 +992,7 @@ static bool protection_cleanup(struct rdb_primary *p)
 	p->hb_timer = p->copy_timer = 0;
 	durable = end_replication(p);
 	if (durable)
-		release_output(p, UINT64_MAX);
+		rdb_pri_release_output(p, UINT64_MAX);
 	close_mig(p);
 	close_peer(p);
 	if (p->mig_listen_fd >= 0) {
@@ -1102,11 +1150,28 @@ static int start_protection(struct rdb_primary *p, char *err, size_t errlen)
 	return rdb_evloop_add_timer(d->loop, 1, on_copy, p, &p->copy_timer);
 }
 
+static void log_protecting(struct rdb_primary *p)
+{
+	struct rdb_vm *vm = p->vm;
+
+	LOGVM(INFO, vm->name, "protecting: backup %s, mode %s, checkpoint every "
+	      "%u ms, deadline %u ms%s, on_peer_loss = %s, generation %016llx",
+	      vm->cfg.peer, vm->cfg.mode, vm->cfg.checkpoint_ms,
+	      vm->cfg.checkpoint_deadline_ms,
+	      p->has_disk ? ", disk replicated" : "",
+	      rdb_peer_loss_name(vm->peer_loss), (unsigned long long)p->generation);
+	if (p->cp && !vm->cfg.event_port)
+		LOGVM(WARN, vm->name, "commit-protection without event_port: after "
+		      "a failover the guest's DBMS cannot learn it and abort "
+		      "the transactions that had not asked to commit");
+}
+
 int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 			char *err, size_t errlen)
 {
 	struct rdb_vm *vm = rdb_vm_find(d, cfg->name);
 	bool attached = vm != NULL;
+	enum rdb_peer_loss peer_loss;
 	int rc;
 
 	if (vm && (vm->role != RDB_ROLE_PRIMARY || !vm->pri)) {
@@ -1119,7 +1184,27 @@ int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 	 * unprotected: protect again from scratch (a new backup link, the
 	 * whole disk copied again, a new COLO run in the same QEMU), in the
 	 * mode asked now. */
-	if (vm && (vm->pri->colo_active ||
+	if (vm && (vm->pri->deciding || vm->pri->fenced)) {
+		snprintf(err, errlen, "VM %s is %s: %s", cfg->name,
+			 rdb_vm_state_name(vm->state), vm->pri->fenced ?
+			 "it lost the failover decision and its guest is "
+			 "stopped (the backup's copy runs)" :
+			 "which host runs it is being decided");
+		return -EBUSY;
+	}
+	{
+		/* the policy as it will be: the request's, else as attached */
+		const char *pl = cfg->on_peer_loss && cfg->on_peer_loss[0] ?
+			cfg->on_peer_loss : vm && vm->cfg.on_peer_loss ?
+			vm->cfg.on_peer_loss : "";
+		struct rdb_vm_config t = { .name = cfg->name, .on_peer_loss = (char *)pl };
+
+		rc = rdb_vm_config_peer_loss(&t, d->witness != NULL, &peer_loss,
+					     err, errlen);
+		if (rc < 0)
+			return rc;
+	}
+	if (vm && (vm->pri->colo_active || vm->pri->registering ||
 		   (vm->state != RDB_VM_UNPROTECTED && vm->state != RDB_VM_DEGRADED))) {
 		const char *now = vm->cfg.mode ? vm->cfg.mode : "plain";
 		const char *want = cfg->mode ? cfg->mode : "plain";
@@ -1147,11 +1232,32 @@ int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 			snprintf(err, errlen, "out of memory");
 			return rc;
 		}
-		protection_cleanup(vm->pri);
+		rdb_pri_protection_cleanup(vm->pri);
 		rdb_vm_set_state(vm, RDB_VM_PROTECTING, "operator protect%s",
 				 again ? " (again, after it was dropped)" : "");
 	}
-	rc = start_protection(vm->pri, err, errlen);
+	vm->peer_loss = peer_loss;
+	vm->pri->registered[0] = 0;
+	/* A new protection, told apart from every other one (the witness's
+	 * decision, the guest's failover event): 64 random bits. */
+	if (getrandom(&vm->pri->generation, sizeof(vm->pri->generation), 0) !=
+	    (ssize_t)sizeof(vm->pri->generation))
+		vm->pri->generation = rdb_now_ns() ^ ((uint64_t)getpid() << 40);
+	if (peer_loss == RDB_PEER_LOSS_WITNESS) {
+		/* Protection starts once the witness has this generation
+		 * (rdb_pri_protect_registered), without blocking the loop. */
+		rc = rdb_pri_register(vm->pri);
+		if (rc == 0) {
+			LOGVM(INFO, vm->name, "registering protection generation "
+			      "%016llx at the witness %s",
+			      (unsigned long long)vm->pri->generation,
+			      rdb_witness_endpoints(d->witness));
+			return 0;
+		}
+		snprintf(err, errlen, "cannot ask the witness: %s", strerror(-rc));
+	} else {
+		rc = start_protection(vm->pri, err, errlen);
+	}
 	if (rc < 0) {
 		if (!err[0])
 			snprintf(err, errlen, "%s", strerror(-rc));
@@ -1159,7 +1265,7 @@ int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 		if (!attached) {
 			rdb_primary_teardown(vm);
 			rdb_vm_free(vm);
-		} else if (protection_cleanup(vm->pri)) {
+		} else if (rdb_pri_protection_cleanup(vm->pri)) {
 			rdb_vm_set_state(vm, RDB_VM_UNPROTECTED,
 					 "protect failed: %s", err);
 		} else {
@@ -1169,23 +1275,86 @@ int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 		}
 		return rc;
 	}
-	LOGVM(INFO, vm->name, "protecting: backup %s, mode %s, checkpoint every "
-	      "%u ms, deadline %u ms%s", vm->cfg.peer, vm->cfg.mode,
-	      vm->cfg.checkpoint_ms, vm->cfg.checkpoint_deadline_ms,
-	      vm->pri->has_disk ? ", disk replicated" : "");
-	if (vm->pri->cp && !vm->cfg.event_port)
-		LOGVM(WARN, vm->name, "commit-protection without event_port: after "
-		      "a failover the guest's DBMS cannot learn it and abort "
-		      "the transactions that had not asked to commit");
+	log_protecting(vm->pri);
 	return 0;
 }
 
-int rdb_primary_unprotect(struct rdb_vm *vm)
+void rdb_pri_protect_failed(struct rdb_primary *p, const char *err)
+{
+	struct rdb_vm *vm = p->vm;
+
+	LOGVM(ERROR, vm->name, "protect failed: %s", err);
+	if (rdb_pri_protection_cleanup(p))
+		rdb_vm_set_state(vm, RDB_VM_UNPROTECTED, "protect failed: %s", err);
+	else
+		rdb_vm_set_state(vm, RDB_VM_FAILED, "protect failed: %s; the disk "
+				 "image could not be synced: guest paused, for "
+				 "the operator", err);
+}
+
+void rdb_pri_protect_registered(struct rdb_primary *p)
+{
+	char err[300] = "";
+	int rc = start_protection(p, err, sizeof(err));
+
+	if (rc < 0) {
+		if (!err[0])
+			snprintf(err, sizeof(err), "%s", strerror(-rc));
+		rdb_pri_protect_failed(p, err);
+		return;
+	}
+	log_protecting(p);
+}
+
+int rdb_primary_unprotect(struct rdb_vm *vm, bool force, char *msg,
+			  size_t msglen)
 {
 	struct rdb_primary *p = vm->pri;
 
 	if (!p)
 		return -ENOENT;
+	if (p->deciding && !force) {
+		snprintf(msg, msglen, "%s is deciding which host runs it (%s); "
+			 "`remusdbctl unprotect --force %s` runs it here now, "
+			 "unprotected: only if the backup's copy is certainly not "
+			 "running", vm->name, vm->state_reason, vm->name);
+		return -EBUSY;
+	}
+	if (p->fenced && !force) {
+		snprintf(msg, msglen, "%s lost the failover decision: its guest is "
+			 "stopped because the backup runs it; `remusdbctl "
+			 "unprotect --force %s` resumes it here (two copies if "
+			 "the backup's runs)", vm->name, vm->name);
+		return -EPERM;
+	}
+	if (p->deciding) {
+		rdb_pri_decided_run(p, "the operator decided (unprotect --force)");
+		rdb_vm_set_state(vm, RDB_VM_UNPROTECTED, "operator unprotect --force");
+		return 0;
+	}
+	if (p->fenced) {
+		int rc = rdb_qmp_connect(&p->qmp, vm->cfg.qmp, vm->name,
+					 rdb_now_ns() + 2 * RDB_NS_PER_S);
+
+		if (p->qmp_open || rc == 0) {
+			p->qmp_open = true;
+			rc = rdb_qmp_cont(&p->qmp, rdb_now_ns() + 2 * RDB_NS_PER_S);
+		}
+		if (rc < 0) {
+			snprintf(msg, msglen, "cannot resume the guest: %s",
+				 strerror(-rc));
+			return rc;
+		}
+		p->fenced = false;
+		rdb_vm_set_state(vm, RDB_VM_UNPROTECTED, "operator unprotect --force: "
+				 "the fenced guest runs again");
+		return 0;
+	}
+	if (p->registering) {
+		rdb_pri_protection_cleanup(p);
+		rdb_vm_set_state(vm, RDB_VM_UNPROTECTED, "operator unprotect");
+		return 0;
+	}
 	if (p->colo_active) {
 		if (p->peer_fd >= 0) {
 			rdb_proto_put_unprotect(&p->out, vm->name);
@@ -1195,6 +1364,13 @@ int rdb_primary_unprotect(struct rdb_vm *vm)
 		/* Tell the backup first: otherwise it would see a failure. */
 		close_peer(p);
 		rdb_pri_drop_protection(p, "operator unprotect");
+		if (p->deciding) {
+			/* the backup may not have heard us: it ends as decided */
+			p->unprotect_pending = true;
+			snprintf(msg, msglen, "%s: output held until the witness "
+				 "confirms this host runs it", vm->name);
+			return 0;
+		}
 	}
 	rdb_vm_set_state(vm, RDB_VM_UNPROTECTED, "operator unprotect");
 	return 0;
@@ -1209,7 +1385,7 @@ void rdb_primary_teardown(struct rdb_vm *vm)
 	/* Leaving while COLO runs would leave QEMU waiting for us. */
 	if (p->colo_active)
 		rdb_pri_drop_protection(p, "remusdbd is shutting down");
-	protection_cleanup(p);
+	rdb_pri_protection_cleanup(p);
 	rdb_pri_capture_stop(p, "VM torn down");
 	rdb_nic_close(&p->nic);
 	rdb_disk_close(&p->disk);

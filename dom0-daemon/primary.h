@@ -42,7 +42,10 @@ int rdb_primary_attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 			char *err, size_t errlen);
 /* Operator unprotect: COLO stops cleanly, held output is released. */
-int rdb_primary_unprotect(struct rdb_vm *vm);
+/* force: also when a decision is pending (runs here now) or was lost
+ * (resumes the fenced guest).  msg: why not, or what happens next. */
+int rdb_primary_unprotect(struct rdb_vm *vm, bool force, char *msg,
+			  size_t msglen);
 /* Frees everything; idempotent on vm->pri == NULL. */
 void rdb_primary_teardown(struct rdb_vm *vm);
 void rdb_primary_status(const struct rdb_vm *vm, json_t *o);

@@ -22,6 +22,7 @@
 #include "sockutil.h"
 #include "vm.h"
 #include "watchdog.h"
+#include "witness.h"
 #include "qemu/colo_stream.h"
 #include "remusdb.h"
 #include "qemu/qmp.h"
@@ -133,6 +134,24 @@ struct rdb_primary {
 	size_t enc_dev_len, enc_dev_cap;
 	uint64_t enc_disk_recs, enc_disk_bytes;
 
+	/*
+	 * The failover decision (primary_decide.c): this protection's
+	 * generation and the value registered for it at the witness; a
+	 * decision under way holds every output frame.
+	 */
+	uint64_t generation;
+	char registered[RDB_WITNESS_VALUE_MAX];
+	bool registering;		/* protect waits for the witness */
+	bool deciding;			/* peer lost: output held until decided */
+	bool fenced;			/* lost: guest stopped, output dropped */
+	bool hold_paused;		/* deciding: paused at hold_bound_ms */
+	bool unprotect_pending;		/* operator unprotect waits on it */
+	uint64_t decide_start_ns, decide_timer, retry_at_ns;
+	int64_t witness_req;
+	unsigned decide_attempts;
+	char decide_why[200];
+	char witness_error[256];
+
 	/* capture mode: see rdb_primary_capture */
 	int cap_fd;
 	uint64_t cap_left;
@@ -140,6 +159,19 @@ struct rdb_primary {
 
 /* primary.c */
 void rdb_pri_drop_protection(struct rdb_primary *p, const char *why);
+void rdb_pri_release_output(struct rdb_primary *p, uint64_t upto);
+/* The witness registered this protection: it starts (connects to the
+ * backup...); or it could not, and the VM is left unprotected. */
+void rdb_pri_protect_registered(struct rdb_primary *p);
+void rdb_pri_protect_failed(struct rdb_primary *p, const char *err);
+bool rdb_pri_protection_cleanup(struct rdb_primary *p);
+
+/* primary_decide.c */
+void rdb_pri_decide_start(struct rdb_primary *p, const char *why);
+void rdb_pri_decided_run(struct rdb_primary *p, const char *how);
+void rdb_pri_decide_cancel(struct rdb_primary *p);
+int rdb_pri_register(struct rdb_primary *p);
+void rdb_pri_register_cancel(struct rdb_primary *p);
 
 /* primary_send.c */
 void rdb_pri_peer_want_write(struct rdb_primary *p);

@@ -17,6 +17,8 @@ static const char *const state_names[RDB_VM_STATE__MAX] = {
 	[RDB_VM_FAILED_OVER] = "failed-over",
 	[RDB_VM_UNPROTECTED] = "unprotected",
 	[RDB_VM_FAILED] = "failed",
+	[RDB_VM_DECIDING] = "deciding",
+	[RDB_VM_FENCED] = "fenced",
 };
 
 static const char *const role_names[RDB_ROLE__MAX] = {
@@ -96,8 +98,10 @@ void rdb_vm_set_state(struct rdb_vm *vm, enum rdb_vm_state s,
 	case RDB_VM_DEGRADED:
 	case RDB_VM_FAILING_OVER:
 	case RDB_VM_FAILED:
+	case RDB_VM_FENCED:
 		lvl = RDB_LOG_ERROR;
 		break;
+	case RDB_VM_DECIDING:
 	case RDB_VM_FAILED_OVER:
 		lvl = RDB_LOG_WARN;
 		break;

@@ -8,6 +8,9 @@
  *   PROTECTING ──initial sync committed──► PROTECTED
  *   PROTECTED  ──backup lost / deadline / daemon stall──► DEGRADED (primary)
  *   PROTECTED  ──primary silent > failover timeout──► FAILING_OVER ──► FAILED_OVER (backup)
+ *   PROTECTED  ──peer lost (on_peer_loss = witness | manual)──► DECIDING
+ *   DECIDING   ──won──► DEGRADED (primary) / FAILING_OVER (backup)
+ *   DECIDING   ──lost──► FENCED (primary: guest stopped) / DEGRADED (backup)
  *   any        ──operator unprotect──► UNPROTECTED
  *   any        ──unrecoverable error──► FAILED
  *
@@ -40,6 +43,8 @@ enum rdb_vm_state {
 	RDB_VM_FAILED_OVER,
 	RDB_VM_UNPROTECTED,
 	RDB_VM_FAILED,
+	RDB_VM_DECIDING,	/* peer lost: who runs is being decided */
+	RDB_VM_FENCED,		/* the other side runs: this copy stopped */
 	RDB_VM_STATE__MAX
 };
 
@@ -73,6 +78,10 @@ struct rdb_vm_stats {
 	uint64_t last_ack_ns;
 	uint64_t failover_ns;		/* backup: detection → guest running */
 	uint64_t watchdog_trips;
+	/* the failover decision (both roles): started, won, lost; failed
+	 * requests to the witness; primary: guest pauses at the hold bound */
+	uint64_t decisions, decisions_won, decisions_lost;
+	uint64_t witness_errors, hold_pauses;
 	uint64_t deadline_misses;
 };
 
@@ -92,6 +101,7 @@ struct rdb_vm {
 	struct rdb_primary *pri;	/* role == PRIMARY */
 	struct rdb_backup *bak;		/* role == BACKUP */
 	int wd_slot;			/* watchdog slot, -1 if none */
+	enum rdb_peer_loss peer_loss;	/* as resolved at protect / setup */
 	struct rdb_vm *next;
 };
 

@@ -151,6 +151,48 @@ static int h_fail(void *opaque, json_t *req, json_t **reply)
 	return -EIO;
 }
 
+/* on_peer_loss: never unsafe-auto by default; witness needs a witness. */
+static void test_peer_loss_policy(void **state)
+{
+	struct rdb_vm_config c;
+	struct rdb_daemon_config d;
+	enum rdb_peer_loss pl;
+	char err[400];
+
+	rdb_config_defaults(&rdb_vm_config_table, &c);
+	rdb_config_defaults(&rdb_daemon_config_table, &d);
+	assert_string_equal(d.witness, "");
+	assert_string_equal(d.witness_prefix, "/remusdb");
+	assert_int_equal(rdb_config_set(&rdb_vm_config_table, &c, "name", "vm1",
+					err, sizeof(err)), 0);
+	/* no witness, no policy said: refused, and the message says how */
+	assert_int_equal(rdb_vm_config_peer_loss(&c, false, &pl, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "on_peer_loss = manual"));
+	assert_int_equal(rdb_vm_config_peer_loss(&c, true, &pl, err, sizeof(err)), 0);
+	assert_int_equal(pl, RDB_PEER_LOSS_WITNESS);
+	assert_int_equal(rdb_config_set(&rdb_vm_config_table, &c, "on_peer_loss", "witness",
+					err, sizeof(err)), 0);
+	assert_int_equal(rdb_vm_config_peer_loss(&c, false, &pl, err, sizeof(err)), -EINVAL);
+	assert_int_equal(rdb_config_set(&rdb_vm_config_table, &c, "on_peer_loss", "manual",
+					err, sizeof(err)), 0);
+	assert_int_equal(rdb_vm_config_peer_loss(&c, false, &pl, err, sizeof(err)), 0);
+	assert_int_equal(pl, RDB_PEER_LOSS_MANUAL);
+	assert_int_equal(rdb_config_set(&rdb_vm_config_table, &c, "on_peer_loss", "unsafe-auto",
+					err, sizeof(err)), 0);
+	assert_int_equal(rdb_vm_config_peer_loss(&c, true, &pl, err, sizeof(err)), 0);
+	assert_int_equal(pl, RDB_PEER_LOSS_UNSAFE_AUTO);
+	assert_int_equal(rdb_config_set(&rdb_vm_config_table, &c, "on_peer_loss", "auto",
+					err, sizeof(err)), -EINVAL);
+	assert_int_equal(rdb_config_set(&rdb_daemon_config_table, &d, "witness",
+					"http://10.0.0.1:2379,https://e:2379", err, sizeof(err)), 0);
+	assert_int_equal(rdb_config_set(&rdb_daemon_config_table, &d, "witness",
+					"10.0.0.1:2379", err, sizeof(err)), -EINVAL);
+	assert_int_equal(rdb_config_set(&rdb_daemon_config_table, &d, "node_name",
+					"a b", err, sizeof(err)), -EINVAL);
+	rdb_config_dispose(&rdb_vm_config_table, &c);
+	rdb_config_dispose(&rdb_daemon_config_table, &d);
+}
+
 static void test_ctl_dispatch(void **state)
 {
 	static const struct rdb_ctl_handler h[] = { { "echo", h_echo }, { "fail", h_fail } };
@@ -196,6 +238,7 @@ int main(void)
 		cmocka_unit_test(test_defaults_work_out_of_the_box),
 		cmocka_unit_test(test_vm_file_with_lists_and_errors),
 		cmocka_unit_test(test_mode_and_protection_options),
+		cmocka_unit_test(test_peer_loss_policy),
 		cmocka_unit_test(test_ctl_dispatch),
 		cmocka_unit_test(test_ctl_peer_policy),
 	};

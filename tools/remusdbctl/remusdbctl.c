@@ -33,8 +33,12 @@ static void usage(FILE *f)
 		"                                  its QEMU starts (VMs with a disk)\n"
 		"  protect VMCONF [KEY=VALUE]...   start protecting a VM (on its host)\n"
 		"  status [NAME] [--json]          VMs, roles, states, checkpoint numbers\n"
-		"  failover NAME                   fail over now (on the backup's host)\n"
-		"  unprotect NAME                  stop protecting (on the primary's host)\n"
+		"  failover NAME [--force]         fail over now (on the backup's host); with a\n"
+		"                                  witness it decides first; --force skips it:\n"
+		"                                  the operator's word that the primary is dead\n"
+		"  unprotect NAME [--force]        stop protecting (on the primary's host);\n"
+		"                                  --force also ends a pending decision (runs\n"
+		"                                  the VM here) or resumes a fenced guest\n"
 		"  wait NAME STATE [--timeout S]   wait until the VM is in STATE\n"
 		"  inject NAME FAULT               fault injection for tests (stop-in-pause)\n"
 		"  capture NAME FILE EPOCHS        write the next EPOCHS epochs' dirty pages\n"
@@ -219,18 +223,35 @@ static int do_status(int argc, char **argv)
 	return 0;
 }
 
+/* failover / unprotect NAME [--force]: the daemon may say what happens
+ * next (a decision pending) instead of it being done. */
 static int do_named(const char *c, int argc, char **argv, const char *done)
 {
-	json_t *reply;
+	const char *name = NULL, *msg;
+	bool force = false;
+	json_t *reply, *args;
 	int ex = 0;
 
-	if (argc != 1) {
+	for (int i = 0; i < argc; i++) {
+		if (!strcmp(argv[i], "--force"))
+			force = true;
+		else if (!name)
+			name = argv[i];
+		else
+			name = NULL, i = argc;
+	}
+	if (!name) {
 		usage(stderr);
 		return 2;
 	}
-	reply = call(cmd(c, json_pack("{s:s}", "name", argv[0])), &ex);
+	args = json_pack("{s:s}", "name", name);
+	if (force)
+		json_object_set_new(args, "force", json_true());
+	reply = call(cmd(c, args), &ex);
+	msg = json_string_value(json_object_get(json_object_get(reply, "result"),
+						"message"));
 	if (reply)
-		printf("%s: %s\n", argv[0], done);
+		printf("%s: %s\n", name, msg ? msg : done);
 	json_decref(reply);
 	return ex;
 }
@@ -311,7 +332,8 @@ static int do_wait(int argc, char **argv)
 				return 0;
 			}
 			/* A terminal state other than the one awaited: stop now. */
-			if ((!strcmp(st, "failed") || !strcmp(st, "degraded")) &&
+			if ((!strcmp(st, "failed") || !strcmp(st, "degraded") ||
+			     !strcmp(st, "fenced")) &&
 			    strcmp(argv[1], st)) {
 				fprintf(stderr, "remusdbctl: %s is %s (%s), not %s\n",
 					argv[0], st, json_string_value(json_object_get(vm, "state_reason")),

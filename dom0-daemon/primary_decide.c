@@ -1,0 +1,313 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * The primary's half of "never run a VM twice" (invariant I6,
+ * docs/failure-modes.md): what happens when protection is lost while the
+ * backup may still go live.
+ *
+ * Protection ends (the backup fell silent, the link broke, a checkpoint
+ * overran its deadline, the watchdog tripped): the guest goes on running,
+ * but every frame it sends from here on joins the output already held,
+ * and nothing leaves until this host has won the right to run the VM.
+ *   on_peer_loss = witness: claim this protection's generation at the
+ *     witness (witness.h).  Won: release the held output, run on
+ *     unprotected (DEGRADED).  Lost: the backup went live: stop the guest,
+ *     discard the held output (FENCED).  No answer: ask again, holding.
+ *   on_peer_loss = manual: hold until the operator decides
+ *     (remusdbctl unprotect --force here, or failover --force there).
+ * Past hold_bound_ms the guest is paused, not let loose, until the
+ * decision; a win resumes it.
+ */
+#define RDB_COMPONENT "primary"
+#include "primary_int.h"
+#include "witness.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+
+#define DECIDE_TICK_NS (100 * RDB_NS_PER_MS)
+#define WITNESS_RETRY_NS (500 * RDB_NS_PER_MS)
+#define QMP_DEADLINE_NS (2 * RDB_NS_PER_S)
+
+static void claim(struct rdb_primary *p);
+
+/* QMP to the guest's QEMU: the protection's connection, or a new one
+ * (protection may have ended before COLO started). */
+static int guest_qmp(struct rdb_primary *p)
+{
+	int rc;
+
+	if (p->qmp_open)
+		return 0;
+	rc = rdb_qmp_connect(&p->qmp, p->vm->cfg.qmp, p->vm->name,
+			     rdb_now_ns() + QMP_DEADLINE_NS);
+	if (rc == 0)
+		p->qmp_open = true;
+	return rc;
+}
+
+static int guest_stop(struct rdb_primary *p)
+{
+	int rc = guest_qmp(p);
+
+	return rc ? rc : rdb_qmp_stop(&p->qmp, rdb_now_ns() + QMP_DEADLINE_NS);
+}
+
+static int guest_cont(struct rdb_primary *p)
+{
+	int rc = guest_qmp(p);
+
+	return rc ? rc : rdb_qmp_cont(&p->qmp, rdb_now_ns() + QMP_DEADLINE_NS);
+}
+
+static void decide_end(struct rdb_primary *p)
+{
+	p->deciding = false;
+	if (p->decide_timer)
+		rdb_evloop_del_timer(p->d->loop, p->decide_timer);
+	p->decide_timer = 0;
+	if (p->witness_req > 0)
+		rdb_witness_cancel(p->d->witness, p->witness_req);
+	p->witness_req = 0;
+}
+
+void rdb_pri_decided_run(struct rdb_primary *p, const char *how)
+{
+	struct rdb_vm *vm = p->vm;
+	uint64_t held = rdb_netbuf_frames(&p->nb) + p->fb.frames;
+	int rc;
+
+	if (!p->deciding)
+		return;
+	decide_end(p);
+	vm->st.decisions_won++;
+	rdb_pri_release_output(p, UINT64_MAX);
+	if (p->hold_paused) {
+		rc = guest_cont(p);
+		if (rc < 0)
+			LOGVM(ERROR, vm->name, "resuming the guest paused at the "
+			      "hold bound: %s (remusdbctl's cont is needed)",
+			      rc == -EREMOTEIO ? rdb_qmp_last_error(&p->qmp) :
+			      strerror(-rc));
+		p->hold_paused = false;
+	}
+	rdb_vm_set_state(vm, p->unprotect_pending ? RDB_VM_UNPROTECTED :
+			 RDB_VM_DEGRADED, "%s after %.0f ms: runs on "
+			 "unprotected, %" PRIu64 " held frames released (%s)",
+			 how, (double)(rdb_now_ns() - p->decide_start_ns) /
+			 RDB_NS_PER_MS, held, p->decide_why);
+	p->unprotect_pending = false;
+}
+
+/* The other side runs the VM: this copy must emit nothing more. */
+static void decided_stop(struct rdb_primary *p, const char *holder)
+{
+	struct rdb_vm *vm = p->vm;
+	uint64_t n;
+	int rc;
+
+	decide_end(p);
+	p->unprotect_pending = false;
+	vm->st.decisions_lost++;
+	p->fenced = true;
+	rc = guest_stop(p);
+	n = rdb_netbuf_clear(&p->nb) + rdb_flowbuf_clear(&p->fb);
+	if (rc < 0)
+		LOGVM(ERROR, vm->name, "stopping the guest after the lost "
+		      "decision: %s; its output is dropped here all the same",
+		      rc == -EREMOTEIO ? rdb_qmp_last_error(&p->qmp) :
+		      strerror(-rc));
+	rdb_vm_set_state(vm, RDB_VM_FENCED, "lost the failover decision (the "
+			 "witness holds: %s): the backup runs this VM; guest "
+			 "stopped, %" PRIu64 " held frames discarded", holder, n);
+}
+
+static void on_claim(void *opaque, const struct rdb_witness_result *r)
+{
+	struct rdb_primary *p = opaque;
+	struct rdb_vm *vm = p->vm;
+
+	p->witness_req = 0;
+	if (!p->deciding)
+		return;
+	switch (r->outcome) {
+	case RDB_WITNESS_WON:
+		rdb_pri_decided_run(p, "won the failover decision at the witness");
+		break;
+	case RDB_WITNESS_LOST:
+		decided_stop(p, r->holder);
+		break;
+	case RDB_WITNESS_ERROR:
+		vm->st.witness_errors++;
+		/* once per kind of failure, and then every 20th try */
+		if (strcmp(r->error, p->witness_error) != 0 ||
+		    p->decide_attempts % 20 == 0)
+			LOGVM(WARN, vm->name, "the witness did not decide (try %u): "
+			      "%s; output stays held%s", p->decide_attempts,
+			      r->error, p->hold_paused ? ", guest paused" : "");
+		snprintf(p->witness_error, sizeof(p->witness_error), "%s", r->error);
+		p->retry_at_ns = rdb_now_ns() + WITNESS_RETRY_NS;
+		break;
+	}
+}
+
+static void claim(struct rdb_primary *p)
+{
+	struct rdb_vm *vm = p->vm;
+	int64_t id;
+
+	p->decide_attempts++;
+	id = rdb_witness_claim(p->d->witness, vm->name, p->registered,
+			       p->d->node, on_claim, p);
+	if (id < 0) {
+		LOGVM(ERROR, vm->name, "cannot ask the witness: %s",
+		      strerror((int)-id));
+		p->retry_at_ns = rdb_now_ns() + WITNESS_RETRY_NS;
+		return;
+	}
+	p->witness_req = id;
+}
+
+static uint64_t on_decide_tick(struct rdb_evloop *loop, uint64_t id,
+			       void *opaque)
+{
+	struct rdb_primary *p = opaque;
+	struct rdb_vm *vm = p->vm;
+	uint64_t now = rdb_now_ns();
+	int rc;
+
+	if (!p->deciding) {
+		p->decide_timer = 0;
+		return 0;
+	}
+	if (!p->hold_paused && now - p->decide_start_ns >=
+	    (uint64_t)vm->cfg.hold_bound_ms * RDB_NS_PER_MS) {
+		rc = guest_stop(p);
+		if (rc < 0) {
+			/* The guest may run on, but its output stays held:
+			 * that is I6.  Try again on the next tick. */
+			LOGVM(ERROR, vm->name, "pausing the guest at the hold bound: %s",
+			      rc == -EREMOTEIO ? rdb_qmp_last_error(&p->qmp) :
+			      strerror(-rc));
+		} else {
+			p->hold_paused = true;
+			vm->st.hold_pauses++;
+			LOGVM(WARN, vm->name, "no decision within hold_bound_ms = %u: "
+			      "guest paused, %" PRIu64 " frames held (%s)",
+			      vm->cfg.hold_bound_ms,
+			      rdb_netbuf_frames(&p->nb) + p->fb.frames,
+			      vm->peer_loss == RDB_PEER_LOSS_MANUAL ?
+			      "on_peer_loss = manual: the operator decides" :
+			      "waiting for the witness");
+		}
+	}
+	if (vm->peer_loss == RDB_PEER_LOSS_WITNESS && p->witness_req == 0 &&
+	    now >= p->retry_at_ns)
+		claim(p);
+	return DECIDE_TICK_NS;
+}
+
+void rdb_pri_decide_start(struct rdb_primary *p, const char *why)
+{
+	struct rdb_vm *vm = p->vm;
+
+	if (p->deciding || p->fenced)
+		return;
+	p->deciding = true;
+	p->hold_paused = false;
+	p->decide_start_ns = rdb_now_ns();
+	p->decide_attempts = 0;
+	p->retry_at_ns = 0;
+	p->witness_error[0] = 0;
+	snprintf(p->decide_why, sizeof(p->decide_why), "%s", why);
+	vm->st.decisions++;
+	if (vm->peer_loss == RDB_PEER_LOSS_MANUAL)
+		rdb_vm_set_state(vm, RDB_VM_DECIDING, "%s; on_peer_loss = manual: "
+				 "output held, guest paused after %u ms, until the "
+				 "operator decides (here: remusdbctl unprotect --force "
+				 "%s; on the backup: remusdbctl failover --force %s)",
+				 why, vm->cfg.hold_bound_ms, vm->name, vm->name);
+	else
+		rdb_vm_set_state(vm, RDB_VM_DECIDING, "%s; output held until the "
+				 "witness decides which host runs the VM (guest "
+				 "paused after %u ms)", why, vm->cfg.hold_bound_ms);
+	if (rdb_evloop_add_timer(p->d->loop, DECIDE_TICK_NS, on_decide_tick, p,
+				 &p->decide_timer) < 0)
+		LOGVM(ERROR, vm->name, "no timer for the decision: the hold bound "
+		      "and witness retries will not run");
+	if (vm->peer_loss == RDB_PEER_LOSS_WITNESS)
+		claim(p);
+}
+
+void rdb_pri_decide_cancel(struct rdb_primary *p)
+{
+	if (p->deciding) {
+		decide_end(p);
+		rdb_netbuf_clear(&p->nb);
+		rdb_flowbuf_clear(&p->fb);
+	}
+}
+
+/* ---- registering a protection ---- */
+
+static void on_register(void *opaque, const struct rdb_witness_result *r)
+{
+	struct rdb_primary *p = opaque;
+	struct rdb_vm *vm = p->vm;
+	char err[300] = "";
+
+	p->witness_req = 0;
+	if (!p->registering)
+		return;
+	p->registering = false;
+	switch (r->outcome) {
+	case RDB_WITNESS_WON:
+		rdb_pri_protect_registered(p);
+		return;
+	case RDB_WITNESS_LOST:
+		/* Another host owns the VM: this copy is the second one. */
+		rdb_pri_protection_cleanup(p);
+		p->fenced = true;
+		if (guest_stop(p) < 0)
+			LOGVM(ERROR, vm->name, "could not stop the guest");
+		rdb_vm_set_state(vm, RDB_VM_FENCED, "protect refused: the witness "
+				 "says another host owns this VM (%s): guest "
+				 "stopped here", r->holder);
+		return;
+	case RDB_WITNESS_ERROR:
+		snprintf(err, sizeof(err), "cannot register generation %016" PRIx64
+			 " at the witness: %.200s", p->generation, r->error);
+		rdb_pri_protect_failed(p, err);
+		return;
+	}
+}
+
+int rdb_pri_register(struct rdb_primary *p)
+{
+	struct rdb_vm *vm = p->vm;
+	struct rdb_witness_value v = { .generation = p->generation,
+				       .state = RDB_WITNESS_PROTECTED };
+	int64_t id;
+	int rc;
+
+	snprintf(v.owner, sizeof(v.owner), "%s", p->d->node);
+	rc = rdb_witness_value_format(&v, p->registered, sizeof(p->registered));
+	if (rc < 0)
+		return rc;
+	id = rdb_witness_register(p->d->witness, vm->name, p->d->node,
+				  p->generation, on_register, p);
+	if (id < 0)
+		return (int)id;
+	p->witness_req = id;
+	p->registering = true;
+	return 0;
+}
+
+void rdb_pri_register_cancel(struct rdb_primary *p)
+{
+	if (p->registering && p->witness_req > 0)
+		rdb_witness_cancel(p->d->witness, p->witness_req);
+	p->registering = false;
+	if (!p->deciding)
+		p->witness_req = 0;
+}
