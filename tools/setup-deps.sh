@@ -59,7 +59,7 @@ pkgs=(
 	# QEMU firmware and test guest
 	seabios ipxe-qemu qemu-system-data busybox-static cpio kmod
 	# tests: network namespaces, captures
-	iproute2 iputils-ping procps jq
+	iproute2 iputils-ping procps jq curl
 	# the failover witness the tests and the demo run (docs/failure-modes.md)
 	etcd-server
 	# the PostgreSQL test guest (its data image is made from these) and

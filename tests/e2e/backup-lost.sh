@@ -26,8 +26,11 @@ sleep 2
 kill -STOP "$(cat "$CL_DIR/bak/remusdbd.pid")"
 cl_ctl pri wait "$CL_VM" degraded --timeout 10 ||
 	rdb_fail "primary did not notice its backup was gone"
-grep -q "protected -> degraded.*backup silent" "$CL_DIR/pri/remusdbd.log" ||
+# the backup's silence, then the witness's decision, before any release
+grep -q "protected -> deciding.*backup silent" "$CL_DIR/pri/remusdbd.log" ||
 	rdb_fail "degraded for the wrong reason"
+grep -q "deciding -> degraded.*won the failover decision at the witness" \
+	"$CL_DIR/pri/remusdbd.log" || rdb_fail "ran on without the witness's decision"
 sleep 3
 kill -INT "$checker"
 wait_pid 15 "$checker"

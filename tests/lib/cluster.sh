@@ -46,6 +46,9 @@ state_dir = $state
 qemu_binary = $RDB_QEMU
 heartbeat_ms = 50
 failover_timeout_ms = ${CL_FAILOVER_TIMEOUT_MS:-1000}
+node_name = $side
+witness = $( [ "${CL_WITNESS:-etcd}" = none ] || echo "http://10.77.0.3:2379" )
+witness_timeout_ms = 500
 metrics_file = $CL_DIR/$side/metrics.prom
 allow_fault_injection = true
 log_level = info
@@ -84,10 +87,45 @@ cluster_hosts_up() {
 	mkdir -p "$CL_DIR"
 	CL_GUEST=${CL_GUEST:-$RDB_ROOT/build/guest}
 	netns_setup "$run" || return 1
+	[ "${CL_WITNESS:-etcd}" = none ] || cl_start_witness || return 1
 	cl_daemon_conf pri 10.78.0.1:7788
 	cl_daemon_conf bak 10.78.0.2:7788
 	cl_start_daemon pri || return 1
 	cl_start_daemon bak || return 1
+}
+
+# The failover witness: Debian's etcd in its own namespace (10.77.0.3),
+# its data in the run's directory.  CL_WITNESS=none: no witness (the VM
+# then needs CL_ON_PEER_LOSS).
+cl_start_witness() {
+	local ns
+	ns=$(netns_name "$CL_RUN" wit)
+	command -v etcd >/dev/null || { rdb_log "etcd missing (tools/setup-deps.sh)"; return 1; }
+	mkdir -p "$CL_DIR/wit"
+	ip netns exec "$ns" etcd --name wit --data-dir "$CL_DIR/wit/data" \
+		--listen-client-urls http://10.77.0.3:2379 \
+		--advertise-client-urls http://10.77.0.3:2379 \
+		--listen-peer-urls http://127.0.0.1:2380 \
+		--initial-advertise-peer-urls http://127.0.0.1:2380 \
+		--initial-cluster wit=http://127.0.0.1:2380 \
+		>"$CL_DIR/wit/etcd.log" 2>&1 &
+	echo $! > "$CL_DIR/wit/etcd.pid"
+	disown $!
+	wait_for 20 "the witness (etcd) answering" \
+		ip netns exec "$ns" curl -sf -m 1 http://10.77.0.3:2379/version
+}
+
+cl_stop_witness() {
+	[ -f "$CL_DIR/wit/etcd.pid" ] && kill -9 "$(cat "$CL_DIR/wit/etcd.pid")" 2>/dev/null
+	return 0
+}
+
+# cl_witness_get: the VM's key at the witness (its value), or nothing.
+cl_witness_get() {
+	ip netns exec "$(netns_name "$CL_RUN" wit)" curl -sf -m 2 \
+		-d "{\"key\":\"$(printf '%s' "/remusdb/vm/$CL_VM" | base64 -w0)\"}" \
+		http://10.77.0.3:2379/v3/kv/range |
+		jq -r '.kvs[0].value // empty' | base64 -d
 }
 
 # cl_start_daemon pri|bak: (re)starts that host's remusdbd; its log is
@@ -119,6 +157,8 @@ cluster_vm_up() {
 		echo "ram_mb = ${CL_RAM_MB:-256}"
 		echo "compression = ${CL_COMPRESSION:-true}"
 		echo "mode = ${CL_MODE:-plain}"
+		[ -n "${CL_ON_PEER_LOSS:-}" ] && echo "on_peer_loss = $CL_ON_PEER_LOSS"
+		[ -n "${CL_HOLD_BOUND_MS:-}" ] && echo "hold_bound_ms = $CL_HOLD_BOUND_MS"
 		[ -n "${CL_EVENT_PORT:-}" ] && echo "event_port = true"
 		if [ -n "${CL_DISK_IMAGE:-}" ]; then
 			echo "disk = $CL_DIR/pri/$CL_VM.disk.img"
@@ -174,7 +214,7 @@ cluster_pull_power() {
 cluster_down() {
 	local rc=$? run=$1 side pid	# rc: the test's exit status (EXIT trap)
 	[ -n "${CL_DIR:-}" ] || return 0
-	for pid in "$CL_DIR"/pri/*.pid "$CL_DIR"/bak/*.pid; do
+	for pid in "$CL_DIR"/pri/*.pid "$CL_DIR"/bak/*.pid "$CL_DIR"/wit/*.pid; do
 		[ -f "$pid" ] && kill -9 "$(cat "$pid")" 2>/dev/null
 	done
 	# The backup's restored QEMU is the daemon's child but outlives it.

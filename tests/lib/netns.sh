@@ -3,14 +3,16 @@
 #
 #            ┌──────── rdb-RUN-sw: bridge br0 ────────┐
 #            │                │                       │
-#   rdb-RUN-pri          rdb-RUN-bak             rdb-RUN-cli
-#   vmbr0 10.77.0.1      vmbr0 10.77.0.2         eth0 10.77.0.10
+#   rdb-RUN-pri          rdb-RUN-bak             rdb-RUN-cli   rdb-RUN-wit
+#   vmbr0 10.77.0.1      vmbr0 10.77.0.2         eth0 10.77.0.10   eth0 10.77.0.3
 #    ├ uplink             ├ uplink
 #    └ vmtap0, vmtap1     └ vmtap0, vmtap1 (guests after failover)
 #   repl 10.78.0.1 ───────── repl 10.78.0.2   (replication link)
 #
-# The guest is 10.77.0.100 wherever it runs.  Nothing routes out of
-# these namespaces.
+# The guest is 10.77.0.100 wherever it runs.  The failover witness (etcd)
+# is a host of its own on the switch: cutting the replication link leaves
+# both hosts able to reach it; pulling the primary's links cuts it off too.
+# Nothing routes out of these namespaces.
 
 netns_name() { echo "rdb-$1-$2"; }
 
@@ -29,7 +31,7 @@ _veth() {
 netns_setup() {
 	local run=$1 h t
 	netns_cleanup "$run"
-	for h in sw pri bak cli; do
+	for h in sw pri bak cli wit; do
 		ip netns add "$(netns_name "$run" "$h")" || return 1
 		_nsx "$run" "$h" ip link set lo up
 	done
@@ -40,7 +42,8 @@ netns_setup() {
 	_veth "$run" sw port-pri pri uplink || return 1
 	_veth "$run" sw port-bak bak uplink || return 1
 	_veth "$run" sw port-cli cli eth0 || return 1
-	for h in port-pri port-bak port-cli; do
+	_veth "$run" sw port-wit wit eth0 || return 1
+	for h in port-pri port-bak port-cli port-wit; do
 		_nsx "$run" sw ip link set "$h" master br0
 	done
 	for h in pri bak; do
@@ -59,6 +62,7 @@ netns_setup() {
 		_nsx "$run" "$h" ip addr add "10.77.0.$last/24" dev vmbr0
 	done
 	_nsx "$run" cli ip addr add 10.77.0.10/24 dev eth0
+	_nsx "$run" wit ip addr add 10.77.0.3/24 dev eth0
 	_veth "$run" pri repl bak repl || return 1
 	_nsx "$run" pri ip addr add 10.78.0.1/24 dev repl
 	_nsx "$run" bak ip addr add 10.78.0.2/24 dev repl
@@ -86,9 +90,21 @@ netns_cut_repl() {
 	_nsx "$1" pri ip link set repl down
 }
 
+# Cutting a host from every network (alive, but nobody reaches it):
+# its switch port and the replication link go down, nothing is killed.
+netns_isolate() {
+	_nsx "$1" sw ip link set "port-$2" down
+	_nsx "$1" "$2" ip link set repl down
+}
+
+netns_reconnect() {
+	_nsx "$1" sw ip link set "port-$2" up
+	_nsx "$1" "$2" ip link set repl up
+}
+
 netns_cleanup() {
 	local run=$1 h ns pids
-	for h in pri bak cli sw; do
+	for h in pri bak cli wit sw; do
 		ns=$(netns_name "$run" "$h")
 		# Exact name: run "a" must not match "x-a"'s namespaces.
 		ip netns list 2>/dev/null | cut -d' ' -f1 | grep -qxF "$ns" || continue
