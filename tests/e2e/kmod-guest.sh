@@ -116,9 +116,14 @@ sleep 1
 cluster_pull_power "$run"
 cl_ctl bak wait "$CL_VM" failed-over --timeout 30 || rdb_fail "no failover"
 epoch=$(cl_ctl bak status "$CL_VM" --json | jq .vms[0].committed_epoch)
+# the event names the protection (its random generation, as the primary
+# logged it in hex), so a guest tells this failover from any other
+gen=$(sed -n 's/.*protecting: .*generation \([0-9a-f]\{16\}\).*/\1/p' "$CL_DIR/pri/remusdbd.log" | tail -n 1)
+[ -n "$gen" ] || rdb_fail "the primary logged no protection generation"
+gen=$(printf '%u' "0x$gen")
 bcon=$CL_DIR/bak/state/$CL_VM/console.log
-wait_for 30 "event in the restored guest" grep -aq "KMODTEST waitevent ok: epoch=$epoch generation=1 flags=0 abort_gen=0" "$bcon" ||
+wait_for 30 "event in the restored guest" grep -aq "KMODTEST waitevent ok: epoch=$epoch generation=$gen flags=0 abort_gen=0" "$bcon" ||
 	rdb_fail "restored guest got no failover event for epoch $epoch ($(grep -a 'KMODTEST\|eventd' "$bcon" | tail -3); $(grep 'failover event' "$CL_DIR/bak/remusdbd.log"))"
-grep -q "failover event sent to the guest: epoch $epoch, generation 1" "$CL_DIR/bak/remusdbd.log" ||
+grep -q "failover event sent to the guest: epoch $epoch, generation $gen" "$CL_DIR/bak/remusdbd.log" ||
 	rdb_fail "no log line for the event"
 echo "PASS: remusdb.ko: option, refusals, marks on the protected connection only ($m1 frames, stripped before the peer), event by hand (abort generation moved, the helper answered) and after a real plain-Remus failover (epoch $epoch, no abort), clean rmmod"

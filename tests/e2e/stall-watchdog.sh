@@ -4,7 +4,9 @@
 # timeout of its own.  The watchdog must drop protection so the guest is
 # frozen no longer than the checkpoint deadline (+ its reaction time),
 # although the daemon stays stopped for 3 s.  The guest prints a tick every
-# 10 ms on its serial port; the host times the ticks.
+# 10 ms on its serial port; the host times the ticks.  Stopped past the
+# failover timeout, the primary must then find the backup running the VM
+# (it won the witness's decision) and stop its own copy (I6).
 set -u
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/netns.sh"
@@ -27,12 +29,17 @@ cl_stop_daemon_in_pause || rdb_fail "daemon did not stop in a pause"
 sleep $stop_s
 kill -CONT "$CL_DPID"
 wait_pid 15 "$CL_GAP_PID"
-cl_ctl pri wait "$CL_VM" degraded --timeout 10 ||
-	rdb_fail "VM not degraded after the watchdog tripped"
+# I6: stopped longer than the failover timeout, the primary lost its
+# backup's trust: the backup won the witness's decision and runs; the
+# primary, once it runs again, asks too, loses, and stops its guest.
+cl_ctl bak wait "$CL_VM" failed-over --timeout 10 ||
+	rdb_fail "the backup did not take over the stalled primary's VM"
+cl_ctl pri wait "$CL_VM" fenced --timeout 10 ||
+	rdb_fail "the primary did not stop its copy after the stall (two copies)"
 grep -q "ALARM: remusdbd silent" "$CL_DIR/pri/remusdbd.log" ||
 	rdb_fail "no alarm in the daemon's log"
-grep -q "protected -> degraded.*watchdog" "$CL_DIR/pri/remusdbd.log" ||
-	rdb_fail "the degraded state does not name the watchdog"
+grep -q "protected -> deciding.*watchdog" "$CL_DIR/pri/remusdbd.log" ||
+	rdb_fail "the decision does not name the watchdog"
 cl_check_freeze $((deadline_ms + margin_ms))
 freeze_ok=$?
 jq -n --argjson g "$CL_MAX_GAP" --argjson l "$CL_TICKS" --argjson d "$deadline_ms" \

@@ -52,8 +52,9 @@ nemesis_state() {
 nemesis_state_at() {
 	local age now
 	now=$(date +%s%3N)
-	age=$(cl_ctl "$1" status "$CL_VM" --json 2>/dev/null | jq -r '.vms[0].state_age_ms // empty')
-	[ -n "$age" ] && awk -v n="$now" -v a="$age" 'BEGIN{printf "%d", n - a}'
+	age=$(cl_ctl "$1" status "$CL_VM" --json 2>/dev/null |
+		jq -r '.vms[0].state_age_ms // empty | floor')
+	[ -n "$age" ] && echo $((now - age))
 }
 
 # nemesis_wait_state SIDE STATE SECONDS
