@@ -820,7 +820,11 @@ static void drop(struct rdb_primary *p, const char *why, bool backup_stopped)
 	 * watchdog does, watchdog.h). */
 	close_mig(p);
 	if (p->qmp_open) {
-		rc = rdb_qmp_colo_lost_heartbeat(&p->qmp, rdb_now_ns() + RDB_NS_PER_S);
+		/* short: with the stream shut down QEMU leaves COLO by itself;
+		 * this is for a QEMU that was not blocked in it, and must not
+		 * stall the loop QEMU's disk may be waiting on */
+		rc = rdb_qmp_colo_lost_heartbeat(&p->qmp, rdb_now_ns() +
+						 200 * RDB_NS_PER_MS);
 		if (rc < 0 && rc != -EREMOTEIO)
 			LOGVM(WARN, vm->name, "x-colo-lost-heartbeat: %s",
 			      strerror(-rc));
@@ -973,6 +977,7 @@ bool rdb_pri_protection_cleanup(struct rdb_primary *p)
 
 	rdb_pri_register_cancel(p);
 	rdb_pri_decide_cancel(p);
+	rdb_pri_guest_control_stop(p);
 	if (p->fenced) {
 		rdb_netbuf_clear(&p->nb);
 		rdb_flowbuf_clear(&p->fb);

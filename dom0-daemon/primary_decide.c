@@ -27,12 +27,22 @@
 
 #define DECIDE_TICK_NS (100 * RDB_NS_PER_MS)
 #define WITNESS_RETRY_NS (500 * RDB_NS_PER_MS)
-#define QMP_DEADLINE_NS (2 * RDB_NS_PER_S)
 
 static void claim(struct rdb_primary *p);
 
-/* QMP to the guest's QEMU: the protection's connection, or a new one
- * (protection may have ended before COLO started). */
+/*
+ * Stopping and resuming the guest without blocking the loop.  QEMU may
+ * need us to carry out a command: `stop` drains the guest's disk, whose
+ * NBD server is this loop.  Waiting for its answer here would deadlock
+ * both until the deadline (seen: every stop timed out after 2 s).  So a
+ * command is sent with a short deadline; if QEMU has not answered yet,
+ * it is pending, and query-status on the guest timer confirms it later
+ * (answers to timed-out commands are skipped by id, qmp.h).
+ */
+#define QMP_SHORT_NS (50 * RDB_NS_PER_MS)
+#define GUEST_TICK_NS (100 * RDB_NS_PER_MS)
+#define GUEST_RESEND_NS (2 * RDB_NS_PER_S)
+
 static int guest_qmp(struct rdb_primary *p)
 {
 	int rc;
@@ -40,24 +50,78 @@ static int guest_qmp(struct rdb_primary *p)
 	if (p->qmp_open)
 		return 0;
 	rc = rdb_qmp_connect(&p->qmp, p->vm->cfg.qmp, p->vm->name,
-			     rdb_now_ns() + QMP_DEADLINE_NS);
+			     rdb_now_ns() + QMP_SHORT_NS);
 	if (rc == 0)
 		p->qmp_open = true;
 	return rc;
 }
 
-static int guest_stop(struct rdb_primary *p)
+static int guest_send(struct rdb_primary *p)
 {
 	int rc = guest_qmp(p);
 
-	return rc ? rc : rdb_qmp_stop(&p->qmp, rdb_now_ns() + QMP_DEADLINE_NS);
+	if (rc == 0)
+		rc = p->guest_want_stopped ?
+			rdb_qmp_stop(&p->qmp, rdb_now_ns() + QMP_SHORT_NS) :
+			rdb_qmp_cont(&p->qmp, rdb_now_ns() + QMP_SHORT_NS);
+	p->guest_cmd_ns = rdb_now_ns();
+	if (rc == 0)
+		p->guest_confirmed = true;
+	else if (rc != -ETIMEDOUT)
+		LOGVM(WARN, p->vm->name, "%s the guest: %s (trying again)",
+		      p->guest_want_stopped ? "stopping" : "resuming",
+		      rc == -EREMOTEIO ? rdb_qmp_last_error(&p->qmp) : strerror(-rc));
+	return rc;
 }
 
-static int guest_cont(struct rdb_primary *p)
+static uint64_t on_guest_tick(struct rdb_evloop *loop, uint64_t id, void *opaque)
 {
-	int rc = guest_qmp(p);
+	struct rdb_primary *p = opaque;
+	char status[32];
+	int rc;
 
-	return rc ? rc : rdb_qmp_cont(&p->qmp, rdb_now_ns() + QMP_DEADLINE_NS);
+	if (p->guest_confirmed) {
+		p->guest_timer = 0;
+		return 0;
+	}
+	rc = guest_qmp(p);
+	if (rc == 0)
+		rc = rdb_qmp_query_status(&p->qmp, status, sizeof(status),
+					  rdb_now_ns() + QMP_SHORT_NS);
+	if (rc == 0 && !strcmp(status, p->guest_want_stopped ? "paused" : "running")) {
+		p->guest_confirmed = true;
+		LOGVM(INFO, p->vm->name, "guest %s", p->guest_want_stopped ?
+		      "stopped" : "running again");
+		p->guest_timer = 0;
+		return 0;
+	}
+	if (rdb_now_ns() - p->guest_cmd_ns > GUEST_RESEND_NS)
+		guest_send(p);
+	return GUEST_TICK_NS;
+}
+
+/* Asks for the guest stopped (or running); confirmed later if QEMU is
+ * busy.  Returns 0, or the error of a QEMU that cannot be reached. */
+static int guest_want(struct rdb_primary *p, bool stopped)
+{
+	int rc;
+
+	p->guest_want_stopped = stopped;
+	p->guest_confirmed = false;
+	rc = guest_send(p);
+	if (!p->guest_confirmed && !p->guest_timer &&
+	    rdb_evloop_add_timer(p->d->loop, GUEST_TICK_NS, on_guest_tick, p,
+				 &p->guest_timer) < 0)
+		LOGVM(ERROR, p->vm->name, "no timer to confirm the guest %s",
+		      stopped ? "stopped" : "resumed");
+	return rc == -ETIMEDOUT ? 0 : rc;
+}
+
+void rdb_pri_guest_control_stop(struct rdb_primary *p)
+{
+	if (p->guest_timer)
+		rdb_evloop_del_timer(p->d->loop, p->guest_timer);
+	p->guest_timer = 0;
 }
 
 static void decide_end(struct rdb_primary *p)
@@ -83,12 +147,10 @@ void rdb_pri_decided_run(struct rdb_primary *p, const char *how)
 	vm->st.decisions_won++;
 	rdb_pri_release_output(p, UINT64_MAX);
 	if (p->hold_paused) {
-		rc = guest_cont(p);
+		rc = guest_want(p, false);
 		if (rc < 0)
 			LOGVM(ERROR, vm->name, "resuming the guest paused at the "
-			      "hold bound: %s (remusdbctl's cont is needed)",
-			      rc == -EREMOTEIO ? rdb_qmp_last_error(&p->qmp) :
-			      strerror(-rc));
+			      "hold bound: %s (QMP cont is needed)", strerror(-rc));
 		p->hold_paused = false;
 	}
 	rdb_vm_set_state(vm, p->unprotect_pending ? RDB_VM_UNPROTECTED :
@@ -110,12 +172,11 @@ static void decided_stop(struct rdb_primary *p, const char *holder)
 	p->unprotect_pending = false;
 	vm->st.decisions_lost++;
 	p->fenced = true;
-	rc = guest_stop(p);
+	rc = guest_want(p, true);
 	n = rdb_netbuf_clear(&p->nb) + rdb_flowbuf_clear(&p->fb);
 	if (rc < 0)
 		LOGVM(ERROR, vm->name, "stopping the guest after the lost "
 		      "decision: %s; its output is dropped here all the same",
-		      rc == -EREMOTEIO ? rdb_qmp_last_error(&p->qmp) :
 		      strerror(-rc));
 	rdb_vm_set_state(vm, RDB_VM_FENCED, "lost the failover decision (the "
 			 "witness holds: %s): the backup runs this VM; guest "
@@ -182,12 +243,11 @@ static uint64_t on_decide_tick(struct rdb_evloop *loop, uint64_t id,
 	}
 	if (!p->hold_paused && now - p->decide_start_ns >=
 	    (uint64_t)vm->cfg.hold_bound_ms * RDB_NS_PER_MS) {
-		rc = guest_stop(p);
+		rc = guest_want(p, true);
 		if (rc < 0) {
 			/* The guest may run on, but its output stays held:
 			 * that is I6.  Try again on the next tick. */
 			LOGVM(ERROR, vm->name, "pausing the guest at the hold bound: %s",
-			      rc == -EREMOTEIO ? rdb_qmp_last_error(&p->qmp) :
 			      strerror(-rc));
 		} else {
 			p->hold_paused = true;
@@ -268,7 +328,7 @@ static void on_register(void *opaque, const struct rdb_witness_result *r)
 		/* Another host owns the VM: this copy is the second one. */
 		rdb_pri_protection_cleanup(p);
 		p->fenced = true;
-		if (guest_stop(p) < 0)
+		if (guest_want(p, true) < 0)
 			LOGVM(ERROR, vm->name, "could not stop the guest");
 		rdb_vm_set_state(vm, RDB_VM_FENCED, "protect refused: the witness "
 				 "says another host owns this VM (%s): guest "

@@ -151,6 +151,9 @@ struct rdb_primary {
 	unsigned decide_attempts;
 	char decide_why[200];
 	char witness_error[256];
+	/* the guest stopped or resumed without blocking (primary_decide.c) */
+	bool guest_want_stopped, guest_confirmed;
+	uint64_t guest_cmd_ns, guest_timer;
 
 	/* capture mode: see rdb_primary_capture */
 	int cap_fd;
@@ -172,6 +175,7 @@ void rdb_pri_decided_run(struct rdb_primary *p, const char *how);
 void rdb_pri_decide_cancel(struct rdb_primary *p);
 int rdb_pri_register(struct rdb_primary *p);
 void rdb_pri_register_cancel(struct rdb_primary *p);
+void rdb_pri_guest_control_stop(struct rdb_primary *p);
 
 /* primary_send.c */
 void rdb_pri_peer_want_write(struct rdb_primary *p);
