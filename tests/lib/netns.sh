@@ -68,17 +68,17 @@ netns_setup() {
 	_nsx "$run" bak ip addr add 10.78.0.2/24 dev repl
 }
 
-# Pulling the power: every link of the primary goes down first (its
+# Pulling the power (of the primary, or of SIDE): every link goes down first (its
 # switch port in sw, then each of its own interfaces, which also drops
 # the carrier of the replication link's far end in bak), so not a FIN or
 # RST can leave it; then everything running there is killed.
 netns_power_pull() {
-	local run=$1 l pids
-	_nsx "$run" sw ip link set port-pri down
-	for l in $(_nsx "$run" pri ls /sys/class/net); do
-		_nsx "$run" pri ip link set "$l" down 2>/dev/null
+	local run=$1 side=${2:-pri} l pids
+	_nsx "$run" sw ip link set "port-$side" down
+	for l in $(_nsx "$run" "$side" ls /sys/class/net); do
+		_nsx "$run" "$side" ip link set "$l" down 2>/dev/null
 	done
-	pids=$(ip netns pids "$(netns_name "$run" pri)")
+	pids=$(ip netns pids "$(netns_name "$run" "$side")")
 	[ -n "$pids" ] && kill -9 $pids 2>/dev/null
 	return 0
 }
