@@ -273,6 +273,13 @@ json_t *rdb_vm_status_json(const struct rdb_vm *vm)
 			    json_real((double)vm->st.failover_ns / RDB_NS_PER_MS));
 	json_object_set_new(o, "watchdog_trips", json_integer((json_int_t)vm->st.watchdog_trips));
 	json_object_set_new(o, "deadline_misses", json_integer((json_int_t)vm->st.deadline_misses));
+	json_object_set_new(o, "decision", json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}",
+		"on_peer_loss", rdb_peer_loss_name(vm->peer_loss),
+		"started", (json_int_t)vm->st.decisions,
+		"won", (json_int_t)vm->st.decisions_won,
+		"lost", (json_int_t)vm->st.decisions_lost,
+		"witness_errors", (json_int_t)vm->st.witness_errors,
+		"hold_pauses", (json_int_t)vm->st.hold_pauses));
 	return o;
 }
 
@@ -289,6 +296,16 @@ void rdb_vm_metrics_write(const struct rdb_vm *vm, FILE *f)
 	}
 	fprintf(f, "remusdb_checkpoints_total{vm=\"%s\",role=\"%s\"} %llu\n",
 		n, role, (unsigned long long)vm->st.checkpoints);
+	fprintf(f, "remusdb_decisions_total{vm=\"%s\",role=\"%s\",outcome=\"started\"} %llu\n"
+		"remusdb_decisions_total{vm=\"%s\",role=\"%s\",outcome=\"won\"} %llu\n"
+		"remusdb_decisions_total{vm=\"%s\",role=\"%s\",outcome=\"lost\"} %llu\n",
+		n, role, (unsigned long long)vm->st.decisions,
+		n, role, (unsigned long long)vm->st.decisions_won,
+		n, role, (unsigned long long)vm->st.decisions_lost);
+	fprintf(f, "remusdb_witness_errors_total{vm=\"%s\",role=\"%s\"} %llu\n",
+		n, role, (unsigned long long)vm->st.witness_errors);
+	fprintf(f, "remusdb_hold_pauses_total{vm=\"%s\",role=\"%s\"} %llu\n",
+		n, role, (unsigned long long)vm->st.hold_pauses);
 	fprintf(f, "remusdb_committed_epoch{vm=\"%s\",role=\"%s\"} %llu\n",
 		n, role, (unsigned long long)vm->st.committed_epoch);
 	fprintf(f, "remusdb_replicated_bytes_total{vm=\"%s\",role=\"%s\"} %llu\n",
