@@ -17,7 +17,7 @@ mkdir -p build/drill
 rdb_build_guest
 say() { $demo && printf '\n==> %s\n' "$*"; return 0; }
 
-say "Four network namespaces stand in for hosts: switch, primary, backup, client."
+say "Five network namespaces stand in for hosts: switch, primary, backup, client, and the failover witness (etcd)."
 say "The guest (Debian kernel + busybox, under QEMU) streams 1, 2, 3, ... over TCP to the client."
 say "remusdbd checkpoints it every ${CKPT_MS:-25} ms to the backup and holds its output until each checkpoint is committed."
 say "At a random moment the primary loses power: links down first, then SIGKILL."
@@ -30,10 +30,14 @@ else
 		> build/drill/report.json
 fi
 if $demo; then
-	jq -r '"
+	# the backup went live only after winning the witness's decision
+	decided=$(sed -n 's/.*deciding -> failing-over.*\(won the failover decision at the witness after [0-9]* ms\).*/the backup \1/p' \
+		build/e2e/drill/bak/remusdbd.log 2>/dev/null | tail -n 1)
+	jq -r --arg decided "${decided:-(no witness decision found in the backup log)}" '"
 What happened:
   checkpoints before the pull : \(.checkpoints_per_s * 10 | round / 10) per second, guest paused p50 \(.pause_ms_p50 * 100 | round / 100) ms, p99 \(.pause_ms_p99 * 100 | round / 100) ms
   backup restored the VM      : from epoch \(.committed_epoch) in \(.restore_ms * 10 | round / 10) ms
+  who runs it                 : \($decided)
   client saw                  : \(.values) values, last \(.last); stalled \(.failover_ms | round) ms across the failover
   gaps / repeats / rollbacks  : \(.gaps) / \(.dups) / \(.regressions + .corrupt)
   same TCP connection         : \(if .connection_lost then "NO" else "yes" end)
