@@ -53,6 +53,8 @@ struct rdb_daemon_config {
 	char *qemu_binary;
 	char *metrics_file;
 	bool allow_fault_injection;
+	char *link_security;
+	char *link_psk_file;
 };
 
 struct rdb_vm_config {

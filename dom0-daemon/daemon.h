@@ -11,6 +11,7 @@
 struct rdb_vm;
 struct rdb_ctl;
 struct rdb_watchdog;
+struct rdb_linksec;
 
 struct rdb_daemon {
 	struct rdb_daemon_config cfg;
@@ -18,6 +19,7 @@ struct rdb_daemon {
 	struct rdb_vm *vms;
 	struct rdb_ctl *ctl;
 	struct rdb_watchdog *wd;
+	struct rdb_linksec *linksec;	/* every replication link's TLS */
 	int repl_listen_fd;		/* backups accept primaries here */
 	uint64_t started_ns;
 	uint64_t metrics_timer;
