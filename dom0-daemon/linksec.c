@@ -330,11 +330,12 @@ static int failed(SSL *ssl, int rc, const char *detail, const uint8_t *first,
 			 "(1.3 only): %s", other, detail);
 		return -EPROTO;
 	}
+	/* The first words must say it all: a VM's state reason is short. */
 	if (alert) {
-		snprintf(why, len, "authentication failed: the %s refused the "
-			 "TLS handshake (alert: %s); both hosts need the same "
-			 "link_psk_file (this host's key id %s)", other,
-			 SSL_alert_desc_string_long(alert), k->key_id);
+		snprintf(why, len, "authentication failed: the %s refused our "
+			 "link key (id %s; TLS alert: %s); both hosts need the "
+			 "same link_psk_file", other, k->key_id,
+			 SSL_alert_desc_string_long(alert));
 		return -EACCES;
 	}
 	snprintf(why, len, "TLS handshake failed: %s", detail);
