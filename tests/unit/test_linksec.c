@@ -250,8 +250,8 @@ static void test_wrong_key_refused_on_both_sides(void **state)
 
 	tcp_pair(&tc, &ts);
 	open_link(a, RDB_LINK_CONNECT, tc, 5000, &fc, &rc_);
-	open_link(b, RDB_LINK_ACCEPT, ts, 5000, &fs, &rs);
 	assert_int_equal(write(fc, "HELLO", 5), 5);
+	open_link(b, RDB_LINK_ACCEPT, ts, 5000, &fs, &rs);
 	/* Not one byte crosses, either way: both ends only see EOF. */
 	assert_int_equal(read_for(fs, buf, sizeof(buf), 3000, &eof), 0);
 	assert_true(eof);
@@ -392,8 +392,10 @@ static void test_impostor_with_certificate_refused(void **state)
 
 	tcp_pair(&tc, &im.fd);
 	open_link(ls, RDB_LINK_CONNECT, tc, 5000, &fc, &rc_);
-	assert_int_equal(pthread_create(&t, NULL, impostor_main, &im), 0);
+	/* The HELLO goes first, as the daemon's does (the link cannot have
+	 * failed yet: nobody answers). */
 	assert_int_equal(write(fc, "HELLO", 5), 5);
+	assert_int_equal(pthread_create(&t, NULL, impostor_main, &im), 0);
 	/* Its answer never reaches the daemon. */
 	assert_int_equal(read_for(fc, buf, sizeof(buf), 3000, &eof), 0);
 	assert_true(eof);
