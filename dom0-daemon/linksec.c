@@ -394,6 +394,8 @@ static SSL_CTX *make_ctx(const struct psk *key, bool server)
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
 	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
 			 SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	SSL_CTX_set_read_ahead(ctx, 1);
+	SSL_CTX_set_default_read_buffer_len(ctx, 64 * 1024);
 	if (server) {
 		SSL_CTX_set_psk_find_session_callback(ctx, find_session);
 	} else {
