@@ -168,6 +168,19 @@ static void answer_in_clear(struct rdb_tlsrelay *r)
 		shutdown(r->tcp, SHUT_WR);
 }
 
+/* A write met a peer that ended the session (its close_notify came:
+ * OpenSSL then reports ZERO_RETURN) or closed or reset the connection. */
+static bool peer_gone(SSL *ssl, int ret)
+{
+	int e = SSL_get_error(ssl, ret);
+
+	if (e == SSL_ERROR_ZERO_RETURN ||
+	    (SSL_get_shutdown(ssl) & SSL_RECEIVED_SHUTDOWN))
+		return true;
+	return e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0 &&
+	       (errno == EPIPE || errno == ECONNRESET);
+}
+
 static int handshake_failed(struct rdb_tlsrelay *r, int ret)
 {
 	char detail[200], why[256];
@@ -366,6 +379,11 @@ static int relay(struct rdb_tlsrelay *r)
 				p[0].events |= POLLOUT;
 			} else if (SSL_get_error(r->ssl, ret) == SSL_ERROR_WANT_READ) {
 				p[0].events |= POLLIN;
+			} else if (peer_gone(r->ssl, ret)) {
+				/* Not a TLS error: the loop reads EOF and
+				 * says what it means for the VM. */
+				ERR_clear_error();
+				return 0;
 			} else {
 				return stream_failed(r, ret, "sending");
 			}

@@ -259,9 +259,10 @@ static void test_wrong_key_refused_on_both_sides(void **state)
 	assert_true(eof);
 	assert_int_equal(rdb_linksec_failure(rs, why, sizeof(why)), -EACCES);
 	assert_non_null(strstr(why, "authentication failed"));
-	assert_non_null(strstr(why, "link key"));
+	assert_non_null(strstr(why, "is not this host's"));
 	assert_int_equal(rdb_linksec_failure(rc_, why, sizeof(why)), -EACCES);
 	assert_non_null(strstr(why, "authentication failed"));
+	assert_non_null(strstr(why, "refused our link key"));
 	close(fc);
 	close(fs);
 	rdb_tlsrelay_put(rc_);
@@ -307,6 +308,17 @@ static void test_plaintext_hello_refused(void **state)
 		assert_non_null(memmem(f.payload, f.len, "requires TLS", 12));
 		rdb_proto_decoder_dispose(&dec);
 	}
+	close(raw);
+	close(fs);
+	rdb_tlsrelay_put(rs);
+	/* Something else altogether: named as such. */
+	tcp_pair(&raw, &ts);
+	open_link(ls, RDB_LINK_ACCEPT, ts, 5000, &fs, &rs);
+	assert_int_equal(write(raw, "GET / HTTP/1.0\r\n\r\n", 18), 18);
+	assert_int_equal(read_for(fs, buf, sizeof(buf), 3000, &eof), 0);
+	assert_true(eof);
+	assert_int_equal(rdb_linksec_failure(rs, why, sizeof(why)), -EPROTO);
+	assert_non_null(strstr(why, "does not speak TLS (it began with 47 45 54 20)"));
 	close(raw);
 	close(fs);
 	rdb_tlsrelay_put(rs);
@@ -401,6 +413,7 @@ static void test_impostor_with_certificate_refused(void **state)
 	assert_true(eof);
 	assert_int_equal(rdb_linksec_failure(rc_, why, sizeof(why)), -EACCES);
 	assert_non_null(strstr(why, "authentication failed"));
+	assert_non_null(strstr(why, "showed a certificate"));
 	pthread_join(t, NULL);
 	close(fc);
 	rdb_tlsrelay_put(rc_);
@@ -551,6 +564,42 @@ static void test_relay_ends_when_peer_stalls(void **state)
 	rdb_linksec_destroy(ls);
 }
 
+/* The peer ends the link while we still send: the relay ends too, and
+ * that is no TLS failure (the daemon reads EOF and knows what it means). */
+static void test_peer_leaving_is_not_a_tls_error(void **state)
+{
+	struct rdb_linksec *ls = linksec(KEY_A);
+	struct rdb_tlsrelay *rc_, *rs;
+	int tc, ts, fc, fs;
+	uint8_t buf[65536] = { 0 };
+	uint64_t end;
+	char why[256];
+	bool eof;
+
+	tcp_pair(&tc, &ts);
+	open_link(ls, RDB_LINK_CONNECT, tc, 5000, &fc, &rc_);
+	open_link(ls, RDB_LINK_ACCEPT, ts, 5000, &fs, &rs);
+	assert_int_equal(verdict(rc_, why, sizeof(why), 3000), 1);
+	assert_int_equal(verdict(rs, why, sizeof(why), 3000), 1);
+	close(fs);
+	/* EOF for our end once the backup's relay left; meanwhile we send
+	 * on, into a socket the peer closed (EPIPE). */
+	end = ms_from_now(3000);
+	while (rdb_tlsrelay_live() > 0 && rdb_now_ns() < end) {
+		if (write(fc, buf, sizeof(buf)) < 0 && errno != EAGAIN)
+			break;
+		usleep(1000);
+	}
+	assert_int_equal(read_for(fc, buf, sizeof(buf), 3000, &eof), 0);
+	assert_true(eof);
+	no_relay_left(3000);
+	assert_int_equal(rdb_linksec_failure(rc_, why, sizeof(why)), 1);
+	close(fc);
+	rdb_tlsrelay_put(rc_);
+	rdb_tlsrelay_put(rs);
+	rdb_linksec_destroy(ls);
+}
+
 /* ---- keys and settings ---- */
 
 static int create(const char *security, const char *path, char *err, size_t len)
@@ -643,6 +692,7 @@ int main(void)
 		cmocka_unit_test(test_silent_peer_past_the_deadline),
 		cmocka_unit_test(test_peer_closes_mid_handshake),
 		cmocka_unit_test(test_relay_ends_when_peer_stalls),
+		cmocka_unit_test(test_peer_leaving_is_not_a_tls_error),
 		cmocka_unit_test(test_key_files),
 		cmocka_unit_test(test_insecure_is_the_bare_socket),
 		cmocka_unit_test(test_two_hosts_same_key_same_id),
