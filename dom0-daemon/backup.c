@@ -928,7 +928,9 @@ static void on_pending(struct rdb_evloop *loop, int fd, unsigned ev,
 	rc = rdb_proto_decoder_next(&pc->dec, &f);
 	if (rc == 0)
 		return;
-	if (rc < 0 && rdb_linksec_looks_like_tls(pc->dec.in.data, pc->dec.in.len)) {
+	/* Plaintext here (no relay), TLS there: say so. */
+	if (rc < 0 && !pc->relay &&
+	    rdb_linksec_looks_like_tls(pc->dec.in.data, pc->dec.in.len)) {
 		refuse(pc, "the primary speaks TLS, it holds a link key; this "
 		       "host runs with link_security = insecure");
 		return;

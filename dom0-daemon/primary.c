@@ -870,7 +870,8 @@ static int connect_backup(struct rdb_primary *p, char *err, size_t errlen)
 			snprintf(err, errlen, "replication link to backup %s: "
 				 "TLS handshake not finished in time: the backup "
 				 "is silent", vm->cfg.peer);
-		else if (rdb_linksec_looks_like_tls(p->dec.in.data, p->dec.in.len))
+		else if (!relay &&
+			 rdb_linksec_looks_like_tls(p->dec.in.data, p->dec.in.len))
 			snprintf(err, errlen, "replication link to backup %s: it "
 				 "answers in TLS, it requires the link key; this "
 				 "host runs with link_security = insecure",
