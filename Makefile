@@ -6,8 +6,8 @@
 #   make drill      the power-pull drill -> build/drill/report.json
 #   make drill-pg   DRILLS=K power pulls of a PostgreSQL VM under load
 #                   -> build/drill/pg-report.json (default K=3)
-#   make bench      benchmarks -> build/bench/checkpoint.json, codec.json,
-#                   pgbench.json, sysbench.json
+#   make bench      benchmarks -> build/bench/checkpoint.json, link.json,
+#                   codec.json, pgbench.json, sysbench.json
 #   make kmod       remusdb.ko for the test guest's kernel -> build/kmod/
 #   make dbms       the patched DBMS servers (dbms-patches/), cached by
 #                   source+patch hash -> build/dbms/
@@ -22,7 +22,7 @@ CC      ?= cc
 CSTD    := -std=c11 -D_GNU_SOURCE
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CFLAGS  ?= -O2 -g
-PKGS    := jansson liblz4 libcurl
+PKGS    := jansson liblz4 libcurl openssl
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 INCS    := -Idom0-daemon -Idom0-daemon/lib -Ihypervisor -Iguest-kmod/include/uapi
@@ -156,6 +156,7 @@ drill-pg: setup all kmod dbms
 
 bench: setup all kmod dbms
 	RDB_BUILD=$(B) bash tests/bench/checkpoint.sh
+	RDB_BUILD=$(B) bash tests/bench/link.sh
 	RDB_BUILD=$(B) bash tests/bench/codec.sh
 	RDB_BUILD=$(B) bash tests/bench/pgbench.sh
 	RDB_BUILD=$(B) bash tests/bench/sysbench.sh

@@ -6,12 +6,14 @@
 #include "disk.h"
 #include "diskbuf.h"
 #include "flowcheck.h"
+#include "linksec.h"
 #include "log.h"
 #include "nic.h"
 #include "proto.h"
 #include "ramimage.h"
 #include "sockutil.h"
 #include "stage.h"
+#include "tlsrelay.h"
 #include "vm.h"
 #include "witness.h"
 #include "qemu/launch.h"
@@ -20,6 +22,7 @@
 #include "remusdb.h"
 
 #include <errno.h>
+#include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -83,12 +86,15 @@ struct rdb_backup {
 	char witness_error[256];
 };
 
-/* A connection that has not said HELLO yet. */
+/* A connection that has not said HELLO yet (with a link key: whose TLS
+ * handshake may still run, in its relay). */
 struct pending {
 	struct rdb_daemon *d;
 	int fd;
 	struct rdb_proto_decoder dec;
 	uint64_t timer;
+	struct rdb_tlsrelay *relay;
+	char peer[80];
 };
 
 static void close_link(struct rdb_backup *b)
@@ -1089,6 +1095,7 @@ static void pending_free(struct pending *pc, bool close_fd)
 	rdb_evloop_del_timer(pc->d->loop, pc->timer);
 	if (close_fd)
 		close(pc->fd);
+	rdb_tlsrelay_put(pc->relay);
 	rdb_proto_decoder_dispose(&pc->dec);
 	free(pc);
 }
@@ -1097,8 +1104,15 @@ static uint64_t on_pending_timeout(struct rdb_evloop *loop, uint64_t id,
 				   void *opaque)
 {
 	struct pending *pc = opaque;
+	char why[256];
 
-	LOG(WARN, "replication connection sent no HELLO in time: closed");
+	if (rdb_linksec_failure(pc->relay, why, sizeof(why)) == 0)
+		LOG(WARN, "connection from %s: TLS handshake not finished "
+		    "within %llu s: closed", pc->peer,
+		    (unsigned long long)(HELLO_DEADLINE_NS / RDB_NS_PER_S));
+	else
+		LOG(WARN, "connection from %s sent no HELLO in time: closed",
+		    pc->peer);
 	pc->timer = 0;
 	pending_free(pc, true);
 	return 0;
@@ -1112,7 +1126,7 @@ static void refuse(struct pending *pc, const char *why)
 	if (rdb_proto_put_hello_nak(&out, why) == 0)
 		rdb_buf_write_all_fd(&out, pc->fd, rdb_now_ns() + RDB_NS_PER_S);
 	rdb_buf_dispose(&out);
-	LOG(WARN, "refused a primary: %s", why);
+	LOG(WARN, "refused a primary (%s): %s", pc->peer, why);
 	pending_free(pc, true);
 }
 
@@ -1121,7 +1135,7 @@ static void on_pending(struct rdb_evloop *loop, int fd, unsigned ev,
 {
 	struct pending *pc = opaque;
 	struct rdb_daemon *d = pc->d;
-	char name[65], why[200];
+	char name[65], why[300], from[80];
 	struct rdb_backup *b;
 	struct rdb_vm *old;
 	struct rdb_frame f;
@@ -1130,12 +1144,22 @@ static void on_pending(struct rdb_evloop *loop, int fd, unsigned ev,
 
 	rc = rdb_proto_decoder_read_fd(&pc->dec, fd);
 	if (rc < 0 && rc != -EAGAIN) {
+		/* A failed handshake ends here: nothing of the peer's was read. */
+		if (rdb_linksec_failure(pc->relay, why, sizeof(why)) < 0)
+			LOG(WARN, "refused a connection from %s: %s", pc->peer, why);
 		pending_free(pc, true);
 		return;
 	}
 	rc = rdb_proto_decoder_next(&pc->dec, &f);
 	if (rc == 0)
 		return;
+	/* Plaintext here (no relay), TLS there: say so. */
+	if (rc < 0 && !pc->relay &&
+	    rdb_linksec_looks_like_tls(pc->dec.in.data, pc->dec.in.len)) {
+		refuse(pc, "the primary speaks TLS, it holds a link key; this "
+		       "host runs with link_security = insecure");
+		return;
+	}
 	if (rc < 0 || f.type != RDB_MSG_HELLO) {
 		refuse(pc, rc < 0 ? rdb_proto_decoder_error(&pc->dec) :
 		       "expected HELLO");
@@ -1171,6 +1195,7 @@ static void on_pending(struct rdb_evloop *loop, int fd, unsigned ev,
 	}
 	b->fd = fd;
 	rdb_proto_decoder_move(&b->dec, &pc->dec);
+	snprintf(from, sizeof(from), "%s", pc->peer);
 	pending_free(pc, false);
 	b->last_rx_ns = rdb_now_ns();
 	/* Every page encoding we know of is granted if offered. */
@@ -1182,7 +1207,8 @@ static void on_pending(struct rdb_evloop *loop, int fd, unsigned ev,
 		link_lost(b, "cannot set up the replication link");
 		return;
 	}
-	LOGVM(INFO, name, "primary connected: backing up%s%s%s",
+	LOGVM(INFO, name, "primary %s connected (%s): backing up%s%s%s",
+	      from, rdb_linksec_describe(d->linksec),
 	      b->st.features & RDB_FEATURE_XORRLE ? ", XOR+RLE deltas" : "",
 	      b->st.features & RDB_FEATURE_LZ4 ? ", LZ4" : "",
 	      b->st.features & RDB_FEATURE_FLOWS ? ", flow records" : "");
@@ -1190,11 +1216,27 @@ static void on_pending(struct rdb_evloop *loop, int fd, unsigned ev,
 	on_link(loop, fd, RDB_EV_READ, b);
 }
 
+/* "10.0.0.1:41234": who connected, for the log. */
+static void peer_name(int fd, char *buf, size_t len)
+{
+	struct sockaddr_storage sa;
+	socklen_t sl = sizeof(sa);
+	char host[64], port[16];
+
+	if (getpeername(fd, (struct sockaddr *)&sa, &sl) < 0 ||
+	    getnameinfo((struct sockaddr *)&sa, sl, host, sizeof(host), port,
+			sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+		snprintf(buf, len, "an unknown address");
+	else
+		snprintf(buf, len, sa.ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s",
+			 host, port);
+}
+
 static void on_accept(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 {
 	struct rdb_daemon *d = opaque;
 	struct pending *pc;
-	int c = rdb_sock_accept(fd);
+	int c = rdb_sock_accept(fd), rc;
 
 	if (c < 0)
 		return;
@@ -1204,16 +1246,22 @@ static void on_accept(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque
 		return;
 	}
 	pc->d = d;
-	pc->fd = c;
-	rdb_proto_decoder_init(&pc->dec);
-	if (rdb_evloop_add_fd(loop, c, RDB_EV_READ, on_pending, pc) < 0 ||
-	    rdb_evloop_add_timer(loop, HELLO_DEADLINE_NS, on_pending_timeout,
-				 pc, &pc->timer) < 0) {
-		rdb_evloop_del_fd(loop, c);
-		close(c);
-		rdb_proto_decoder_dispose(&pc->dec);
+	peer_name(c, pc->peer, sizeof(pc->peer));
+	/* With a link key the handshake runs in a relay thread, bounded
+	 * like the HELLO: a peer that says nothing holds no one up. */
+	rc = rdb_linksec_open(d->linksec, RDB_LINK_ACCEPT, c,
+			      rdb_now_ns() + HELLO_DEADLINE_NS, pc->peer,
+			      &pc->fd, &pc->relay);
+	if (rc < 0) {
+		LOG(WARN, "connection from %s: %s: closed", pc->peer, strerror(-rc));
 		free(pc);
+		return;
 	}
+	rdb_proto_decoder_init(&pc->dec);
+	if (rdb_evloop_add_fd(loop, pc->fd, RDB_EV_READ, on_pending, pc) < 0 ||
+	    rdb_evloop_add_timer(loop, HELLO_DEADLINE_NS, on_pending_timeout,
+				 pc, &pc->timer) < 0)
+		pending_free(pc, true);
 }
 
 int rdb_backup_listen(struct rdb_daemon *d)

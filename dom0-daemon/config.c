@@ -88,6 +88,11 @@ static int v_mode(const char *v)
 		0 : -EINVAL;
 }
 
+static int v_link_security(const char *v)
+{
+	return !strcmp(v, "psk") || !strcmp(v, "insecure") ? 0 : -EINVAL;
+}
+
 static const struct rdb_option daemon_opts[] = {
 	{ "listen", RDB_OPT_STRING, OFF(rdb_daemon_config, listen), "0.0.0.0:7788", 0, 0, v_hostport,
 	  "address:port where this host accepts primaries it backs up" },
@@ -117,6 +122,10 @@ static const struct rdb_option daemon_opts[] = {
 	  "longest one request to the witness may take (it is retried while a decision is pending)" },
 	{ "allow_fault_injection", RDB_OPT_BOOL, OFF(rdb_daemon_config, allow_fault_injection), "false", 0, 0, NULL,
 	  "accept `remusdbctl inject` (tests only)" },
+	{ "link_security", RDB_OPT_STRING, OFF(rdb_daemon_config, link_security), "psk", 0, 0, v_link_security,
+	  "replication link: psk (TLS 1.3, both hosts prove they hold link_psk_file) or insecure (plaintext: anyone who reaches `listen` can overwrite a backed-up VM)" },
+	{ "link_psk_file", RDB_OPT_STRING, OFF(rdb_daemon_config, link_psk_file), "/etc/remusdb/link.psk", 0, 0, NULL,
+	  "the cluster's link key, the same file on every host: 32-128 hex digits (openssl rand -hex 32), mode 0600; the daemon does not start without it unless link_security = insecure" },
 };
 
 static const struct rdb_option vm_opts[] = {

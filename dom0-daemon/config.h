@@ -57,6 +57,8 @@ struct rdb_daemon_config {
 	char *witness;
 	char *witness_prefix;
 	uint32_t witness_timeout_ms;
+	char *link_security;
+	char *link_psk_file;
 };
 
 struct rdb_vm_config {

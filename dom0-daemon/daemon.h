@@ -12,6 +12,7 @@ struct rdb_vm;
 struct rdb_ctl;
 struct rdb_watchdog;
 struct rdb_witness;
+struct rdb_linksec;
 
 struct rdb_daemon {
 	struct rdb_daemon_config cfg;
@@ -21,6 +22,7 @@ struct rdb_daemon {
 	struct rdb_watchdog *wd;
 	struct rdb_witness *witness;	/* NULL: none configured */
 	char node[65];			/* node_name, or the hostname */
+	struct rdb_linksec *linksec;	/* every replication link's TLS */
 	int repl_listen_fd;		/* backups accept primaries here */
 	uint64_t started_ns;
 	uint64_t metrics_timer;

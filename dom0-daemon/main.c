@@ -5,9 +5,10 @@
  *
  *   remusdbd [-c /etc/remusdb/remusdbd.conf] [-o key=value]...
  *
- * Startup (unwound in reverse on failure or SIGTERM): config, run/state
- * dirs, event loop, watchdog child (forked before anything else opens),
- * control socket, replication listener.
+ * Startup (unwound in reverse on failure or SIGTERM): config, the link
+ * key (no key and no explicit link_security = insecure: no start),
+ * run/state dirs, event loop, watchdog child (forked before anything
+ * else opens), control socket, replication listener.
  */
 #define RDB_COMPONENT "main"
 #include "backup.h"
@@ -15,6 +16,7 @@
 #include "config.h"
 #include "ctl.h"
 #include "daemon.h"
+#include "linksec.h"
 #include "log.h"
 #include "primary.h"
 #include "vm.h"
@@ -366,6 +368,11 @@ int main(int argc, char **argv)
 	}
 	if (rdb_log_level_parse(d.cfg.log_level, &lvl) == 0)
 		rdb_log_setup("remusdbd", lvl);
+	if (rdb_linksec_create(d.cfg.link_security, d.cfg.link_psk_file,
+			       &d.linksec, err, sizeof(err)) < 0) {
+		fprintf(stderr, "remusdbd: replication link: %s\n", err);
+		return 2;
+	}
 	signal(SIGPIPE, SIG_IGN);
 	d.started_ns = rdb_now_ns();
 
@@ -404,9 +411,14 @@ int main(int argc, char **argv)
 	if (rdb_evloop_add_timer(d.loop, HOUSEKEEPING_NS, on_housekeeping, &d,
 				 &d.metrics_timer) < 0)
 		goto out;
-	LOG(INFO, "remusdbd ready: node %s, control %s, replication %s, state %s, "
-	    "witness %s", d.node, d.cfg.control_socket, d.cfg.listen,
-	    d.cfg.state_dir, d.witness ? rdb_witness_endpoints(d.witness) : "none");
+	LOG(INFO, "remusdbd ready: node %s, control %s, replication %s (%s), "
+	    "state %s, witness %s", d.node, d.cfg.control_socket, d.cfg.listen,
+	    rdb_linksec_describe(d.linksec), d.cfg.state_dir,
+	    d.witness ? rdb_witness_endpoints(d.witness) : "none");
+	if (!strcmp(d.cfg.link_security, "insecure"))
+		LOG(WARN, "the replication link is plaintext and unauthenticated: "
+		    "whoever reaches %s can overwrite the VMs backed up here",
+		    d.cfg.listen);
 	rc = rdb_evloop_run(d.loop) < 0;
 out:
 	while (d.vms) {
@@ -428,6 +440,7 @@ out:
 	curl_global_cleanup();
 	rdb_watchdog_stop(&wd);
 	rdb_evloop_destroy(d.loop);
+	rdb_linksec_destroy(d.linksec);
 	rdb_config_dispose(&rdb_daemon_config_table, &d.cfg);
 	LOG(INFO, "remusdbd stopped");
 	return rc;

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #define RDB_COMPONENT "primary"
 #include "primary_int.h"
+#include "linksec.h"
+#include "tlsrelay.h"
 
 #include <errno.h>
 #include <sys/random.h>
@@ -868,12 +870,25 @@ static int connect_backup(struct rdb_primary *p, char *err, size_t errlen)
 {
 	struct rdb_vm *vm = p->vm;
 	uint64_t deadline = rdb_now_ns() + SETUP_DEADLINE_NS;
+	struct rdb_tlsrelay *relay = NULL;
+	char peer[160], why[256];
 	struct rdb_frame f;
-	int rc;
+	int fd, rc;
 
-	rc = rdb_sock_connect_tcp(vm->cfg.peer, deadline, &p->peer_fd);
+	rc = rdb_sock_connect_tcp(vm->cfg.peer, deadline, &fd);
 	if (rc < 0) {
 		snprintf(err, errlen, "cannot reach backup %s: %s",
+			 vm->cfg.peer, strerror(-rc));
+		return rc;
+	}
+	/* With a link key, TLS runs in a relay thread and peer_fd is its
+	 * plaintext end: the HELLO waits there until the backup proved it
+	 * holds the key, and nothing it sends arrives before that. */
+	snprintf(peer, sizeof(peer), "backup %s (%s)", vm->cfg.peer, vm->name);
+	rc = rdb_linksec_open(p->d->linksec, RDB_LINK_CONNECT, fd, deadline,
+			      peer, &p->peer_fd, &relay);
+	if (rc < 0) {
+		snprintf(err, errlen, "replication link to backup %s: %s",
 			 vm->cfg.peer, strerror(-rc));
 		return rc;
 	}
@@ -890,28 +905,53 @@ static int connect_backup(struct rdb_primary *p, char *err, size_t errlen)
 								deadline);
 	}
 	if (rc < 0) {
-		snprintf(err, errlen, "handshake with backup %s: %s",
-			 vm->cfg.peer, rc == -EPROTO ?
-			 rdb_proto_decoder_error(&p->dec) : strerror(-rc));
-		return rc;
+		int lrc = rdb_linksec_failure(relay, why, sizeof(why));
+
+		if (lrc < 0)
+			snprintf(err, errlen, "replication link to backup %s: %s",
+				 vm->cfg.peer, why);
+		else if (lrc == 0)
+			snprintf(err, errlen, "replication link to backup %s: "
+				 "TLS handshake not finished in time: the backup "
+				 "is silent", vm->cfg.peer);
+		else if (!relay &&
+			 rdb_linksec_looks_like_tls(p->dec.in.data, p->dec.in.len))
+			snprintf(err, errlen, "replication link to backup %s: it "
+				 "answers in TLS, it requires the link key; this "
+				 "host runs with link_security = insecure",
+				 vm->cfg.peer);
+		else
+			snprintf(err, errlen, "handshake with backup %s: %s",
+				 vm->cfg.peer, rc == -EPROTO ?
+				 rdb_proto_decoder_error(&p->dec) : strerror(-rc));
+		goto out;
 	}
 	if (f.type != RDB_MSG_HELLO_ACK) {
 		snprintf(err, errlen, "backup %s refused %s: %.*s", vm->cfg.peer,
 			 vm->name, (int)f.len, (const char *)f.payload);
-		return -ECONNREFUSED;
+		rc = -ECONNREFUSED;
+		goto out;
 	}
 	rc = rdb_proto_check_hello_ack_features(&f, offered_features(p),
 						&p->features);
 	if (rc < 0) {
 		snprintf(err, errlen, "backup %s: unsupported protocol", vm->cfg.peer);
-		return rc;
+		goto out;
 	}
 	if (p->cp && !(p->features & RDB_FEATURE_FLOWS))
 		LOGVM(WARN, vm->name, "backup %s does not take flow records: after "
 		      "a failover it cannot reset TCP flows the primary's "
 		      "unprotected output made inconsistent", vm->cfg.peer);
+	if (!relay || rdb_tlsrelay_status(relay, why, sizeof(why)) != 1)
+		why[0] = 0;
+	LOGVM(INFO, vm->name, "replication link to backup %s: %s%s%s",
+	      vm->cfg.peer, rdb_linksec_describe(p->d->linksec),
+	      why[0] ? ", " : "", why);
 	p->last_peer_rx_ns = rdb_now_ns();
-	return rdb_evloop_add_fd(p->d->loop, p->peer_fd, RDB_EV_READ, on_peer, p);
+	rc = rdb_evloop_add_fd(p->d->loop, p->peer_fd, RDB_EV_READ, on_peer, p);
+out:
+	rdb_tlsrelay_put(relay);
+	return rc;
 }
 
 static int start_colo(struct rdb_primary *p, char *err, size_t errlen)

@@ -53,6 +53,8 @@ pkgs=(
 	libjansson-dev libcmocka-dev liblz4-dev
 	# remusdbd's witness client (etcd's JSON gateway over HTTP)
 	libcurl4-openssl-dev
+	# the replication link's TLS (libssl), link keys in tests (openssl)
+	libssl-dev openssl
 	# QEMU build deps
 	libglib2.0-dev libpixman-1-dev libfdt-dev libslirp-dev zlib1g-dev
 	ninja-build python3 python3-venv flex bison bzip2 xz-utils dpkg-dev patch

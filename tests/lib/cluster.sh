@@ -4,11 +4,14 @@
 # and netns.sh.  Every wait has a deadline.
 #
 #   cluster_up RUN [checkpoint_ms]   cluster_hosts_up + cluster_vm_up
-#   cluster_hosts_up RUN             topology and both daemons
+#   cluster_hosts_up RUN             topology and both daemons (the
+#                                    link authenticated with a key made
+#                                    for the run: CL_DIR/link.psk)
 #   cluster_vm_up [checkpoint_ms]    the guest CL_VM (CL_GUEST_IP,
 #                                    CL_GUEST_MAC, CL_TAP): QEMU, protect;
 #                                    CL_DISK_IMAGE: a disk (copied, then
 #                                    attached and served by the daemon);
+#                                    CL_ATTACH: attached first, no disk;
 #                                    CL_GUEST_READY: console line to wait for
 #   cluster_pull_power RUN           links down first, then SIGKILL
 #   cluster_down RUN                 idempotent; for trap ... EXIT (a
@@ -32,8 +35,17 @@ cl_vm_file() {
 	if [ "$CL_VM" = vm1 ]; then echo "$1"; else echo "$CL_VM.$1"; fi
 }
 
-cl_daemon_conf() {	# side listen_addr
+# cl_make_key PATH: a fresh link key, as an operator makes one (0600).
+cl_make_key() {
+	(umask 077 && openssl rand -hex 32 > "$1")
+}
+
+# cl_daemon_conf side listen_addr [link_security [link_psk_file]]: the
+# replication link is TLS with the run's key ($CL_DIR/link.psk) unless
+# told otherwise (CL_LINK_SECURITY=insecure: plaintext for the whole run).
+cl_daemon_conf() {
 	local side=$1 listen=$2
+	local security=${3:-${CL_LINK_SECURITY:-psk}} key=${4:-$CL_DIR/link.psk}
 	local state=$CL_DIR/$side/state
 	# CL_BAK_STATE_DIR: put the backup's RAM images elsewhere (full-disk test)
 	[ "$side" = bak ] && [ -n "${CL_BAK_STATE_DIR:-}" ] && state=$CL_BAK_STATE_DIR
@@ -52,6 +64,8 @@ witness_timeout_ms = 500
 metrics_file = $CL_DIR/$side/metrics.prom
 allow_fault_injection = true
 log_level = info
+link_security = $security
+link_psk_file = $key
 EOC
 }
 
@@ -88,6 +102,7 @@ cluster_hosts_up() {
 	CL_GUEST=${CL_GUEST:-$RDB_ROOT/build/guest}
 	netns_setup "$run" || return 1
 	[ "${CL_WITNESS:-etcd}" = none ] || cl_start_witness || return 1
+	cl_make_key "$CL_DIR/link.psk" || return 1
 	cl_daemon_conf pri 10.78.0.1:7788
 	cl_daemon_conf bak 10.78.0.2:7788
 	cl_start_daemon pri || return 1
@@ -181,6 +196,11 @@ cluster_vm_up() {
 		drive=(-drive "if=none,id=disk0,driver=nbd,server.type=unix,server.path=$CL_DIR/pri/run/$CL_VM.disk,reconnect-delay=15")
 	fi
 
+	# CL_ATTACH: known to the daemon before QEMU starts, disk or not (a
+	# protect that fails leaves it attached, its state saying why).
+	if [ -z "${CL_DISK_IMAGE:-}" ] && [ -n "${CL_ATTACH:-}" ]; then
+		cl_ctl pri attach "$CL_DIR/$CL_VM.conf" || return 1
+	fi
 	[ -n "${CL_EVENT_PORT:-}" ] &&
 		drive+=(-chardev "socket,id=rdbevent,path=$CL_DIR/pri/$CL_VM.event,server=on,wait=off")
 	ip netns exec "$(netns_name "$run" pri)" "$RDB_QEMU" "${CL_ARGS[@]}" "${drive[@]}" \

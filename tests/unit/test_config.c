@@ -36,8 +36,30 @@ static void test_defaults_work_out_of_the_box(void **state)
 	assert_int_equal(d.heartbeat_ms, 100);
 	assert_int_equal(d.failover_timeout_ms, 1000);
 	assert_false(d.allow_fault_injection);
+	/* The link is authenticated unless the operator says otherwise. */
+	assert_string_equal(d.link_security, "psk");
+	assert_string_equal(d.link_psk_file, "/etc/remusdb/link.psk");
 	rdb_config_dispose(&rdb_daemon_config_table, &d);
 	rdb_config_dispose(&rdb_daemon_config_table, &d);	/* idempotent */
+}
+
+static void test_link_security_values(void **state)
+{
+	struct rdb_daemon_config d;
+	char err[256];
+
+	rdb_config_defaults(&rdb_daemon_config_table, &d);
+	assert_int_equal(rdb_config_set(&rdb_daemon_config_table, &d, "link_security",
+					"insecure", err, sizeof(err)), 0);
+	assert_string_equal(d.link_security, "insecure");
+	assert_int_equal(rdb_config_set(&rdb_daemon_config_table, &d, "link_security",
+					"tls", err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "insecure"));
+	assert_string_equal(d.link_security, "insecure");
+	assert_int_equal(rdb_config_set(&rdb_daemon_config_table, &d, "link_psk_file",
+					"/srv/k.psk", err, sizeof(err)), 0);
+	assert_string_equal(d.link_psk_file, "/srv/k.psk");
+	rdb_config_dispose(&rdb_daemon_config_table, &d);
 }
 
 static void test_vm_file_with_lists_and_errors(void **state)
@@ -236,6 +258,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_defaults_work_out_of_the_box),
+		cmocka_unit_test(test_link_security_values),
 		cmocka_unit_test(test_vm_file_with_lists_and_errors),
 		cmocka_unit_test(test_mode_and_protection_options),
 		cmocka_unit_test(test_peer_loss_policy),
