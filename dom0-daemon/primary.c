@@ -5,6 +5,7 @@
 #include "tlsrelay.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <sys/random.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -866,92 +867,190 @@ static uint32_t offered_features(const struct rdb_primary *p)
 	       (p->cp ? RDB_FEATURE_FLOWS : 0);
 }
 
-static int connect_backup(struct rdb_primary *p, char *err, size_t errlen)
+/*
+ * Connecting to the backup runs on a thread of its own: name resolution,
+ * the TCP connect, the link's TLS handshake and HELLO/HELLO_ACK may take
+ * up to SETUP_DEADLINE_NS, and an unreachable backup of one VM must not
+ * stall every other VM's checkpoints and heartbeats.  The job touches
+ * nothing of the primary's; the loop takes its result (connected()).
+ */
+struct connect_job {
+	struct rdb_primary *p;		/* NULL: the protection was undone */
+	char peer[128], name[65];
+	uint32_t offered;
+	struct rdb_linksec *ls;
+	pthread_t thread;
+	int pipe_rd, pipe_wr;
+	/* results */
+	int rc, fd;
+	uint32_t features;
+	struct rdb_proto_decoder dec;	/* what followed HELLO_ACK stays here */
+	char err[600], link[256];
+};
+
+static void *connect_thread(void *opaque)
 {
-	struct rdb_vm *vm = p->vm;
+	struct connect_job *j = opaque;
 	uint64_t deadline = rdb_now_ns() + SETUP_DEADLINE_NS;
 	struct rdb_tlsrelay *relay = NULL;
-	char peer[160], why[256];
+	char peer[200], why[256];
+	struct rdb_buf out;
 	struct rdb_frame f;
 	int fd, rc;
+	char one = 1;
 
-	rc = rdb_sock_connect_tcp(vm->cfg.peer, deadline, &fd);
+	rdb_buf_init(&out);
+	rc = rdb_sock_connect_tcp(j->peer, deadline, &fd);
 	if (rc < 0) {
-		snprintf(err, errlen, "cannot reach backup %s: %s",
-			 vm->cfg.peer, strerror(-rc));
-		return rc;
+		snprintf(j->err, sizeof(j->err), "cannot reach backup %s: %s",
+			 j->peer, strerror(-rc));
+		goto done;
 	}
-	/* With a link key, TLS runs in a relay thread and peer_fd is its
+	/* With a link key, TLS runs in a relay thread and the fd is its
 	 * plaintext end: the HELLO waits there until the backup proved it
 	 * holds the key, and nothing it sends arrives before that. */
-	snprintf(peer, sizeof(peer), "backup %s (%s)", vm->cfg.peer, vm->name);
-	rc = rdb_linksec_open(p->d->linksec, RDB_LINK_CONNECT, fd, deadline,
-			      peer, &p->peer_fd, &relay);
+	snprintf(peer, sizeof(peer), "backup %.100s (%s)", j->peer, j->name);
+	rc = rdb_linksec_open(j->ls, RDB_LINK_CONNECT, fd, deadline, peer,
+			      &j->fd, &relay);
 	if (rc < 0) {
-		snprintf(err, errlen, "replication link to backup %s: %s",
-			 vm->cfg.peer, strerror(-rc));
-		return rc;
+		snprintf(j->err, sizeof(j->err), "replication link to backup %s: %s",
+			 j->peer, strerror(-rc));
+		goto done;
 	}
-	rc = rdb_proto_put_hello_features(&p->out, vm->name, offered_features(p));
+	rc = rdb_proto_put_hello_features(&out, j->name, j->offered);
 	if (rc == 0)
-		rc = rdb_buf_write_all_fd(&p->out, p->peer_fd, deadline);
+		rc = rdb_buf_write_all_fd(&out, j->fd, deadline);
 	while (rc == 0) {
-		rc = rdb_proto_decoder_next(&p->dec, &f);
+		rc = rdb_proto_decoder_next(&j->dec, &f);
 		if (rc > 0)
 			break;
 		if (rc == 0)
-			rc = rdb_proto_decoder_read_fd_deadline(&p->dec,
-								p->peer_fd,
+			rc = rdb_proto_decoder_read_fd_deadline(&j->dec, j->fd,
 								deadline);
 	}
 	if (rc < 0) {
 		int lrc = rdb_linksec_failure(relay, why, sizeof(why));
 
 		if (lrc < 0)
-			snprintf(err, errlen, "replication link to backup %s: %s",
-				 vm->cfg.peer, why);
+			snprintf(j->err, sizeof(j->err), "replication link to "
+				 "backup %s: %s", j->peer, why);
 		else if (lrc == 0)
-			snprintf(err, errlen, "replication link to backup %s: "
-				 "TLS handshake not finished in time: the backup "
-				 "is silent", vm->cfg.peer);
-		else if (!relay &&
-			 rdb_linksec_looks_like_tls(p->dec.in.data, p->dec.in.len))
-			snprintf(err, errlen, "replication link to backup %s: it "
-				 "answers in TLS, it requires the link key; this "
-				 "host runs with link_security = insecure",
-				 vm->cfg.peer);
+			snprintf(j->err, sizeof(j->err), "replication link to "
+				 "backup %s: TLS handshake not finished in time: "
+				 "the backup is silent", j->peer);
+		else if (!relay && rdb_linksec_looks_like_tls(j->dec.in.data,
+							       j->dec.in.len))
+			snprintf(j->err, sizeof(j->err), "replication link to "
+				 "backup %s: it answers in TLS, it requires the "
+				 "link key; this host runs with link_security = "
+				 "insecure", j->peer);
 		else
-			snprintf(err, errlen, "handshake with backup %s: %s",
-				 vm->cfg.peer, rc == -EPROTO ?
-				 rdb_proto_decoder_error(&p->dec) : strerror(-rc));
-		goto out;
+			snprintf(j->err, sizeof(j->err), "handshake with backup "
+				 "%s: %s", j->peer, rc == -EPROTO ?
+				 rdb_proto_decoder_error(&j->dec) : strerror(-rc));
+		goto done;
 	}
 	if (f.type != RDB_MSG_HELLO_ACK) {
-		snprintf(err, errlen, "backup %s refused %s: %.*s", vm->cfg.peer,
-			 vm->name, (int)f.len, (const char *)f.payload);
+		snprintf(j->err, sizeof(j->err), "backup %s refused %s: %.*s",
+			 j->peer, j->name, (int)f.len, (const char *)f.payload);
 		rc = -ECONNREFUSED;
-		goto out;
+		goto done;
 	}
-	rc = rdb_proto_check_hello_ack_features(&f, offered_features(p),
-						&p->features);
+	rc = rdb_proto_check_hello_ack_features(&f, j->offered, &j->features);
 	if (rc < 0) {
-		snprintf(err, errlen, "backup %s: unsupported protocol", vm->cfg.peer);
-		goto out;
+		snprintf(j->err, sizeof(j->err), "backup %s: unsupported protocol",
+			 j->peer);
+		goto done;
 	}
-	if (p->cp && !(p->features & RDB_FEATURE_FLOWS))
-		LOGVM(WARN, vm->name, "backup %s does not take flow records: after "
-		      "a failover it cannot reset TCP flows the primary's "
-		      "unprotected output made inconsistent", vm->cfg.peer);
 	if (!relay || rdb_tlsrelay_status(relay, why, sizeof(why)) != 1)
 		why[0] = 0;
-	LOGVM(INFO, vm->name, "replication link to backup %s: %s%s%s",
-	      vm->cfg.peer, rdb_linksec_describe(p->d->linksec),
-	      why[0] ? ", " : "", why);
-	p->last_peer_rx_ns = rdb_now_ns();
-	rc = rdb_evloop_add_fd(p->d->loop, p->peer_fd, RDB_EV_READ, on_peer, p);
-out:
+	snprintf(j->link, sizeof(j->link), "%s%s%.200s",
+		 rdb_linksec_describe(j->ls), why[0] ? ", " : "", why);
+done:
 	rdb_tlsrelay_put(relay);
-	return rc;
+	rdb_buf_dispose(&out);
+	j->rc = rc;
+	while (write(j->pipe_wr, &one, 1) < 0 && errno == EINTR)
+		;
+	return NULL;
+}
+
+static void connect_job_free(struct rdb_evloop *loop, struct connect_job *j)
+{
+	rdb_evloop_del_fd(loop, j->pipe_rd);
+	close(j->pipe_rd);
+	close(j->pipe_wr);
+	if (j->fd >= 0)
+		close(j->fd);
+	rdb_proto_decoder_dispose(&j->dec);
+	free(j);
+}
+
+static void connected(struct rdb_primary *p, struct connect_job *j);
+
+static void on_connect_done(struct rdb_evloop *loop, int fd, unsigned ev,
+			    void *opaque)
+{
+	struct connect_job *j = opaque;
+	char c;
+
+	if (read(fd, &c, 1) != 1)
+		return;
+	pthread_join(j->thread, NULL);
+	if (j->p) {
+		j->p->connect_job = NULL;
+		connected(j->p, j);
+	}
+	connect_job_free(loop, j);
+}
+
+/* Undoes a connect under way: its result will be dropped (the job frees
+ * itself when its thread is done, within SETUP_DEADLINE_NS). */
+static void connect_cancel(struct rdb_primary *p)
+{
+	if (p->connect_job) {
+		p->connect_job->p = NULL;
+		p->connect_job = NULL;
+	}
+}
+
+static int connect_start(struct rdb_primary *p)
+{
+	struct rdb_vm *vm = p->vm;
+	struct connect_job *j = calloc(1, sizeof(*j));
+	int fds[2], rc;
+
+	if (!j)
+		return -ENOMEM;
+	if (pipe2(fds, O_CLOEXEC) < 0) {
+		free(j);
+		return -errno;
+	}
+	j->p = p;
+	j->pipe_rd = fds[0];
+	j->pipe_wr = fds[1];
+	j->fd = -1;
+	j->ls = p->d->linksec;
+	j->offered = offered_features(p);
+	snprintf(j->peer, sizeof(j->peer), "%s", vm->cfg.peer);
+	snprintf(j->name, sizeof(j->name), "%s", vm->name);
+	rdb_proto_decoder_init(&j->dec);
+	rc = rdb_evloop_add_fd(p->d->loop, j->pipe_rd, RDB_EV_READ,
+			       on_connect_done, j);
+	if (rc == 0) {
+		rc = -pthread_create(&j->thread, NULL, connect_thread, j);
+		if (rc < 0)
+			rdb_evloop_del_fd(p->d->loop, j->pipe_rd);
+	}
+	if (rc < 0) {
+		close(fds[0]);
+		close(fds[1]);
+		rdb_proto_decoder_dispose(&j->dec);
+		free(j);
+		return rc;
+	}
+	p->connect_job = j;
+	return 0;
 }
 
 static int start_colo(struct rdb_primary *p, char *err, size_t errlen)
@@ -1018,6 +1117,7 @@ bool rdb_pri_protection_cleanup(struct rdb_primary *p)
 	rdb_pri_register_cancel(p);
 	rdb_pri_decide_cancel(p);
 	rdb_pri_guest_control_stop(p);
+	connect_cancel(p);
 	if (p->fenced) {
 		rdb_netbuf_clear(&p->nb);
 		rdb_flowbuf_clear(&p->fb);
@@ -1155,7 +1255,6 @@ int rdb_primary_attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 
 static int start_protection(struct rdb_primary *p, char *err, size_t errlen)
 {
-	struct rdb_daemon *d = p->d;
 	struct rdb_vm *vm = p->vm;
 	int rc;
 
@@ -1168,7 +1267,39 @@ static int start_protection(struct rdb_primary *p, char *err, size_t errlen)
 	vm->st.checkpoints = 0;
 	vm->st.committed_epoch = 0;
 	vm->st.first_ckpt_ns = vm->st.last_ckpt_ns = vm->st.last_ack_ns = 0;
-	rc = connect_backup(p, err, errlen);
+	rc = connect_start(p);
+	if (rc < 0)
+		snprintf(err, errlen, "cannot start connecting to backup %s: %s",
+			 vm->cfg.peer, strerror(-rc));
+	return rc;
+}
+
+/* The backup answered (or not): protection goes on from here. */
+static int link_up(struct rdb_primary *p, struct connect_job *j, char *err,
+		   size_t errlen)
+{
+	struct rdb_daemon *d = p->d;
+	struct rdb_vm *vm = p->vm;
+	int rc;
+
+	if (j->rc < 0) {
+		snprintf(err, errlen, "%s", j->err[0] ? j->err : strerror(-j->rc));
+		return j->rc;
+	}
+	p->peer_fd = j->fd;
+	j->fd = -1;
+	rdb_proto_decoder_dispose(&p->dec);
+	p->dec = j->dec;
+	rdb_proto_decoder_init(&j->dec);
+	p->features = j->features;
+	if (p->cp && !(p->features & RDB_FEATURE_FLOWS))
+		LOGVM(WARN, vm->name, "backup %s does not take flow records: after "
+		      "a failover it cannot reset TCP flows the primary's "
+		      "unprotected output made inconsistent", vm->cfg.peer);
+	LOGVM(INFO, vm->name, "replication link to backup %s: %s", vm->cfg.peer,
+	      j->link);
+	p->last_peer_rx_ns = rdb_now_ns();
+	rc = rdb_evloop_add_fd(d->loop, p->peer_fd, RDB_EV_READ, on_peer, p);
 	if (rc == 0)
 		rc = rdb_evloop_add_timer(d->loop,
 					  (uint64_t)d->cfg.heartbeat_ms * RDB_NS_PER_MS,
@@ -1193,6 +1324,21 @@ static int start_protection(struct rdb_primary *p, char *err, size_t errlen)
 	LOGVM(INFO, vm->name, "initial disk copy of %s (%llu MiB) to the backup",
 	      p->disk.image, (unsigned long long)(p->disk.size >> 20));
 	return rdb_evloop_add_timer(d->loop, 1, on_copy, p, &p->copy_timer);
+}
+
+static void log_protecting(struct rdb_primary *p);
+
+static void connected(struct rdb_primary *p, struct connect_job *j)
+{
+	char err[640] = "";
+	int rc = link_up(p, j, err, sizeof(err));
+
+	if (rc < 0) {
+		if (!err[0])
+			snprintf(err, sizeof(err), "%s", strerror(-rc));
+		rdb_pri_protect_failed(p, err);
+	}
+	/* logged once connected (connected()) */
 }
 
 static void log_protecting(struct rdb_primary *p)
@@ -1320,7 +1466,7 @@ int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 		}
 		return rc;
 	}
-	log_protecting(vm->pri);
+	LOGVM(INFO, vm->name, "connecting to backup %s", vm->cfg.peer);
 	return 0;
 }
 

@@ -88,6 +88,7 @@ struct rdb_primary {
 	uint64_t epoch_flow_recs, epoch_flow_bytes;	/* FLOWS of the open epoch */
 
 	/* backup */
+	struct connect_job *connect_job;	/* connecting: see connect_start */
 	int peer_fd;
 	struct rdb_buf out;
 	struct rdb_proto_decoder dec;

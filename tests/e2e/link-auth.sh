@@ -72,11 +72,14 @@ echo "1: plaintext HELLO refused: $(grep -o 'refused a connection.*' "$CL_DIR/ba
 cl_make_key "$CL_DIR/other.psk"
 restart pri psk "$CL_DIR/other.psk" || rdb_fail "primary restart"
 cl_ctl pri attach "$CL_DIR/$CL_VM.conf" || rdb_fail "attach to the new daemon"
-if cl_ctl pri protect "$CL_DIR/$CL_VM.conf" 2>"$CL_DIR/protect2.err"; then
+# protect works in the background (witness, connect): its failure is the
+# VM's state, which `wait` reports with the reason
+cl_ctl pri protect "$CL_DIR/$CL_VM.conf" || rdb_fail "2: protect request refused"
+if cl_ctl pri wait "$CL_VM" protected --timeout 30 2>"$CL_DIR/protect2.err"; then
 	rdb_fail "protected with the wrong key"
 fi
 grep -q "replication link to backup 10.78.0.2:7788: authentication failed" \
-	"$CL_DIR/protect2.err" || rdb_fail "2: remusdbctl protect: $(cat "$CL_DIR/protect2.err")"
+	"$CL_DIR/protect2.err" || rdb_fail "2: remusdbctl wait: $(cat "$CL_DIR/protect2.err")"
 st=$(cl_ctl pri status "$CL_VM" --json | jq -r '.vms[0] | "\(.state): \(.state_reason)"')
 case $st in
 unprotected:*"authentication failed"*) ;;

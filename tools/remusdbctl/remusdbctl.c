@@ -332,8 +332,13 @@ static int do_wait(int argc, char **argv)
 				return 0;
 			}
 			/* A terminal state other than the one awaited: stop now. */
+			/* protect works in the background (the witness, the
+			 * connect): unprotected while awaiting protected is
+			 * its failure, with the reason */
 			if ((!strcmp(st, "failed") || !strcmp(st, "degraded") ||
-			     !strcmp(st, "fenced")) &&
+			     !strcmp(st, "fenced") ||
+			     (!strcmp(st, "unprotected") &&
+			      !strcmp(argv[1], "protected"))) &&
 			    strcmp(argv[1], st)) {
 				fprintf(stderr, "remusdbctl: %s is %s (%s), not %s\n",
 					argv[0], st, json_string_value(json_object_get(vm, "state_reason")),
