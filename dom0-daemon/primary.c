@@ -597,9 +597,13 @@ static void on_peer_msg(struct rdb_primary *p, const struct rdb_frame *f)
 
 	p->last_peer_rx_ns = rdb_now_ns();
 	switch (f->type) {
-	case RDB_MSG_ACK:
-		if (f->epoch + 1 > vm->st.checkpoints) {
-			rdb_pri_drop_protection(p, "backup acknowledged an epoch never sent");
+	case RDB_MSG_ACK: {
+		const char *why;
+
+		if (rdb_proto_ack_check(f->epoch, vm->st.checkpoints,
+					vm->st.last_ack_ns != 0,
+					vm->st.committed_epoch, &why) < 0) {
+			rdb_pri_drop_protection(p, why);
 			return;
 		}
 		vm->st.committed_epoch = f->epoch;
@@ -610,6 +614,7 @@ static void on_peer_msg(struct rdb_primary *p, const struct rdb_frame *f)
 			rdb_vm_set_state(vm, RDB_VM_PROTECTED,
 					 "backup committed the initial state");
 		break;
+	}
 	case RDB_MSG_HEARTBEAT:
 		break;
 	case RDB_MSG_ERROR: {

@@ -835,3 +835,17 @@ int rdb_msg_epoch_end_parse(const struct rdb_frame *f, uint64_t *pages,
 	*bytes = get64(f->payload + 8);
 	return 0;
 }
+
+int rdb_proto_ack_check(uint64_t epoch, uint64_t sent, bool have_last,
+			uint64_t last, const char **why_out)
+{
+	if (epoch >= sent) {
+		*why_out = "backup acknowledged an epoch never sent";
+		return -EPROTO;
+	}
+	if (have_last && epoch <= last) {
+		*why_out = "backup acknowledged an epoch again, or out of order";
+		return -EPROTO;
+	}
+	return 0;
+}

@@ -205,6 +205,12 @@ int rdb_msg_hello_parse(const struct rdb_frame *f, char *name, size_t namelen);
 /* The features a (valid) HELLO offers. */
 uint32_t rdb_msg_hello_features(const struct rdb_frame *f);
 int rdb_proto_check_hello_ack(const struct rdb_frame *f);
+/* An ACK for epoch, when `sent` epochs (0..sent-1) went to the backup and
+ * the last ACK was for last (have_last: there was one): acceptable only
+ * for an epoch that was sent, after the last one.  0, or -EPROTO with a
+ * reason in *why_out.  (No arithmetic on epoch: UINT64_MAX cannot wrap.) */
+int rdb_proto_ack_check(uint64_t epoch, uint64_t sent, bool have_last,
+			uint64_t last, const char **why_out);
 /* Like rdb_proto_check_hello_ack, for a HELLO that offered `offered`:
  * the grant must be a subset; it is returned in *granted. */
 int rdb_proto_check_hello_ack_features(const struct rdb_frame *f,

@@ -687,6 +687,26 @@ static void test_mutated_frames_never_crash(void **state)
 	rdb_buf_dispose(&rec);
 }
 
+/* ACKs: only for epochs sent, strictly after the last one; the biggest
+ * epoch cannot wrap the check (it once was epoch + 1 > sent). */
+static void test_ack_checked(void **state)
+{
+	const char *why = NULL;
+
+	assert_int_equal(rdb_proto_ack_check(0, 1, false, 0, &why), 0);
+	assert_int_equal(rdb_proto_ack_check(1, 1, true, 0, &why), -EPROTO);
+	assert_non_null(strstr(why, "never sent"));
+	assert_int_equal(rdb_proto_ack_check(UINT64_MAX, 5, true, 3, &why), -EPROTO);
+	assert_non_null(strstr(why, "never sent"));
+	assert_int_equal(rdb_proto_ack_check(UINT64_MAX, 0, false, 0, &why), -EPROTO);
+	assert_int_equal(rdb_proto_ack_check(4, 5, true, 3, &why), 0);
+	assert_int_equal(rdb_proto_ack_check(3, 5, true, 3, &why), -EPROTO);
+	assert_non_null(strstr(why, "again"));
+	assert_int_equal(rdb_proto_ack_check(2, 5, true, 3, &why), -EPROTO);
+	/* the first ACK of a protection may be epoch 0 */
+	assert_int_equal(rdb_proto_ack_check(0, 3, false, 0, &why), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -699,6 +719,7 @@ int main(void)
 		cmocka_unit_test(test_crc32c_portable_path_matches),
 		cmocka_unit_test(test_buf_edges),
 		cmocka_unit_test(test_every_field_round_trips),
+		cmocka_unit_test(test_ack_checked),
 		cmocka_unit_test(test_flows_round_trip_and_checks),
 		cmocka_unit_test(test_versions_are_negotiated),
 		cmocka_unit_test(test_header_fields_checked),
