@@ -84,6 +84,7 @@ struct rdb_backup {
 	unsigned decide_attempts;
 	char decide_why[200];
 	char witness_error[256];
+	bool fault_restore_fail;	/* tests: rdb_backup_inject */
 };
 
 /* A connection that has not said HELLO yet (with a link key: whose TLS
@@ -942,6 +943,13 @@ static int restore_vm(struct rdb_backup *b, uint64_t t0, const char *drive)
 		goto out;
 	}
 	b->qmp_open = true;
+	if (b->fault_restore_fail) {
+		b->fault_restore_fail = false;
+		LOGVM(WARN, vm->name, "fault injection: the restore fails after "
+		      "QEMU started");
+		rc = -EIO;
+		goto out;
+	}
 	rc = rdb_qmp_set_capability(&b->qmp, "x-ignore-shared", true, deadline);
 	if (rc == 0) {
 		snprintf(uri, sizeof(uri), "unix:%s", in_path);
@@ -1045,6 +1053,19 @@ int rdb_backup_failover(struct rdb_vm *vm, const char *why)
 		}
 	}
 	if (rc < 0) {
+		/* A half-restored guest must not run on: it is no copy of
+		 * anything (and would hold the RAM image and the replica). */
+		if (b->qmp_open) {
+			rdb_qmp_close(&b->qmp);
+			b->qmp_open = false;
+		}
+		if (b->qemu.pid > 0) {
+			int pid = b->qemu.pid;
+
+			rdb_qemu_kill(&b->qemu, rdb_now_ns());
+			LOGVM(ERROR, vm->name, "killed the QEMU of the failed "
+			      "restore (pid %d)", pid);
+		}
 		stop_disk_server(b);
 		rdb_vm_set_state(vm, RDB_VM_FAILED, "restore from epoch %llu failed: %s",
 				 (unsigned long long)vm->st.committed_epoch,
@@ -1173,6 +1194,19 @@ static void on_pending(struct rdb_evloop *loop, int fd, unsigned ev,
 		return;
 	}
 	old = rdb_vm_find(d, name);
+	/* A restored copy of the VM may run here (failed over, or failed
+	 * after its QEMU started: the restore, its disk server): a new
+	 * protection would recreate the RAM image that QEMU maps. */
+	if (old && old->role == RDB_ROLE_BACKUP && old->bak &&
+	    old->bak->qemu.pid > 0 &&
+	    rdb_qemu_poll_exit(&old->bak->qemu, &(int){ 0 }) == 0) {
+		snprintf(why, sizeof(why), "a restored copy of VM %s runs on this "
+			 "host (QEMU pid %d, state %s): stop it before protecting "
+			 "the VM here again", name, (int)old->bak->qemu.pid,
+			 rdb_vm_state_name(old->state));
+		refuse(pc, why);
+		return;
+	}
 	if (old && (old->role != RDB_ROLE_BACKUP ||
 		    old->state == RDB_VM_FAILED_OVER ||
 		    old->state == RDB_VM_FAILING_OVER ||
@@ -1410,4 +1444,15 @@ void rdb_backup_status(const struct rdb_vm *vm, json_t *o)
 			"served", b->disk_pid > 0,
 			"buffered_bytes", (json_int_t)b->disk.data_bytes,
 			"applied_bytes", (json_int_t)b->disk.applied_bytes));
+}
+
+int rdb_backup_inject(struct rdb_vm *vm, const char *fault)
+{
+	if (!vm->bak)
+		return -ENOENT;
+	if (strcmp(fault, "restore-fail") == 0) {
+		vm->bak->fault_restore_fail = true;
+		return 0;
+	}
+	return -EINVAL;
 }

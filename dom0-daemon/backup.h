@@ -34,6 +34,9 @@ int rdb_backup_failover(struct rdb_vm *vm, const char *why);
 /* remusdbctl failover [--force]: with on_peer_loss = witness, decides
  * first (msg says so); --force goes live at once (the operator's word
  * that the primary is dead). */
+/* Tests (allow_fault_injection): "restore-fail" makes the next restore
+ * fail once its QEMU runs. */
+int rdb_backup_inject(struct rdb_vm *vm, const char *fault);
 int rdb_backup_operator_failover(struct rdb_vm *vm, bool force, char *msg,
 				 size_t msglen);
 void rdb_backup_teardown(struct rdb_vm *vm);

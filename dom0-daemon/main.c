@@ -183,8 +183,10 @@ static int ctl_inject(void *opaque, json_t *req, json_t **reply_out)
 		return -ENOENT;
 	fault = json_string_value(json_object_get(json_object_get(req, "args"),
 						  "fault"));
-	if (!fault || rdb_primary_inject(vm, fault) < 0) {
-		*reply_out = json_string("unknown fault (known: stop-in-pause)");
+	if (!fault || (vm->role == RDB_ROLE_PRIMARY ? rdb_primary_inject(vm, fault) :
+		       rdb_backup_inject(vm, fault)) < 0) {
+		*reply_out = json_string("unknown fault (known: stop-in-pause on "
+					 "a primary, restore-fail on a backup)");
 		return -EINVAL;
 	}
 	return 0;
