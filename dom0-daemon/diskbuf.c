@@ -55,6 +55,7 @@ void rdb_diskbuf_attach_fd(struct rdb_diskbuf *db, int fd, uint64_t size)
 	db->fd = fd;
 	db->size = size;
 	db->consistent = true;
+	db->torn = false;
 }
 
 void rdb_diskbuf_dispose(struct rdb_diskbuf *db)
@@ -189,13 +190,17 @@ int rdb_diskbuf_apply(struct rdb_diskbuf *db)
 			return rc;
 		}
 	}
-	db->consistent = true;
+	/* whole again, unless an epoch that failed midway was dropped
+	 * (discard): its part stays in the replica for good */
+	db->consistent = !db->torn;
 	rdb_diskbuf_discard(db);
 	return 0;
 }
 
 void rdb_diskbuf_discard(struct rdb_diskbuf *db)
 {
+	if (!db->consistent)
+		db->torn = true;
 	rdb_buf_reset(&db->recs);
 	db->nrecs = db->data_bytes = 0;
 	db->flush = false;

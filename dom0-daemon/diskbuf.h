@@ -44,6 +44,8 @@ struct rdb_diskbuf {
 	uint64_t max_bytes;	/* buffer bound; exceeding it is -EFBIG */
 	bool flush;		/* a FLUSH is buffered */
 	bool consistent;	/* false after an apply that stopped midway */
+	bool torn;		/* such an epoch was discarded: only a fresh
+				 * replica (create/attach) is consistent again */
 	/* statistics */
 	uint64_t applied_recs, applied_bytes, syncs;
 	/* Test hook: the apply fails with -EIO before record number
@@ -79,7 +81,8 @@ int rdb_diskbuf_apply_one(struct rdb_diskbuf *db, enum rdb_disk_op op,
  * empties the buffer.  On error the buffer is kept (replay again or
  * discard) and the replica is marked inconsistent. */
 int rdb_diskbuf_apply(struct rdb_diskbuf *db);
-/* Drops the buffered epoch (it never committed). */
+/* Drops the buffered epoch (it never committed).  If it had been
+ * applied in part, the replica stays inconsistent for good. */
 void rdb_diskbuf_discard(struct rdb_diskbuf *db);
 /* fdatasync of the replica (before it is served after failover). */
 int rdb_diskbuf_sync(struct rdb_diskbuf *db);

@@ -358,6 +358,38 @@ static void test_stage_commit_disk_failure(void **state)
 	rdb_ramimage_close(&img);
 }
 
+/* What the backup does with a failed replay (backup.c refuses the link
+ * and discards the epoch): the replica stays marked inconsistent after
+ * the discard — never served — until the next protection creates it
+ * afresh for its full copy (docs/protocol.md). */
+static void test_failed_replay_discarded_then_rebuilt(void **state)
+{
+	static uint8_t a[4096];
+
+	(void)state;
+	struct rdb_diskbuf db;
+
+	rdb_diskbuf_init(&db, 0);
+	assert_int_equal(rdb_diskbuf_create(&db, path, DISK), 0);
+	fill(a, sizeof(a), 9);
+	assert_int_equal(rdb_diskbuf_add(&db, RDB_DISK_WRITE, 0, sizeof(a), a), 0);
+	assert_int_equal(rdb_diskbuf_add(&db, RDB_DISK_WRITE, 8192, sizeof(a), a), 0);
+	db.fail_at = 2;
+	assert_int_equal(rdb_diskbuf_apply(&db), -EIO);
+	assert_false(rdb_diskbuf_consistent(&db));
+	rdb_diskbuf_discard(&db);
+	assert_false(rdb_diskbuf_consistent(&db));
+	/* a later epoch applied whole does not make it consistent: part of
+	 * the discarded one is in it */
+	assert_int_equal(rdb_diskbuf_add(&db, RDB_DISK_WRITE, 0, sizeof(a), a), 0);
+	assert_int_equal(rdb_diskbuf_apply(&db), 0);
+	assert_false(rdb_diskbuf_consistent(&db));
+	/* the next protection: a fresh replica, filled by its full copy */
+	assert_int_equal(rdb_diskbuf_create(&db, path, DISK), 0);
+	assert_true(rdb_diskbuf_consistent(&db));
+	rdb_diskbuf_dispose(&db);
+}
+
 static void test_proto_disk_frames(void **state)
 {
 	static uint8_t a[100];
@@ -408,6 +440,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_write_error_reported, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stage_epochs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stage_commit_disk_failure, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_failed_replay_discarded_then_rebuilt, setup, teardown),
 		cmocka_unit_test(test_proto_disk_frames),
 	};
 
