@@ -22,6 +22,8 @@
 #include "remusdb.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +87,8 @@ struct rdb_backup {
 	char decide_why[200];
 	char witness_error[256];
 	bool fault_restore_fail;	/* tests: rdb_backup_inject */
+	struct restore_job *restore_job;	/* a restore under way */
+	uint64_t failover_t0;
 };
 
 /* A connection that has not said HELLO yet (with a link key: whose TLS
@@ -994,8 +998,7 @@ static int restore_vm(struct rdb_backup *b, uint64_t t0, const char *drive)
 	rc = rdb_qmp_announce_self(&b->qmp, deadline);
 	if (rc < 0)
 		LOGVM(WARN, vm->name, "announce-self: %s", strerror(-rc));
-	if (vm->cfg.event_port)
-		send_failover_event(b, ev_path, c->epoch);
+	/* (the failover event goes out from the loop: restored()) */
 	rc = 0;
 out:
 	if (fd >= 0)
@@ -1004,6 +1007,151 @@ out:
 	free(stream);
 	free(rb);
 	return rc;
+}
+
+/*
+ * The restore runs on a thread of its own: starting QEMU, its QMP, the
+ * stream and waiting for the guest to run can take seconds (up to
+ * RESTORE_DEADLINE_NS), and this daemon's loop serves every other VM's
+ * heartbeats meanwhile.  While it runs the thread owns b->qemu and
+ * b->qmp; nothing else of the VM changes (its state is failing-over,
+ * which every other path leaves alone), and restored() finishes on the
+ * loop.
+ */
+struct restore_job {
+	struct rdb_backup *b;
+	uint64_t t0;
+	char drive[400];
+	int rc;
+	pthread_t thread;
+	int pipe_rd, pipe_wr;
+};
+
+static void *restore_thread(void *opaque)
+{
+	struct restore_job *j = opaque;
+	char one = 1;
+
+	j->rc = restore_vm(j->b, j->t0, j->drive[0] ? j->drive : NULL);
+	while (write(j->pipe_wr, &one, 1) < 0 && errno == EINTR)
+		;
+	return NULL;
+}
+
+static void restore_job_free(struct rdb_evloop *loop, struct restore_job *j)
+{
+	rdb_evloop_del_fd(loop, j->pipe_rd);
+	close(j->pipe_rd);
+	close(j->pipe_wr);
+	free(j);
+}
+
+static void failover_failed(struct rdb_backup *b, int rc)
+{
+	struct rdb_vm *vm = b->vm;
+
+	/* A half-restored guest must not run on: it is no copy of anything
+	 * (and would hold the RAM image and the replica). */
+	if (b->qmp_open) {
+		rdb_qmp_close(&b->qmp);
+		b->qmp_open = false;
+	}
+	if (b->qemu.pid > 0) {
+		int pid = b->qemu.pid;
+
+		rdb_qemu_kill(&b->qemu, rdb_now_ns());
+		LOGVM(ERROR, vm->name, "killed the QEMU of the failed restore "
+		      "(pid %d)", pid);
+	}
+	stop_disk_server(b);
+	rdb_vm_set_state(vm, RDB_VM_FAILED, "restore from epoch %llu failed: %s",
+			 (unsigned long long)vm->st.committed_epoch, strerror(-rc));
+}
+
+/* The restore thread is done: the guest runs, or the failover failed. */
+static void on_restore_done(struct rdb_evloop *loop, int fd, unsigned ev,
+			    void *opaque)
+{
+	struct restore_job *j = opaque;
+	struct rdb_backup *b = j->b;
+	struct rdb_vm *vm = b->vm;
+	int rc = j->rc;
+	char c, ev_path[108];
+
+	if (read(fd, &c, 1) != 1)
+		return;
+	pthread_join(j->thread, NULL);
+	b->restore_job = NULL;
+	restore_job_free(loop, j);
+	if (rc < 0) {
+		failover_failed(b, rc);
+		return;
+	}
+	if (vm->cfg.event_port) {
+		snprintf(ev_path, sizeof(ev_path), "%s/%s.event", b->d->cfg.run_dir,
+			 vm->name);
+		send_failover_event(b, ev_path, rdb_stage_committed(&b->st)->epoch);
+	}
+	if (b->fc.started) {
+		rdb_flowcheck_guest_running(&b->fc, rdb_now_ns());
+		b->fc_running = true;
+		if (rdb_evloop_add_timer(loop, RDB_NS_PER_MS, on_fc_tick, b,
+					 &b->fc_timer) < 0) {
+			LOGVM(WARN, vm->name, "no timer for the flow check: lifting "
+			      "its fence now");
+			rdb_flowcheck_lift_fence(&b->fc, rdb_now_ns());
+		}
+	}
+	vm->st.failover_ns = rdb_now_ns() - b->failover_t0;
+	rdb_vm_set_state(vm, RDB_VM_FAILED_OVER,
+			 "running from epoch %llu, restored in %.1f ms",
+			 (unsigned long long)vm->st.committed_epoch,
+			 (double)vm->st.failover_ns / RDB_NS_PER_MS);
+}
+
+static int restore_start(struct rdb_backup *b, uint64_t t0, const char *drive)
+{
+	struct restore_job *j = calloc(1, sizeof(*j));
+	int fds[2], rc;
+
+	if (!j)
+		return -ENOMEM;
+	if (pipe2(fds, O_CLOEXEC) < 0) {
+		free(j);
+		return -errno;
+	}
+	j->b = b;
+	j->t0 = t0;
+	j->pipe_rd = fds[0];
+	j->pipe_wr = fds[1];
+	snprintf(j->drive, sizeof(j->drive), "%s", drive ? drive : "");
+	rc = rdb_evloop_add_fd(b->d->loop, j->pipe_rd, RDB_EV_READ,
+			       on_restore_done, j);
+	if (rc == 0) {
+		rc = -pthread_create(&j->thread, NULL, restore_thread, j);
+		if (rc < 0)
+			rdb_evloop_del_fd(b->d->loop, j->pipe_rd);
+	}
+	if (rc < 0) {
+		close(fds[0]);
+		close(fds[1]);
+		free(j);
+		return rc;
+	}
+	b->restore_job = j;
+	return 0;
+}
+
+/* Waits for a restore under way (teardown: the thread uses b). */
+static void restore_wait(struct rdb_backup *b)
+{
+	struct restore_job *j = b->restore_job;
+
+	if (!j)
+		return;
+	pthread_join(j->thread, NULL);
+	b->restore_job = NULL;
+	restore_job_free(b->d->loop, j);
 }
 
 int rdb_backup_failover(struct rdb_vm *vm, const char *why)
@@ -1022,6 +1170,7 @@ int rdb_backup_failover(struct rdb_vm *vm, const char *why)
 		return -ENODATA;
 	}
 	rdb_vm_set_state(vm, RDB_VM_FAILING_OVER, "%s", why);
+	b->failover_t0 = t0;
 	close_link(b);
 	/* The epoch in flight never committed: it must leave no trace. */
 	rdb_stage_discard(&b->st);
@@ -1041,42 +1190,11 @@ int rdb_backup_failover(struct rdb_vm *vm, const char *why)
 	if (rc == 0)
 		rc = failover_net(b);
 	if (rc == 0)
-		rc = restore_vm(b, t0, drive[0] ? drive : NULL);
-	if (rc == 0 && b->fc.started) {
-		rdb_flowcheck_guest_running(&b->fc, rdb_now_ns());
-		b->fc_running = true;
-		if (rdb_evloop_add_timer(b->d->loop, RDB_NS_PER_MS, on_fc_tick, b,
-					 &b->fc_timer) < 0) {
-			LOGVM(WARN, vm->name, "no timer for the flow check: lifting "
-			      "its fence now");
-			rdb_flowcheck_lift_fence(&b->fc, rdb_now_ns());
-		}
-	}
+		rc = restore_start(b, t0, drive[0] ? drive : NULL);
 	if (rc < 0) {
-		/* A half-restored guest must not run on: it is no copy of
-		 * anything (and would hold the RAM image and the replica). */
-		if (b->qmp_open) {
-			rdb_qmp_close(&b->qmp);
-			b->qmp_open = false;
-		}
-		if (b->qemu.pid > 0) {
-			int pid = b->qemu.pid;
-
-			rdb_qemu_kill(&b->qemu, rdb_now_ns());
-			LOGVM(ERROR, vm->name, "killed the QEMU of the failed "
-			      "restore (pid %d)", pid);
-		}
-		stop_disk_server(b);
-		rdb_vm_set_state(vm, RDB_VM_FAILED, "restore from epoch %llu failed: %s",
-				 (unsigned long long)vm->st.committed_epoch,
-				 strerror(-rc));
+		failover_failed(b, rc);
 		return rc;
 	}
-	vm->st.failover_ns = rdb_now_ns() - t0;
-	rdb_vm_set_state(vm, RDB_VM_FAILED_OVER,
-			 "running from epoch %llu, restored in %.1f ms",
-			 (unsigned long long)vm->st.committed_epoch,
-			 (double)vm->st.failover_ns / RDB_NS_PER_MS);
 	return 0;
 }
 
@@ -1198,7 +1316,7 @@ static void on_pending(struct rdb_evloop *loop, int fd, unsigned ev,
 	 * after its QEMU started: the restore, its disk server): a new
 	 * protection would recreate the RAM image that QEMU maps. */
 	if (old && old->role == RDB_ROLE_BACKUP && old->bak &&
-	    old->bak->qemu.pid > 0 &&
+	    !old->bak->restore_job && old->bak->qemu.pid > 0 &&
 	    rdb_qemu_poll_exit(&old->bak->qemu, &(int){ 0 }) == 0) {
 		snprintf(why, sizeof(why), "a restored copy of VM %s runs on this "
 			 "host (QEMU pid %d, state %s): stop it before protecting "
@@ -1329,6 +1447,7 @@ void rdb_backup_teardown(struct rdb_vm *vm)
 	if (!b)
 		return;
 	loop = b->d->loop;
+	restore_wait(b);
 	decide_end(b);
 	if (b->hb_timer)
 		rdb_evloop_del_timer(loop, b->hb_timer);
@@ -1365,7 +1484,7 @@ void rdb_backup_housekeeping(struct rdb_vm *vm)
 	struct rdb_backup *b = vm->bak;
 	int status = 0;
 
-	if (!b || b->qemu.pid <= 0)
+	if (!b || b->restore_job || b->qemu.pid <= 0)
 		return;
 	if (rdb_qemu_poll_exit(&b->qemu, &status) == 1) {
 		rdb_vm_set_state(vm, RDB_VM_FAILED, "the restored QEMU exited "
