@@ -428,7 +428,7 @@ static void guest_frame(void *opaque, const uint8_t *frame, size_t len)
 	}
 	if (p->fenced)
 		return;		/* the other copy runs: nothing leaves here */
-	if (p->deciding)	/* held whatever the mode: I6 (primary_decide.c) */
+	if (p->deciding || p->attach_checking)	/* held whatever the mode: I6 */
 		rdb_netbuf_hold(&p->nb, p->open_epoch, frame, len);
 	else if (!p->colo_active)
 		rdb_nic_to_wire(&p->nic, frame, len);
@@ -1121,6 +1121,16 @@ bool rdb_pri_protection_cleanup(struct rdb_primary *p)
 
 	rdb_pri_register_cancel(p);
 	rdb_pri_decide_cancel(p);
+	if (p->attach_checking) {
+		/* protect registers the VM now: that is the check.  What the
+		 * guest sent meanwhile is dropped, not released (its TCP
+		 * sends it again): the VM may be another host's. */
+		p->attach_checking = false;
+		rdb_netbuf_clear(&p->nb);
+		if (p->witness_req > 0)
+			rdb_witness_cancel(p->d->witness, p->witness_req);
+		p->witness_req = 0;
+	}
 	rdb_pri_guest_control_stop(p);
 	connect_cancel(p);
 	if (p->fenced) {
@@ -1202,6 +1212,7 @@ static int attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 	p->vm = vm;
 	p->d = d;
 	p->mig_listen_fd = p->mig_fd = -1;
+	p->nb_sink = tap_sink;
 	rdb_nic_init(&p->nic);
 	rdb_disk_init(&p->disk);
 	p->peer_fd = -1;
@@ -1255,6 +1266,7 @@ int rdb_primary_attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 	else
 		rdb_vm_set_state(vm, RDB_VM_UNPROTECTED, "attached: no disk, "
 				 "not protected yet");
+	rdb_pri_attach_check(vm->pri);
 	return 0;
 }
 

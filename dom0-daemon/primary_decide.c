@@ -371,3 +371,62 @@ void rdb_pri_register_cancel(struct rdb_primary *p)
 	if (!p->deciding)
 		p->witness_req = 0;
 }
+
+/* ---- attaching a VM that may run elsewhere ---- */
+
+/*
+ * A VM attached (its disk and network served, e.g. by a remusdbd started
+ * again) may be the copy that lost: the backup won while this host was
+ * cut off or its daemon down, and the guest here ran on without anyone
+ * holding its output.  Until the witness says who owns the VM, its
+ * output is held; owned and running elsewhere, this copy is fenced.
+ * A witness that cannot be asked lets it go after one try (logged):
+ * attach must not depend on the witness being up.
+ */
+static void on_attach_read(void *opaque, const struct rdb_witness_result *r)
+{
+	struct rdb_primary *p = opaque;
+	struct rdb_vm *vm = p->vm;
+	struct rdb_witness_value v;
+
+	p->witness_req = 0;
+	if (!p->attach_checking)
+		return;
+	p->attach_checking = false;
+	if (r->outcome == RDB_WITNESS_WON && r->holder[0] &&
+	    rdb_witness_value_parse(r->holder, strlen(r->holder), &v) == 0 &&
+	    v.state == RDB_WITNESS_RUNNING && strcmp(v.owner, p->d->node) != 0) {
+		uint64_t n = rdb_netbuf_clear(&p->nb);
+
+		p->fenced = true;
+		vm->st.decisions_lost++;
+		if (guest_want(p, true) < 0)
+			LOGVM(WARN, vm->name, "the fenced guest will be stopped once "
+			      "its QEMU answers");
+		rdb_vm_set_state(vm, RDB_VM_FENCED, "attached, but the witness says "
+				 "%s runs this VM (%s): this copy is stopped, %"
+				 PRIu64 " frames it sent discarded", v.owner,
+				 r->holder, n);
+		return;
+	}
+	if (r->outcome == RDB_WITNESS_ERROR)
+		LOGVM(WARN, vm->name, "attached without the witness's word on who "
+		      "owns the VM: %s", r->error);
+	rdb_netbuf_release(&p->nb, UINT64_MAX, p->nb_sink, p);
+}
+
+void rdb_pri_attach_check(struct rdb_primary *p)
+{
+	int64_t id;
+
+	if (!p->d->witness)
+		return;
+	id = rdb_witness_read(p->d->witness, p->vm->name, on_attach_read, p);
+	if (id < 0) {
+		LOGVM(WARN, p->vm->name, "cannot ask the witness who owns the VM: %s",
+		      strerror((int)-id));
+		return;
+	}
+	p->witness_req = id;
+	p->attach_checking = true;
+}

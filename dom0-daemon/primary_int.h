@@ -143,6 +143,8 @@ struct rdb_primary {
 	uint64_t generation;
 	char registered[RDB_WITNESS_VALUE_MAX];
 	bool registering;		/* protect waits for the witness */
+	bool attach_checking;		/* attach asks who owns the VM: held */
+	rdb_netbuf_sink nb_sink;	/* where released frames go (the tap) */
 	bool deciding;			/* peer lost: output held until decided */
 	bool fenced;			/* lost: guest stopped, output dropped */
 	bool hold_paused;		/* deciding: paused at hold_bound_ms */
@@ -176,6 +178,7 @@ void rdb_pri_decided_run(struct rdb_primary *p, const char *how);
 void rdb_pri_decide_cancel(struct rdb_primary *p);
 int rdb_pri_register(struct rdb_primary *p);
 void rdb_pri_register_cancel(struct rdb_primary *p);
+void rdb_pri_attach_check(struct rdb_primary *p);
 void rdb_pri_guest_control_stop(struct rdb_primary *p);
 
 /* primary_send.c */

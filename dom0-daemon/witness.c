@@ -19,7 +19,7 @@
  * claim: a few rounds settle it. */
 #define REGISTER_ROUNDS 4
 
-enum op { OP_REGISTER, OP_CLAIM };
+enum op { OP_REGISTER, OP_CLAIM, OP_READ };
 
 struct req {
 	struct rdb_witness *w;
@@ -450,6 +450,29 @@ static void do_claim(struct req *r, json_t *key)
 	set_lost(r, cur);
 }
 
+/* The key's value as it stands: WON with holder = the value ("" when the
+ * key does not exist). */
+static void do_read(struct req *r, json_t *key)
+{
+	char cur[RDB_WITNESS_VALUE_MAX], modrev[32];
+	json_t *q, *a = NULL;
+	bool found;
+	int rc;
+
+	q = json_pack("{s:O}", "key", key);
+	rc = q ? post(r, "/v3/kv/range", q, &a) : -ENOMEM;
+	json_decref(q);
+	if (rc == 0)
+		rc = kv_of(a, &found, cur, sizeof(cur), modrev, sizeof(modrev));
+	json_decref(a);
+	if (rc < 0) {
+		set_error(r, rc, "reading the VM's key");
+		return;
+	}
+	r->res.outcome = RDB_WITNESS_WON;
+	snprintf(r->res.holder, sizeof(r->res.holder), "%s", found ? cur : "");
+}
+
 static void *req_thread(void *opaque)
 {
 	struct req *r = opaque;
@@ -463,6 +486,8 @@ static void *req_thread(void *opaque)
 		set_error(r, -ENOMEM, "out of memory");
 	else if (r->op == OP_REGISTER)
 		do_register(r, key);
+	else if (r->op == OP_READ)
+		do_read(r, key);
 	else
 		do_claim(r, key);
 	json_decref(key);
@@ -542,6 +567,20 @@ int64_t rdb_witness_claim(struct rdb_witness *w, const char *vm,
 	snprintf(r->vm, sizeof(r->vm), "%s", vm);
 	snprintf(r->node, sizeof(r->node), "%s", node);
 	snprintf(r->registered, sizeof(r->registered), "%s", registered);
+	r->cb = cb;
+	r->opaque = opaque;
+	return start(w, r);
+}
+
+int64_t rdb_witness_read(struct rdb_witness *w, const char *vm,
+			 rdb_witness_cb cb, void *opaque)
+{
+	struct req *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return -ENOMEM;
+	r->op = OP_READ;
+	snprintf(r->vm, sizeof(r->vm), "%s", vm);
 	r->cb = cb;
 	r->opaque = opaque;
 	return start(w, r);

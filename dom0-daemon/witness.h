@@ -71,6 +71,10 @@ int64_t rdb_witness_register(struct rdb_witness *w, const char *vm,
 int64_t rdb_witness_claim(struct rdb_witness *w, const char *vm,
 			  const char *registered, const char *node,
 			  rdb_witness_cb cb, void *opaque);
+/* The VM's value as it stands: WON, holder = the value ("" when there
+ * is no key), or ERROR. */
+int64_t rdb_witness_read(struct rdb_witness *w, const char *vm,
+			 rdb_witness_cb cb, void *opaque);
 /* cb will not be called for id (unknown or finished ids are fine). */
 void rdb_witness_cancel(struct rdb_witness *w, int64_t id);
 const char *rdb_witness_endpoints(const struct rdb_witness *w);

@@ -195,6 +195,19 @@ static void test_one_claim_wins(void **state)
 		assert_int_equal(c.r.outcome, RDB_WITNESS_LOST);
 		(void)r2;
 	}
+	/* read: what attach asks (who owns the VM), and a VM never seen */
+	{
+		struct got r = { 0 }, none = { 0 };
+
+		rdb_witness_read(w, "vm1", on_result, &r);
+		rdb_witness_read(w, "never-protected", on_result, &none);
+		pump(loop, &r, 1);
+		pump(loop, &none, 1);
+		assert_int_equal(r.r.outcome, RDB_WITNESS_WON);
+		assert_non_null(strstr(r.r.holder, "generation=0000000000005678"));
+		assert_int_equal(none.r.outcome, RDB_WITNESS_WON);
+		assert_string_equal(none.r.holder, "");
+	}
 	rdb_witness_destroy(w);
 	rdb_evloop_destroy(loop);
 }

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Nemesis 4b: the primary cut from every network (the backup wins and
+# runs), then, still cut off, its remusdbd restarted by an operator
+# (SIGKILL, start, attach the VM again), then the network back.  The old
+# guest still runs in its QEMU; attached again, its frames would go out
+# unheld.  The new daemon asks the witness who owns the VM before any of
+# them leaves, finds the backup running it, and fences this copy: the
+# guest's MAC never comes from the old primary again.  Checks of
+# nemesis.sh.
+set -u
+. "$(dirname "$0")/../lib/common.sh"
+. "$(dirname "$0")/../lib/netns.sh"
+. "$(dirname "$0")/../lib/cluster.sh"
+. "$(dirname "$0")/../lib/nemesis.sh"
+
+nemesis_start "${RDB_RUN:-nr$$}"
+sleep 8
+nemesis_fault_now
+netns_isolate "$NM_RUN" pri
+echo "cut the primary from every network under load"
+nemesis_wait_state bak failed-over 10 || rdb_fail "the backup did not take over"
+old=$(cat "$CL_DIR/pri/remusdbd.pid")
+kill -9 "$old"
+# its sockets close only once the kernel has torn it down (an ASan
+# build's mappings take a moment): its listen port is needed again
+wait_for 10 "the killed remusdbd gone" bash -c "! grep -qv '^[^)]*) Z' /proc/$old/stat 2>/dev/null"
+echo "killed the old primary's remusdbd (still cut off)"
+netns_reconnect "$NM_RUN" pri
+cl_start_daemon pri || rdb_fail "remusdbd did not start again"
+cl_ctl pri attach "$CL_DIR/$CL_VM.conf" || rdb_fail "attach to the new daemon failed"
+echo "the old primary is back on the network, its VM attached again"
+nemesis_wait_state pri fenced 10 || rdb_fail "the attached old copy was not fenced"
+grep -q "attached, but the witness says bak runs this VM" "$CL_DIR/pri/remusdbd.log" ||
+	rdb_fail "the fence does not say why"
+nemesis_finish loser-restarted
+echo "PASS: the old primary's restarted remusdbd fenced its copy on attach (the witness: bak runs it); $(jq -r .acked_commits "$CL_DIR/result.json") commits acknowledged, none lost; the guest's MAC switched hosts $(jq -r .emitter_switches "$CL_DIR/result.json") time(s)"
