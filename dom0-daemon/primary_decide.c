@@ -42,6 +42,7 @@ static void claim(struct rdb_primary *p);
 #define QMP_SHORT_NS (50 * RDB_NS_PER_MS)
 #define GUEST_TICK_NS (100 * RDB_NS_PER_MS)
 #define GUEST_RESEND_NS (2 * RDB_NS_PER_S)
+#define GUEST_GIVE_UP_NS (30 * RDB_NS_PER_S)
 
 static int guest_qmp(struct rdb_primary *p)
 {
@@ -95,6 +96,16 @@ static uint64_t on_guest_tick(struct rdb_evloop *loop, uint64_t id, void *opaque
 		p->guest_timer = 0;
 		return 0;
 	}
+	if (rdb_now_ns() - p->guest_want_ns > GUEST_GIVE_UP_NS) {
+		/* QEMU gone, or never there: its output is held or dropped
+		 * all the same; stop knocking (each try can block 50 ms) */
+		LOGVM(ERROR, p->vm->name, "gave up %s the guest after %llu s: %s",
+		      p->guest_want_stopped ? "stopping" : "resuming",
+		      (unsigned long long)(GUEST_GIVE_UP_NS / RDB_NS_PER_S),
+		      rc < 0 ? strerror(-rc) : status);
+		p->guest_timer = 0;
+		return 0;
+	}
 	if (rdb_now_ns() - p->guest_cmd_ns > GUEST_RESEND_NS)
 		guest_send(p);
 	return GUEST_TICK_NS;
@@ -108,6 +119,7 @@ static int guest_want(struct rdb_primary *p, bool stopped)
 
 	p->guest_want_stopped = stopped;
 	p->guest_confirmed = false;
+	p->guest_want_ns = rdb_now_ns();
 	rc = guest_send(p);
 	if (!p->guest_confirmed && !p->guest_timer &&
 	    rdb_evloop_add_timer(p->d->loop, GUEST_TICK_NS, on_guest_tick, p,

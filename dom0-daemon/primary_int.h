@@ -156,7 +156,7 @@ struct rdb_primary {
 	char witness_error[256];
 	/* the guest stopped or resumed without blocking (primary_decide.c) */
 	bool guest_want_stopped, guest_confirmed;
-	uint64_t guest_cmd_ns, guest_timer;
+	uint64_t guest_cmd_ns, guest_want_ns, guest_timer;
 
 	/* capture mode: see rdb_primary_capture */
 	int cap_fd;
