@@ -261,6 +261,13 @@ static void disk_changed(void *opaque, enum rdb_disk_op op, uint64_t off,
 
 	if (!p->colo_active)
 		return;
+	if (p->fault_stop_in_disk_pause && p->in_pause) {
+		p->fault_stop_in_disk_pause = false;
+		LOGVM(WARN, vm->name, "fault injection: stopping remusdbd at a "
+		      "disk change inside the pause of epoch %llu",
+		      (unsigned long long)e);
+		raise(SIGSTOP);
+	}
 	switch (op) {
 	case RDB_DISK_WRITE:
 		while (rc == 0 && len) {
@@ -1618,6 +1625,10 @@ int rdb_primary_inject(struct rdb_vm *vm, const char *fault)
 		return -ENOENT;
 	if (strcmp(fault, "stop-in-pause") == 0) {
 		vm->pri->fault_stop_in_pause = true;
+		return 0;
+	}
+	if (strcmp(fault, "stop-in-disk-pause") == 0) {
+		vm->pri->fault_stop_in_disk_pause = true;
 		return 0;
 	}
 	return -EINVAL;

@@ -298,7 +298,7 @@ EOP
 
 # cl_use_pg_guest: the next cluster_vm_up runs the PostgreSQL guest
 # (tools/mkguest-pg.sh, built or linked from its cache) on a disk, with
-# remusdb.ko, its event helper and the server with RemusDB's patch
+# remusdb.ko, its event helper, the ticker and the server with RemusDB's patch
 # (make dbms; CL_PG_SERVER names another; CL_PG_SCALE: pgbench's scale,
 # default 1): sets CL_GUEST, CL_DISK_IMAGE, CL_RAM_MB (512 unless set),
 # CL_GUEST_RUN (nothing), CL_GUEST_READY, CL_EVENT_PORT, and PGBIN for the
@@ -310,7 +310,7 @@ cl_use_pg_guest() {
 	[ -x "$CL_PG_SERVER" ] || { rdb_log "$CL_PG_SERVER missing (make dbms)"; return 1; }
 	local out=$RDB_ROOT/build/guest-pg${CL_PG_SCALE:+-s$CL_PG_SCALE}
 	bash "$RDB_ROOT/tools/mkguest-pg.sh" --out "$out" --kmod "$ko" --eventd "$ev" \
-		${CL_PG_SERVER:+--server "$CL_PG_SERVER"} ${CL_PG_SCALE:+--scale "$CL_PG_SCALE"} >&2 ||
+		--static "$RDB_HELPERS/ticker" ${CL_PG_SERVER:+--server "$CL_PG_SERVER"} ${CL_PG_SCALE:+--scale "$CL_PG_SCALE"} >&2 ||
 		return 1
 	export CL_EVENT_PORT=1
 	PGBIN=/usr/lib/postgresql/15/bin

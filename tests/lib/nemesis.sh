@@ -23,6 +23,8 @@ nemesis_start() {
 	rdb_require_root
 	[ -x "$RDB_ROOT/build/workload/ledger" ] || rdb_fail "build/workload/ledger missing (make all)"
 	cl_use_pg_guest || rdb_fail "PostgreSQL guest build failed"
+	# NM_GUEST_RUN: a command the guest runs beside PostgreSQL (the ticker)
+	[ -z "${NM_GUEST_RUN:-}" ] || export CL_GUEST_RUN=$NM_GUEST_RUN
 	cluster_hosts_up "$run" || rdb_fail "hosts setup failed (logs in $CL_DIR)"
 	cluster_vm_up "${CKPT_MS:-25}" ||
 		rdb_fail "protected PostgreSQL VM did not come up (logs in $CL_DIR)"

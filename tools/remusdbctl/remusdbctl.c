@@ -40,7 +40,7 @@ static void usage(FILE *f)
 		"                                  --force also ends a pending decision (runs\n"
 		"                                  the VM here) or resumes a fenced guest\n"
 		"  wait NAME STATE [--timeout S]   wait until the VM is in STATE\n"
-		"  inject NAME FAULT               fault injection for tests (stop-in-pause)\n"
+		"  inject NAME FAULT               fault injection for tests (stop-in-pause, ...)\n"
 		"  capture NAME FILE EPOCHS        write the next EPOCHS epochs' dirty pages\n"
 		"                                  to FILE (a codec benchmark corpus)\n"
 		"  config --dump-defaults [vm]     every option with its default\n");
