@@ -165,6 +165,8 @@ static const struct rdb_option vm_opts[] = {
 	  "unix socket remusdbd serves the disk on, for QEMU's -drive driver=nbd,server.type=unix (required with disk)" },
 	{ "disk_id", RDB_OPT_STRING, OFF(rdb_vm_config, disk_id), "disk0", 0, 0, v_name,
 	  "the -drive id the VM's disk device names (drive=...); the backup gives its replica the same id" },
+	{ "disk_ring_mb", RDB_OPT_U32, OFF(rdb_vm_config, disk_ring_mb), "32", 4, 1024, NULL,
+	  "the ring carrying the disk server's changes to remusdbd; full for longer than checkpoint_deadline_ms (remusdbd stalled), the server stops waiting and protection drops" },
 	{ "disk_epoch_max_mb", RDB_OPT_U32, OFF(rdb_vm_config, disk_epoch_max_mb), "256", 1, 65536, NULL,
 	  "disk writes one epoch may carry before the backup refuses it (its buffer bound)" },
 	{ "compression", RDB_OPT_BOOL, OFF(rdb_vm_config, compression), "true", 0, 0, NULL,

@@ -78,6 +78,7 @@ struct rdb_vm_config {
 	char *disk_socket;
 	char *disk_id;
 	uint32_t disk_epoch_max_mb;
+	uint32_t disk_ring_mb;
 	bool compression;
 	uint32_t page_cache_percent;
 	uint32_t compress_threads;

@@ -1,29 +1,37 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #define RDB_COMPONENT "disk"
 #include "disk.h"
+#include "clock.h"
 #include "fileio.h"
 #include "log.h"
 #include "sockutil.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
-#include <string.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "clock.h"
+const char *rdb_disk_server_exe = "/proc/self/exe";
 
-/* QEMU's export name is free-form; we serve one export per socket. */
-#define EXPORT_NAME ""
+/* A server that dies sooner than this after its start is not restarted. */
+#define RESTART_MIN_NS (2 * RDB_NS_PER_S)
+#define CLOSE_WAIT_NS (2 * RDB_NS_PER_S)
+
+static struct rdb_dring_shared no_stats;
 
 void rdb_disk_init(struct rdb_disk *dk)
 {
 	memset(dk, 0, sizeof(*dk));
-	dk->img_fd = dk->listen_fd = dk->client_fd = -1;
+	dk->img_fd = dk->notify_fd = dk->life_fd = dk->ring_fd = -1;
+	dk->pid = -1;
 }
 
 int rdb_disk_pread(struct rdb_disk *dk, uint64_t off, uint8_t *dst,
@@ -32,48 +40,151 @@ int rdb_disk_pread(struct rdb_disk *dk, uint64_t off, uint8_t *dst,
 	return rdb_pread_all(dk->img_fd, dst, len, off);
 }
 
-static int failed(struct rdb_disk *dk, const char *what, uint64_t off,
-		  uint32_t len, int rc)
+const struct rdb_dring_shared *rdb_disk_stats(const struct rdb_disk *dk)
 {
-	dk->errors++;
-	LOGVM(ERROR, dk->vm, "disk %s: %s of %u bytes at %llu failed: %s "
-	      "(the guest gets an I/O error)", dk->image, what, len,
-	      (unsigned long long)off, strerror(-rc));
-	return rc;
+	return dk->ring.sh ? dk->ring.sh : &no_stats;
 }
 
-static int op_read(void *opaque, uint64_t off, uint32_t len, uint8_t *dst)
+bool rdb_disk_connected(const struct rdb_disk *dk)
 {
-	struct rdb_disk *dk = opaque;
-	int rc = rdb_pread_all(dk->img_fd, dst, len, off);
+	return dk->ring.sh && atomic_load(&dk->ring.sh->connected);
+}
 
-	if (rc < 0)
-		return failed(dk, "read", off, len, rc);
-	dk->reads++;
-	dk->read_bytes += len;
-	return 0;
+/* Moves fd to number `to` in a child about to exec (no CLOEXEC there). */
+static int place_fd(int fd, int to)
+{
+	if (fd < 0)
+		return 0;
+	if (fd == to)
+		return fcntl(fd, F_SETFD, 0);
+	return dup2(fd, to) < 0 ? -1 : 0;
+}
+
+/*
+ * Starts `remusdbd --disk-server` serving image on sock_path (listening
+ * here first: the socket accepts connections when this returns).  Its fds:
+ * 3 the listening socket, 4 the ring, 5 the eventfd, 6 its end of the
+ * life socketpair (each -1 if not given).
+ */
+static int spawn(const char *vm, const char *image, const char *sock_path,
+		 int ring_fd, int notify_fd, int *life_out, int *pid_out,
+		 char *err, size_t errlen)
+{
+	int listen_fd = -1, life[2] = { -1, -1 }, ep[2] = { -1, -1 }, hi[4];
+	int rc, child_errno = 0;
+	ssize_t n;
+	pid_t pid;
+
+	rc = rdb_sock_listen_unix(sock_path, &listen_fd);
+	if (rc < 0) {
+		snprintf(err, errlen, "listen on %s: %s", sock_path, strerror(-rc));
+		return rc;
+	}
+	if ((life_out && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, life) < 0) ||
+	    pipe2(ep, O_CLOEXEC) < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "disk server: %s", strerror(errno));
+		goto out;
+	}
+	pid = fork();
+	if (pid < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "disk server: fork: %s", strerror(errno));
+		goto out;
+	}
+	if (pid == 0) {
+		/* async-signal-safe only, up to exec: another thread of the
+		 * daemon may have held any lock at the fork */
+		char *argv[] = { "remusdbd", "--disk-server", (char *)vm,
+				 (char *)image, "3", ring_fd >= 0 ? "4" : "-1",
+				 notify_fd >= 0 ? "5" : "-1",
+				 life_out ? "6" : "-1", NULL };
+		int src[4] = { listen_fd, ring_fd, notify_fd, life[1] };
+		int efd = ep[1], e;
+
+		/* out of the way of 3..7 first, then into place */
+		efd = fcntl(efd, F_DUPFD_CLOEXEC, 100);
+		if (efd < 0)
+			_exit(126);
+		for (int i = 0; i < 4; i++) {
+			hi[i] = src[i] < 0 ? -1 : fcntl(src[i], F_DUPFD_CLOEXEC, 100);
+			if (src[i] >= 0 && hi[i] < 0)
+				goto fail;
+		}
+		for (int i = 0; i < 4; i++) {
+			if (hi[i] < 0)
+				close(3 + i);
+			else if (place_fd(hi[i], 3 + i) < 0)
+				goto fail;
+		}
+		if (dup2(efd, 7) < 0 || fcntl(7, F_SETFD, FD_CLOEXEC) < 0)
+			goto fail;
+		efd = 7;
+		close_range(8, ~0U, 0);
+		execv(rdb_disk_server_exe, argv);
+fail:
+		e = errno;
+		if (write(efd, &e, sizeof(e)) < 0)
+			_exit(126);
+		_exit(127);
+	}
+	close(ep[1]);
+	ep[1] = -1;
+	/* EOF: the exec happened (the pipe was close-on-exec) */
+	do
+		n = read(ep[0], &child_errno, sizeof(child_errno));
+	while (n < 0 && errno == EINTR);
+	if (n > 0) {
+		waitpid(pid, NULL, 0);
+		rc = -child_errno;
+		snprintf(err, errlen, "disk server: exec %s: %s",
+			 rdb_disk_server_exe, strerror(child_errno));
+		goto out;
+	}
+	*pid_out = (int)pid;
+	if (life_out) {
+		*life_out = life[0];
+		life[0] = -1;
+	}
+	rc = 0;
+out:
+	close(listen_fd);
+	for (int i = 0; i < 2; i++) {
+		if (life[i] >= 0)
+			close(life[i]);
+		if (ep[i] >= 0)
+			close(ep[i]);
+	}
+	return rc;
 }
 
 static int sync_image(struct rdb_disk *dk)
 {
+	const struct rdb_dring_shared *sh = rdb_disk_stats(dk);
+	uint64_t changes = atomic_load(&sh->writes) + atomic_load(&sh->zeroes) +
+			   atomic_load(&sh->errors);
+
 	if (fdatasync(dk->img_fd) < 0)
 		return -errno;
 	dk->syncs++;
-	dk->dirty = false;
+	dk->synced_changes = changes;
 	return 0;
-}
-
-/* A FLUSH or FUA write: durable here, or carried by the backup. */
-static int flush_point(struct rdb_disk *dk)
-{
-	return dk->replicated ? 0 : sync_image(dk);
 }
 
 int rdb_disk_set_replicated(struct rdb_disk *dk, bool on)
 {
+	const struct rdb_dring_shared *sh = rdb_disk_stats(dk);
+	bool was = dk->replicated;
 	int rc = 0;
 
-	if (!on && dk->replicated && dk->dirty && dk->img_fd >= 0) {
+	dk->replicated = on;
+	if (dk->ring.sh)
+		atomic_store(&dk->ring.sh->replicated, on ? 1 : 0);
+	/* After the store: a flush the server answers from now on syncs
+	 * itself; one it answered before is covered by this sync. */
+	if (!on && was && dk->img_fd >= 0 &&
+	    atomic_load(&sh->writes) + atomic_load(&sh->zeroes) +
+	    atomic_load(&sh->errors) != dk->synced_changes) {
 		uint64_t t0 = rdb_now_ns();
 
 		rc = sync_image(dk);
@@ -86,190 +197,137 @@ int rdb_disk_set_replicated(struct rdb_disk *dk, bool on)
 			      "again", dk->image,
 			      (double)(rdb_now_ns() - t0) / RDB_NS_PER_MS);
 	}
-	dk->replicated = on;
 	return rc;
 }
 
-static int op_write(void *opaque, uint64_t off, uint32_t len,
-		    const uint8_t *src, bool fua)
+void rdb_disk_drain(struct rdb_disk *dk)
 {
-	struct rdb_disk *dk = opaque;
-	int rc = rdb_pwrite_all(dk->img_fd, src, len, off);
+	const struct rdb_dring_rec *r;
+	uint32_t lost;
 
-	if (rc == 0)
-		dk->dirty = true;
-	if (rc == 0 && fua)
-		rc = flush_point(dk);
-	if (rc < 0)
-		return failed(dk, "write", off, len, rc);
-	dk->writes++;
-	dk->written_bytes += len;
-	if (dk->hook) {
-		dk->hook(dk->opaque, RDB_DISK_WRITE, off, len, src);
-		if (fua)
-			dk->hook(dk->opaque, RDB_DISK_FLUSH, 0, 0, NULL);
+	if (!dk->ring.sh)
+		return;
+	lost = atomic_load(&dk->ring.sh->lost);
+	if (lost && !dk->lost_seen) {
+		dk->lost_seen = true;
+		if (dk->lost)
+			dk->lost(dk->opaque, lost == RDB_DRING_OVERFLOW ?
+				 "the disk server could not pass the guest's "
+				 "changes on: its ring to remusdbd stayed full "
+				 "past the checkpoint deadline" :
+				 "the disk server could not read back a failed "
+				 "change: the replica cannot be made equal");
 	}
-	return 0;
-}
-
-static int op_flush(void *opaque)
-{
-	struct rdb_disk *dk = opaque;
-	int rc = flush_point(dk);
-
-	if (rc < 0)
-		return failed(dk, "flush", 0, 0, rc);
-	dk->flushes++;
-	if (dk->hook)
-		dk->hook(dk->opaque, RDB_DISK_FLUSH, 0, 0, NULL);
-	return 0;
-}
-
-/* Both trim and write-zeroes leave zeroes behind on the primary, so the
- * replica can be made equal by zeroing the same range. */
-static int zero(struct rdb_disk *dk, uint64_t off, uint32_t len, bool punch)
-{
-	int rc = rdb_zero_range(dk->img_fd, off, len, punch);
-
-	if (rc < 0)
-		return failed(dk, punch ? "trim" : "write-zeroes", off, len, rc);
-	dk->dirty = true;
-	dk->zeroes++;
-	if (dk->hook)
-		dk->hook(dk->opaque, RDB_DISK_ZERO, off, len, NULL);
-	return 0;
-}
-
-static int op_trim(void *opaque, uint64_t off, uint32_t len)
-{
-	return zero(opaque, off, len, true);
-}
-
-static int op_write_zeroes(void *opaque, uint64_t off, uint32_t len,
-			   bool may_trim)
-{
-	return zero(opaque, off, len, may_trim);
-}
-
-static const struct rdb_nbd_ops disk_ops = {
-	.read = op_read,
-	.write = op_write,
-	.flush = op_flush,
-	.trim = op_trim,
-	.write_zeroes = op_write_zeroes,
-};
-
-static void drop_client(struct rdb_disk *dk)
-{
-	if (dk->client_fd >= 0) {
-		rdb_evloop_del_fd(dk->loop, dk->client_fd);
-		close(dk->client_fd);
-		dk->client_fd = -1;
-	}
-	if (dk->nbd_init) {
-		rdb_nbd_server_dispose(&dk->nbd);
-		dk->nbd_init = false;
+	while ((r = rdb_dring_peek(&dk->ring))) {
+		if (dk->hook)
+			dk->hook(dk->opaque, (enum rdb_disk_op)r->op, r->off,
+				 r->len, (const uint8_t *)(r + 1));
+		rdb_dring_pop(&dk->ring);
 	}
 }
 
-static void want(struct rdb_disk *dk)
+void rdb_disk_set_recording(struct rdb_disk *dk, bool on)
 {
-	rdb_evloop_mod_fd(dk->loop, dk->client_fd, RDB_EV_READ |
-			  (dk->nbd.out.len ? RDB_EV_WRITE : 0));
+	struct rdb_dring_shared *sh = dk->ring.sh;
+
+	if (!sh)
+		return;
+	if (on) {
+		/* what it put there before is in the image already */
+		while (rdb_dring_peek(&dk->ring))
+			rdb_dring_pop(&dk->ring);
+		atomic_store(&sh->lost, RDB_DRING_OK);
+		dk->lost_seen = false;
+	}
+	atomic_store(&sh->record, on ? 1 : 0);
 }
 
-static void on_client(struct rdb_evloop *loop, int fd, unsigned ev,
-		      void *opaque)
+static void on_notify(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 {
-	struct rdb_disk *dk = opaque;
-	uint8_t b[64 << 10];
-	int rc = 0;
+	uint64_t v;
 
 	(void)loop;
-	/* Replies first: a client that does not read its replies must not
-	 * make us buffer without bound, so we read only when they are out. */
-	if (dk->nbd.out.len) {
-		rc = rdb_buf_write_fd(&dk->nbd.out, fd);
-		if (rc < 0 && rc != -EAGAIN)
-			goto gone;
-	}
-	if ((ev & RDB_EV_READ) && dk->nbd.out.len < (8u << 20)) {
-		ssize_t n = read(fd, b, sizeof(b));
-
-		if (n == 0) {
-			rc = -ECONNRESET;
-			goto gone;
-		}
-		if (n < 0 && errno != EAGAIN && errno != EINTR) {
-			rc = -errno;
-			goto gone;
-		}
-		if (n > 0) {
-			rc = rdb_nbd_server_feed(&dk->nbd, b, (size_t)n);
-			if (rc == 1) {
-				LOGVM(INFO, dk->vm, "disk client disconnected");
-				drop_client(dk);
-				return;
-			}
-			if (rc < 0) {
-				LOGVM(ERROR, dk->vm, "disk: NBD client broke the "
-				      "protocol: %s", rdb_nbd_server_error(&dk->nbd));
-				drop_client(dk);
-				return;
-			}
-			rc = rdb_buf_write_fd(&dk->nbd.out, fd);
-			if (rc < 0 && rc != -EAGAIN)
-				goto gone;
-		}
-	}
-	want(dk);
-	return;
-gone:
-	LOGVM(WARN, dk->vm, "disk client gone: %s",
-	      rc == -ECONNRESET ? "QEMU disconnected" : strerror(-rc));
-	drop_client(dk);
+	(void)ev;
+	if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		LOGVM(WARN, ((struct rdb_disk *)opaque)->vm, "disk: eventfd: %s",
+		      strerror(errno));
+	rdb_disk_drain(opaque);
 }
 
-static void on_accept(struct rdb_evloop *loop, int fd, unsigned ev,
-		      void *opaque)
+static int start_server(struct rdb_disk *dk, char *err, size_t errlen);
+
+static void stop_watching(struct rdb_disk *dk)
+{
+	if (dk->life_fd >= 0) {
+		rdb_evloop_del_fd(dk->loop, dk->life_fd);
+		close(dk->life_fd);
+		dk->life_fd = -1;
+	}
+}
+
+/* Our end of the server's socketpair: readable only at its exit. */
+static void on_life(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 {
 	struct rdb_disk *dk = opaque;
-	int c = rdb_sock_accept(fd), rc;
+	char b[16], err[300] = "", why[160];
+	int status = 0;
 
+	(void)loop;
 	(void)ev;
-	if (c < 0)
+	if (read(fd, b, sizeof(b)) != 0)
 		return;
-	/* A QEMU that reconnects has given up on the old connection. */
-	if (dk->client_fd >= 0) {
-		LOGVM(WARN, dk->vm, "disk: new NBD client replaces the old one");
-		drop_client(dk);
-	}
-	rc = rdb_nbd_server_init(&dk->nbd, EXPORT_NAME, dk->size, &disk_ops, dk);
-	if (rc == 0)
-		rc = rdb_evloop_add_fd(loop, c, RDB_EV_READ | RDB_EV_WRITE,
-				       on_client, dk);
-	if (rc < 0) {
-		if (rc != -ENOMEM)
-			rdb_nbd_server_dispose(&dk->nbd);
-		close(c);
+	stop_watching(dk);
+	if (dk->pid > 0)
+		waitpid(dk->pid, &status, 0);
+	dk->pid = -1;
+	snprintf(why, sizeof(why), "the disk server exited (status 0x%x)", status);
+	LOGVM(ERROR, dk->vm, "%s: changes in flight may not have reached the "
+	      "backup", why);
+	rdb_disk_drain(dk);
+	if (dk->lost)
+		dk->lost(dk->opaque, why);
+	if (rdb_now_ns() - dk->started_ns < RESTART_MIN_NS) {
+		LOGVM(ERROR, dk->vm, "disk server exited %llu ms after its "
+		      "start: not restarted, the disk %s is not served",
+		      (unsigned long long)((rdb_now_ns() - dk->started_ns) /
+					   RDB_NS_PER_MS), dk->image);
 		return;
 	}
-	dk->nbd_init = true;
-	dk->client_fd = c;
-	dk->connects++;
-	LOGVM(INFO, dk->vm, "disk client connected (%s, %llu bytes)",
-	      dk->image, (unsigned long long)dk->size);
+	dk->restarts++;
+	if (start_server(dk, err, sizeof(err)) < 0)
+		LOGVM(ERROR, dk->vm, "restarting the disk server: %s", err);
+	else
+		LOGVM(WARN, dk->vm, "disk server restarted (pid %d): QEMU "
+		      "reconnects its disk", dk->pid);
+}
+
+static int start_server(struct rdb_disk *dk, char *err, size_t errlen)
+{
+	int rc = spawn(dk->vm, dk->image, dk->sock_path, dk->ring_fd,
+		       dk->notify_fd, &dk->life_fd, &dk->pid, err, errlen);
+
+	if (rc < 0)
+		return rc;
+	dk->started_ns = rdb_now_ns();
+	atomic_store(&dk->ring.sh->connected, 0);
+	rc = rdb_evloop_add_fd(dk->loop, dk->life_fd, RDB_EV_READ, on_life, dk);
+	if (rc < 0)
+		snprintf(err, errlen, "event loop: %s", strerror(-rc));
+	return rc;
 }
 
 int rdb_disk_open(struct rdb_disk *dk, struct rdb_evloop *loop,
 		  const char *vm, const char *image, const char *sock_path,
-		  rdb_disk_hook hook, void *opaque, char *err, size_t errlen)
+		  uint64_t ring_bytes, uint64_t room_wait_ns,
+		  rdb_disk_hook hook, rdb_disk_lost_hook lost, void *opaque,
+		  char *err, size_t errlen)
 {
 	struct stat sb;
 	int rc;
 
 	dk->loop = loop;
 	dk->hook = hook;
+	dk->lost = lost;
 	dk->opaque = opaque;
 	snprintf(dk->vm, sizeof(dk->vm), "%s", vm);
 	snprintf(dk->image, sizeof(dk->image), "%s", image);
@@ -299,25 +357,75 @@ int rdb_disk_open(struct rdb_disk *dk, struct rdb_evloop *loop,
 			 strerror(-rc));
 		return rc;
 	}
-	rc = rdb_sock_listen_unix(sock_path, &dk->listen_fd);
-	if (rc < 0) {
-		snprintf(err, errlen, "listen on %s: %s", sock_path, strerror(-rc));
+	if (ring_bytes < RDB_DRING_MIN)
+		ring_bytes = RDB_DRING_MIN;
+	dk->ring_bytes = ring_bytes & ~(uint64_t)15;
+	dk->room_wait_ns = room_wait_ns;
+	dk->map_len = rdb_dring_map_size(dk->ring_bytes);
+	dk->ring_fd = memfd_create("remusdb-disk-ring", MFD_CLOEXEC);
+	if (dk->ring_fd < 0 || ftruncate(dk->ring_fd, (off_t)dk->map_len) < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "disk ring: %s", strerror(errno));
 		return rc;
 	}
-	rc = rdb_evloop_add_fd(loop, dk->listen_fd, RDB_EV_READ, on_accept, dk);
-	if (rc < 0)
+	dk->map = mmap(NULL, dk->map_len, PROT_READ | PROT_WRITE, MAP_SHARED,
+		       dk->ring_fd, 0);
+	if (dk->map == MAP_FAILED) {
+		rc = -errno;
+		dk->map = NULL;
+		snprintf(err, errlen, "disk ring: mmap: %s", strerror(errno));
+		return rc;
+	}
+	rdb_dring_init(&dk->ring, dk->map, dk->ring_bytes);
+	atomic_store(&dk->ring.sh->room_wait_ns, room_wait_ns);
+	dk->notify_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (dk->notify_fd < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "disk eventfd: %s", strerror(errno));
+		return rc;
+	}
+	rc = rdb_evloop_add_fd(loop, dk->notify_fd, RDB_EV_READ, on_notify, dk);
+	if (rc < 0) {
 		snprintf(err, errlen, "event loop: %s", strerror(-rc));
-	return rc;
+		close(dk->notify_fd);
+		dk->notify_fd = -1;
+		return rc;
+	}
+	return start_server(dk, err, errlen);
 }
 
 void rdb_disk_close(struct rdb_disk *dk)
 {
-	drop_client(dk);
-	if (dk->listen_fd >= 0) {
-		rdb_evloop_del_fd(dk->loop, dk->listen_fd);
-		close(dk->listen_fd);
+	stop_watching(dk);	/* the server sees EOF and exits */
+	if (dk->pid > 0) {
+		uint64_t deadline = rdb_now_ns() + CLOSE_WAIT_NS;
+
+		while (waitpid(dk->pid, NULL, WNOHANG) == 0) {
+			if (rdb_now_ns() > deadline) {
+				LOGVM(WARN, dk->vm, "disk server %d did not exit: "
+				      "killed", dk->pid);
+				kill(dk->pid, SIGKILL);
+				waitpid(dk->pid, NULL, 0);
+				break;
+			}
+			usleep(1000);
+		}
+		dk->pid = -1;
 		unlink(dk->sock_path);
-		dk->listen_fd = -1;
+	}
+	if (dk->notify_fd >= 0) {
+		rdb_evloop_del_fd(dk->loop, dk->notify_fd);
+		close(dk->notify_fd);
+		dk->notify_fd = -1;
+	}
+	if (dk->map) {
+		munmap(dk->map, dk->map_len);
+		dk->map = NULL;
+		dk->ring.sh = NULL;
+	}
+	if (dk->ring_fd >= 0) {
+		close(dk->ring_fd);
+		dk->ring_fd = -1;
 	}
 	if (dk->img_fd >= 0) {
 		close(dk->img_fd);
@@ -325,62 +433,9 @@ void rdb_disk_close(struct rdb_disk *dk)
 	}
 }
 
-bool rdb_disk_connected(const struct rdb_disk *dk)
-{
-	return dk->client_fd >= 0;
-}
-
 int rdb_disk_serve_child(const char *vm, const char *image,
 			 const char *sock_path, int *pid_out, char *err,
 			 size_t errlen)
 {
-	uint64_t deadline;
-	struct stat sb;
-	pid_t pid;
-	int status;
-
-	unlink(sock_path);
-	pid = fork();
-	if (pid < 0) {
-		snprintf(err, errlen, "fork: %s", strerror(errno));
-		return -errno;
-	}
-	if (pid == 0) {
-		struct rdb_evloop *loop = NULL;
-		struct rdb_disk dk;
-		char e[300] = "";
-
-		/* Nothing of the daemon's: its listening sockets must not
-		 * outlive it in here. */
-		close_range(3, ~0U, 0);
-		signal(SIGTERM, SIG_DFL);
-		signal(SIGINT, SIG_DFL);
-		rdb_disk_init(&dk);
-		if (rdb_evloop_create(&loop) < 0 ||
-		    rdb_disk_open(&dk, loop, vm, image, sock_path, NULL, NULL,
-				  e, sizeof(e)) < 0) {
-			LOGVM(ERROR, vm, "disk server: %s", e[0] ? e : "no event loop");
-			_exit(1);
-		}
-		LOGVM(INFO, vm, "disk server (pid %d) serving %s on %s",
-		      (int)getpid(), image, sock_path);
-		rdb_evloop_run(loop);
-		_exit(0);
-	}
-	deadline = rdb_now_ns() + 5 * RDB_NS_PER_S;
-	while (stat(sock_path, &sb) < 0 || !S_ISSOCK(sb.st_mode)) {
-		if (waitpid(pid, &status, WNOHANG) == pid) {
-			snprintf(err, errlen, "disk server exited (status 0x%x)", status);
-			return -EIO;
-		}
-		if (rdb_now_ns() > deadline) {
-			kill(pid, SIGKILL);
-			waitpid(pid, &status, 0);
-			snprintf(err, errlen, "disk server did not listen within 5 s");
-			return -ETIMEDOUT;
-		}
-		usleep(1000);
-	}
-	*pid_out = (int)pid;
-	return 0;
+	return spawn(vm, image, sock_path, -1, -1, NULL, pid_out, err, errlen);
 }

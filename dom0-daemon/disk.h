@@ -2,14 +2,20 @@
 /*
  * A VM's disk as remusdbd serves it: an image file exported over NBD on a
  * unix socket that QEMU's `-drive driver=nbd,server.type=unix,...` (or
- * -blockdev) connects to.  One QEMU at a time; a new connection replaces
- * a dead one (QEMU reconnecting).
+ * -blockdev) connects to — by a disk server process of its own
+ * (disksrv.h), so that QEMU's disk requests never wait on this daemon's
+ * event loop.
  *
- * Every change that reaches the image is reported to the owner's hook
- * after it succeeded locally and before QEMU gets its reply: the primary
- * streams it to the backup in that order, which is what makes "completed
- * before the pause" mean "sent in that epoch".  A change that failed
- * locally is answered with an NBD error and never reported.
+ * While the owner records (rdb_disk_set_recording: from the start of
+ * protection), every change that reached the image is reported to its
+ * hook in the order the server completed them: the server puts each in a
+ * shared ring (diskring.h) before QEMU gets its reply, and this side
+ * takes them from the ring when the server says so, or when the owner
+ * asks (rdb_disk_drain: before an epoch is closed, which makes "completed
+ * before the pause" mean "sent in that epoch").  A change that failed
+ * locally is answered with an NBD error; what of it reached the image is
+ * reported all the same.  If the server could not pass every change on
+ * (the ring stayed full: this daemon stalled), the lost hook says so.
  *
  * FLUSH and FUA writes: fdatasync()ed before they are answered — unless
  * the disk is replicated (rdb_disk_set_replicated): then the backup's
@@ -17,8 +23,7 @@
  * fdatasync before it acknowledges the epoch, and every output that
  * could tell a client a flush happened waits for that acknowledgement),
  * and the image is synced once, when replication ends, before any held
- * output may leave.  A flush then costs the guest no local sync inside a
- * checkpoint's drain, and the daemon's event loop never waits on one.
+ * output may leave.
  */
 #ifndef RDB_DISK_H
 #define RDB_DISK_H
@@ -27,49 +32,70 @@
 #include <stdint.h>
 
 #include "diskbuf.h"
+#include "diskring.h"
 #include "evloop.h"
-#include "nbd.h"
 
 typedef void (*rdb_disk_hook)(void *opaque, enum rdb_disk_op op,
 			      uint64_t off, uint64_t len, const uint8_t *data);
+/* The server stopped passing changes on (why: for the log), or exited. */
+typedef void (*rdb_disk_lost_hook)(void *opaque, const char *why);
+
+/* The disk server's program: remusdbd itself (--disk-server), unless a
+ * test points it elsewhere. */
+extern const char *rdb_disk_server_exe;
 
 struct rdb_disk {
 	char vm[65];
 	char image[256];
 	char sock_path[108];
-	int img_fd, listen_fd, client_fd;
-	uint64_t size;
+	int img_fd;			/* ours: the initial copy, syncs */
+	int notify_fd, life_fd, ring_fd;
+	int pid;			/* the disk server's */
+	uint64_t size, ring_bytes, room_wait_ns;
 	struct rdb_evloop *loop;
-	struct rdb_nbd_server nbd;
-	bool nbd_init;
+	struct rdb_dring ring;
+	void *map;
+	size_t map_len;
 	rdb_disk_hook hook;
+	rdb_disk_lost_hook lost;
 	void *opaque;
-	bool replicated;		/* flushes carried by the backup */
-	bool dirty;			/* written since the image's last sync */
-	/* statistics */
-	uint64_t reads, writes, zeroes, flushes, errors, connects;
-	uint64_t syncs;			/* fdatasync()s of the image */
-	uint64_t read_bytes, written_bytes;
+	bool replicated;
+	bool lost_seen;
+	uint64_t synced_changes;	/* writes + zeroes at our last sync */
+	uint64_t syncs, restarts, started_ns;
 };
 
 void rdb_disk_init(struct rdb_disk *dk);
-/* Opens image (which must exist; its size is the disk's) and listens on
- * sock_path.  hook may be NULL. */
+/*
+ * Opens image (which must exist; its size is the disk's), syncs it, and
+ * starts its server on sock_path with a ring of ring_bytes; the server
+ * waits at most room_wait_ns for room (then gives up on the replica).
+ * Returns once the socket accepts connections.  hook may be NULL.
+ */
 int rdb_disk_open(struct rdb_disk *dk, struct rdb_evloop *loop,
 		  const char *vm, const char *image, const char *sock_path,
-		  rdb_disk_hook hook, void *opaque, char *err, size_t errlen);
+		  uint64_t ring_bytes, uint64_t room_wait_ns,
+		  rdb_disk_hook hook, rdb_disk_lost_hook lost, void *opaque,
+		  char *err, size_t errlen);
+/* Stops the server (it exits when its end of our socketpair closes). */
 void rdb_disk_close(struct rdb_disk *dk);	/* idempotent */
 bool rdb_disk_connected(const struct rdb_disk *dk);
 /*
- * Serves image on sock_path from a child process of its own, until that
- * is killed: after failover the restored QEMU opens its disk before it
- * answers QMP, so the daemon's loop (waiting for that QMP) cannot serve
- * it; and the disk must outlive the daemon as the restored QEMU does.
- * Returns once the socket accepts connections (or with an error).
+ * Serves image on sock_path from a server process without a ring, until
+ * that is killed: after failover the restored QEMU opens its disk before
+ * it answers QMP, and the disk must outlive the daemon as the restored
+ * QEMU does.  Returns once the socket accepts connections.
  */
 int rdb_disk_serve_child(const char *vm, const char *image,
 			 const char *sock_path, int *pid_out, char *err,
 			 size_t errlen);
+/*
+ * on: the server puts every change in the ring from now on (what it had
+ * there is dropped first); off: it stops.
+ */
+void rdb_disk_set_recording(struct rdb_disk *dk, bool on);
+/* Reports every change in the ring to the hook now. */
+void rdb_disk_drain(struct rdb_disk *dk);
 /*
  * on: a backup's replica carries the guest's flushes from now on (call it
  * before any output may be released on the backup's acknowledgement).
@@ -81,5 +107,7 @@ int rdb_disk_set_replicated(struct rdb_disk *dk, bool on);
 /* Reads len bytes at off from the image (the initial copy). */
 int rdb_disk_pread(struct rdb_disk *dk, uint64_t off, uint8_t *dst,
 		   uint64_t len);
+/* The server's counters. */
+const struct rdb_dring_shared *rdb_disk_stats(const struct rdb_disk *dk);
 
 #endif

@@ -16,6 +16,7 @@
 #include "config.h"
 #include "ctl.h"
 #include "daemon.h"
+#include "disksrv.h"
 #include "linksec.h"
 #include "log.h"
 #include "primary.h"
@@ -333,6 +334,9 @@ int main(int argc, char **argv)
 	sigset_t mask;
 	int opt, sfd = -1, rc = 1;
 
+	/* the disk servers are this program too (disk.h) */
+	if (argc > 1 && strcmp(argv[1], "--disk-server") == 0)
+		return rdb_disksrv_main(argc - 1, argv + 1);
 	rdb_log_setup("remusdbd", RDB_LOG_INFO);
 	rdb_config_defaults(&rdb_daemon_config_table, &d.cfg);
 	while ((opt = getopt(argc, argv, "c:o:h")) != -1) {

@@ -170,6 +170,13 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 	uint64_t now, t0 = rdb_now_ns();
 	int rc;
 
+	/* QEMU drained the guest's disk before it sent this: every change
+	 * completed before the pause is in the disk server's ring now. */
+	if (p->has_disk) {
+		rdb_disk_drain(&p->disk);
+		if (!p->colo_active)
+			return -ECANCELED;	/* the server lost changes */
+	}
 	/* The VM is still stopped: every frame it sent so far is epoch <= N.
 	 * Under commit protection that must hold exactly (the backup's flow
 	 * check compares against it): read what QEMU already wrote. */
@@ -303,6 +310,16 @@ static void disk_changed(void *opaque, enum rdb_disk_op op, uint64_t off,
 		return;
 	}
 	rdb_pri_peer_want_write(p);
+}
+
+/* The disk server could not pass every change on (or exited): the
+ * replica cannot equal the image any more. */
+static void disk_lost(void *opaque, const char *why)
+{
+	struct rdb_primary *p = opaque;
+
+	if (p->colo_active)
+		rdb_pri_drop_protection(p, why);
 }
 
 static bool all_zero(const uint8_t *b, size_t n)
@@ -818,6 +835,8 @@ static void drop(struct rdb_primary *p, const char *why, bool backup_stopped)
 	}
 	p->colo_active = false;
 	p->in_pause = false;
+	if (p->has_disk)
+		rdb_disk_set_recording(&p->disk, false);
 	rdb_pri_stop_pool(p);
 	if (p->copying) {
 		p->copying = false;
@@ -1148,6 +1167,8 @@ bool rdb_pri_protection_cleanup(struct rdb_primary *p)
 	p->colo_active = false;
 	p->copying = false;
 	p->in_pause = false;
+	if (p->has_disk)
+		rdb_disk_set_recording(&p->disk, false);
 	if (vm->wd_slot >= 0) {
 		rdb_watchdog_disarm(p->d->wd, vm->wd_slot);
 		vm->wd_slot = -1;
@@ -1241,8 +1262,10 @@ static int attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 	if (rc == 0 && vm->cfg.disk && vm->cfg.disk[0]) {
 		p->has_disk = true;
 		rc = rdb_disk_open(&p->disk, d->loop, vm->name, vm->cfg.disk,
-				   vm->cfg.disk_socket, disk_changed, p, err,
-				   errlen);
+				   vm->cfg.disk_socket,
+				   (uint64_t)vm->cfg.disk_ring_mb << 20,
+				   (uint64_t)vm->cfg.checkpoint_deadline_ms * RDB_NS_PER_MS,
+				   disk_changed, disk_lost, p, err, errlen);
 	}
 	if (rc < 0) {
 		if (!err[0])
@@ -1334,7 +1357,10 @@ static int link_up(struct rdb_primary *p, struct connect_job *j, char *err,
 	if (!p->has_disk)
 		return start_colo(p, err, errlen);
 	/* Output is held from here until the backup acknowledges it: the
-	 * backup's replica carries the guest's flushes (disk.h). */
+	 * backup's replica carries the guest's flushes (disk.h).  Every
+	 * change from here on reaches the backup, after the copy's chunk of
+	 * its range or in it. */
+	rdb_disk_set_recording(&p->disk, true);
 	rdb_disk_set_replicated(&p->disk, true);
 	rc = rdb_proto_put_disk_setup(&p->out, p->disk.size);
 	if (rc < 0)

@@ -53,17 +53,35 @@ void rdb_primary_status(const struct rdb_vm *vm, json_t *o)
 	json_object_set_new(o, "guest_nic_connected", json_boolean(rdb_nic_connected(&p->nic)));
 	json_object_set_new(o, "capture_epochs_left", json_integer((json_int_t)p->cap_left));
 	if (p->has_disk) {
+		const struct rdb_dring_shared *ds = rdb_disk_stats(&p->disk);
 		json_t *dk = json_pack("{s:s, s:s, s:I, s:b, s:I, s:I, s:I, s:I, s:I, s:I}",
 			"image", p->disk.image, "socket", p->disk.sock_path,
 			"size", (json_int_t)p->disk.size,
 			"client_connected", rdb_disk_connected(&p->disk),
-			"reads", (json_int_t)p->disk.reads,
-			"writes", (json_int_t)p->disk.writes,
-			"flushes", (json_int_t)p->disk.flushes,
-			"syncs", (json_int_t)p->disk.syncs,
-			"zeroes", (json_int_t)p->disk.zeroes,
-			"errors", (json_int_t)p->disk.errors);
+			"reads", (json_int_t)atomic_load(&ds->reads),
+			"writes", (json_int_t)atomic_load(&ds->writes),
+			"flushes", (json_int_t)atomic_load(&ds->flushes),
+			"syncs", (json_int_t)(atomic_load(&ds->syncs) + p->disk.syncs),
+			"zeroes", (json_int_t)atomic_load(&ds->zeroes),
+			"errors", (json_int_t)atomic_load(&ds->errors));
 
+		if (dk)
+			json_object_set_new(dk, "server", json_pack(
+				"{s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:s}",
+				"pid", p->disk.pid,
+				"restarts", (json_int_t)p->disk.restarts,
+				"ring_bytes", (json_int_t)p->disk.ring_bytes,
+				"ring_used_bytes", (json_int_t)rdb_dring_used(&p->disk.ring),
+				"changes_passed_on", (json_int_t)atomic_load(&ds->recorded),
+				"readbacks", (json_int_t)atomic_load(&ds->readbacks),
+				"room_waits", (json_int_t)atomic_load(&ds->room_waits),
+				"room_wait_max_ms", (double)atomic_load(&ds->room_wait_max_ns) /
+						    RDB_NS_PER_MS,
+				"lost_changes", (json_int_t)(atomic_load(&ds->lost) != 0),
+				"lost_reason", atomic_load(&ds->lost) == RDB_DRING_OVERFLOW ?
+					"ring full past the deadline" :
+					atomic_load(&ds->lost) == RDB_DRING_UNREADABLE ?
+					"a failed change could not be read back" : ""));
 		if (dk && p->copying)
 			json_object_set_new(dk, "initial_copy_done_bytes",
 					    json_integer((json_int_t)p->copy_off));

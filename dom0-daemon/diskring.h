@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The disk server's changes, on their way to remusdbd: a single-producer,
+ * single-consumer ring in memory both processes map (a memfd).
+ *
+ * The disk server (disksrv.h) is the producer: after a change reached the
+ * image, and before QEMU hears back, it puts the change here.  remusdbd is
+ * the consumer: it takes changes in order and streams them to the backup.
+ * Because the server puts a change before it replies, and QEMU drains its
+ * disk requests before it sends a checkpoint, every change completed
+ * before checkpoint N's pause is in the ring when remusdbd reads N's end
+ * from QEMU — the ordering the in-loop server had, without the server
+ * waiting for remusdbd's loop.
+ *
+ * Layout: a header page (control words and counters, every shared field
+ * an atomic), then `size` bytes of records.  A record is 16 bytes
+ *   op:u32 len:u32 off:u64
+ * followed, for a WRITE, by len bytes of data; records start on 16-byte
+ * boundaries and never wrap: one that would is preceded by a PAD record
+ * to the end of the ring.  head and tail count bytes since creation.
+ */
+#ifndef RDB_DISKRING_H
+#define RDB_DISKRING_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define RDB_DRING_HDR_SIZE 4096u
+#define RDB_DRING_REC_MAX (1u << 20)	/* a WRITE's data per record */
+#define RDB_DRING_MIN (4u << 20)	/* smallest ring */
+#define RDB_DRING_PAD 0xffffu
+
+struct rdb_dring_shared {
+	uint64_t size;			/* bytes of records (set at creation) */
+	_Atomic uint64_t head;		/* server: bytes produced */
+	_Atomic uint64_t tail;		/* remusdbd: bytes consumed */
+	/* remusdbd -> server */
+	_Atomic uint32_t record;	/* 1: put changes here */
+	_Atomic uint32_t replicated;	/* 1: the backup carries the flushes */
+	_Atomic uint64_t room_wait_ns;	/* longest wait for room, then overflow */
+	/* server -> remusdbd */
+	_Atomic uint32_t lost;		/* enum rdb_dring_lost: changes missing */
+	_Atomic uint32_t connected;	/* an NBD client is connected */
+	_Atomic uint64_t lost_ns;	/* when (CLOCK_MONOTONIC) */
+	_Atomic uint64_t reads, writes, zeroes, flushes, errors, connects;
+	_Atomic uint64_t syncs, read_bytes, written_bytes;
+	_Atomic uint64_t recorded, recorded_bytes, room_waits, room_wait_max_ns;
+	_Atomic uint64_t readbacks;	/* failed writes passed on as read back */
+};
+
+/* Why the server stopped putting changes in the ring (it then makes the
+ * guest's flushes local again: the backup cannot carry them). */
+enum rdb_dring_lost {
+	RDB_DRING_OK = 0,
+	RDB_DRING_OVERFLOW = 1,		/* no room for room_wait_ns */
+	RDB_DRING_UNREADABLE = 2,	/* a failed change could not be read back */
+};
+
+struct rdb_dring_rec {
+	uint32_t op;			/* enum rdb_disk_op, or RDB_DRING_PAD */
+	uint32_t len;
+	uint64_t off;
+};
+
+struct rdb_dring {
+	struct rdb_dring_shared *sh;
+	uint8_t *data;
+};
+
+/* Bytes to map for a ring of `size` bytes (size: a multiple of 16). */
+size_t rdb_dring_map_size(uint64_t size);
+/* Initialises a zeroed mapping of rdb_dring_map_size(size) bytes. */
+void rdb_dring_init(struct rdb_dring *r, void *map, uint64_t size);
+/* Attaches to a mapping another process initialised. */
+void rdb_dring_attach(struct rdb_dring *r, void *map);
+
+/* Producer: 0, -ENOSPC (no room now: retry after the consumer ran), or
+ * -EMSGSIZE (len over RDB_DRING_REC_MAX). */
+int rdb_dring_put(struct rdb_dring *r, uint32_t op, uint64_t off,
+		  uint32_t len, const uint8_t *data);
+/* Consumer: the oldest record (data follows it for a WRITE), or NULL if
+ * empty; it stays valid until rdb_dring_pop. */
+const struct rdb_dring_rec *rdb_dring_peek(struct rdb_dring *r);
+void rdb_dring_pop(struct rdb_dring *r);
+uint64_t rdb_dring_used(const struct rdb_dring *r);
+
+#endif

@@ -1,0 +1,501 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#define RDB_COMPONENT "disk-server"
+#include "disksrv.h"
+#include "clock.h"
+#include "diskbuf.h"
+#include "fileio.h"
+#include "log.h"
+#include "sockutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* QEMU's export name is free-form; we serve one export per socket. */
+#define EXPORT_NAME ""
+#define ROOM_POLL_NS (100 * 1000)
+
+#define BUMP(field, n) atomic_fetch_add_explicit(&s->ring.sh->field, (n), \
+						 memory_order_relaxed)
+
+static int failed(struct rdb_disksrv *s, const char *what, uint64_t off,
+		  uint32_t len, int rc)
+{
+	BUMP(errors, 1);
+	LOGVM(ERROR, s->vm, "disk %s: %s of %u bytes at %llu failed: %s "
+	      "(the guest gets an I/O error)", s->image, what, len,
+	      (unsigned long long)off, strerror(-rc));
+	return rc;
+}
+
+static int sync_image(struct rdb_disksrv *s)
+{
+	if (fdatasync(s->img_fd) < 0)
+		return -errno;
+	BUMP(syncs, 1);
+	s->dirty = false;
+	return 0;
+}
+
+static void notify(struct rdb_disksrv *s)
+{
+	uint64_t one = 1;
+
+	if (s->notify_fd >= 0 && write(s->notify_fd, &one, sizeof(one)) < 0 &&
+	    errno != EAGAIN)
+		LOGVM(WARN, s->vm, "disk server: notifying remusdbd: %s",
+		      strerror(errno));
+}
+
+/*
+ * The replica can no longer be made equal to the image: say why, stop
+ * recording, and make the guest's flushes durable here again — the ones
+ * already answered as carried by the backup with them.
+ */
+static void give_up(struct rdb_disksrv *s, enum rdb_dring_lost why,
+		    const char *what)
+{
+	struct rdb_dring_shared *sh = s->ring.sh;
+	int rc;
+
+	atomic_store(&sh->lost_ns, rdb_now_ns());
+	atomic_store(&sh->lost, (uint32_t)why);
+	atomic_store(&sh->record, 0);
+	atomic_store(&sh->replicated, 0);
+	rc = sync_image(s);
+	LOGVM(ERROR, s->vm, "ALARM: disk server: %s; the backup's replica "
+	      "misses the guest's changes from here (remusdbd drops "
+	      "protection), the guest's flushes are local again (image sync: "
+	      "%s)", what, rc < 0 ? strerror(-rc) : "done");
+	notify(s);
+}
+
+/* Puts one record, waiting at most room_wait_ns for room. */
+static void put(struct rdb_disksrv *s, enum rdb_disk_op op, uint64_t off,
+		uint32_t len, const uint8_t *data)
+{
+	struct rdb_dring_shared *sh = s->ring.sh;
+	uint64_t t0 = 0, waited;
+	int rc;
+
+	while ((rc = rdb_dring_put(&s->ring, op, off, len, data)) == -ENOSPC) {
+		uint64_t now = rdb_now_ns();
+		struct timespec ts = { 0, ROOM_POLL_NS };
+
+		if (!t0) {
+			t0 = now;
+			BUMP(room_waits, 1);
+			notify(s);
+		}
+		if (!atomic_load(&sh->record))
+			return;		/* remusdbd stopped wanting them */
+		if (now - t0 > atomic_load(&sh->room_wait_ns)) {
+			char what[160];
+
+			snprintf(what, sizeof(what), "no room in the ring to "
+				 "remusdbd for %llu ms (remusdbd stalled?)",
+				 (unsigned long long)((now - t0) / RDB_NS_PER_MS));
+			give_up(s, RDB_DRING_OVERFLOW, what);
+			return;
+		}
+		nanosleep(&ts, NULL);
+	}
+	if (rc < 0) {
+		give_up(s, RDB_DRING_OVERFLOW, "a change too big for the ring");
+		return;
+	}
+	if (t0) {
+		waited = rdb_now_ns() - t0;
+		if (waited > atomic_load(&sh->room_wait_max_ns))
+			atomic_store(&sh->room_wait_max_ns, waited);
+	}
+	BUMP(recorded, 1);
+	BUMP(recorded_bytes, op == RDB_DISK_WRITE ? len : 0);
+}
+
+/* A change for the replica, if remusdbd wants them.  Tested after the
+ * change reached the image: a `record` turned on after this test finds
+ * the change in the image (the initial copy reads it after). */
+static void pass_on(struct rdb_disksrv *s, enum rdb_disk_op op, uint64_t off,
+		    uint32_t len, const uint8_t *data)
+{
+	if (!s->has_ring || !atomic_load(&s->ring.sh->record))
+		return;
+	if (op != RDB_DISK_WRITE)
+		put(s, op, off, len, NULL);
+	while (op == RDB_DISK_WRITE && len && atomic_load(&s->ring.sh->record)) {
+		uint32_t n = len < RDB_DRING_REC_MAX ? len : RDB_DRING_REC_MAX;
+
+		put(s, op, off, n, data);
+		off += n;
+		data += n;
+		len -= n;
+	}
+	notify(s);
+}
+
+/*
+ * A write or zeroing that failed may have reached the image in part (a
+ * short write, then ENOSPC; or it all did, and the FUA sync after it
+ * failed): the replica gets what the image now holds, read back.
+ */
+static void pass_on_readback(struct rdb_disksrv *s, uint64_t off, uint32_t len)
+{
+	uint8_t *b;
+
+	if (!s->has_ring || !atomic_load(&s->ring.sh->record))
+		return;
+	b = malloc(len < RDB_DRING_REC_MAX ? len : RDB_DRING_REC_MAX);
+	while (b && len) {
+		uint32_t n = len < RDB_DRING_REC_MAX ? len : RDB_DRING_REC_MAX;
+
+		if (rdb_pread_all(s->img_fd, b, n, off) < 0)
+			break;
+		pass_on(s, RDB_DISK_WRITE, off, n, b);
+		off += n;
+		len -= n;
+	}
+	free(b);
+	if (len) {
+		char what[160];
+
+		snprintf(what, sizeof(what), "a failed change at %llu could "
+			 "not be read back from the image",
+			 (unsigned long long)off);
+		give_up(s, RDB_DRING_UNREADABLE, what);
+		return;
+	}
+	BUMP(readbacks, 1);
+}
+
+/* A FLUSH or FUA write: durable here, or carried by the backup. */
+static int flush_point(struct rdb_disksrv *s)
+{
+	return atomic_load(&s->ring.sh->replicated) ? 0 : sync_image(s);
+}
+
+static int op_read(void *opaque, uint64_t off, uint32_t len, uint8_t *dst)
+{
+	struct rdb_disksrv *s = opaque;
+	int rc = rdb_pread_all(s->img_fd, dst, len, off);
+
+	if (rc < 0)
+		return failed(s, "read", off, len, rc);
+	BUMP(reads, 1);
+	BUMP(read_bytes, len);
+	return 0;
+}
+
+static int op_write(void *opaque, uint64_t off, uint32_t len,
+		    const uint8_t *src, bool fua)
+{
+	struct rdb_disksrv *s = opaque;
+	int rc = rdb_pwrite_all(s->img_fd, src, len, off);
+
+	if (rc < 0) {
+		/* part of it may be in the image: the replica gets that */
+		s->dirty = true;
+		pass_on_readback(s, off, len);
+		return failed(s, "write", off, len, rc);
+	}
+	s->dirty = true;
+	BUMP(writes, 1);
+	BUMP(written_bytes, len);
+	/* in the image, whatever the FUA sync says next: replicated */
+	pass_on(s, RDB_DISK_WRITE, off, len, src);
+	if (fua) {
+		rc = flush_point(s);
+		if (rc < 0)
+			return failed(s, "write's FUA sync", off, len, rc);
+		pass_on(s, RDB_DISK_FLUSH, 0, 0, NULL);
+	}
+	return 0;
+}
+
+static int op_flush(void *opaque)
+{
+	struct rdb_disksrv *s = opaque;
+	int rc = flush_point(s);
+
+	if (rc < 0)
+		return failed(s, "flush", 0, 0, rc);
+	BUMP(flushes, 1);
+	pass_on(s, RDB_DISK_FLUSH, 0, 0, NULL);
+	return 0;
+}
+
+/* Both trim and write-zeroes leave zeroes behind, so the replica can be
+ * made equal by zeroing the same range. */
+static int zero(struct rdb_disksrv *s, uint64_t off, uint32_t len, bool punch)
+{
+	int rc = rdb_zero_range(s->img_fd, off, len, punch);
+
+	s->dirty = true;
+	if (rc < 0) {
+		pass_on_readback(s, off, len);
+		return failed(s, punch ? "trim" : "write-zeroes", off, len, rc);
+	}
+	BUMP(zeroes, 1);
+	pass_on(s, RDB_DISK_ZERO, off, len, NULL);
+	return 0;
+}
+
+static int op_trim(void *opaque, uint64_t off, uint32_t len)
+{
+	return zero(opaque, off, len, true);
+}
+
+static int op_write_zeroes(void *opaque, uint64_t off, uint32_t len,
+			   bool may_trim)
+{
+	return zero(opaque, off, len, may_trim);
+}
+
+static const struct rdb_nbd_ops disk_ops = {
+	.read = op_read,
+	.write = op_write,
+	.flush = op_flush,
+	.trim = op_trim,
+	.write_zeroes = op_write_zeroes,
+};
+
+static void drop_client(struct rdb_disksrv *s)
+{
+	if (s->client_fd >= 0) {
+		rdb_evloop_del_fd(s->loop, s->client_fd);
+		close(s->client_fd);
+		s->client_fd = -1;
+	}
+	if (s->nbd_init) {
+		rdb_nbd_server_dispose(&s->nbd);
+		s->nbd_init = false;
+	}
+	atomic_store(&s->ring.sh->connected, 0);
+}
+
+static void want(struct rdb_disksrv *s)
+{
+	rdb_evloop_mod_fd(s->loop, s->client_fd, RDB_EV_READ |
+			  (s->nbd.out.len ? RDB_EV_WRITE : 0));
+}
+
+static void on_client(struct rdb_evloop *loop, int fd, unsigned ev,
+		      void *opaque)
+{
+	struct rdb_disksrv *s = opaque;
+	static uint8_t b[64 << 10];
+	int rc = 0;
+
+	(void)loop;
+	/* Replies first: a client that does not read its replies must not
+	 * make us buffer without bound, so we read only when they are out. */
+	if (s->nbd.out.len) {
+		rc = rdb_buf_write_fd(&s->nbd.out, fd);
+		if (rc < 0 && rc != -EAGAIN)
+			goto gone;
+	}
+	if ((ev & RDB_EV_READ) && s->nbd.out.len < (8u << 20)) {
+		ssize_t n = read(fd, b, sizeof(b));
+
+		if (n == 0) {
+			rc = -ECONNRESET;
+			goto gone;
+		}
+		if (n < 0 && errno != EAGAIN && errno != EINTR) {
+			rc = -errno;
+			goto gone;
+		}
+		if (n > 0) {
+			rc = rdb_nbd_server_feed(&s->nbd, b, (size_t)n);
+			if (rc == 1) {
+				LOGVM(INFO, s->vm, "disk client disconnected");
+				drop_client(s);
+				return;
+			}
+			if (rc < 0) {
+				LOGVM(ERROR, s->vm, "disk: NBD client broke the "
+				      "protocol: %s", rdb_nbd_server_error(&s->nbd));
+				drop_client(s);
+				return;
+			}
+			rc = rdb_buf_write_fd(&s->nbd.out, fd);
+			if (rc < 0 && rc != -EAGAIN)
+				goto gone;
+		}
+	}
+	want(s);
+	return;
+gone:
+	LOGVM(WARN, s->vm, "disk client gone: %s",
+	      rc == -ECONNRESET ? "QEMU disconnected" : strerror(-rc));
+	drop_client(s);
+}
+
+static void on_accept(struct rdb_evloop *loop, int fd, unsigned ev,
+		      void *opaque)
+{
+	struct rdb_disksrv *s = opaque;
+	int c = rdb_sock_accept(fd), rc;
+
+	(void)ev;
+	if (c < 0)
+		return;
+	/* A QEMU that reconnects has given up on the old connection. */
+	if (s->client_fd >= 0) {
+		LOGVM(WARN, s->vm, "disk: new NBD client replaces the old one");
+		drop_client(s);
+	}
+	rc = rdb_nbd_server_init(&s->nbd, EXPORT_NAME, s->size, &disk_ops, s);
+	if (rc == 0)
+		rc = rdb_evloop_add_fd(loop, c, RDB_EV_READ | RDB_EV_WRITE,
+				       on_client, s);
+	if (rc < 0) {
+		if (rc != -ENOMEM)
+			rdb_nbd_server_dispose(&s->nbd);
+		close(c);
+		return;
+	}
+	s->nbd_init = true;
+	s->client_fd = c;
+	BUMP(connects, 1);
+	atomic_store(&s->ring.sh->connected, 1);
+	LOGVM(INFO, s->vm, "disk client connected (%s, %llu bytes)",
+	      s->image, (unsigned long long)s->size);
+}
+
+int rdb_disksrv_start(struct rdb_disksrv *s, struct rdb_evloop *loop,
+		      const char *vm, const char *image, int listen_fd,
+		      void *ring_map, int notify_fd, char *err, size_t errlen)
+{
+	struct stat sb;
+	int rc;
+
+	memset(s, 0, sizeof(*s));
+	s->img_fd = s->client_fd = -1;
+	s->listen_fd = listen_fd;
+	s->notify_fd = notify_fd;
+	s->loop = loop;
+	snprintf(s->vm, sizeof(s->vm), "%s", vm);
+	snprintf(s->image, sizeof(s->image), "%s", image);
+	if (ring_map) {
+		rdb_dring_attach(&s->ring, ring_map);
+		s->has_ring = true;
+	} else {
+		s->ring.sh = &s->own;
+	}
+	s->img_fd = open(image, O_RDWR | O_CLOEXEC);
+	if (s->img_fd < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "disk image %s: %s", image, strerror(errno));
+		return rc;
+	}
+	if (fstat(s->img_fd, &sb) < 0 || !S_ISREG(sb.st_mode) ||
+	    sb.st_size <= 0 || sb.st_size % 512) {
+		snprintf(err, errlen, "disk image %s: not a regular file whose "
+			 "size is a non-zero multiple of 512", image);
+		return -EINVAL;
+	}
+	s->size = (uint64_t)sb.st_size;
+	rc = rdb_evloop_add_fd(loop, listen_fd, RDB_EV_READ, on_accept, s);
+	if (rc < 0)
+		snprintf(err, errlen, "event loop: %s", strerror(-rc));
+	return rc;
+}
+
+void rdb_disksrv_stop(struct rdb_disksrv *s)
+{
+	if (!s->loop)
+		return;
+	drop_client(s);
+	if (s->listen_fd >= 0) {
+		rdb_evloop_del_fd(s->loop, s->listen_fd);
+		close(s->listen_fd);
+		s->listen_fd = -1;
+	}
+	if (s->img_fd >= 0) {
+		close(s->img_fd);
+		s->img_fd = -1;
+	}
+	s->loop = NULL;
+}
+
+/* ---- the process ---- */
+
+static void on_life(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
+{
+	char b[64];
+	ssize_t n = read(fd, b, sizeof(b));
+
+	(void)ev;
+	(void)opaque;
+	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+		rdb_evloop_stop(loop);
+}
+
+static int fd_arg(const char *s)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+
+	return *end || v < -1 || v > 65535 ? -2 : (int)v;
+}
+
+int rdb_disksrv_main(int argc, char **argv)
+{
+	struct rdb_evloop *loop = NULL;
+	struct rdb_disksrv s;
+	int listen_fd, ring_fd, notify_fd, life_fd;
+	void *map = NULL;
+	char err[300] = "";
+	struct stat sb;
+	sigset_t none;
+
+	rdb_log_setup("remusdbd-disk", RDB_LOG_INFO);
+	if (argc != 7 || (listen_fd = fd_arg(argv[3])) < 0 ||
+	    (ring_fd = fd_arg(argv[4])) < -1 || (notify_fd = fd_arg(argv[5])) < -1 ||
+	    (life_fd = fd_arg(argv[6])) < -1) {
+		fprintf(stderr, "usage: remusdbd --disk-server VM IMAGE LISTEN_FD "
+			"RING_FD NOTIFY_FD LIFE_FD (fds by number, -1: none)\n");
+		return 2;
+	}
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	if (ring_fd >= 0) {
+		if (fstat(ring_fd, &sb) < 0 || (uint64_t)sb.st_size <= RDB_DRING_HDR_SIZE) {
+			LOGVM(ERROR, argv[1], "disk server: bad ring fd %d", ring_fd);
+			return 1;
+		}
+		map = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE,
+			   MAP_SHARED, ring_fd, 0);
+		if (map == MAP_FAILED) {
+			LOGVM(ERROR, argv[1], "disk server: mapping the ring: %s",
+			      strerror(errno));
+			return 1;
+		}
+		close(ring_fd);
+	}
+	if (rdb_evloop_create(&loop) < 0 ||
+	    rdb_disksrv_start(&s, loop, argv[1], argv[2], listen_fd, map,
+			      notify_fd, err, sizeof(err)) < 0 ||
+	    (life_fd >= 0 &&
+	     rdb_evloop_add_fd(loop, life_fd, RDB_EV_READ, on_life, NULL) < 0)) {
+		LOGVM(ERROR, argv[1], "disk server: %s", err[0] ? err : "no event loop");
+		return 1;
+	}
+	LOGVM(INFO, argv[1], "disk server (pid %d) serving %s%s", (int)getpid(),
+	      argv[2], map ? ", its changes to remusdbd" : "");
+	rdb_evloop_run(loop);
+	LOGVM(INFO, argv[1], "disk server (pid %d) exits: remusdbd closed its end",
+	      (int)getpid());
+	rdb_disksrv_stop(&s);
+	rdb_evloop_destroy(loop);
+	return 0;
+}

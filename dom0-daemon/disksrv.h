@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The disk server: a VM's image exported over NBD on a unix socket, in a
+ * process of its own (remusdbd --disk-server, spawned by disk.h), so that
+ * QEMU's disk never waits on remusdbd's event loop.  QEMU's stop-and-copy
+ * drains the guest's disk requests under its big lock: served from the
+ * daemon's loop, a stalled daemon froze the guest beyond the watchdog's
+ * reach (I5).  One NBD client at a time; a new connection replaces a
+ * dead one (QEMU reconnecting).
+ *
+ * Every change that reached the image goes into the ring (diskring.h)
+ * while remusdbd asks for it (`record`), after it succeeded locally and
+ * before QEMU gets its reply.  A change that failed locally is answered
+ * with an NBD error — and whatever of it may have reached the image (a
+ * write that failed part way, or whose FUA sync failed) is read back and
+ * put in the ring all the same, so the replica never misses what the
+ * image holds.
+ *
+ * No room in the ring (remusdbd stopped or stalled): the server waits at
+ * most room_wait_ns (the VM's checkpoint deadline), then gives up on the
+ * replica — `lost` says why, recording stops, the guest's flushes are
+ * local again and the image is synced — and answers.  remusdbd drops
+ * protection when it sees `lost`.  The guest's disk is never held longer.
+ *
+ * FLUSH and FUA: fdatasync()ed before the reply, unless `replicated`:
+ * then the backup's replica carries the guest's flushes (disk.h).
+ */
+#ifndef RDB_DISKSRV_H
+#define RDB_DISKSRV_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "diskring.h"
+#include "evloop.h"
+#include "nbd.h"
+
+struct rdb_disksrv {
+	char vm[65];
+	char image[256];
+	int img_fd, listen_fd, client_fd, notify_fd;
+	uint64_t size;
+	struct rdb_evloop *loop;
+	struct rdb_nbd_server nbd;
+	bool nbd_init;
+	struct rdb_dring ring;		/* sh: shared, or `own` without a ring */
+	bool has_ring;
+	bool dirty;			/* written since the image's last sync */
+	struct rdb_dring_shared own;
+};
+
+/*
+ * Serves image (opened here read-write; its size, a non-zero multiple of
+ * 512, is the disk's) to clients of listen_fd, which it takes over.
+ * ring_map: an initialised ring mapping (diskring.h), or NULL to serve
+ * without one (the backup's replica after a failover); notify_fd: an
+ * eventfd written after every change put in the ring, or -1.
+ */
+int rdb_disksrv_start(struct rdb_disksrv *s, struct rdb_evloop *loop,
+		      const char *vm, const char *image, int listen_fd,
+		      void *ring_map, int notify_fd, char *err, size_t errlen);
+void rdb_disksrv_stop(struct rdb_disksrv *s);	/* idempotent */
+
+/*
+ * remusdbd --disk-server VM IMAGE LISTEN_FD RING_FD NOTIFY_FD LIFE_FD:
+ * the process (fds by number, -1 for none).  It runs until LIFE_FD (its
+ * end of a socketpair with remusdbd) reads EOF — or, without one, until
+ * it is killed.
+ */
+int rdb_disksrv_main(int argc, char **argv);
+
+#endif
