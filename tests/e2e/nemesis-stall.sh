@@ -20,8 +20,9 @@ deadline_ms=500
 margin_ms=500	# watchdog poll, QMP connect and command, TCG jitter
 stop_s=3
 export CL_DEADLINE_MS=$deadline_ms
-NM_GUEST_RUN="/usr/bin/ticker --interval-ms 10" NM_TOTAL_S=30 \
-	nemesis_start "${RDB_RUN:-ns$$}"
+NM_GUEST_RUN="/usr/bin/ticker --interval-ms 10"
+NM_TOTAL_S=30
+nemesis_start "${RDB_RUN:-ns$$}"
 cl_ticks_start 16 || rdb_fail "no ticks from the guest"
 sleep 6
 cl_ctl pri inject "$CL_VM" stop-in-disk-pause || rdb_fail "inject refused"
