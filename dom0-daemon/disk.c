@@ -271,10 +271,12 @@ static void on_life(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 	struct rdb_disk *dk = opaque;
 	char b[16], err[300] = "", why[160];
 	int status = 0;
+	ssize_t n = read(fd, b, sizeof(b));
 
 	(void)loop;
 	(void)ev;
-	if (read(fd, b, sizeof(b)) != 0)
+	/* EOF or a reset: the server is gone (it never writes here) */
+	if (n > 0 || (n < 0 && (errno == EAGAIN || errno == EINTR)))
 		return;
 	stop_watching(dk);
 	if (dk->pid > 0)
