@@ -92,7 +92,7 @@
 
 struct remusdb_event {
 	__u64 epoch;		/* the checkpoint the VM runs from */
-	__u64 generation;	/* the protection failed over (random, per protect) */
+	__u64 generation;	/* failovers of this VM so far (1, 2, ...) */
 	__u32 flags;		/* REMUSDB_EVENT_* */
 	__u32 reserved;		/* 0 */
 };
