@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #define RDB_COMPONENT "disk"
 #include "disk.h"
+#include "disksrv.h"
 #include "clock.h"
 #include "fileio.h"
 #include "log.h"
@@ -324,7 +325,6 @@ int rdb_disk_open(struct rdb_disk *dk, struct rdb_evloop *loop,
 		  rdb_disk_hook hook, rdb_disk_lost_hook lost, void *opaque,
 		  char *err, size_t errlen)
 {
-	struct stat sb;
 	int rc;
 
 	dk->loop = loop;
@@ -338,19 +338,9 @@ int rdb_disk_open(struct rdb_disk *dk, struct rdb_evloop *loop,
 		return -ENAMETOOLONG;
 	}
 	snprintf(dk->sock_path, sizeof(dk->sock_path), "%s", sock_path);
-	dk->img_fd = open(image, O_RDWR | O_CLOEXEC);
-	if (dk->img_fd < 0) {
-		rc = -errno;
-		snprintf(err, errlen, "disk image %s: %s", image, strerror(errno));
+	rc = rdb_disk_open_image(image, &dk->img_fd, &dk->size, err, errlen);
+	if (rc < 0)
 		return rc;
-	}
-	if (fstat(dk->img_fd, &sb) < 0 || !S_ISREG(sb.st_mode) ||
-	    sb.st_size <= 0 || sb.st_size % 512) {
-		snprintf(err, errlen, "disk image %s: not a regular file whose "
-			 "size is a non-zero multiple of 512", image);
-		return -EINVAL;
-	}
-	dk->size = (uint64_t)sb.st_size;
 	/* A daemon before us may have left the guest's flushes to a backup
 	 * (a kill while protected): they are durable here from now on. */
 	rc = sync_image(dk);

@@ -370,11 +370,33 @@ static void on_accept(struct rdb_evloop *loop, int fd, unsigned ev,
 	      s->image, (unsigned long long)s->size);
 }
 
+int rdb_disk_open_image(const char *image, int *fd_out, uint64_t *size_out,
+			char *err, size_t errlen)
+{
+	struct stat sb;
+	int fd = open(image, O_RDWR | O_CLOEXEC), rc;
+
+	if (fd < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "disk image %s: %s", image, strerror(errno));
+		return rc;
+	}
+	if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) ||
+	    sb.st_size <= 0 || sb.st_size % 512) {
+		close(fd);
+		snprintf(err, errlen, "disk image %s: not a regular file whose "
+			 "size is a non-zero multiple of 512", image);
+		return -EINVAL;
+	}
+	*fd_out = fd;
+	*size_out = (uint64_t)sb.st_size;
+	return 0;
+}
+
 int rdb_disksrv_start(struct rdb_disksrv *s, struct rdb_evloop *loop,
 		      const char *vm, const char *image, int listen_fd,
 		      void *ring_map, int notify_fd, char *err, size_t errlen)
 {
-	struct stat sb;
 	int rc;
 
 	memset(s, 0, sizeof(*s));
@@ -390,19 +412,9 @@ int rdb_disksrv_start(struct rdb_disksrv *s, struct rdb_evloop *loop,
 	} else {
 		s->ring.sh = &s->own;
 	}
-	s->img_fd = open(image, O_RDWR | O_CLOEXEC);
-	if (s->img_fd < 0) {
-		rc = -errno;
-		snprintf(err, errlen, "disk image %s: %s", image, strerror(errno));
+	rc = rdb_disk_open_image(image, &s->img_fd, &s->size, err, errlen);
+	if (rc < 0)
 		return rc;
-	}
-	if (fstat(s->img_fd, &sb) < 0 || !S_ISREG(sb.st_mode) ||
-	    sb.st_size <= 0 || sb.st_size % 512) {
-		snprintf(err, errlen, "disk image %s: not a regular file whose "
-			 "size is a non-zero multiple of 512", image);
-		return -EINVAL;
-	}
-	s->size = (uint64_t)sb.st_size;
 	rc = rdb_evloop_add_fd(loop, listen_fd, RDB_EV_READ, on_accept, s);
 	if (rc < 0)
 		snprintf(err, errlen, "event loop: %s", strerror(-rc));

@@ -49,6 +49,11 @@ struct rdb_disksrv {
 	struct rdb_dring_shared own;
 };
 
+/* Opens a VM's disk image read-write: a regular file whose size, a
+ * non-zero multiple of 512, is the disk's.  0, or an error in err. */
+int rdb_disk_open_image(const char *image, int *fd_out, uint64_t *size_out,
+			char *err, size_t errlen);
+
 /*
  * Serves image (opened here read-write; its size, a non-zero multiple of
  * 512, is the disk's) to clients of listen_fd, which it takes over.
