@@ -18,6 +18,7 @@
 
 static int put_flows(struct rdb_primary *p, uint64_t epoch);
 static void drop(struct rdb_primary *p, const char *why, bool backup_stopped);
+static void colo_cancel(struct rdb_primary *p);
 
 /* ---- COLO parser callbacks (the VM may be stopped: stay in memory) ---- */
 
@@ -851,7 +852,9 @@ static void drop(struct rdb_primary *p, const char *why, bool backup_stopped)
 	/* QEMU may be blocked writing a checkpoint into the stream, holding
 	 * its big lock (QMP would not answer): closing the stream fails that
 	 * write, and QEMU leaves COLO with the guest running (as the
-	 * watchdog does, watchdog.h). */
+	 * watchdog does, watchdog.h).  A start still under way sends
+	 * nothing more. */
+	colo_cancel(p);
 	close_mig(p);
 	if (p->qmp_open) {
 		/* short: with the stream shut down QEMU leaves COLO by itself;
@@ -1084,42 +1087,104 @@ static int connect_start(struct rdb_primary *p)
 	return 0;
 }
 
-static int start_colo(struct rdb_primary *p, char *err, size_t errlen)
+/*
+ * Starting COLO in QEMU runs on a thread of its own too: QMP's connect,
+ * greeting, capabilities and `migrate` may take up to SETUP_DEADLINE_NS
+ * when QEMU is slow to answer (busy, swapping, stopped by a debugger), and
+ * this loop must meanwhile keep every other VM's checkpoints, heartbeats
+ * and disk going.  The loop first sets up what QEMU's stream will reach
+ * (the listener, the parser): QEMU connects to it as soon as `migrate` is
+ * taken, before the answer.  The job has a QMP connection of its own and
+ * hands it to the primary when done; after a cancel it sends nothing more
+ * and its connection is shut down, so QEMU's QMP is free at once for the
+ * decision's stop or cont (primary_decide.c).
+ */
+struct colo_job {
+	struct rdb_primary *p;		/* NULL: the protection was undone */
+	char qmp_path[108], name[65], uri[128];
+	unsigned checkpoint_ms;
+	pthread_t thread;
+	int pipe_rd, pipe_wr;
+	pthread_mutex_t lock;		/* cancelled, live_fd */
+	bool cancelled;
+	int live_fd;			/* the QMP fd, once connected */
+	/* results */
+	struct rdb_qmp qmp;
+	bool qmp_open;
+	int rc;
+	char err[600];
+};
+
+static void *colo_thread(void *opaque)
 {
-	struct rdb_vm *vm = p->vm;
+	struct colo_job *j = opaque;
 	uint64_t deadline = rdb_now_ns() + SETUP_DEADLINE_NS;
-	char uri[128];
+	bool cancelled;
+	char one = 1;
 	int rc;
 
-	snprintf(p->mig_path, sizeof(p->mig_path), "%s/%s.colo",
-		 p->d->cfg.run_dir, vm->name);
-	rc = rdb_sock_listen_unix(p->mig_path, &p->mig_listen_fd);
+	rc = rdb_qmp_connect(&j->qmp, j->qmp_path, j->name, deadline);
 	if (rc < 0) {
-		snprintf(err, errlen, "listen on %s: %s", p->mig_path, strerror(-rc));
-		return rc;
+		snprintf(j->err, sizeof(j->err), "QMP %s: %s", j->qmp_path,
+			 j->qmp.last_error[0] ? j->qmp.last_error : strerror(-rc));
+		goto done;
 	}
-	rc = rdb_evloop_add_fd(p->d->loop, p->mig_listen_fd, RDB_EV_READ,
-			       on_mig_accept, p);
-	if (rc < 0)
-		return rc;
-	rc = rdb_qmp_connect(&p->qmp, vm->cfg.qmp, vm->name, deadline);
-	if (rc < 0) {
-		snprintf(err, errlen, "QMP %s: %s", vm->cfg.qmp, strerror(-rc));
-		return rc;
+	j->qmp_open = true;
+	pthread_mutex_lock(&j->lock);
+	cancelled = j->cancelled;
+	if (!cancelled)
+		j->live_fd = j->qmp.fd;
+	pthread_mutex_unlock(&j->lock);
+	if (cancelled) {
+		rc = -ECANCELED;
+		goto done;
 	}
-	p->qmp_open = true;
-	rc = rdb_colo_parser_init(&p->parser, &colo_ops, p);
-	if (rc < 0)
-		return rc;
-	p->parser_init = true;
-	snprintf(uri, sizeof(uri), "unix:%s", p->mig_path);
-	rc = rdb_qmp_migrate_colo_start(&p->qmp, uri, vm->cfg.checkpoint_ms,
+	rc = rdb_qmp_migrate_colo_start(&j->qmp, j->uri, j->checkpoint_ms,
 					deadline);
-	if (rc < 0) {
-		snprintf(err, errlen, "starting COLO: %s", rc == -EREMOTEIO ?
-			 rdb_qmp_last_error(&p->qmp) : strerror(-rc));
-		return rc;
+	if (rc < 0)
+		snprintf(j->err, sizeof(j->err), "starting COLO: %s",
+			 rc == -EREMOTEIO ? rdb_qmp_last_error(&j->qmp) :
+			 strerror(-rc));
+done:
+	j->rc = rc;
+	while (write(j->pipe_wr, &one, 1) < 0 && errno == EINTR)
+		;
+	return NULL;
+}
+
+static void colo_job_free(struct rdb_evloop *loop, struct colo_job *j)
+{
+	rdb_evloop_del_fd(loop, j->pipe_rd);
+	close(j->pipe_rd);
+	close(j->pipe_wr);
+	if (j->qmp_open)
+		rdb_qmp_close(&j->qmp);
+	pthread_mutex_destroy(&j->lock);
+	free(j);
+}
+
+static void colo_started(struct rdb_primary *p, struct colo_job *j)
+{
+	struct rdb_vm *vm = p->vm;
+	char why[700];
+	int rc;
+
+	if (j->rc < 0) {
+		snprintf(why, sizeof(why), "starting checkpoints: %s",
+			 j->err[0] ? j->err : strerror(-j->rc));
+		if (p->has_disk)
+			rdb_pri_drop_protection(p, why);
+		else
+			rdb_pri_protect_failed(p, why);
+		return;
 	}
+	/* The QMP connection is the primary's from here (stop, cont,
+	 * x-colo-lost-heartbeat); none was open, the job held QEMU's. */
+	if (p->qmp_open)
+		rdb_qmp_close(&p->qmp);
+	p->qmp = j->qmp;
+	p->qmp_open = true;
+	j->qmp_open = false;
 	if (vm->cfg.watchdog_qmp && vm->cfg.watchdog_qmp[0]) {
 		rc = rdb_watchdog_arm(p->d->wd, vm->name, vm->cfg.watchdog_qmp,
 				      (uint64_t)vm->cfg.checkpoint_deadline_ms *
@@ -1132,6 +1197,96 @@ static int start_colo(struct rdb_primary *p, char *err, size_t errlen)
 		LOGVM(WARN, vm->name, "no watchdog_qmp socket configured: a "
 		      "stalled remusdbd could freeze this guest");
 	}
+}
+
+static void on_colo_done(struct rdb_evloop *loop, int fd, unsigned ev,
+			 void *opaque)
+{
+	struct colo_job *j = opaque;
+	char c;
+
+	(void)ev;
+	if (read(fd, &c, 1) != 1)
+		return;
+	pthread_join(j->thread, NULL);
+	if (j->p) {
+		j->p->colo_job = NULL;
+		colo_started(j->p, j);
+	}
+	colo_job_free(loop, j);
+}
+
+/* Undoes a start under way: no command is sent after this, QEMU's QMP is
+ * let go, and the job frees itself when its thread is done. */
+static void colo_cancel(struct rdb_primary *p)
+{
+	struct colo_job *j = p->colo_job;
+
+	if (!j)
+		return;
+	pthread_mutex_lock(&j->lock);
+	j->cancelled = true;
+	if (j->live_fd >= 0)
+		shutdown(j->live_fd, SHUT_RDWR);
+	pthread_mutex_unlock(&j->lock);
+	j->p = NULL;
+	p->colo_job = NULL;
+}
+
+static int start_colo(struct rdb_primary *p, char *err, size_t errlen)
+{
+	struct rdb_vm *vm = p->vm;
+	struct colo_job *j;
+	int fds[2], rc;
+
+	snprintf(p->mig_path, sizeof(p->mig_path), "%s/%s.colo",
+		 p->d->cfg.run_dir, vm->name);
+	rc = rdb_sock_listen_unix(p->mig_path, &p->mig_listen_fd);
+	if (rc < 0) {
+		snprintf(err, errlen, "listen on %s: %s", p->mig_path, strerror(-rc));
+		return rc;
+	}
+	rc = rdb_evloop_add_fd(p->d->loop, p->mig_listen_fd, RDB_EV_READ,
+			       on_mig_accept, p);
+	if (rc < 0)
+		return rc;
+	rc = rdb_colo_parser_init(&p->parser, &colo_ops, p);
+	if (rc < 0)
+		return rc;
+	p->parser_init = true;
+
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	if (pipe2(fds, O_CLOEXEC) < 0) {
+		free(j);
+		return -errno;
+	}
+	j->p = p;
+	j->pipe_rd = fds[0];
+	j->pipe_wr = fds[1];
+	j->live_fd = -1;
+	pthread_mutex_init(&j->lock, NULL);
+	j->checkpoint_ms = vm->cfg.checkpoint_ms;
+	snprintf(j->qmp_path, sizeof(j->qmp_path), "%s", vm->cfg.qmp);
+	snprintf(j->name, sizeof(j->name), "%s", vm->name);
+	snprintf(j->uri, sizeof(j->uri), "unix:%s", p->mig_path);
+	rc = rdb_evloop_add_fd(p->d->loop, j->pipe_rd, RDB_EV_READ,
+			       on_colo_done, j);
+	if (rc == 0) {
+		rc = -pthread_create(&j->thread, NULL, colo_thread, j);
+		if (rc < 0)
+			rdb_evloop_del_fd(p->d->loop, j->pipe_rd);
+	}
+	if (rc < 0) {
+		close(fds[0]);
+		close(fds[1]);
+		pthread_mutex_destroy(&j->lock);
+		free(j);
+		snprintf(err, errlen, "starting COLO: %s", strerror(-rc));
+		return rc;
+	}
+	p->colo_job = j;
 	return 0;
 }
 
@@ -1159,6 +1314,7 @@ bool rdb_pri_protection_cleanup(struct rdb_primary *p)
 	}
 	rdb_pri_guest_control_stop(p);
 	connect_cancel(p);
+	colo_cancel(p);
 	if (p->fenced) {
 		rdb_netbuf_clear(&p->nb);
 		rdb_flowbuf_clear(&p->fb);

@@ -72,6 +72,7 @@ struct rdb_primary {
 	/* QEMU */
 	struct rdb_qmp qmp;
 	bool qmp_open;
+	struct colo_job *colo_job;	/* starting COLO: see start_colo */
 	int mig_listen_fd, mig_fd;
 	bool mig_throttled;		/* not reading: see PEER_HIGH_WATER */
 	bool throttle_logged;

@@ -2,7 +2,8 @@
 # Two protected VMs on the same pair of daemons: one remusdbd per host
 # serves every VM on it.  Both guests stream to the client; the primary
 # loses power; both must come back on the backup, each on its own TCP
-# connection, each sequence contiguous.
+# connection, each sequence contiguous.  Before that, vm2's QEMU is
+# silent on QMP while its protection starts: vm1 must not notice.
 set -u
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/netns.sh"
@@ -16,7 +17,38 @@ cluster_hosts_up "$run" || rdb_fail "hosts setup failed"
 CL_VM=vm1 CL_GUEST_IP=10.77.0.100 CL_GUEST_MAC=52:54:00:52:44:01 CL_TAP=vmtap0 \
 	cluster_vm_up 25 || rdb_fail "vm1 setup failed (logs in $CL_DIR)"
 CL_VM=vm2 CL_GUEST_IP=10.77.0.101 CL_GUEST_MAC=52:54:00:52:44:02 CL_TAP=vmtap1 \
-	cluster_vm_up 25 || rdb_fail "vm2 setup failed (logs in $CL_DIR)"
+	CL_NO_PROTECT=1 cluster_vm_up 25 || rdb_fail "vm2 setup failed (logs in $CL_DIR)"
+
+# One VM's QEMU that does not answer QMP while its protection starts
+# (stopped here; busy or swapping in real life) must not stall the daemon
+# that checkpoints the other: starting COLO waits on a thread, and vm1
+# keeps its checkpoints, its deadline and its state all the while.
+vm1() { cl_ctl pri status vm1 --json | jq -c '.vms[0] | {state, transitions,
+	checkpoints, watchdog_trips, deadline_misses}'; }
+before=$(vm1)
+qemu2=$(cat "$CL_DIR/pri/vm2.qemu.pid")
+kill -STOP "$qemu2"
+t0=$(date +%s%N)
+cl_ctl pri protect "$CL_DIR/vm2.conf" || rdb_fail "protect vm2 was refused"
+cl_ctl pri wait vm2 unprotected --timeout 20 ||
+	rdb_fail "vm2's protection did not give up on a silent QMP"
+t1=$(date +%s%N)
+kill -CONT "$qemu2"
+after=$(vm1)
+reason=$(cl_ctl pri status vm2 --json | jq -r '.vms[0].state_reason')
+echo "vm2 with its QEMU stopped: $reason, after $(( (t1 - t0) / 1000000 )) ms"
+echo "vm1 before: $before"
+echo "vm1 after:  $after"
+case $reason in *"starting checkpoints"*) ;;
+	*) rdb_fail "vm2 failed for another reason than its silent QMP" ;; esac
+jq -n -e --argjson a "$before" --argjson b "$after" --argjson ms $(( (t1 - t0) / 1000000 )) '
+	$b.state == "protected" and $b.transitions == $a.transitions and
+	$b.watchdog_trips == 0 and $b.deadline_misses == $a.deadline_misses and
+	($b.checkpoints - $a.checkpoints) >= ($ms / 25 / 2)' >/dev/null ||
+	rdb_fail "vm1 was disturbed while vm2's QMP was silent"
+cl_ctl pri protect "$CL_DIR/vm2.conf" || rdb_fail "protect vm2 was refused"
+cl_ctl pri wait vm2 protected --timeout 90 || rdb_fail "vm2 not protected"
+cl_ctl bak wait vm2 protected --timeout 10 || rdb_fail "vm2 not protected on the backup"
 
 pids=()
 for ip in 10.77.0.100 10.77.0.101; do
