@@ -186,8 +186,9 @@ static int ctl_inject(void *opaque, json_t *req, json_t **reply_out)
 						  "fault"));
 	if (!fault || (vm->role == RDB_ROLE_PRIMARY ? rdb_primary_inject(vm, fault) :
 		       rdb_backup_inject(vm, fault)) < 0) {
-		*reply_out = json_string("unknown fault (known: stop-in-pause and "
-					 "stop-in-disk-pause on a primary, "
+		*reply_out = json_string("unknown fault (known: stop-in-pause, "
+					 "stop-in-disk-pause and stop-in-initial-state "
+					 "on a primary, "
 					 "restore-fail on a backup)");
 		return -EINVAL;
 	}

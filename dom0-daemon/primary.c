@@ -171,6 +171,12 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 	uint64_t now, t0 = rdb_now_ns();
 	int rc;
 
+	if (p->fault_stop_in_initial && epoch == 0) {
+		p->fault_stop_in_initial = false;
+		LOGVM(WARN, vm->name, "fault injection: stopping remusdbd while "
+		      "QEMU waits for the initial state to be taken");
+		raise(SIGSTOP);
+	}
 	/* QEMU drained the guest's disk before it sent this: every change
 	 * completed before the pause is in the disk server's ring now. */
 	if (p->has_disk) {
@@ -1165,9 +1171,7 @@ static void colo_job_free(struct rdb_evloop *loop, struct colo_job *j)
 
 static void colo_started(struct rdb_primary *p, struct colo_job *j)
 {
-	struct rdb_vm *vm = p->vm;
 	char why[700];
-	int rc;
 
 	if (j->rc < 0) {
 		snprintf(why, sizeof(why), "starting checkpoints: %s",
@@ -1185,18 +1189,6 @@ static void colo_started(struct rdb_primary *p, struct colo_job *j)
 	p->qmp = j->qmp;
 	p->qmp_open = true;
 	j->qmp_open = false;
-	if (vm->cfg.watchdog_qmp && vm->cfg.watchdog_qmp[0]) {
-		rc = rdb_watchdog_arm(p->d->wd, vm->name, vm->cfg.watchdog_qmp,
-				      (uint64_t)vm->cfg.checkpoint_deadline_ms *
-				      RDB_NS_PER_MS);
-		if (rc < 0)
-			LOGVM(WARN, vm->name, "no watchdog slot: %s", strerror(-rc));
-		else
-			vm->wd_slot = rc;
-	} else {
-		LOGVM(WARN, vm->name, "no watchdog_qmp socket configured: a "
-		      "stalled remusdbd could freeze this guest");
-	}
 }
 
 static void on_colo_done(struct rdb_evloop *loop, int fd, unsigned ev,
@@ -1254,6 +1246,20 @@ static int start_colo(struct rdb_primary *p, char *err, size_t errlen)
 	if (rc < 0)
 		return rc;
 	p->parser_init = true;
+	/* Armed before QEMU may connect its stream (on_mig_accept hands the
+	 * watchdog its duplicate): the initial state's stop is bounded too. */
+	if (vm->cfg.watchdog_qmp && vm->cfg.watchdog_qmp[0]) {
+		rc = rdb_watchdog_arm(p->d->wd, vm->name, vm->cfg.watchdog_qmp,
+				      (uint64_t)vm->cfg.checkpoint_deadline_ms *
+				      RDB_NS_PER_MS);
+		if (rc < 0)
+			LOGVM(WARN, vm->name, "no watchdog slot: %s", strerror(-rc));
+		else
+			vm->wd_slot = rc;
+	} else {
+		LOGVM(WARN, vm->name, "no watchdog_qmp socket configured: a "
+		      "stalled remusdbd could freeze this guest");
+	}
 
 	j = calloc(1, sizeof(*j));
 	if (!j)
@@ -1811,6 +1817,10 @@ int rdb_primary_inject(struct rdb_vm *vm, const char *fault)
 	}
 	if (strcmp(fault, "stop-in-disk-pause") == 0) {
 		vm->pri->fault_stop_in_disk_pause = true;
+		return 0;
+	}
+	if (strcmp(fault, "stop-in-initial-state") == 0) {
+		vm->pri->fault_stop_in_initial = true;
 		return 0;
 	}
 	return -EINVAL;

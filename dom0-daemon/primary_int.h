@@ -118,6 +118,7 @@ struct rdb_primary {
 	uint64_t hb_timer, deadline_timer;
 	bool fault_stop_in_pause;
 	bool fault_stop_in_disk_pause;	/* at a disk change inside a pause */
+	bool fault_stop_in_initial;	/* before taking epoch 0 (QEMU waits) */
 
 	/*
 	 * Compression (features granted by the backup): epoch N's records
