@@ -22,7 +22,7 @@ CC      ?= cc
 CSTD    := -std=c11 -D_GNU_SOURCE
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CFLAGS  ?= -O2 -g
-PKGS    := jansson liblz4 libcurl openssl
+PKGS    := jansson liblz4 libcurl openssl libxxhash
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 INCS    := -Idom0-daemon -Idom0-daemon/lib -Ihypervisor -Iguest-kmod/include/uapi

@@ -50,7 +50,7 @@ rm -f /etc/apt/sources.list.d/remusdb-test.sources
 pkgs=(
 	# build
 	build-essential pkg-config clang llvm libclang-rt-14-dev
-	libjansson-dev libcmocka-dev liblz4-dev
+	libjansson-dev libcmocka-dev liblz4-dev libxxhash-dev
 	# remusdbd's witness client (etcd's JSON gateway over HTTP)
 	libcurl4-openssl-dev
 	# the replication link's TLS (libssl), link keys in tests (openssl)
