@@ -206,6 +206,46 @@ void rdb_diskbuf_discard(struct rdb_diskbuf *db)
 	db->flush = false;
 }
 
+int rdb_diskbuf_read_applied(struct rdb_diskbuf *db, uint64_t off,
+			     uint8_t *buf, uint64_t len)
+{
+	const uint8_t *p = db->recs.data, *end = p + db->recs.len;
+	int rc;
+
+	if (db->fd < 0)
+		return fail(db, -EBADF, "no disk replica");
+	if (rdb_diskbuf_check_range(db, off, len) < 0)
+		return fail(db, -ERANGE, "read of %llu bytes at %llu is outside "
+			    "the %llu-byte disk", (unsigned long long)len,
+			    (unsigned long long)off, (unsigned long long)db->size);
+	if (db->torn)
+		return fail(db, -EIO, "the replica is torn (an epoch applied "
+			    "in part was dropped)");
+	rc = rdb_pread_all(db->fd, buf, len, off);
+	if (rc < 0)
+		return fail(db, rc, "replica read of %llu bytes at %llu: %s",
+			    (unsigned long long)len, (unsigned long long)off,
+			    strerror(-rc));
+	while (p < end) {
+		uint64_t roff, rlen, lo, hi;
+		uint8_t op = p[0];
+
+		memcpy(&roff, p + 1, 8);
+		memcpy(&rlen, p + 9, 8);
+		lo = roff > off ? roff : off;
+		hi = roff + rlen < off + len ? roff + rlen : off + len;
+		if (op != RDB_DISK_FLUSH && lo < hi) {
+			if (op == RDB_DISK_WRITE)
+				memcpy(buf + (lo - off), p + REC_HDR + (lo - roff),
+				       hi - lo);
+			else
+				memset(buf + (lo - off), 0, hi - lo);
+		}
+		p += REC_HDR + (op == RDB_DISK_WRITE ? rlen : 0);
+	}
+	return 0;
+}
+
 int rdb_diskbuf_sync(struct rdb_diskbuf *db)
 {
 	return rdb_diskbuf_apply_one(db, RDB_DISK_FLUSH, 0, 0, NULL);

@@ -84,6 +84,14 @@ int rdb_diskbuf_apply(struct rdb_diskbuf *db);
 /* Drops the buffered epoch (it never committed).  If it had been
  * applied in part, the replica stays inconsistent for good. */
 void rdb_diskbuf_discard(struct rdb_diskbuf *db);
+/*
+ * Reads [off, off+len) as the replica will hold it once the buffered
+ * epoch is applied: the replica, then every buffered change that overlaps
+ * it, in order (disk read tracking resolves its references with this).
+ * -ERANGE outside the disk, -EIO for a torn replica or a short file.
+ */
+int rdb_diskbuf_read_applied(struct rdb_diskbuf *db, uint64_t off,
+			     uint8_t *buf, uint64_t len);
 /* fdatasync of the replica (before it is served after failover). */
 int rdb_diskbuf_sync(struct rdb_diskbuf *db);
 bool rdb_diskbuf_consistent(const struct rdb_diskbuf *db);

@@ -237,6 +237,25 @@ int rdb_proto_page_record_append_enc(struct rdb_buf *records, uint64_t offset,
 	return 0;
 }
 
+int rdb_proto_page_record_append_diskref(struct rdb_buf *records,
+					 uint64_t offset, uint64_t disk_offset,
+					 const uint8_t *sha256)
+{
+	uint8_t *p;
+
+	if (disk_offset % RDB_PAGE_SIZE)
+		return -EINVAL;
+	p = rdb_buf_reserve(records, 9 + RDB_PAGE_DISKREF_BODY);
+	if (!p)
+		return -ENOMEM;
+	be64(p, offset);
+	p[8] = RDB_PAGE_DISKREF;
+	be64(p + 9, disk_offset);
+	memcpy(p + 17, sha256, RDB_DISKREF_HASH_LEN);
+	records->len += 9 + RDB_PAGE_DISKREF_BODY;
+	return 0;
+}
+
 size_t rdb_proto_page_record_size(const uint8_t *p)
 {
 	switch (p[8]) {
@@ -247,6 +266,8 @@ size_t rdb_proto_page_record_size(const uint8_t *p)
 	case RDB_PAGE_XORRLE:
 	case RDB_PAGE_LZ4:
 		return 11 + get16(p + 9);
+	case RDB_PAGE_DISKREF:
+		return 9 + RDB_PAGE_DISKREF_BODY;
 	default:
 		return 0;
 	}
@@ -698,6 +719,15 @@ int rdb_msg_pages_next(struct rdb_pages_iter *it, struct rdb_page_rec *rec)
 						 RDB_PAGE_XORRLE_MAX : RDB_PAGE_LZ4_MAX) ||
 		    !take(&r, rec->len, &rec->data))
 			return -EPROTO;
+		break;
+	case RDB_PAGE_DISKREF:
+		if (!take(&r, 8, &p))
+			return -EPROTO;
+		rec->disk_offset = get64(p);
+		if (rec->disk_offset % RDB_PAGE_SIZE ||
+		    !take(&r, RDB_DISKREF_HASH_LEN, &rec->data))
+			return -EPROTO;
+		rec->len = RDB_DISKREF_HASH_LEN;
 		break;
 	default:
 		return -EPROTO;

@@ -103,6 +103,7 @@ enum rdb_page_enc {
 	RDB_PAGE_ZERO = 1,
 	RDB_PAGE_XORRLE = 2,	/* feature RDB_FEATURE_XORRLE */
 	RDB_PAGE_LZ4 = 3,	/* feature RDB_FEATURE_LZ4 */
+	RDB_PAGE_DISKREF = 4,	/* feature RDB_FEATURE_DISKREF */
 	RDB_PAGE_ENC__MAX
 };
 
@@ -110,11 +111,18 @@ enum rdb_page_enc {
 #define RDB_FEATURE_XORRLE (1u << 0)	/* page enc 2: XOR+RLE delta */
 #define RDB_FEATURE_LZ4 (1u << 1)	/* page enc 3: LZ4 block */
 #define RDB_FEATURE_FLOWS (1u << 2)	/* FLOWS frames (commit protection) */
+#define RDB_FEATURE_DISKREF (1u << 3)	/* page enc 4: a disk block's reference */
 #define RDB_FEATURES_KNOWN (RDB_FEATURE_XORRLE | RDB_FEATURE_LZ4 | \
-			    RDB_FEATURE_FLOWS)
+			    RDB_FEATURE_FLOWS | RDB_FEATURE_DISKREF)
 /* Body bounds of the length-prefixed encodings. */
 #define RDB_PAGE_XORRLE_MAX RDB_PAGE_SIZE
 #define RDB_PAGE_LZ4_MAX (RDB_PAGE_SIZE + RDB_PAGE_SIZE / 255 + 16)
+/* DISKREF body: the disk offset (u64, a multiple of RDB_PAGE_SIZE) of a
+ * block of the VM's disk whose contents, in the backup's replica as of
+ * the epoch's commit, are the page; then their SHA-256, which the backup
+ * checks (docs/read-tracking.md). */
+#define RDB_DISKREF_HASH_LEN 32
+#define RDB_PAGE_DISKREF_BODY (8 + RDB_DISKREF_HASH_LEN)
 
 struct rdb_frame {
 	enum rdb_msg_type type;
@@ -146,6 +154,10 @@ int rdb_proto_page_record_append(struct rdb_buf *records, uint64_t offset,
 int rdb_proto_page_record_append_enc(struct rdb_buf *records, uint64_t offset,
 				     enum rdb_page_enc enc, const uint8_t *data,
 				     size_t len);
+/* DISKREF: body = disk_offset:u64 + SHA-256 (-EINVAL: unaligned offset) */
+int rdb_proto_page_record_append_diskref(struct rdb_buf *records,
+					 uint64_t offset, uint64_t disk_offset,
+					 const uint8_t *sha256);
 /* Size of the wire record at p (offset, enc, body); 0 if unknown enc. */
 size_t rdb_proto_page_record_size(const uint8_t *p);
 /* Its offset field. */
@@ -233,9 +245,11 @@ struct rdb_pages_iter {
 struct rdb_page_rec {
 	uint64_t offset;
 	enum rdb_page_enc enc;
-	const uint8_t *data;	/* RAW: RDB_PAGE_SIZE bytes; XORRLE, LZ4: len */
+	const uint8_t *data;	/* RAW: RDB_PAGE_SIZE bytes; XORRLE, LZ4: len;
+				 * DISKREF: the SHA-256 */
 	uint8_t fill;		/* ZERO */
 	uint16_t len;		/* XORRLE, LZ4 */
+	uint64_t disk_offset;	/* DISKREF: page-aligned */
 };
 int rdb_msg_pages_begin(const struct rdb_frame *f, struct rdb_pages_iter *it);
 /* 1: *rec filled; 0: done (and every byte used); -EPROTO.  Any known

@@ -3,6 +3,7 @@
 #include "xorrle.h"
 
 #include <lz4.h>
+#include <openssl/evp.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -87,6 +88,8 @@ static size_t body_bytes(const struct rdb_page_rec *r)
 		return RDB_PAGE_SIZE;
 	case RDB_PAGE_ZERO:
 		return 1;
+	case RDB_PAGE_DISKREF:
+		return RDB_PAGE_DISKREF_BODY;
 	default:
 		return 2 + (size_t)r->len;
 	}
@@ -99,7 +102,7 @@ static size_t staged_body(const struct rdb_page_rec *r)
 		return 1;
 	case RDB_PAGE_XORRLE:
 		return 2 + (size_t)r->len;
-	default:		/* RAW, and LZ4 staged decompressed */
+	default:		/* RAW, LZ4 decompressed, DISKREF resolved */
 		return RDB_PAGE_SIZE;
 	}
 }
@@ -121,6 +124,53 @@ static void apply_page(uint8_t *dst, uint8_t enc, const uint8_t *body)
 		rdb_xorrle_decode(dst, RDB_PAGE_SIZE, body + 2, n);
 		break;
 	}
+}
+
+/*
+ * Disk read tracking: the page is the disk block at r->disk_offset as the
+ * replica holds it at this epoch's commit (every disk change of the epoch
+ * precedes its pages in the stream, so the replica plus the buffered
+ * changes is that state).  Its SHA-256 must be the one the primary sent:
+ * otherwise the epoch is refused, never a wrong page kept.  The contents
+ * go to the scratch arena, staged as RAW.
+ */
+static int disk_fail(struct rdb_stage *st, int rc);
+
+static int resolve_diskref(struct rdb_stage *st, const char *blockid,
+			   const struct rdb_page_rec *r)
+{
+	uint8_t md[EVP_MAX_MD_SIZE], *dst;
+	unsigned mdlen = 0;
+	int rc;
+
+	if (!st->disk)
+		return fail(st, "DISKREF for page 0x%llx of %s: the VM has no disk",
+			    (unsigned long long)r->offset, blockid);
+	if (rdb_diskbuf_check_range(st->disk, r->disk_offset, RDB_PAGE_SIZE) < 0)
+		return fail(st, "DISKREF for page 0x%llx of %s: disk offset %llu "
+			    "is beyond the %llu-byte disk",
+			    (unsigned long long)r->offset, blockid,
+			    (unsigned long long)r->disk_offset,
+			    (unsigned long long)st->disk->size);
+	dst = rdb_buf_reserve(&st->scratch, RDB_PAGE_SIZE);
+	if (!dst)
+		return -ENOMEM;
+	rc = rdb_diskbuf_read_applied(st->disk, r->disk_offset, dst, RDB_PAGE_SIZE);
+	if (rc < 0)
+		return disk_fail(st, rc);
+	if (!EVP_Digest(dst, RDB_PAGE_SIZE, md, &mdlen, EVP_sha256(), NULL) ||
+	    mdlen != RDB_DISKREF_HASH_LEN)
+		return fail(st, "DISKREF: SHA-256 unavailable");
+	if (memcmp(md, r->data, RDB_DISKREF_HASH_LEN))
+		return fail(st, "DISKREF for page 0x%llx of %s in epoch %llu: the "
+			    "replica's block at disk offset %llu does not hold "
+			    "the referenced contents (SHA-256 mismatch)",
+			    (unsigned long long)r->offset, blockid,
+			    (unsigned long long)st->epoch,
+			    (unsigned long long)r->disk_offset);
+	st->scratch.len += RDB_PAGE_SIZE;
+	st->diskrefs++;
+	return 0;
 }
 
 int rdb_stage_add_pages(struct rdb_stage *st, const struct rdb_frame *f,
@@ -150,7 +200,8 @@ int rdb_stage_add_pages(struct rdb_stage *st, const struct rdb_frame *f,
 				    (unsigned long long)r.offset,
 				    img->b[it.block].idstr);
 		if ((r.enc == RDB_PAGE_XORRLE && !(st->features & RDB_FEATURE_XORRLE)) ||
-		    (r.enc == RDB_PAGE_LZ4 && !(st->features & RDB_FEATURE_LZ4)))
+		    (r.enc == RDB_PAGE_LZ4 && !(st->features & RDB_FEATURE_LZ4)) ||
+		    (r.enc == RDB_PAGE_DISKREF && !(st->features & RDB_FEATURE_DISKREF)))
 			return fail(st, "page encoding %d was not negotiated", r.enc);
 		if (r.enc == RDB_PAGE_XORRLE &&
 		    rdb_xorrle_check(RDB_PAGE_SIZE, r.data, r.len) < 0)
@@ -166,6 +217,11 @@ int rdb_stage_add_pages(struct rdb_stage *st, const struct rdb_frame *f,
 				return fail(st, "corrupt LZ4 block for page 0x%llx",
 					    (unsigned long long)r.offset);
 			st->scratch.len += RDB_PAGE_SIZE;
+		}
+		if (r.enc == RDB_PAGE_DISKREF) {
+			rc = resolve_diskref(st, img->b[it.block].idstr, &r);
+			if (rc < 0)
+				return rc;
 		}
 		npages++;
 		bytes += body_bytes(&r);
@@ -190,7 +246,7 @@ int rdb_stage_add_pages(struct rdb_stage *st, const struct rdb_frame *f,
 				memcpy(dst, r.data, RDB_PAGE_SIZE);
 			} else if (r.enc == RDB_PAGE_ZERO) {
 				memset(dst, r.fill, RDB_PAGE_SIZE);
-			} else if (r.enc == RDB_PAGE_LZ4) {
+			} else if (r.enc == RDB_PAGE_LZ4 || r.enc == RDB_PAGE_DISKREF) {
 				memcpy(dst, st->scratch.data + k * RDB_PAGE_SIZE,
 				       RDB_PAGE_SIZE);
 				k++;
@@ -215,6 +271,7 @@ int rdb_stage_add_pages(struct rdb_stage *st, const struct rdb_frame *f,
 			memcpy(p + REC_HDR, r.data, RDB_PAGE_SIZE);
 			break;
 		case RDB_PAGE_LZ4:
+		case RDB_PAGE_DISKREF:
 			p[12] = RDB_PAGE_RAW;
 			memcpy(p + REC_HDR, st->scratch.data + k * RDB_PAGE_SIZE,
 			       RDB_PAGE_SIZE);

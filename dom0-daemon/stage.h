@@ -38,7 +38,9 @@ struct rdb_stage {
 	struct rdb_flowcheck *flows;	/* FLOWS records go here at commit */
 	struct rdb_buf flowrecs;	/* this epoch's, decoded */
 	uint32_t features;		/* page encodings granted in HELLO_ACK */
-	struct rdb_buf scratch;		/* LZ4 pages of the frame being staged */
+	struct rdb_buf scratch;		/* LZ4 and DISKREF pages of the frame
+					 * being staged */
+	uint64_t diskrefs;		/* DISKREF pages verified and staged */
 	uint8_t *devstate;
 	size_t devstate_len;
 	bool have_committed;

@@ -13,6 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+
 #include "proto.h"
 #include "ramimage.h"
 #include "stage.h"
@@ -529,6 +531,149 @@ static void test_epoch_size_bounded(void **state)
 	rdb_buf_dispose(&w);
 }
 
+/* A PAGES frame of DISKREF records: page offs[i] is disk block dblk[i]
+ * (a disk offset / 4096) with contents all fill[i]. */
+static void diskref_frame(struct rdb_buf *wire, uint64_t epoch,
+			  const uint64_t *offs, const uint64_t *dblk,
+			  const uint8_t *fill, int n, struct rdb_frame *f)
+{
+	struct rdb_proto_decoder d;
+	struct rdb_buf rec;
+	uint8_t pg[4096], md[EVP_MAX_MD_SIZE];
+	unsigned mdlen;
+
+	rdb_buf_init(&rec);
+	for (int i = 0; i < n; i++) {
+		memset(pg, fill[i], sizeof(pg));
+		assert_true(EVP_Digest(pg, sizeof(pg), md, &mdlen, EVP_sha256(), NULL));
+		assert_int_equal(rdb_proto_page_record_append_diskref(&rec, offs[i],
+							dblk[i] * 4096, md), 0);
+	}
+	rdb_buf_reset(wire);
+	rdb_proto_put_pages(wire, epoch, 0, (uint32_t)n, rec.data, rec.len);
+	rdb_buf_dispose(&rec);
+	rdb_proto_decoder_init(&d);
+	rdb_proto_decoder_feed(&d, wire->data, wire->len);
+	assert_int_equal(rdb_proto_decoder_next(&d, f), 1);
+	rdb_buf_reset(wire);
+	rdb_buf_append(wire, f->payload, f->len);
+	f->payload = wire->data;
+	rdb_proto_decoder_dispose(&d);
+}
+
+/*
+ * Disk read tracking on the backup: a DISKREF page is the replica's block
+ * as of the epoch's commit (its own buffered writes included), checked by
+ * SHA-256; a mismatch, a block beyond the disk, an encoding that was not
+ * granted or a VM without a disk refuse the frame whole.
+ */
+static void test_diskref_resolved_and_checked(void **state)
+{
+	struct rdb_ramimage img;
+	struct rdb_diskbuf db;
+	struct rdb_stage st;
+	struct rdb_buf w;
+	struct rdb_frame f;
+	uint8_t blk[4096], *ram;
+	char path[128];
+	uint64_t offs[2] = { 0, 4096 }, dblk[2];
+	uint8_t fill[2];
+
+	rdb_buf_init(&w);
+	snprintf(path, sizeof(path), "%s/replica.img", dir);
+	rdb_diskbuf_init(&db, 1 << 20);
+	assert_int_equal(rdb_diskbuf_create(&db, path, 16 * 4096), 0);
+	memset(blk, 'A', sizeof(blk));
+	assert_int_equal(rdb_diskbuf_apply_one(&db, RDB_DISK_WRITE, 2 * 4096,
+					       4096, blk), 0);
+	assert_int_equal(rdb_ramimage_open(dir, blocks, 2, &img), 0);
+	ram = rdb_ramimage_base(&img, 0);
+	rdb_stage_init(&st);
+	st.disk = &db;
+	st.features = RDB_FEATURE_DISKREF;
+
+	/* epoch 0 may carry references too (its disk goes straight in) */
+	dblk[0] = 2;
+	fill[0] = 'A';
+	diskref_frame(&w, 0, offs + 1, dblk, fill, 1, &f);
+	assert_int_equal(rdb_stage_add_pages(&st, &f, &img), 0);
+	assert_int_equal(ram[4096], 'A');
+	assert_int_equal(rdb_stage_set_devstate(&st, 0, DEV, sizeof(DEV)), 0);
+	assert_int_equal(rdb_stage_commit(&st, 0, 1, RDB_PAGE_DISKREF_BODY +
+					  sizeof(DEV), &img), 0);
+
+	/* epoch 1 writes block 3 twice (first unaligned, into block 4:
+	 * the last write wins) and zeroes block 4: a reference to block 3
+	 * is its new contents, staged until the commit */
+	memset(blk, 'C', sizeof(blk));
+	assert_int_equal(rdb_diskbuf_add(&db, RDB_DISK_WRITE, 3 * 4096 + 100,
+					 4096, blk), 0);
+	memset(blk, 'B', sizeof(blk));
+	assert_int_equal(rdb_diskbuf_add(&db, RDB_DISK_WRITE, 3 * 4096, 4096, blk), 0);
+	dblk[0] = 2;
+	dblk[1] = 3;
+	fill[0] = 'A';
+	fill[1] = 'B';
+	diskref_frame(&w, 1, offs, dblk, fill, 2, &f);
+	assert_int_equal(rdb_stage_add_pages(&st, &f, &img), 0);
+	assert_int_equal(ram[0], 0);		/* staged, not applied */
+	assert_int_equal(rdb_stage_set_devstate(&st, 1, DEV, sizeof(DEV)), 0);
+	assert_int_equal(rdb_stage_commit(&st, 1, 2, 2 * RDB_PAGE_DISKREF_BODY +
+					  sizeof(DEV), &img), 0);
+	assert_int_equal(ram[0], 'A');
+	assert_int_equal(ram[4095], 'A');
+	assert_int_equal(ram[4096], 'B');
+	assert_int_equal(ram[8191], 'B');
+	assert_int_equal(st.diskrefs, 3);
+
+	/* epoch 2: block 3 is rewritten with 'D'; a reference that still
+	 * claims 'B' (what the block held when it was read) is refused */
+	memset(blk, 'D', sizeof(blk));
+	assert_int_equal(rdb_diskbuf_add(&db, RDB_DISK_WRITE, 3 * 4096 + 8, 16, blk), 0);
+	dblk[0] = 3;
+	fill[0] = 'B';
+	diskref_frame(&w, 2, offs, dblk, fill, 1, &f);
+	assert_int_equal(rdb_stage_add_pages(&st, &f, &img), -EPROTO);
+	assert_non_null(strstr(rdb_stage_error(&st), "SHA-256 mismatch"));
+	assert_non_null(strstr(rdb_stage_error(&st), "disk offset 12288"));
+	/* the contents the replica will hold at the commit: zero block 5 */
+	assert_int_equal(rdb_diskbuf_add(&db, RDB_DISK_ZERO, 5 * 4096, 4096, NULL), 0);
+	dblk[0] = 5;
+	fill[0] = 0;
+	diskref_frame(&w, 2, offs, dblk, fill, 1, &f);
+	assert_int_equal(rdb_stage_add_pages(&st, &f, &img), 0);
+	/* beyond the disk */
+	dblk[0] = 16;
+	diskref_frame(&w, 2, offs, dblk, fill, 1, &f);
+	assert_int_equal(rdb_stage_add_pages(&st, &f, &img), -EPROTO);
+	assert_non_null(strstr(rdb_stage_error(&st), "beyond"));
+	/* not granted */
+	st.features = RDB_FEATURE_XORRLE;
+	dblk[0] = 2;
+	fill[0] = 'A';
+	diskref_frame(&w, 2, offs, dblk, fill, 1, &f);
+	assert_int_equal(rdb_stage_add_pages(&st, &f, &img), -EPROTO);
+	assert_non_null(strstr(rdb_stage_error(&st), "not negotiated"));
+	/* a VM without a disk */
+	st.features = RDB_FEATURE_DISKREF;
+	st.disk = NULL;
+	assert_int_equal(rdb_stage_add_pages(&st, &f, &img), -EPROTO);
+	assert_non_null(strstr(rdb_stage_error(&st), "no disk"));
+	st.disk = &db;
+	/* only the good frame of epoch 2 was staged */
+	assert_int_equal(st.npages, 1);
+	assert_int_equal(rdb_stage_set_devstate(&st, 2, DEV, sizeof(DEV)), 0);
+	/* (the disk changes went to the buffer directly: not counted) */
+	assert_int_equal(rdb_stage_commit(&st, 2, 1, RDB_PAGE_DISKREF_BODY +
+					  sizeof(DEV), &img), 0);
+	assert_int_equal(ram[0], 0);
+	assert_int_equal(ram[4096], 'B');
+	rdb_stage_dispose(&st);
+	rdb_ramimage_close(&img);
+	rdb_diskbuf_dispose(&db);
+	rdb_buf_dispose(&w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -544,6 +689,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_epoch_rules, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_arena_reused_and_order_kept, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_epoch_size_bounded, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_diskref_resolved_and_checked, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
