@@ -1359,10 +1359,11 @@ static void on_pending(struct rdb_evloop *loop, int fd, unsigned ev,
 		link_lost(b, "cannot set up the replication link");
 		return;
 	}
-	LOGVM(INFO, name, "primary %s connected (%s): backing up%s%s%s",
+	LOGVM(INFO, name, "primary %s connected (%s): backing up%s%s%s%s",
 	      from, rdb_linksec_describe(d->linksec),
 	      b->st.features & RDB_FEATURE_XORRLE ? ", XOR+RLE deltas" : "",
 	      b->st.features & RDB_FEATURE_LZ4 ? ", LZ4" : "",
+	      b->st.features & RDB_FEATURE_DISKREF ? ", disk references" : "",
 	      b->st.features & RDB_FEATURE_FLOWS ? ", flow records" : "");
 	/* Frames that came with the HELLO are already buffered. */
 	on_link(loop, fd, RDB_EV_READ, b);
@@ -1510,6 +1511,9 @@ void rdb_backup_metrics_write(const struct rdb_vm *vm, FILE *f)
 	const struct rdb_flowcheck_stats *st;
 	const char *n = vm->name;
 
+	if (b && (b->st.features & RDB_FEATURE_DISKREF))
+		fprintf(f, "remusdb_diskref_pages_verified_total{vm=\"%s\"} %llu\n",
+			n, (unsigned long long)b->st.diskrefs);
 	if (!b || !rdb_vm_config_commit_protection(&vm->cfg))
 		return;
 	st = &b->fc.st;
@@ -1537,6 +1541,9 @@ void rdb_backup_status(const struct rdb_vm *vm, json_t *o)
 	json_object_set_new(o, "qemu_pid", json_integer(b->qemu.pid));
 	json_object_set_new(o, "guest_nic_connected", json_boolean(rdb_nic_connected(&b->nic)));
 	json_object_set_new(o, "mode", json_string(vm->cfg.mode ? vm->cfg.mode : "plain"));
+	if (b->st.features & RDB_FEATURE_DISKREF)
+		json_object_set_new(o, "diskref_pages_verified",
+				    json_integer((json_int_t)b->st.diskrefs));
 	if (rdb_vm_config_commit_protection(&vm->cfg)) {
 		const struct rdb_flowcheck_stats *st = &b->fc.st;
 

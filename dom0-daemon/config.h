@@ -82,6 +82,8 @@ struct rdb_vm_config {
 	bool compression;
 	uint32_t page_cache_percent;
 	uint32_t compress_threads;
+	bool read_tracking;
+	uint32_t read_index_mb;
 	uint32_t protect_dscp;
 	bool event_port;
 	uint32_t failover_fence_ms;

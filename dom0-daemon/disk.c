@@ -220,11 +220,42 @@ void rdb_disk_drain(struct rdb_disk *dk)
 				 "change: the replica cannot be made equal");
 	}
 	while ((r = rdb_dring_peek(&dk->ring))) {
+		if (r->op == RDB_DRING_READ) {
+			const uint8_t *h = (const uint8_t *)(r + 1);
+
+			for (uint32_t i = 0; dk->ridx && i < r->len / 8; i++) {
+				uint64_t v;
+
+				memcpy(&v, h + 8 * i, 8);
+				if (v)
+					rdb_readidx_insert(dk->ridx, r->off /
+							   RDB_READIDX_BLOCK + i, v);
+			}
+			rdb_dring_pop(&dk->ring);
+			continue;
+		}
+		/* a change: whatever the index knew of its blocks is stale */
+		if (dk->ridx && r->op != RDB_DISK_FLUSH)
+			rdb_readidx_invalidate(dk->ridx, r->off, r->len);
 		if (dk->hook)
 			dk->hook(dk->opaque, (enum rdb_disk_op)r->op, r->off,
 				 r->len, (const uint8_t *)(r + 1));
 		rdb_dring_pop(&dk->ring);
 	}
+}
+
+void rdb_disk_set_read_tracking(struct rdb_disk *dk, struct rdb_readidx *ix,
+				uint64_t seed)
+{
+	struct rdb_dring_shared *sh = dk->ring.sh;
+
+	if (ix)
+		rdb_readidx_clear(ix);
+	if (sh) {
+		atomic_store(&sh->read_seed, seed);
+		atomic_store(&sh->track_reads, ix ? 1 : 0);
+	}
+	dk->ridx = sh ? ix : NULL;
 }
 
 void rdb_disk_set_recording(struct rdb_disk *dk, bool on)
@@ -240,6 +271,10 @@ void rdb_disk_set_recording(struct rdb_disk *dk, bool on)
 		atomic_store(&sh->lost, RDB_DRING_OK);
 		dk->lost_seen = false;
 	}
+	/* Not recording, changes no longer reach the index either: what it
+	 * holds would go stale unseen. */
+	if (dk->ridx)
+		rdb_readidx_clear(dk->ridx);
 	atomic_store(&sh->record, on ? 1 : 0);
 }
 

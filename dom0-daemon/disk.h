@@ -33,6 +33,7 @@
 
 #include "diskbuf.h"
 #include "diskring.h"
+#include "readidx.h"
 #include "evloop.h"
 
 typedef void (*rdb_disk_hook)(void *opaque, enum rdb_disk_op op,
@@ -61,6 +62,7 @@ struct rdb_disk {
 	void *opaque;
 	bool replicated;
 	bool lost_seen;
+	struct rdb_readidx *ridx;	/* disk read tracking, or NULL */
 	uint64_t synced_changes;	/* writes + zeroes at our last sync */
 	uint64_t syncs, restarts, started_ns;
 };
@@ -77,6 +79,14 @@ int rdb_disk_open(struct rdb_disk *dk, struct rdb_evloop *loop,
 		  uint64_t ring_bytes, uint64_t room_wait_ns,
 		  rdb_disk_hook hook, rdb_disk_lost_hook lost, void *opaque,
 		  char *err, size_t errlen);
+/*
+ * Disk read tracking (readidx.h): the server hashes the blocks the guest
+ * reads (with seed) while recording, and the drain keeps ix up to date,
+ * reads in and changes out, in the order they happened.  NULL stops it.
+ * ix is cleared here and whenever recording starts or stops.
+ */
+void rdb_disk_set_read_tracking(struct rdb_disk *dk, struct rdb_readidx *ix,
+				uint64_t seed);
 /* Stops the server (it exits when its end of our socketpair closes). */
 void rdb_disk_close(struct rdb_disk *dk);	/* idempotent */
 bool rdb_disk_connected(const struct rdb_disk *dk);

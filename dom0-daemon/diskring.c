@@ -9,7 +9,7 @@
 
 static uint64_t span(uint32_t op, uint32_t len)
 {
-	uint64_t n = op == RDB_DISK_WRITE ? len : 0;
+	uint64_t n = op == RDB_DISK_WRITE || op == RDB_DRING_READ ? len : 0;
 
 	return REC + ((n + 15) & ~(uint64_t)15);
 }
@@ -66,7 +66,7 @@ int rdb_dring_put(struct rdb_dring *r, uint32_t op, uint64_t off,
 		pos = 0;
 	}
 	memcpy(r->data + pos, &h, REC);
-	if (op == RDB_DISK_WRITE && len)
+	if ((op == RDB_DISK_WRITE || op == RDB_DRING_READ) && len)
 		memcpy(r->data + pos + REC, data, len);
 	/* release: the record's bytes before the new head */
 	atomic_store_explicit(&r->sh->head, head + pad + need,

@@ -15,7 +15,10 @@
  * Layout: a header page (control words and counters, every shared field
  * an atomic), then `size` bytes of records.  A record is 16 bytes
  *   op:u32 len:u32 off:u64
- * followed, for a WRITE, by len bytes of data; records start on 16-byte
+ * followed, for a WRITE, by len bytes of data, and for a READ (disk read
+ * tracking, readidx.h: whole 4 KiB blocks from off on that a read
+ * returned) by len / 8 u64 hashes of their contents, 0 for a block of
+ * zeroes; records start on 16-byte
  * boundaries and never wrap: one that would is preceded by a PAD record
  * to the end of the ring.  head and tail count bytes since creation.
  */
@@ -31,6 +34,8 @@
 #define RDB_DRING_REC_MAX (1u << 20)	/* a WRITE's data per record */
 #define RDB_DRING_MIN (4u << 20)	/* smallest ring */
 #define RDB_DRING_PAD 0xffffu
+#define RDB_DRING_READ 0x100u		/* not an rdb_disk_op: a hint */
+#define RDB_DRING_READ_MAX 512u		/* blocks per READ record */
 
 struct rdb_dring_shared {
 	uint64_t size;			/* bytes of records (set at creation) */
@@ -40,6 +45,8 @@ struct rdb_dring_shared {
 	_Atomic uint32_t record;	/* 1: put changes here */
 	_Atomic uint32_t replicated;	/* 1: the backup carries the flushes */
 	_Atomic uint64_t room_wait_ns;	/* longest wait for room, then overflow */
+	_Atomic uint32_t track_reads;	/* 1: put READ records too (with record) */
+	_Atomic uint64_t read_seed;	/* their hashes' key */
 	/* server -> remusdbd */
 	_Atomic uint32_t lost;		/* enum rdb_dring_lost: changes missing */
 	_Atomic uint32_t connected;	/* an NBD client is connected */
@@ -48,6 +55,9 @@ struct rdb_dring_shared {
 	_Atomic uint64_t syncs, read_bytes, written_bytes;
 	_Atomic uint64_t recorded, recorded_bytes, room_waits, room_wait_max_ns;
 	_Atomic uint64_t readbacks;	/* failed writes passed on as read back */
+	/* READ records: blocks passed on; blocks not (no room: a READ never
+	 * waits, and never takes the last half of the ring from changes) */
+	_Atomic uint64_t reads_tracked, reads_skipped;
 };
 
 /* Why the server stopped putting changes in the ring (it then makes the

@@ -26,6 +26,8 @@ struct rdb_encpool {
 	uint64_t gen;		/* submissions so far */
 	bool stop;
 	uint32_t allowed;
+	struct rdb_rt rt;
+	bool rt_on;
 	int notify_fd;
 	const uint8_t *records;
 	const struct rdb_page_run *runs;
@@ -85,6 +87,7 @@ static void encode_share(struct worker *w)
 			if (shard(r->block, off, pool->n) == w->idx) {
 				if (p[8] == RDB_PAGE_RAW) {
 					body = rdb_page_encode(&w->cache, pool->allowed,
+							       pool->rt_on ? &pool->rt : NULL,
 							       r->block, off, p + 9,
 							       &o->recs, &w->st);
 				} else {
@@ -197,6 +200,16 @@ int rdb_encpool_create(struct rdb_encpool **out, unsigned n,
 	}
 	*out = pool;
 	return 0;
+}
+
+void rdb_encpool_set_rt(struct rdb_encpool *pool, const struct rdb_rt *rt)
+{
+	rdb_encpool_wait(pool);
+	pthread_mutex_lock(&pool->mu);
+	pool->rt_on = rt != NULL;
+	if (rt)
+		pool->rt = *rt;
+	pthread_mutex_unlock(&pool->mu);
 }
 
 void rdb_encpool_destroy(struct rdb_encpool *pool)

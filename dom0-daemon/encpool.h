@@ -43,6 +43,9 @@ struct rdb_encpool;
 int rdb_encpool_create(struct rdb_encpool **out, unsigned nworkers,
 		       uint32_t cache_pages, uint32_t allowed, int notify_fd);
 void rdb_encpool_destroy(struct rdb_encpool *pool);	/* NULL is fine */
+/* Disk read tracking for the next epochs (rt copied; NULL: off).  Waits
+ * for the epoch in progress. */
+void rdb_encpool_set_rt(struct rdb_encpool *pool, const struct rdb_rt *rt);
 /* Starts encoding; records/runs must stay valid until done.  -EBUSY. */
 int rdb_encpool_submit(struct rdb_encpool *pool, const uint8_t *records,
 		       const struct rdb_page_run *runs, size_t nruns);

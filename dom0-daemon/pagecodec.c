@@ -6,6 +6,9 @@
 #include <string.h>
 
 #include <lz4.h>
+#include <openssl/evp.h>
+
+#include "fileio.h"
 
 /* LZ4 must save at least this much of a page to be worth decoding. */
 #define LZ4_MAX_OUT (RDB_PAGE_SIZE * 3 / 4)
@@ -25,13 +28,43 @@ static int uniform(const uint8_t *p)
 	return 1;
 }
 
-long rdb_page_encode(struct rdb_pagecache *pc, uint32_t allowed,
-		     uint32_t block, uint64_t offset, const uint8_t *page,
-		     struct rdb_buf *out, struct rdb_codec_stats *st)
+/*
+ * A block of the disk that holds exactly this page, as far as the read
+ * index knows (its last event was a read of these contents) and as the
+ * image holds it now.  The image may be ahead of the epoch being encoded
+ * (the guest runs on): a block written since differs and is refused here,
+ * or, rewritten with the same bytes, still holds them at the epoch's
+ * commit.  The backup checks the SHA-256 all the same.
+ */
+static bool disk_block_of(const struct rdb_rt *rt, const uint8_t *page,
+			  uint64_t *disk_off, struct rdb_codec_stats *st)
 {
-	uint8_t tmp[RDB_PAGE_LZ4_MAX];
+	uint8_t blk[RDB_PAGE_SIZE];
+	uint64_t b;
+
+	if (!rdb_readidx_lookup(rt->ix, rdb_readidx_hash(page, rt->seed), &b))
+		return false;
+	st->rt_hits++;
+	if (rdb_pread_all(rt->img_fd, blk, RDB_PAGE_SIZE, b * RDB_PAGE_SIZE) < 0 ||
+	    memcmp(blk, page, RDB_PAGE_SIZE)) {
+		st->rt_unconfirmed++;
+		return false;
+	}
+	*disk_off = b * RDB_PAGE_SIZE;
+	return true;
+}
+
+long rdb_page_encode(struct rdb_pagecache *pc, uint32_t allowed,
+		     const struct rdb_rt *rt, uint32_t block, uint64_t offset,
+		     const uint8_t *page, struct rdb_buf *out,
+		     struct rdb_codec_stats *st)
+{
+	uint8_t tmp[RDB_PAGE_LZ4_MAX], md[EVP_MAX_MD_SIZE];
 	enum rdb_page_enc enc = RDB_PAGE_RAW;
 	uint8_t *old = NULL, *slot;
+	uint64_t disk_off = 0;
+	bool ref = false;
+	unsigned mdlen = 0;
 	long n = -1, body;
 	int rc;
 
@@ -42,6 +75,8 @@ long rdb_page_encode(struct rdb_pagecache *pc, uint32_t allowed,
 		body = 1;
 		goto sent;
 	}
+	if (rt && (allowed & RDB_FEATURE_DISKREF))
+		ref = disk_block_of(rt, page, &disk_off, st);
 	if (allowed & RDB_FEATURE_XORRLE) {
 		old = rdb_pagecache_get(pc, block, offset);
 		if (old) {
@@ -61,6 +96,17 @@ long rdb_page_encode(struct rdb_pagecache *pc, uint32_t allowed,
 		} else {
 			st->cache_misses++;
 		}
+	}
+	if (ref && enc == RDB_PAGE_XORRLE && 2 + n <= RDB_PAGE_DISKREF_BODY) {
+		st->rt_delta_smaller++;
+		ref = false;
+	}
+	if (ref && EVP_Digest(page, RDB_PAGE_SIZE, md, &mdlen, EVP_sha256(),
+			      NULL) && mdlen == RDB_DISKREF_HASH_LEN) {
+		rc = rdb_proto_page_record_append_diskref(out, offset, disk_off, md);
+		enc = RDB_PAGE_DISKREF;
+		body = RDB_PAGE_DISKREF_BODY;
+		goto sent;
 	}
 	if (enc == RDB_PAGE_RAW && (allowed & RDB_FEATURE_LZ4)) {
 		n = LZ4_compress_default((const char *)page, (char *)tmp,
@@ -101,4 +147,7 @@ void rdb_codec_stats_add(struct rdb_codec_stats *to,
 	to->cache_hits += from->cache_hits;
 	to->cache_misses += from->cache_misses;
 	to->encode_ns += from->encode_ns;
+	to->rt_hits += from->rt_hits;
+	to->rt_unconfirmed += from->rt_unconfirmed;
+	to->rt_delta_smaller += from->rt_delta_smaller;
 }

@@ -3,6 +3,10 @@
  * The per-page choice of encoding (RemusDB's checkpoint compression):
  *
  *   every byte the same       -> ZERO (fill byte)
+ *   a disk block the guest read and nobody wrote since, holding exactly
+ *   these contents (disk read tracking, docs/read-tracking.md)
+ *                             -> DISKREF (the block's offset + SHA-256),
+ *                                unless an XOR+RLE delta is smaller still
  *   cached (sent before)      -> XOR+RLE delta against the cached version,
  *                                if it is smaller than the page
  *   otherwise                 -> LZ4, if it saves at least a quarter
@@ -19,6 +23,7 @@
 #include "buf.h"
 #include "pagecache.h"
 #include "proto.h"
+#include "readidx.h"
 
 struct rdb_codec_stats {
 	uint64_t pages[RDB_PAGE_ENC__MAX];	/* records per encoding */
@@ -26,14 +31,27 @@ struct rdb_codec_stats {
 	uint64_t in_bytes;			/* RDB_PAGE_SIZE per page */
 	uint64_t cache_hits, cache_misses;
 	uint64_t encode_ns;
+	/* read tracking: index hits; hits the image did not confirm (the
+	 * block changed since, or a hash collision); confirmed blocks sent
+	 * as an XOR+RLE delta because that was smaller */
+	uint64_t rt_hits, rt_unconfirmed, rt_delta_smaller;
+};
+
+/* Disk read tracking for the encoder: the read index, its hash key, and
+ * the image (an fd to read a candidate block back and compare). */
+struct rdb_rt {
+	struct rdb_readidx *ix;
+	uint64_t seed;
+	int img_fd;
 };
 
 /* Appends one wire record (offset:u64 enc:u8 body) for page to out and
- * updates the cache.  Returns the body's byte count (what EPOCH_END
- * counts), or -ENOMEM. */
+ * updates the cache.  rt: NULL, or read tracking (with DISKREF allowed).
+ * Returns the body's byte count (what EPOCH_END counts), or -ENOMEM. */
 long rdb_page_encode(struct rdb_pagecache *pc, uint32_t allowed,
-		     uint32_t block, uint64_t offset, const uint8_t *page,
-		     struct rdb_buf *out, struct rdb_codec_stats *st);
+		     const struct rdb_rt *rt, uint32_t block, uint64_t offset,
+		     const uint8_t *page, struct rdb_buf *out,
+		     struct rdb_codec_stats *st);
 void rdb_codec_stats_add(struct rdb_codec_stats *to,
 			 const struct rdb_codec_stats *from);
 

@@ -904,6 +904,7 @@ void rdb_pri_drop_protection(struct rdb_primary *p, const char *why)
 static uint32_t offered_features(const struct rdb_primary *p)
 {
 	return (p->vm->cfg.compression ? CODEC_FEATURES : 0) |
+	       (p->vm->cfg.read_tracking && p->has_disk ? RDB_FEATURE_DISKREF : 0) |
 	       (p->cp ? RDB_FEATURE_FLOWS : 0);
 }
 

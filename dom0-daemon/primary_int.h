@@ -53,6 +53,8 @@
 #define COPY_RETRY_NS (1 * RDB_NS_PER_MS)
 /* The page encodings among the features (the rest: FLOWS). */
 #define CODEC_FEATURES (RDB_FEATURE_XORRLE | RDB_FEATURE_LZ4)
+/* What the encoder pool runs for: compression, disk read tracking. */
+#define POOL_FEATURES (CODEC_FEATURES | RDB_FEATURE_DISKREF)
 
 struct rdb_primary {
 	struct rdb_vm *vm;
@@ -128,6 +130,7 @@ struct rdb_primary {
 	 */
 	uint32_t features;
 	struct rdb_encpool *pool;
+	struct rdb_readidx *ridx;	/* disk read tracking (DISKREF granted) */
 	int pool_fd;			/* eventfd: the pool finished an epoch */
 	bool encoding;
 	uint64_t enc_epoch;

@@ -3,6 +3,7 @@
 #include "primary_int.h"
 
 #include <errno.h>
+#include <sys/random.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/types.h>
@@ -192,6 +193,35 @@ static void on_pool_done(struct rdb_evloop *loop, int fd, unsigned ev,
 		finish_encoded(p);
 }
 
+/*
+ * Disk read tracking (docs/read-tracking.md): the disk server hashes what
+ * the guest reads, the drain keeps the index, the encoders look pages up.
+ * The hashes are keyed per protection, so a guest cannot aim collisions
+ * at a key it does not know.
+ */
+static int start_read_tracking(struct rdb_primary *p)
+{
+	struct rdb_vm *vm = p->vm;
+	struct rdb_readidx_stats st;
+	struct rdb_rt rt;
+	int rc;
+
+	rc = rdb_readidx_create(&p->ridx, (uint64_t)vm->cfg.read_index_mb << 20);
+	if (rc < 0)
+		return rc;
+	if (getrandom(&rt.seed, sizeof(rt.seed), 0) != sizeof(rt.seed))
+		rt.seed = rdb_now_ns() ^ p->generation;
+	rt.ix = p->ridx;
+	rt.img_fd = p->disk.img_fd;
+	rdb_encpool_set_rt(p->pool, &rt);
+	rdb_disk_set_read_tracking(&p->disk, p->ridx, rt.seed);
+	rdb_readidx_stats(p->ridx, &st);
+	LOGVM(INFO, vm->name, "disk read tracking on: read index of %llu "
+	      "blocks (%u MiB)", (unsigned long long)st.capacity,
+	      vm->cfg.read_index_mb);
+	return 0;
+}
+
 /* After the backup granted encodings and QEMU told us the RAM size. */
 int rdb_pri_start_pool(struct rdb_primary *p, uint64_t ram_bytes)
 {
@@ -199,7 +229,7 @@ int rdb_pri_start_pool(struct rdb_primary *p, uint64_t ram_bytes)
 	uint64_t cache = ram_bytes / RDB_PAGE_SIZE * vm->cfg.page_cache_percent / 100;
 	int rc;
 
-	if (!(p->features & CODEC_FEATURES) || p->pool)
+	if (!(p->features & POOL_FEATURES) || p->pool)
 		return 0;
 	p->pool_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (p->pool_fd < 0)
@@ -208,7 +238,9 @@ int rdb_pri_start_pool(struct rdb_primary *p, uint64_t ram_bytes)
 	if (rc == 0)
 		rc = rdb_encpool_create(&p->pool, vm->cfg.compress_threads,
 					cache > UINT32_MAX ? UINT32_MAX : (uint32_t)cache,
-					p->features & CODEC_FEATURES, p->pool_fd);
+					p->features & POOL_FEATURES, p->pool_fd);
+	if (rc == 0 && (p->features & RDB_FEATURE_DISKREF))
+		rc = start_read_tracking(p);
 	if (rc < 0)
 		return rc;
 	LOGVM(INFO, vm->name, "compression on: %u encoder threads, page cache "
@@ -222,10 +254,14 @@ int rdb_pri_start_pool(struct rdb_primary *p, uint64_t ram_bytes)
 
 void rdb_pri_stop_pool(struct rdb_primary *p)
 {
+	if (p->ridx && p->has_disk)
+		rdb_disk_set_read_tracking(&p->disk, NULL, 0);
 	if (p->pool) {
 		rdb_encpool_destroy(p->pool);	/* waits for an epoch in flight */
 		p->pool = NULL;
 	}
+	rdb_readidx_destroy(p->ridx);		/* after its last user */
+	p->ridx = NULL;
 	if (p->pool_fd >= 0) {
 		rdb_evloop_del_fd(p->d->loop, p->pool_fd);
 		close(p->pool_fd);

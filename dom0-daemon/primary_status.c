@@ -87,6 +87,28 @@ void rdb_primary_status(const struct rdb_vm *vm, json_t *o)
 					    json_integer((json_int_t)p->copy_off));
 		json_object_set_new(o, "disk", dk);
 	}
+	if (p->ridx) {
+		const struct rdb_dring_shared *ds = p->disk.ring.sh;
+		const struct rdb_codec_stats *c = &vm->st.codec;
+		struct rdb_readidx_stats rs;
+
+		rdb_readidx_stats(p->ridx, &rs);
+		json_object_set_new(o, "read_tracking", json_pack(
+			"{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+			"index_capacity", (json_int_t)rs.capacity,
+			"index_entries", (json_int_t)rs.entries,
+			"index_bytes", (json_int_t)rs.mem_bytes,
+			"blocks_read", (json_int_t)(ds ? atomic_load(&ds->reads_tracked) : 0),
+			"blocks_not_tracked", (json_int_t)(ds ? atomic_load(&ds->reads_skipped) : 0),
+			"invalidated", (json_int_t)rs.invalidated,
+			"evicted", (json_int_t)rs.evicted,
+			"lookups", (json_int_t)rs.lookups,
+			"hits", (json_int_t)rs.hits,
+			"unconfirmed", (json_int_t)c->rt_unconfirmed,
+			"delta_smaller", (json_int_t)c->rt_delta_smaller,
+			"diskref_pages", (json_int_t)c->pages[RDB_PAGE_DISKREF],
+			"diskref_bytes", (json_int_t)c->out_bytes[RDB_PAGE_DISKREF]));
+	}
 }
 
 void rdb_primary_metrics_write(const struct rdb_vm *vm, FILE *f)
@@ -95,6 +117,19 @@ void rdb_primary_metrics_write(const struct rdb_vm *vm, FILE *f)
 	const struct rdb_flowbuf_stats *st;
 	const char *n = vm->name;
 
+	if (p && p->ridx) {
+		struct rdb_readidx_stats rs;
+
+		rdb_readidx_stats(p->ridx, &rs);
+		fprintf(f, "remusdb_read_index_entries{vm=\"%s\"} %llu\n"
+			"remusdb_read_index_bytes{vm=\"%s\"} %llu\n"
+			"remusdb_read_index_hits_total{vm=\"%s\"} %llu\n"
+			"remusdb_read_index_lookups_total{vm=\"%s\"} %llu\n",
+			n, (unsigned long long)rs.entries,
+			n, (unsigned long long)rs.mem_bytes,
+			n, (unsigned long long)rs.hits,
+			n, (unsigned long long)rs.lookups);
+	}
 	if (!p || !p->cp)
 		return;
 	st = &p->fb.st;

@@ -246,16 +246,24 @@ json_t *rdb_vm_status_json(const struct rdb_vm *vm)
 
 		for (int i = 0; i < RDB_PAGE_ENC__MAX; i++)
 			out += c->out_bytes[i];
+		uint64_t pages = 0;
+
+		for (int i = 0; i < RDB_PAGE_ENC__MAX; i++)
+			pages += c->pages[i];
 		json_object_set_new(o, "compression", json_pack(
-			"{s:{s:I,s:I,s:I,s:I}, s:{s:I,s:I,s:I,s:I}, s:I, s:I, s:f, s:f, s:f}",
+			"{s:{s:I,s:I,s:I,s:I,s:I}, s:{s:I,s:I,s:I,s:I,s:I}, s:f, s:I, s:I, s:f, s:f, s:f}",
 			"pages", "raw", (json_int_t)c->pages[RDB_PAGE_RAW],
 			"zero", (json_int_t)c->pages[RDB_PAGE_ZERO],
 			"xor_rle", (json_int_t)c->pages[RDB_PAGE_XORRLE],
 			"lz4", (json_int_t)c->pages[RDB_PAGE_LZ4],
+			"diskref", (json_int_t)c->pages[RDB_PAGE_DISKREF],
 			"bytes", "raw", (json_int_t)c->out_bytes[RDB_PAGE_RAW],
 			"zero", (json_int_t)c->out_bytes[RDB_PAGE_ZERO],
 			"xor_rle", (json_int_t)c->out_bytes[RDB_PAGE_XORRLE],
 			"lz4", (json_int_t)c->out_bytes[RDB_PAGE_LZ4],
+			"diskref", (json_int_t)c->out_bytes[RDB_PAGE_DISKREF],
+			"diskref_share", pages ? (double)c->pages[RDB_PAGE_DISKREF] /
+					 (double)pages : 0.0,
 			"in_bytes", (json_int_t)c->in_bytes,
 			"out_bytes", (json_int_t)out,
 			"ratio", (double)out / (double)c->in_bytes,
@@ -312,7 +320,7 @@ void rdb_vm_metrics_write(const struct rdb_vm *vm, FILE *f)
 		n, role, (unsigned long long)vm->st.bytes);
 	{
 		static const char *const enc[RDB_PAGE_ENC__MAX] = {
-			"raw", "zero", "xor_rle", "lz4",
+			"raw", "zero", "xor_rle", "lz4", "diskref",
 		};
 		const struct rdb_codec_stats *c = &vm->st.codec;
 

@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/* The per-page choice with disk read tracking: a page that holds a block
+ * the index and the image agree on goes as DISKREF (offset + SHA-256); a
+ * block changed in the image since is refused; a smaller XOR+RLE delta
+ * wins; without DISKREF granted, or no hit, the other encodings. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "fileio.h"
+#include "pagecodec.h"
+#include "readidx.h"
+
+struct fx {
+	char path[64];
+	int fd;
+	struct rdb_readidx *ix;
+	struct rdb_pagecache pc;
+	struct rdb_rt rt;
+	struct rdb_buf out;
+	struct rdb_codec_stats st;
+};
+
+static void fill_random(uint8_t *b, unsigned seed)
+{
+	for (unsigned i = 0; i < RDB_PAGE_SIZE; i++)
+		b[i] = (uint8_t)rand_r(&seed);
+}
+
+static int setup(void **state)
+{
+	struct fx *x = calloc(1, sizeof(*x));
+	uint8_t blk[RDB_PAGE_SIZE];
+
+	strcpy(x->path, "/tmp/rdb-pagecodec-XXXXXX");
+	x->fd = mkstemp(x->path);
+	assert_true(x->fd >= 0);
+	for (unsigned b = 0; b < 8; b++) {
+		fill_random(blk, 100 + b);
+		assert_int_equal(rdb_pwrite_all(x->fd, blk, sizeof(blk),
+						(uint64_t)b * RDB_PAGE_SIZE), 0);
+	}
+	assert_int_equal(rdb_readidx_create(&x->ix, 1 << 16), 0);
+	assert_int_equal(rdb_pagecache_init(&x->pc, 16), 0);
+	x->rt = (struct rdb_rt){ .ix = x->ix, .seed = 42, .img_fd = x->fd };
+	rdb_buf_init(&x->out);
+	*state = x;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *x = *state;
+
+	close(x->fd);
+	unlink(x->path);
+	rdb_readidx_destroy(x->ix);
+	rdb_pagecache_dispose(&x->pc);
+	rdb_buf_dispose(&x->out);
+	free(x);
+	return 0;
+}
+
+/* The guest read block b: what the drain does with its READ record. */
+static void read_block(struct fx *x, uint64_t b)
+{
+	uint8_t blk[RDB_PAGE_SIZE];
+
+	assert_int_equal(rdb_pread_all(x->fd, blk, sizeof(blk), b * RDB_PAGE_SIZE), 0);
+	rdb_readidx_insert(x->ix, b, rdb_readidx_hash(blk, x->rt.seed));
+}
+
+static void test_diskref_chosen_and_checked(void **state)
+{
+	struct fx *x = *state;
+	uint32_t all = RDB_FEATURE_XORRLE | RDB_FEATURE_LZ4 | RDB_FEATURE_DISKREF;
+	uint8_t page[RDB_PAGE_SIZE], md[EVP_MAX_MD_SIZE];
+	unsigned mdlen;
+	long body;
+
+	read_block(x, 3);
+	read_block(x, 5);
+	/* a page with block 3's contents: a reference to disk offset 12288 */
+	fill_random(page, 103);
+	body = rdb_page_encode(&x->pc, all, &x->rt, 0, 0x10000, page, &x->out, &x->st);
+	assert_int_equal(body, RDB_PAGE_DISKREF_BODY);
+	assert_int_equal(x->out.len, 9 + RDB_PAGE_DISKREF_BODY);
+	assert_int_equal(x->out.data[8], RDB_PAGE_DISKREF);
+	assert_int_equal(rdb_proto_page_record_size(x->out.data), 9 + RDB_PAGE_DISKREF_BODY);
+	assert_int_equal(x->out.data[9 + 6], 0x30);	/* 12288 = 0x3000, big-endian */
+	assert_true(EVP_Digest(page, sizeof(page), md, &mdlen, EVP_sha256(), NULL));
+	assert_memory_equal(x->out.data + 17, md, RDB_DISKREF_HASH_LEN);
+	assert_int_equal(x->st.pages[RDB_PAGE_DISKREF], 1);
+	/* the same page again, unchanged: the empty XOR delta (3 bytes)
+	 * beats the reference */
+	rdb_buf_reset(&x->out);
+	body = rdb_page_encode(&x->pc, all, &x->rt, 0, 0x10000, page, &x->out, &x->st);
+	assert_int_equal(x->out.data[8], RDB_PAGE_XORRLE);
+	assert_int_equal(x->st.rt_delta_smaller, 1);
+	/* not granted: no lookup at all */
+	rdb_buf_reset(&x->out);
+	fill_random(page, 105);
+	body = rdb_page_encode(&x->pc, RDB_FEATURE_LZ4, &x->rt, 0, 0x20000, page,
+			       &x->out, &x->st);
+	assert_int_equal(x->out.data[8], RDB_PAGE_RAW);
+	assert_int_equal(x->st.rt_hits, 2);
+	/* block 5 rewritten in the image (its WRITE not drained yet): the
+	 * index still names it, the image refuses it */
+	page[7] ^= 0xff;
+	assert_int_equal(rdb_pwrite_all(x->fd, page, sizeof(page), 5 * RDB_PAGE_SIZE), 0);
+	page[7] ^= 0xff;
+	rdb_buf_reset(&x->out);
+	body = rdb_page_encode(&x->pc, all, &x->rt, 0, 0x30000, page, &x->out, &x->st);
+	assert_int_equal(x->out.data[8], RDB_PAGE_RAW);
+	assert_int_equal(body, RDB_PAGE_SIZE);
+	assert_int_equal(x->st.rt_unconfirmed, 1);
+	/* a page no block holds: no hit */
+	rdb_buf_reset(&x->out);
+	fill_random(page, 999);
+	rdb_page_encode(&x->pc, all, &x->rt, 0, 0x40000, page, &x->out, &x->st);
+	assert_int_equal(x->out.data[8], RDB_PAGE_RAW);
+	assert_int_equal(x->st.rt_hits, 3);
+	/* no read tracking: as before */
+	rdb_buf_reset(&x->out);
+	fill_random(page, 103);
+	rdb_page_encode(&x->pc, all, NULL, 0, 0x50000, page, &x->out, &x->st);
+	assert_int_equal(x->out.data[8], RDB_PAGE_RAW);
+	/* a zero page stays ZERO even if a zero block was read */
+	memset(page, 0, sizeof(page));
+	rdb_readidx_insert(x->ix, 7, rdb_readidx_hash(page, x->rt.seed));
+	rdb_buf_reset(&x->out);
+	body = rdb_page_encode(&x->pc, all, &x->rt, 0, 0x60000, page, &x->out, &x->st);
+	assert_int_equal(x->out.data[8], RDB_PAGE_ZERO);
+	assert_int_equal(body, 1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_diskref_chosen_and_checked, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
