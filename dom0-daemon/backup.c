@@ -378,6 +378,13 @@ static int handle_msg(struct rdb_backup *b, const struct rdb_frame *f)
 		else
 			b->vm->st.disk_ops++;
 		return rc;
+	case RDB_MSG_VERIFY: {
+		uint64_t digest, n;
+
+		if (rdb_msg_verify_parse(f, &digest, &n) < 0)
+			return -EPROTO;
+		return rdb_stage_set_verify(&b->st, f->epoch, digest, n);
+	}
 	case RDB_MSG_FLOWS:
 		rc = rdb_stage_add_flows(&b->st, f);
 		if (rc < 0)
@@ -1359,11 +1366,12 @@ static void on_pending(struct rdb_evloop *loop, int fd, unsigned ev,
 		link_lost(b, "cannot set up the replication link");
 		return;
 	}
-	LOGVM(INFO, name, "primary %s connected (%s): backing up%s%s%s%s",
+	LOGVM(INFO, name, "primary %s connected (%s): backing up%s%s%s%s%s",
 	      from, rdb_linksec_describe(d->linksec),
 	      b->st.features & RDB_FEATURE_XORRLE ? ", XOR+RLE deltas" : "",
 	      b->st.features & RDB_FEATURE_LZ4 ? ", LZ4" : "",
 	      b->st.features & RDB_FEATURE_DISKREF ? ", disk references" : "",
+	      b->st.features & RDB_FEATURE_VERIFY ? ", page verification" : "",
 	      b->st.features & RDB_FEATURE_FLOWS ? ", flow records" : "");
 	/* Frames that came with the HELLO are already buffered. */
 	on_link(loop, fd, RDB_EV_READ, b);
@@ -1544,6 +1552,9 @@ void rdb_backup_status(const struct rdb_vm *vm, json_t *o)
 	if (b->st.features & RDB_FEATURE_DISKREF)
 		json_object_set_new(o, "diskref_pages_verified",
 				    json_integer((json_int_t)b->st.diskrefs));
+	if (b->st.features & RDB_FEATURE_VERIFY)
+		json_object_set_new(o, "epochs_verified",
+				    json_integer((json_int_t)b->st.verified));
 	if (rdb_vm_config_commit_protection(&vm->cfg)) {
 		const struct rdb_flowcheck_stats *st = &b->fc.st;
 

@@ -179,6 +179,8 @@ static const struct rdb_option vm_opts[] = {
 	  "disk read tracking: a dirty page holding a disk block the guest read (and nothing wrote since) goes as a reference to it, if the VM has a disk and the backup supports it" },
 	{ "read_index_mb", RDB_OPT_U32, OFF(rdb_vm_config, read_index_mb), "32", 1, 4096, NULL,
 	  "memory of the read index (48 bytes per 4 KiB block read: 32 MiB tracks ~2.8 GiB of reads); the least recently used entries go" },
+	{ "verify_pages", RDB_OPT_BOOL, OFF(rdb_vm_config, verify_pages), "false", 0, 0, NULL,
+	  "test and debug: each epoch carries a digest of its pages as QEMU sent them, the backup checks its RAM image against it after every commit (costs a hash of every page on both hosts; needs compression or read tracking)" },
 	{ "protect_dscp", RDB_OPT_U32, OFF(rdb_vm_config, protect_dscp), "43", 0, 63, NULL,
 	  "IPv6 DSCP the guest module marks protected packets with (its dscp parameter; 43 = 0x2b)" },
 	{ "event_port", RDB_OPT_BOOL, OFF(rdb_vm_config, event_port), "false", 0, 0, NULL,
@@ -514,7 +516,7 @@ static const char *const protection_opts[] = {
 	"peer", "mode", "checkpoint_ms", "checkpoint_deadline_ms", "compression",
 	"page_cache_percent", "compress_threads", "protect_dscp", "event_port",
 	"failover_fence_ms", "on_peer_loss", "hold_bound_ms", "read_tracking",
-	"read_index_mb",
+	"read_index_mb", "verify_pages",
 };
 
 int rdb_vm_config_take_protection(struct rdb_vm_config *dst,

@@ -84,6 +84,7 @@ struct rdb_vm_config {
 	uint32_t compress_threads;
 	bool read_tracking;
 	uint32_t read_index_mb;
+	bool verify_pages;
 	uint32_t protect_dscp;
 	bool event_port;
 	uint32_t failover_fence_ms;

@@ -2,6 +2,7 @@
 #include "encpool.h"
 #include "clock.h"
 #include "pagecache.h"
+#include "pagedigest.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -70,9 +71,14 @@ static void encode_share(struct worker *w)
 	struct rdb_enc_out *o = &w->out;
 	uint64_t t0 = rdb_now_ns();
 
+	bool verify = pool->allowed & RDB_FEATURE_VERIFY;
+	uint8_t fill[RDB_PAGE_SIZE];
+	int filled = -1;
+
 	rdb_buf_reset(&o->recs);
 	o->nruns = 0;
 	o->nrecs = o->body_bytes = 0;
+	o->digest = 0;
 	o->err = 0;
 	for (size_t i = 0; i < pool->nruns && !o->err; i++) {
 		const struct rdb_page_run *r = &pool->runs[i];
@@ -85,6 +91,15 @@ static void encode_share(struct worker *w)
 			long body;
 
 			if (shard(r->block, off, pool->n) == w->idx) {
+				if (verify && p[8] == RDB_PAGE_RAW) {
+					o->digest += rdb_page_digest(r->block, off, p + 9);
+				} else if (verify) {
+					if (filled != p[9]) {
+						memset(fill, p[9], sizeof(fill));
+						filled = p[9];
+					}
+					o->digest += rdb_page_digest(r->block, off, fill);
+				}
 				if (p[8] == RDB_PAGE_RAW) {
 					body = rdb_page_encode(&w->cache, pool->allowed,
 							       pool->rt_on ? &pool->rt : NULL,

@@ -32,6 +32,7 @@ struct rdb_enc_out {
 	struct rdb_page_run *runs;
 	size_t nruns, cap_runs;
 	uint64_t nrecs, body_bytes;
+	uint64_t digest;	/* VERIFY granted: rdb_page_digest summed */
 	int err;		/* -ENOMEM */
 };
 

@@ -905,6 +905,7 @@ static uint32_t offered_features(const struct rdb_primary *p)
 {
 	return (p->vm->cfg.compression ? CODEC_FEATURES : 0) |
 	       (p->vm->cfg.read_tracking && p->has_disk ? RDB_FEATURE_DISKREF : 0) |
+	       (p->vm->cfg.verify_pages ? RDB_FEATURE_VERIFY : 0) |
 	       (p->cp ? RDB_FEATURE_FLOWS : 0);
 }
 

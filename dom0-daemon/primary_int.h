@@ -55,6 +55,8 @@
 #define CODEC_FEATURES (RDB_FEATURE_XORRLE | RDB_FEATURE_LZ4)
 /* What the encoder pool runs for: compression, disk read tracking. */
 #define POOL_FEATURES (CODEC_FEATURES | RDB_FEATURE_DISKREF)
+/* Handed to the pool too: the page digests of VERIFY (a test mode). */
+#define POOL_ALLOWED (POOL_FEATURES | RDB_FEATURE_VERIFY)
 
 struct rdb_primary {
 	struct rdb_vm *vm;

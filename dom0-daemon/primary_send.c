@@ -94,7 +94,7 @@ struct rdb_buf *rdb_pri_epoch_out(struct rdb_primary *p)
 static int finish_encoded(struct rdb_primary *p)
 {
 	struct rdb_vm *vm = p->vm;
-	uint64_t recs = 0, bytes = 0;
+	uint64_t recs = 0, bytes = 0, digest = 0, pages = 0;
 	int rc = 0;
 
 	p->encoding = false;
@@ -107,8 +107,12 @@ static int finish_encoded(struct rdb_primary *p)
 					o->runs, o->nruns);
 		recs += o->nrecs;
 		bytes += o->body_bytes;
+		digest += o->digest;
 		vm->st.bytes += o->recs.len;
 	}
+	pages = recs;
+	if (rc == 0 && (p->features & RDB_FEATURE_VERIFY))
+		rc = rdb_proto_put_verify(&p->out, p->enc_epoch, digest, pages);
 	if (rc == 0)
 		rc = rdb_proto_put_devstate(&p->out, p->enc_epoch, p->enc_dev,
 					    p->enc_dev_len);
@@ -238,7 +242,7 @@ int rdb_pri_start_pool(struct rdb_primary *p, uint64_t ram_bytes)
 	if (rc == 0)
 		rc = rdb_encpool_create(&p->pool, vm->cfg.compress_threads,
 					cache > UINT32_MAX ? UINT32_MAX : (uint32_t)cache,
-					p->features & POOL_FEATURES, p->pool_fd);
+					p->features & POOL_ALLOWED, p->pool_fd);
 	if (rc == 0 && (p->features & RDB_FEATURE_DISKREF))
 		rc = start_read_tracking(p);
 	if (rc < 0)

@@ -27,6 +27,7 @@ static const char *const msg_names[RDB_MSG__MAX] = {
 	[RDB_MSG_DISK_ZERO] = "DISK_ZERO",
 	[RDB_MSG_DISK_FLUSH] = "DISK_FLUSH",
 	[RDB_MSG_FLOWS] = "FLOWS",
+	[RDB_MSG_VERIFY] = "VERIFY",
 };
 
 const char *rdb_msg_name(enum rdb_msg_type t)
@@ -304,6 +305,16 @@ int rdb_proto_put_epoch_end(struct rdb_buf *out, uint64_t epoch,
 	be64(b, pages);
 	be64(b + 8, bytes);
 	return put1(out, RDB_MSG_EPOCH_END, epoch, b, sizeof(b));
+}
+
+int rdb_proto_put_verify(struct rdb_buf *out, uint64_t epoch, uint64_t digest,
+			 uint64_t pages)
+{
+	uint8_t b[16];
+
+	be64(b, digest);
+	be64(b + 8, pages);
+	return put1(out, RDB_MSG_VERIFY, epoch, b, sizeof(b));
 }
 
 int rdb_proto_put_disk_setup(struct rdb_buf *out, uint64_t size)
@@ -863,6 +874,16 @@ int rdb_msg_epoch_end_parse(const struct rdb_frame *f, uint64_t *pages,
 		return -EPROTO;
 	*pages = get64(f->payload);
 	*bytes = get64(f->payload + 8);
+	return 0;
+}
+
+int rdb_msg_verify_parse(const struct rdb_frame *f, uint64_t *digest,
+			 uint64_t *pages)
+{
+	if (f->type != RDB_MSG_VERIFY || f->len != 16)
+		return -EPROTO;
+	*digest = get64(f->payload);
+	*pages = get64(f->payload + 8);
 	return 0;
 }
 

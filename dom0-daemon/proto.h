@@ -95,6 +95,7 @@ enum rdb_msg_type {
 	RDB_MSG_DISK_ZERO,
 	RDB_MSG_DISK_FLUSH,
 	RDB_MSG_FLOWS,
+	RDB_MSG_VERIFY,		/* feature VERIFY: the epoch's page digest */
 	RDB_MSG__MAX
 };
 
@@ -112,8 +113,10 @@ enum rdb_page_enc {
 #define RDB_FEATURE_LZ4 (1u << 1)	/* page enc 3: LZ4 block */
 #define RDB_FEATURE_FLOWS (1u << 2)	/* FLOWS frames (commit protection) */
 #define RDB_FEATURE_DISKREF (1u << 3)	/* page enc 4: a disk block's reference */
+#define RDB_FEATURE_VERIFY (1u << 4)	/* VERIFY frames (a test/debug mode) */
 #define RDB_FEATURES_KNOWN (RDB_FEATURE_XORRLE | RDB_FEATURE_LZ4 | \
-			    RDB_FEATURE_FLOWS | RDB_FEATURE_DISKREF)
+			    RDB_FEATURE_FLOWS | RDB_FEATURE_DISKREF | \
+			    RDB_FEATURE_VERIFY)
 /* Body bounds of the length-prefixed encodings. */
 #define RDB_PAGE_XORRLE_MAX RDB_PAGE_SIZE
 #define RDB_PAGE_LZ4_MAX (RDB_PAGE_SIZE + RDB_PAGE_SIZE / 255 + 16)
@@ -164,6 +167,10 @@ size_t rdb_proto_page_record_size(const uint8_t *p);
 uint64_t rdb_proto_page_record_offset(const uint8_t *p);
 int rdb_proto_put_devstate(struct rdb_buf *out, uint64_t epoch,
 			   const uint8_t *blob, size_t len);
+/* VERIFY: the sum of rdb_page_digest over the epoch's pages as QEMU sent
+ * them, and their count; before the epoch's EPOCH_END. */
+int rdb_proto_put_verify(struct rdb_buf *out, uint64_t epoch, uint64_t digest,
+			 uint64_t pages);
 int rdb_proto_put_epoch_end(struct rdb_buf *out, uint64_t epoch,
 			    uint64_t pages, uint64_t bytes);
 int rdb_proto_put_ack(struct rdb_buf *out, uint64_t epoch);
@@ -257,6 +264,8 @@ int rdb_msg_pages_begin(const struct rdb_frame *f, struct rdb_pages_iter *it);
 int rdb_msg_pages_next(struct rdb_pages_iter *it, struct rdb_page_rec *rec);
 int rdb_msg_epoch_end_parse(const struct rdb_frame *f, uint64_t *pages,
 			    uint64_t *bytes);
+int rdb_msg_verify_parse(const struct rdb_frame *f, uint64_t *digest,
+			 uint64_t *pages);
 int rdb_msg_heartbeat_parse(const struct rdb_frame *f, uint64_t *seq_out,
 			    uint64_t *sender_ns_out);
 int rdb_msg_disk_setup_parse(const struct rdb_frame *f, uint64_t *size);

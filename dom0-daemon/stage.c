@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include "stage.h"
 #include "xorrle.h"
+#include "pagedigest.h"
 
 #include <lz4.h>
 #include <openssl/evp.h>
@@ -392,10 +393,31 @@ int rdb_stage_set_devstate(struct rdb_stage *st, uint64_t epoch,
 	return 0;
 }
 
+int rdb_stage_set_verify(struct rdb_stage *st, uint64_t epoch,
+			 uint64_t digest, uint64_t pages)
+{
+	int rc;
+
+	if (!(st->features & RDB_FEATURE_VERIFY))
+		return fail(st, "VERIFY in epoch %llu, not negotiated",
+			    (unsigned long long)epoch);
+	rc = open_epoch(st, epoch);
+	if (rc < 0)
+		return rc;
+	if (st->verify)
+		return fail(st, "two VERIFY in epoch %llu", (unsigned long long)epoch);
+	st->verify = true;
+	st->verify_digest = digest;
+	st->verify_pages = pages;
+	return 0;
+}
+
 int rdb_stage_commit(struct rdb_stage *st, uint64_t epoch, uint64_t pages,
 		     uint64_t bytes, struct rdb_ramimage *img)
 {
 	const uint8_t *p, *end;
+	uint64_t digest = 0, npages = 0;
+	bool verify = st->verify;
 	int rc = open_epoch(st, epoch);
 
 	if (rc < 0)
@@ -429,6 +451,10 @@ int rdb_stage_commit(struct rdb_stage *st, uint64_t epoch, uint64_t pages,
 		memcpy(&blk, p, 4);
 		memcpy(&off, p + 4, 8);
 		apply_page(img->b[blk].base + off, p[12], p + REC_HDR);
+		if (verify) {
+			digest += rdb_page_digest(blk, off, img->b[blk].base + off);
+			npages++;
+		}
 		switch (p[12]) {
 		case RDB_PAGE_RAW:
 			p += REC_HDR + RDB_PAGE_SIZE;
@@ -458,11 +484,23 @@ int rdb_stage_commit(struct rdb_stage *st, uint64_t epoch, uint64_t pages,
 	rdb_buf_reset(&st->pages);
 	st->npages = st->bytes = 0;
 	st->open = false;
+	st->verify = false;
+	if (verify && (digest != st->verify_digest || npages != st->verify_pages))
+		return fail(st, "VERIFY: epoch %llu's %llu pages as applied do not "
+			    "match the primary's %llu pages (digest %016llx, the "
+			    "primary's %016llx): a page was rebuilt wrong",
+			    (unsigned long long)epoch, (unsigned long long)npages,
+			    (unsigned long long)st->verify_pages,
+			    (unsigned long long)digest,
+			    (unsigned long long)st->verify_digest);
+	if (verify)
+		st->verified++;
 	return 0;
 }
 
 void rdb_stage_discard(struct rdb_stage *st)
 {
+	st->verify = false;
 	if (st->disk)
 		rdb_diskbuf_discard(st->disk);
 	free(st->devstate);

@@ -41,6 +41,9 @@ struct rdb_stage {
 	struct rdb_buf scratch;		/* LZ4 and DISKREF pages of the frame
 					 * being staged */
 	uint64_t diskrefs;		/* DISKREF pages verified and staged */
+	bool verify;			/* a VERIFY came for the open epoch */
+	uint64_t verify_digest, verify_pages;
+	uint64_t verified;		/* epochs whose VERIFY matched */
 	uint8_t *devstate;
 	size_t devstate_len;
 	bool have_committed;
@@ -82,6 +85,12 @@ int rdb_stage_add_disk(struct rdb_stage *st, const struct rdb_frame *f);
 int rdb_stage_add_flows(struct rdb_stage *st, const struct rdb_frame *f);
 int rdb_stage_set_devstate(struct rdb_stage *st, uint64_t epoch,
 			   const uint8_t *blob, size_t len);
+/* VERIFY (feature granted): checked after the epoch is applied, over the
+ * pages as the image then holds them (pagedigest.h); a mismatch is
+ * -EPROTO from rdb_stage_commit, the epoch applied (it is a test mode:
+ * the link is refused, the image is not served). */
+int rdb_stage_set_verify(struct rdb_stage *st, uint64_t epoch,
+			 uint64_t digest, uint64_t pages);
 /* Applies the staged epoch if it is next in line and complete: pages ==
  * the records staged (page records and disk frames), bytes == the page
  * bodies + the disk write data + the device state's length, device state

@@ -27,6 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			while (rdb_msg_pages_next(&it, &r) == 1)
 				;
 		rdb_msg_epoch_end_parse(&f, &a, &b);
+		rdb_msg_verify_parse(&f, &a, &b);
 		rdb_msg_heartbeat_parse(&f, &a, &b);
 		rdb_msg_text_parse(&f, name, sizeof(name));
 		rdb_msg_disk_setup_parse(&f, &a);

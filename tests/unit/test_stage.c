@@ -15,6 +15,7 @@
 
 #include <openssl/evp.h>
 
+#include "pagedigest.h"
 #include "proto.h"
 #include "ramimage.h"
 #include "stage.h"
@@ -674,6 +675,46 @@ static void test_diskref_resolved_and_checked(void **state)
 	rdb_buf_dispose(&w);
 }
 
+/* VERIFY: the digest of the pages as applied must be the primary's. */
+static void test_verify_digest(void **state)
+{
+	struct rdb_ramimage img;
+	struct rdb_stage st;
+	struct rdb_buf w;
+	struct rdb_frame f;
+	uint64_t offs[2] = { 0, 8192 }, d;
+	uint8_t pg[4096];
+
+	rdb_buf_init(&w);
+	assert_int_equal(rdb_ramimage_open(dir, blocks, 2, &img), 0);
+	rdb_stage_init(&st);
+	assert_int_equal(rdb_stage_set_verify(&st, 0, 1, 1), -EPROTO);
+	st.features = RDB_FEATURE_VERIFY;
+	assert_int_equal(rdb_stage_set_devstate(&st, 0, DEV, sizeof(DEV)), 0);
+	assert_int_equal(rdb_stage_commit(&st, 0, 0, sizeof(DEV), &img), 0);
+	memset(pg, 0x33, sizeof(pg));
+	d = rdb_page_digest(0, 0, pg) + rdb_page_digest(0, 8192, pg);
+	pages_frame(&w, 1, 0, offs, 2, 0x33, 0, &f);
+	assert_int_equal(rdb_stage_add_pages(&st, &f, &img), 0);
+	assert_int_equal(rdb_stage_set_verify(&st, 1, d, 2), 0);
+	assert_int_equal(rdb_stage_set_verify(&st, 1, d, 2), -EPROTO);	/* twice */
+	assert_int_equal(rdb_stage_set_devstate(&st, 1, DEV, sizeof(DEV)), 0);
+	assert_int_equal(rdb_stage_commit(&st, 1, 2, 2 * 4096 + sizeof(DEV), &img), 0);
+	assert_int_equal(st.verified, 1);
+	/* the same pages, the primary's digest of other contents */
+	pages_frame(&w, 2, 0, offs, 2, 0x33, 0, &f);
+	assert_int_equal(rdb_stage_add_pages(&st, &f, &img), 0);
+	memset(pg, 0x34, 1);
+	assert_int_equal(rdb_stage_set_verify(&st, 2, rdb_page_digest(0, 0, pg) +
+					      rdb_page_digest(0, 8192, pg), 2), 0);
+	assert_int_equal(rdb_stage_set_devstate(&st, 2, DEV, sizeof(DEV)), 0);
+	assert_int_equal(rdb_stage_commit(&st, 2, 2, 2 * 4096 + sizeof(DEV), &img), -EPROTO);
+	assert_non_null(strstr(rdb_stage_error(&st), "VERIFY"));
+	rdb_stage_dispose(&st);
+	rdb_ramimage_close(&img);
+	rdb_buf_dispose(&w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -690,6 +731,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_arena_reused_and_order_kept, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_epoch_size_bounded, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_diskref_resolved_and_checked, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_verify_digest, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
