@@ -175,6 +175,8 @@ cluster_vm_up() {
 		[ -n "${CL_ON_PEER_LOSS:-}" ] && echo "on_peer_loss = $CL_ON_PEER_LOSS"
 		[ -n "${CL_HOLD_BOUND_MS:-}" ] && echo "hold_bound_ms = $CL_HOLD_BOUND_MS"
 		[ -n "${CL_EVENT_PORT:-}" ] && echo "event_port = true"
+		# CL_VM_EXTRA: more "key = value" lines for the VM file
+		[ -n "${CL_VM_EXTRA:-}" ] && printf '%s\n' "$CL_VM_EXTRA"
 		if [ -n "${CL_DISK_IMAGE:-}" ]; then
 			echo "disk = $CL_DIR/pri/$CL_VM.disk.img"
 			echo "disk_socket = $CL_DIR/pri/run/$CL_VM.disk"
