@@ -229,7 +229,8 @@ void rdb_disk_drain(struct rdb_disk *dk)
 				memcpy(&v, h + 8 * i, 8);
 				if (v)
 					rdb_readidx_insert(dk->ridx, r->off /
-							   RDB_READIDX_BLOCK + i, v);
+							   RDB_READIDX_BLOCK + i, v,
+							   dk->read_epoch);
 			}
 			rdb_dring_pop(&dk->ring);
 			continue;

@@ -63,6 +63,7 @@ struct rdb_disk {
 	bool replicated;
 	bool lost_seen;
 	struct rdb_readidx *ridx;	/* disk read tracking, or NULL */
+	uint64_t read_epoch;		/* the epoch reads drained now belong to */
 	uint64_t synced_changes;	/* writes + zeroes at our last sync */
 	uint64_t syncs, restarts, started_ns;
 };

@@ -248,14 +248,16 @@ void rdb_encpool_destroy(struct rdb_encpool *pool)
 	free(pool);
 }
 
-int rdb_encpool_submit(struct rdb_encpool *pool, const uint8_t *records,
-		       const struct rdb_page_run *runs, size_t nruns)
+int rdb_encpool_submit(struct rdb_encpool *pool, uint64_t epoch,
+		       const uint8_t *records, const struct rdb_page_run *runs,
+		       size_t nruns)
 {
 	pthread_mutex_lock(&pool->mu);
 	if (pool->running) {
 		pthread_mutex_unlock(&pool->mu);
 		return -EBUSY;
 	}
+	pool->rt.epoch = epoch;
 	pool->records = records;
 	pool->runs = runs;
 	pool->nruns = nruns;

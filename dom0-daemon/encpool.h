@@ -47,9 +47,11 @@ void rdb_encpool_destroy(struct rdb_encpool *pool);	/* NULL is fine */
 /* Disk read tracking for the next epochs (rt copied; NULL: off).  Waits
  * for the epoch in progress. */
 void rdb_encpool_set_rt(struct rdb_encpool *pool, const struct rdb_rt *rt);
-/* Starts encoding; records/runs must stay valid until done.  -EBUSY. */
-int rdb_encpool_submit(struct rdb_encpool *pool, const uint8_t *records,
-		       const struct rdb_page_run *runs, size_t nruns);
+/* Starts encoding epoch's records; they and runs must stay valid until
+ * done.  -EBUSY. */
+int rdb_encpool_submit(struct rdb_encpool *pool, uint64_t epoch,
+		       const uint8_t *records, const struct rdb_page_run *runs,
+		       size_t nruns);
 bool rdb_encpool_busy(struct rdb_encpool *pool);
 void rdb_encpool_wait(struct rdb_encpool *pool);
 unsigned rdb_encpool_nworkers(const struct rdb_encpool *pool);

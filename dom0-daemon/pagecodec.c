@@ -42,7 +42,8 @@ static bool disk_block_of(const struct rdb_rt *rt, const uint8_t *page,
 	uint8_t blk[RDB_PAGE_SIZE];
 	uint64_t b;
 
-	if (!rdb_readidx_lookup(rt->ix, rdb_readidx_hash(page, rt->seed), &b))
+	if (!rdb_readidx_lookup(rt->ix, rdb_readidx_hash(page, rt->seed),
+				rt->epoch, &b))
 		return false;
 	st->rt_hits++;
 	if (rdb_pread_all(rt->img_fd, blk, RDB_PAGE_SIZE, b * RDB_PAGE_SIZE) < 0 ||

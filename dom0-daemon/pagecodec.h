@@ -43,6 +43,7 @@ struct rdb_rt {
 	struct rdb_readidx *ix;
 	uint64_t seed;
 	int img_fd;
+	uint64_t epoch;		/* being encoded: reads of later ones do not count */
 };
 
 /* Appends one wire record (offset:u64 enc:u8 body) for page to out and

@@ -201,6 +201,9 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 		p->pause_work_ns += rdb_now_ns() - t1;
 	}
 	p->open_epoch = epoch + 1;
+	/* Reads drained from here on are the next epoch's (read tracking:
+	 * the encoders of this one must not take them, readidx.h). */
+	p->disk.read_epoch = p->open_epoch;
 	/* Let the guest run first; framing and sending the epoch follow. */
 	if (epoch == 0) {
 		rc = colo_send(p, RDB_COLO_CHECKPOINT_READY);
@@ -1373,6 +1376,7 @@ bool rdb_pri_protection_cleanup(struct rdb_primary *p)
 	p->epoch_disk_recs = p->epoch_disk_bytes = 0;
 	p->epoch_flow_recs = p->epoch_flow_bytes = 0;
 	p->open_epoch = 0;
+	p->disk.read_epoch = 0;
 	p->protect_started = false;
 	return durable;
 }

@@ -178,7 +178,7 @@ int rdb_pri_submit_epoch(struct rdb_primary *p, uint64_t epoch,
 	p->enc_disk_recs = p->epoch_disk_recs + p->epoch_flow_recs;
 	p->enc_disk_bytes = p->epoch_disk_bytes + p->epoch_flow_bytes;
 	p->encoding = true;
-	return rdb_encpool_submit(p->pool, p->enc_batch.data, p->enc_runs,
+	return rdb_encpool_submit(p->pool, epoch, p->enc_batch.data, p->enc_runs,
 				  p->enc_nruns);
 }
 

@@ -10,7 +10,7 @@
 #define NIL UINT32_MAX
 
 struct ent {
-	uint64_t hash, block;
+	uint64_t hash, block, tag;
 	uint32_t hnext, bnext;		/* chains of the two tables */
 	uint32_t prev, next;		/* LRU (most recent at head); free list */
 };
@@ -134,7 +134,8 @@ static uint32_t find_block(const struct rdb_readidx *ix, uint64_t block)
 	return i;
 }
 
-void rdb_readidx_insert(struct rdb_readidx *ix, uint64_t block, uint64_t hash)
+void rdb_readidx_insert(struct rdb_readidx *ix, uint64_t block, uint64_t hash,
+			uint64_t tag)
 {
 	uint32_t i, h, b;
 
@@ -151,7 +152,7 @@ void rdb_readidx_insert(struct rdb_readidx *ix, uint64_t block, uint64_t hash)
 	ix->free = ix->e[i].next;
 	h = hslot(ix, hash);
 	b = bslot(ix, block);
-	ix->e[i] = (struct ent){ .hash = hash, .block = block,
+	ix->e[i] = (struct ent){ .hash = hash, .block = block, .tag = tag,
 				 .hnext = ix->hb[h], .bnext = ix->bb[b] };
 	ix->hb[h] = i;
 	ix->bb[b] = i;
@@ -192,14 +193,15 @@ void rdb_readidx_invalidate(struct rdb_readidx *ix, uint64_t off, uint64_t len)
 	pthread_mutex_unlock(&ix->mu);
 }
 
-bool rdb_readidx_lookup(struct rdb_readidx *ix, uint64_t hash, uint64_t *block)
+bool rdb_readidx_lookup(struct rdb_readidx *ix, uint64_t hash,
+			uint64_t max_tag, uint64_t *block)
 {
 	uint32_t i;
 
 	pthread_mutex_lock(&ix->mu);
 	ix->st.lookups++;
 	i = ix->hb[hslot(ix, hash)];
-	while (i != NIL && ix->e[i].hash != hash)
+	while (i != NIL && (ix->e[i].hash != hash || ix->e[i].tag > max_tag))
 		i = ix->e[i].hnext;
 	if (i != NIL) {
 		ix->st.hits++;

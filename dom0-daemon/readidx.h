@@ -9,10 +9,14 @@
  * order, first removes the blocks it overlaps (any overlap: a partial or
  * unaligned write removes each block it touches).  So an entry always
  * means "the last thing that happened to this block was a read that
- * returned contents with this hash".  The encoder threads look a dirty
- * page's hash up: a hit names a block that may hold the page's contents,
- * which the encoder then confirms against the image and the backup
- * verifies with a strong hash; the index itself guarantees nothing more.
+ * returned contents with this hash".  Each entry is tagged with the epoch
+ * the read belongs to, and a lookup for epoch N takes only entries of
+ * epoch <= N: the encoders work on N while the guest already runs in
+ * N+1, and a block written and read again in N+1 would otherwise name
+ * contents the replica does not have at N's commit.  The encoder threads
+ * look a dirty page's hash up: a hit names a block that holds the page's
+ * contents as of the epoch, which the encoder also confirms against the
+ * image (a hash collision) and the backup verifies with SHA-256.
  *
  * Memory is fixed at creation (max_bytes): the least recently inserted or
  * found entry goes when it is full.  Several blocks may hold the same
@@ -39,12 +43,16 @@ struct rdb_readidx_stats {
 int rdb_readidx_create(struct rdb_readidx **out, uint64_t max_bytes);
 void rdb_readidx_destroy(struct rdb_readidx *ix);	/* NULL is fine */
 
-/* The block (disk offset / 4096) was read and holds contents of hash. */
-void rdb_readidx_insert(struct rdb_readidx *ix, uint64_t block, uint64_t hash);
+/* The block (disk offset / 4096) was read in epoch tag and holds
+ * contents of hash. */
+void rdb_readidx_insert(struct rdb_readidx *ix, uint64_t block, uint64_t hash,
+			uint64_t tag);
 /* Bytes [off, off + len) change: every block they touch is forgotten. */
 void rdb_readidx_invalidate(struct rdb_readidx *ix, uint64_t off, uint64_t len);
-/* A block whose last event was a read of contents with this hash. */
-bool rdb_readidx_lookup(struct rdb_readidx *ix, uint64_t hash, uint64_t *block);
+/* A block whose last event was a read, in an epoch <= max_tag, of
+ * contents with this hash. */
+bool rdb_readidx_lookup(struct rdb_readidx *ix, uint64_t hash,
+			uint64_t max_tag, uint64_t *block);
 /* Whether block has an entry, and its hash (tests, status). */
 bool rdb_readidx_get(struct rdb_readidx *ix, uint64_t block, uint64_t *hash);
 void rdb_readidx_clear(struct rdb_readidx *ix);

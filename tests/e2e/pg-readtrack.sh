@@ -5,7 +5,9 @@
 # quarter of shared_buffers, so PostgreSQL reads it through the kernel's
 # page cache with a small ring), while the guest drops its page cache
 # every second, so every scan reads the table from the disk again; the
-# ledger workload writes beside it (its journal gives the invariants).
+# ledger workload writes beside it (its journal gives the invariants);
+# and a loop in the guest makes stale copies (a block read, copied, then
+# rewritten on the disk), the case the read index's invalidation is for.
 # The VM runs with verify_pages: every epoch carries a digest of its pages
 # as QEMU sent them, and the backup checks its RAM image against it after
 # each commit, so a page rebuilt wrong from a disk reference (or any other
@@ -40,6 +42,15 @@ cl_console_cmd "(while :; do echo 3 > /proc/sys/vm/drop_caches; sleep 1; done) &
 	rdb_fail "console"
 wait_for 20 "page cache dropping loop" grep -q REMUSDB-DROPPING "$CL_DIR/pri/console.log" ||
 	rdb_fail "the guest did not start dropping its page cache"
+# Stale copies, the case invalidation exists for: file a is read from the
+# disk (its blocks enter the read index), copied to b (b's page cache
+# pages hold a's old contents, dirty), then a is rewritten on the disk.
+# b's pages must not go as references to a's blocks once a holds other
+# bytes: the backup's replica would not match, and protection would drop.
+cl_console_cmd "mkdir -p /pg/rt; (while :; do dd if=/dev/urandom of=/pg/rt/y bs=4k count=16 2>/dev/null; dd if=/dev/urandom of=/pg/rt/a bs=4k count=16 conv=fsync 2>/dev/null; echo 3 >/proc/sys/vm/drop_caches; cp /pg/rt/a /pg/rt/b; dd if=/pg/rt/y of=/pg/rt/a bs=4k count=16 conv=notrunc,fsync 2>/dev/null; done) & echo REMUSDB-STALE" ||
+	rdb_fail "console"
+wait_for 20 "stale-copy loop" grep -q REMUSDB-STALE "$CL_DIR/pri/console.log" ||
+	rdb_fail "the guest did not start the stale-copy loop"
 
 total_s=$((before_s + after_s + 5))
 mkdir -p "$CL_DIR/ledger"

@@ -91,7 +91,7 @@ static int ship(struct rdb_stage *st, struct rdb_ramimage *img, uint64_t epoch,
 	rdb_buf_init(&wire);
 	rdb_proto_decoder_init(&dec);
 	if (pool) {
-		assert_int_equal(rdb_encpool_submit(pool, in->recs.data, in->runs, in->nruns), 0);
+		assert_int_equal(rdb_encpool_submit(pool, 1, in->recs.data, in->runs, in->nruns), 0);
 		rdb_encpool_wait(pool);
 		for (unsigned w = 0; w < rdb_encpool_nworkers(pool); w++) {
 			const struct rdb_enc_out *o = rdb_encpool_out(pool, w);

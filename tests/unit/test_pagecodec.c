@@ -51,7 +51,7 @@ static int setup(void **state)
 	}
 	assert_int_equal(rdb_readidx_create(&x->ix, 1 << 16), 0);
 	assert_int_equal(rdb_pagecache_init(&x->pc, 16), 0);
-	x->rt = (struct rdb_rt){ .ix = x->ix, .seed = 42, .img_fd = x->fd };
+	x->rt = (struct rdb_rt){ .ix = x->ix, .seed = 42, .img_fd = x->fd, .epoch = 1 };
 	rdb_buf_init(&x->out);
 	*state = x;
 	return 0;
@@ -76,7 +76,7 @@ static void read_block(struct fx *x, uint64_t b)
 	uint8_t blk[RDB_PAGE_SIZE];
 
 	assert_int_equal(rdb_pread_all(x->fd, blk, sizeof(blk), b * RDB_PAGE_SIZE), 0);
-	rdb_readidx_insert(x->ix, b, rdb_readidx_hash(blk, x->rt.seed));
+	rdb_readidx_insert(x->ix, b, rdb_readidx_hash(blk, x->rt.seed), 1);
 }
 
 static void test_diskref_chosen_and_checked(void **state)
@@ -134,9 +134,20 @@ static void test_diskref_chosen_and_checked(void **state)
 	fill_random(page, 103);
 	rdb_page_encode(&x->pc, all, NULL, 0, 0x50000, page, &x->out, &x->st);
 	assert_int_equal(x->out.data[8], RDB_PAGE_RAW);
+	/* block 6 read in epoch 2 (the guest ran on while epoch 1 is being
+	 * encoded): not for epoch 1's pages, for epoch 2's */
+	fill_random(page, 106);
+	rdb_readidx_insert(x->ix, 6, rdb_readidx_hash(page, x->rt.seed), 2);
+	rdb_buf_reset(&x->out);
+	rdb_page_encode(&x->pc, all, &x->rt, 0, 0x70000, page, &x->out, &x->st);
+	assert_int_equal(x->out.data[8], RDB_PAGE_RAW);
+	x->rt.epoch = 2;
+	rdb_buf_reset(&x->out);
+	rdb_page_encode(&x->pc, all, &x->rt, 0, 0x71000, page, &x->out, &x->st);
+	assert_int_equal(x->out.data[8], RDB_PAGE_DISKREF);
 	/* a zero page stays ZERO even if a zero block was read */
 	memset(page, 0, sizeof(page));
-	rdb_readidx_insert(x->ix, 7, rdb_readidx_hash(page, x->rt.seed));
+	rdb_readidx_insert(x->ix, 7, rdb_readidx_hash(page, x->rt.seed), 1);
 	rdb_buf_reset(&x->out);
 	body = rdb_page_encode(&x->pc, all, &x->rt, 0, 0x60000, page, &x->out, &x->st);
 	assert_int_equal(x->out.data[8], RDB_PAGE_ZERO);

@@ -16,8 +16,9 @@
 #include "readidx.h"
 
 #define B RDB_READIDX_BLOCK
-/* bytes for n entries (create's sizing: 48 bytes an entry) */
-#define FOR_ENTRIES(n) ((uint64_t)(n) * 48)
+/* bytes for n entries (create's sizing: 56 bytes an entry) */
+#define FOR_ENTRIES(n) ((uint64_t)(n) * 56)
+#define ANY UINT64_MAX
 
 static void test_insert_lookup(void **state)
 {
@@ -26,30 +27,54 @@ static void test_insert_lookup(void **state)
 
 	(void)state;
 	assert_int_equal(rdb_readidx_create(&ix, FOR_ENTRIES(64)), 0);
-	assert_false(rdb_readidx_lookup(ix, 0xabc, &blk));
-	rdb_readidx_insert(ix, 7, 0xabc);
-	rdb_readidx_insert(ix, 9, 0xdef);
-	assert_true(rdb_readidx_lookup(ix, 0xabc, &blk));
+	assert_false(rdb_readidx_lookup(ix, 0xabc, ANY, &blk));
+	rdb_readidx_insert(ix, 7, 0xabc, 0);
+	rdb_readidx_insert(ix, 9, 0xdef, 0);
+	assert_true(rdb_readidx_lookup(ix, 0xabc, ANY, &blk));
 	assert_int_equal(blk, 7);
-	assert_true(rdb_readidx_lookup(ix, 0xdef, &blk));
+	assert_true(rdb_readidx_lookup(ix, 0xdef, ANY, &blk));
 	assert_int_equal(blk, 9);
 	/* the same block read again with other contents: only the new */
-	rdb_readidx_insert(ix, 7, 0x123);
-	assert_false(rdb_readidx_lookup(ix, 0xabc, &blk));
+	rdb_readidx_insert(ix, 7, 0x123, 0);
+	assert_false(rdb_readidx_lookup(ix, 0xabc, ANY, &blk));
 	assert_true(rdb_readidx_get(ix, 7, &h));
 	assert_int_equal(h, 0x123);
 	/* two blocks with the same contents: the most recent is found, the
 	 * other once the recent one is written */
-	rdb_readidx_insert(ix, 20, 0x555);
-	rdb_readidx_insert(ix, 21, 0x555);
-	assert_true(rdb_readidx_lookup(ix, 0x555, &blk));
+	rdb_readidx_insert(ix, 20, 0x555, 0);
+	rdb_readidx_insert(ix, 21, 0x555, 0);
+	assert_true(rdb_readidx_lookup(ix, 0x555, ANY, &blk));
 	assert_int_equal(blk, 21);
 	rdb_readidx_invalidate(ix, 21 * B, B);
-	assert_true(rdb_readidx_lookup(ix, 0x555, &blk));
+	assert_true(rdb_readidx_lookup(ix, 0x555, ANY, &blk));
 	assert_int_equal(blk, 20);
 	rdb_readidx_clear(ix);
-	assert_false(rdb_readidx_lookup(ix, 0x555, &blk));
+	assert_false(rdb_readidx_lookup(ix, 0x555, ANY, &blk));
 	assert_false(rdb_readidx_get(ix, 9, NULL));
+	rdb_readidx_destroy(ix);
+}
+
+/* A read tagged with a later epoch is not seen by an earlier epoch's
+ * lookup (the encoder of epoch N runs while the guest is in N+1). */
+static void test_epoch_tags(void **state)
+{
+	struct rdb_readidx *ix;
+	uint64_t blk;
+
+	(void)state;
+	assert_int_equal(rdb_readidx_create(&ix, FOR_ENTRIES(64)), 0);
+	rdb_readidx_insert(ix, 4, 0x77, 10);
+	assert_false(rdb_readidx_lookup(ix, 0x77, 9, &blk));
+	assert_true(rdb_readidx_lookup(ix, 0x77, 10, &blk));
+	/* same contents in an older block and a newer one: each epoch sees
+	 * the one it may */
+	rdb_readidx_insert(ix, 5, 0x88, 3);
+	rdb_readidx_insert(ix, 6, 0x88, 12);
+	assert_true(rdb_readidx_lookup(ix, 0x88, 11, &blk));
+	assert_int_equal(blk, 5);
+	assert_true(rdb_readidx_lookup(ix, 0x88, 12, &blk));
+	assert_int_equal(blk, 6);
+	assert_false(rdb_readidx_lookup(ix, 0x88, 2, &blk));
 	rdb_readidx_destroy(ix);
 }
 
@@ -61,7 +86,7 @@ static void test_invalidate_overlaps(void **state)
 	(void)state;
 	assert_int_equal(rdb_readidx_create(&ix, FOR_ENTRIES(64)), 0);
 	for (uint64_t b = 0; b < 10; b++)
-		rdb_readidx_insert(ix, b, 0x1000 + b);
+		rdb_readidx_insert(ix, b, 0x1000 + b, 0);
 	/* 10 bytes inside block 3, unaligned: block 3 only */
 	rdb_readidx_invalidate(ix, 3 * B + 100, 10);
 	assert_false(rdb_readidx_get(ix, 3, NULL));
@@ -106,15 +131,15 @@ static void test_eviction(void **state)
 	assert_int_equal(st.capacity, 16);
 	assert_true(st.mem_bytes <= FOR_ENTRIES(16));
 	for (uint64_t b = 0; b < 16; b++)
-		rdb_readidx_insert(ix, b, 0x100 + b);
+		rdb_readidx_insert(ix, b, 0x100 + b, 0);
 	/* a hit makes block 0 the most recent: block 1 goes first */
-	assert_true(rdb_readidx_lookup(ix, 0x100, &blk));
-	rdb_readidx_insert(ix, 100, 0x900);
+	assert_true(rdb_readidx_lookup(ix, 0x100, ANY, &blk));
+	rdb_readidx_insert(ix, 100, 0x900, 0);
 	assert_false(rdb_readidx_get(ix, 1, NULL));
 	assert_true(rdb_readidx_get(ix, 0, NULL));
-	rdb_readidx_insert(ix, 101, 0x901);
+	rdb_readidx_insert(ix, 101, 0x901, 0);
 	assert_false(rdb_readidx_get(ix, 2, NULL));
-	assert_false(rdb_readidx_lookup(ix, 0x101, &blk));
+	assert_false(rdb_readidx_lookup(ix, 0x101, ANY, &blk));
 	rdb_readidx_stats(ix, &st);
 	assert_int_equal(st.entries, 16);
 	assert_int_equal(st.evicted, 2);
@@ -133,7 +158,7 @@ static void test_eviction(void **state)
 static void model_run(unsigned seed, uint64_t cap_entries)
 {
 	struct rdb_readidx *ix;
-	uint64_t content[NBLK], next_id = 1;
+	uint64_t content[NBLK], readepoch[NBLK], next_id = 1, epoch = 1;
 	bool readlast[NBLK];
 	bool complete = cap_entries >= NBLK;
 
@@ -149,9 +174,12 @@ static void model_run(unsigned seed, uint64_t cap_entries)
 			int b = rand_r(&seed) % NBLK, n = 1 + rand_r(&seed) % 4;
 
 			for (int k = b; k < b + n && k < NBLK; k++) {
-				rdb_readidx_insert(ix, (uint64_t)k, content[k]);
+				rdb_readidx_insert(ix, (uint64_t)k, content[k], epoch);
 				readlast[k] = true;
+				readepoch[k] = epoch;
 			}
+			if (rand_r(&seed) % 8 == 0)
+				epoch++;	/* a checkpoint */
 		} else if (op < 7) {		/* a write, any alignment */
 			uint64_t off = (uint64_t)rand_r(&seed) % (NBLK * B);
 			uint64_t len = 1 + (uint64_t)rand_r(&seed) % (3 * B);
@@ -165,16 +193,21 @@ static void model_run(unsigned seed, uint64_t cap_entries)
 				readlast[k] = false;
 			}
 			rdb_readidx_invalidate(ix, off, len);
-		} else {			/* a dirty page's lookup */
+		} else {			/* a dirty page's lookup, for an
+						 * epoch being encoded while
+						 * the guest may be ahead */
 			uint64_t h = content[rand_r(&seed) % NBLK], blk;
-			bool want = false, got = rdb_readidx_lookup(ix, h, &blk);
+			uint64_t e = epoch - (uint64_t)(rand_r(&seed) % 2);
+			bool want = false, got = rdb_readidx_lookup(ix, h, e, &blk);
 
 			for (int k = 0; k < NBLK; k++)
-				want |= readlast[k] && content[k] == h;
+				want |= readlast[k] && content[k] == h &&
+					readepoch[k] <= e;
 			if (got) {
 				assert_true(blk < NBLK);
 				assert_true(readlast[blk]);
 				assert_true(content[blk] == h);
+				assert_true(readepoch[blk] <= e);
 			}
 			if (complete)
 				assert_true(got == want);
@@ -222,6 +255,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_insert_lookup),
+		cmocka_unit_test(test_epoch_tags),
 		cmocka_unit_test(test_invalidate_overlaps),
 		cmocka_unit_test(test_eviction),
 		cmocka_unit_test(test_model),
