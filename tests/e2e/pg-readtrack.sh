@@ -38,33 +38,8 @@ cluster_vm_up 25 || rdb_fail "protected PostgreSQL VM did not come up (logs in $
 clix() { ip netns exec "$(netns_name "$run" cli)" "$@"; }
 cl_wait_pg bench || rdb_fail "PostgreSQL not reachable from the client"
 
-cl_console_cmd "(while :; do echo 3 > /proc/sys/vm/drop_caches; sleep 1; done) & echo REMUSDB-DROPPING" ||
-	rdb_fail "console"
-wait_for 20 "page cache dropping loop" grep -q REMUSDB-DROPPING "$CL_DIR/pri/console.log" ||
-	rdb_fail "the guest did not start dropping its page cache"
-# Stale copies, the case invalidation exists for: file a is read from the
-# disk (its blocks enter the read index), copied to b (b's page cache
-# pages hold a's old contents, dirty), then a is rewritten on the disk.
-# b's pages must not go as references to a's blocks once a holds other
-# bytes: the backup's replica would not match, and protection would drop.
-cl_console_cmd "mkdir -p /pg/rt; (while :; do dd if=/dev/urandom of=/pg/rt/y bs=4k count=16 2>/dev/null; dd if=/dev/urandom of=/pg/rt/a bs=4k count=16 conv=fsync 2>/dev/null; echo 3 >/proc/sys/vm/drop_caches; cp /pg/rt/a /pg/rt/b; dd if=/pg/rt/y of=/pg/rt/a bs=4k count=16 conv=notrunc,fsync 2>/dev/null; done) & echo REMUSDB-STALE" ||
-	rdb_fail "console"
-wait_for 20 "stale-copy loop" grep -q REMUSDB-STALE "$CL_DIR/pri/console.log" ||
-	rdb_fail "the guest did not start the stale-copy loop"
-
-total_s=$((before_s + after_s + 5))
-mkdir -p "$CL_DIR/ledger"
-clix bash -c "end=\$((SECONDS + $total_s)); n=0; while [ \$SECONDS -lt \$end ]; do
-	$PGBIN/psql -h $CL_GUEST_IP -U postgres -d bench -qAt -c 'SELECT count(*), sum(abalance) FROM pgbench_accounts' >/dev/null 2>&1 && n=\$((n + 1))
-	done; echo scans=\$n" >"$CL_DIR/scans.log" 2>&1 &
-scans=$!
-clix "$RDB_ROOT/build/workload/ledger" run --host "$CL_GUEST_IP" --clients "$clients" \
-	--duration "$total_s" --journal "$CL_DIR/ledger" --wait-timeout 30 \
-	2>"$CL_DIR/ledger-run.log" &
-led=$!
-sleep $((before_s - 4))
-
-# I4 in a quiet moment, as pg-failover does: the filesystem frozen.
+# I4 in a quiet moment, as pg-failover does: the filesystem frozen
+# (before the loads: the guest's console is slow to read under them).
 cl_console_cmd "sync; fsfreeze -f /pg && echo REMUSDB-FROZEN" || rdb_fail "console"
 wait_for 20 "guest filesystem frozen" grep -q REMUSDB-FROZEN "$CL_DIR/pri/console.log" ||
 	rdb_fail "fsfreeze in the guest did not answer"
@@ -80,7 +55,33 @@ fi
 cl_console_cmd "fsfreeze -u /pg && echo REMUSDB-THAWED" || rdb_fail "console"
 wait_for 20 "guest filesystem thawed" grep -q REMUSDB-THAWED "$CL_DIR/pri/console.log" ||
 	rdb_fail "fsfreeze -u in the guest did not answer"
-sleep 2
+
+cl_console_cmd "(while :; do echo 3 > /proc/sys/vm/drop_caches; sleep 1; done) & echo REMUSDB-DROPPING" ||
+	rdb_fail "console"
+wait_for 20 "page cache dropping loop" grep -q REMUSDB-DROPPING "$CL_DIR/pri/console.log" ||
+	rdb_fail "the guest did not start dropping its page cache"
+# Stale copies, the case invalidation exists for: file a is read from the
+# disk (its blocks enter the read index), copied to b (b's page cache
+# pages hold a's old contents, dirty), then a is rewritten on the disk.
+# b's pages must not go as references to a's blocks once a holds other
+# bytes: the backup's replica would not match, and protection would drop.
+cl_console_cmd "mkdir -p /pg/rt; (while :; do dd if=/dev/urandom of=/pg/rt/y bs=4k count=16 2>/dev/null; dd if=/dev/urandom of=/pg/rt/a bs=4k count=16 conv=fsync 2>/dev/null; echo 3 >/proc/sys/vm/drop_caches; cp /pg/rt/a /pg/rt/b; dd if=/pg/rt/y of=/pg/rt/a bs=4k count=16 conv=notrunc,fsync 2>/dev/null; sleep 1; done) & echo REMUSDB-STALE" ||
+	rdb_fail "console"
+wait_for 20 "stale-copy loop" grep -q REMUSDB-STALE "$CL_DIR/pri/console.log" ||
+	rdb_fail "the guest did not start the stale-copy loop"
+
+total_s=$((before_s + after_s + 5))
+mkdir -p "$CL_DIR/ledger"
+clix bash -c "end=\$((SECONDS + $total_s)); n=0; while [ \$SECONDS -lt \$end ]; do
+	$PGBIN/psql -h $CL_GUEST_IP -U postgres -d bench -qAt -c 'SELECT count(*), sum(abalance) FROM pgbench_accounts' >/dev/null 2>&1 && n=\$((n + 1))
+	done; echo scans=\$n" >"$CL_DIR/scans.log" 2>&1 &
+scans=$!
+clix "$RDB_ROOT/build/workload/ledger" run --host "$CL_GUEST_IP" --clients "$clients" \
+	--duration "$total_s" --journal "$CL_DIR/ledger" --wait-timeout 30 \
+	2>"$CL_DIR/ledger-run.log" &
+led=$!
+sleep "$before_s"
+
 
 cl_ctl pri status "$CL_VM" --json > "$CL_DIR/pri-status.json" ||
 	rdb_fail "primary not answering before the pull"
