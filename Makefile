@@ -160,6 +160,7 @@ bench: setup all kmod dbms
 	RDB_BUILD=$(B) bash tests/bench/codec.sh
 	RDB_BUILD=$(B) bash tests/bench/pgbench.sh
 	RDB_BUILD=$(B) bash tests/bench/sysbench.sh
+	RDB_BUILD=$(B) bash tests/bench/readtrack.sh
 
 fuzz: setup
 	bash tests/run-fuzz.sh
