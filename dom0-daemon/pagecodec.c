@@ -37,13 +37,14 @@ static int uniform(const uint8_t *p)
  * commit.  The backup checks the SHA-256 all the same.
  */
 static bool disk_block_of(const struct rdb_rt *rt, const uint8_t *page,
-			  uint64_t *disk_off, struct rdb_codec_stats *st)
+			  uint64_t *disk_off, bool *older,
+			  struct rdb_codec_stats *st)
 {
 	uint8_t blk[RDB_PAGE_SIZE];
-	uint64_t b;
+	uint64_t b, tag;
 
 	if (!rdb_readidx_lookup(rt->ix, rdb_readidx_hash(page, rt->seed),
-				rt->epoch, &b))
+				rt->epoch, &b, &tag))
 		return false;
 	st->rt_hits++;
 	if (rdb_pread_all(rt->img_fd, blk, RDB_PAGE_SIZE, b * RDB_PAGE_SIZE) < 0 ||
@@ -52,6 +53,10 @@ static bool disk_block_of(const struct rdb_rt *rt, const uint8_t *page,
 		return false;
 	}
 	*disk_off = b * RDB_PAGE_SIZE;
+	/* read in an earlier epoch: this page was not that read's target
+	 * (a target is dirty, and sent, in the epoch of the read), but a
+	 * copy of it — what the paper's DMA rule could not reference */
+	*older = tag < rt->epoch;
 	return true;
 }
 
@@ -64,7 +69,7 @@ long rdb_page_encode(struct rdb_pagecache *pc, uint32_t allowed,
 	enum rdb_page_enc enc = RDB_PAGE_RAW;
 	uint8_t *old = NULL, *slot;
 	uint64_t disk_off = 0;
-	bool ref = false;
+	bool ref = false, older = false;
 	unsigned mdlen = 0;
 	long n = -1, body;
 	int rc;
@@ -77,7 +82,7 @@ long rdb_page_encode(struct rdb_pagecache *pc, uint32_t allowed,
 		goto sent;
 	}
 	if (rt && (allowed & RDB_FEATURE_DISKREF))
-		ref = disk_block_of(rt, page, &disk_off, st);
+		ref = disk_block_of(rt, page, &disk_off, &older, st);
 	if (allowed & RDB_FEATURE_XORRLE) {
 		old = rdb_pagecache_get(pc, block, offset);
 		if (old) {
@@ -105,6 +110,8 @@ long rdb_page_encode(struct rdb_pagecache *pc, uint32_t allowed,
 	if (ref && EVP_Digest(page, RDB_PAGE_SIZE, md, &mdlen, EVP_sha256(),
 			      NULL) && mdlen == RDB_DISKREF_HASH_LEN) {
 		rc = rdb_proto_page_record_append_diskref(out, offset, disk_off, md);
+		if (rc == 0 && older)
+			st->rt_older_reads++;
 		enc = RDB_PAGE_DISKREF;
 		body = RDB_PAGE_DISKREF_BODY;
 		goto sent;
@@ -151,4 +158,5 @@ void rdb_codec_stats_add(struct rdb_codec_stats *to,
 	to->rt_hits += from->rt_hits;
 	to->rt_unconfirmed += from->rt_unconfirmed;
 	to->rt_delta_smaller += from->rt_delta_smaller;
+	to->rt_older_reads += from->rt_older_reads;
 }

@@ -33,8 +33,10 @@ struct rdb_codec_stats {
 	uint64_t encode_ns;
 	/* read tracking: index hits; hits the image did not confirm (the
 	 * block changed since, or a hash collision); confirmed blocks sent
-	 * as an XOR+RLE delta because that was smaller */
-	uint64_t rt_hits, rt_unconfirmed, rt_delta_smaller;
+	 * as an XOR+RLE delta because that was smaller; references to a
+	 * block read in an earlier epoch than the page's (copies of what was
+	 * read, not the read's own target page) */
+	uint64_t rt_hits, rt_unconfirmed, rt_delta_smaller, rt_older_reads;
 };
 
 /* Disk read tracking for the encoder: the read index, its hash key, and

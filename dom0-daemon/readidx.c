@@ -194,7 +194,7 @@ void rdb_readidx_invalidate(struct rdb_readidx *ix, uint64_t off, uint64_t len)
 }
 
 bool rdb_readidx_lookup(struct rdb_readidx *ix, uint64_t hash,
-			uint64_t max_tag, uint64_t *block)
+			uint64_t max_tag, uint64_t *block, uint64_t *tag)
 {
 	uint32_t i;
 
@@ -206,6 +206,8 @@ bool rdb_readidx_lookup(struct rdb_readidx *ix, uint64_t hash,
 	if (i != NIL) {
 		ix->st.hits++;
 		*block = ix->e[i].block;
+		if (tag)
+			*tag = ix->e[i].tag;
 		lru_unlink(ix, i);
 		lru_push(ix, i);
 	}

@@ -50,9 +50,9 @@ void rdb_readidx_insert(struct rdb_readidx *ix, uint64_t block, uint64_t hash,
 /* Bytes [off, off + len) change: every block they touch is forgotten. */
 void rdb_readidx_invalidate(struct rdb_readidx *ix, uint64_t off, uint64_t len);
 /* A block whose last event was a read, in an epoch <= max_tag, of
- * contents with this hash. */
+ * contents with this hash; *tag: that read's epoch (tag may be NULL). */
 bool rdb_readidx_lookup(struct rdb_readidx *ix, uint64_t hash,
-			uint64_t max_tag, uint64_t *block);
+			uint64_t max_tag, uint64_t *block, uint64_t *tag);
 /* Whether block has an entry, and its hash (tests, status). */
 bool rdb_readidx_get(struct rdb_readidx *ix, uint64_t block, uint64_t *hash);
 void rdb_readidx_clear(struct rdb_readidx *ix);

@@ -145,6 +145,14 @@ static void test_diskref_chosen_and_checked(void **state)
 	rdb_buf_reset(&x->out);
 	rdb_page_encode(&x->pc, all, &x->rt, 0, 0x71000, page, &x->out, &x->st);
 	assert_int_equal(x->out.data[8], RDB_PAGE_DISKREF);
+	assert_int_equal(x->st.rt_older_reads, 0);	/* read in its epoch */
+	/* in epoch 3, a page with block 6's contents (read in epoch 2): a
+	 * copy of an earlier read */
+	x->rt.epoch = 3;
+	rdb_buf_reset(&x->out);
+	rdb_page_encode(&x->pc, all, &x->rt, 0, 0x72000, page, &x->out, &x->st);
+	assert_int_equal(x->out.data[8], RDB_PAGE_DISKREF);
+	assert_int_equal(x->st.rt_older_reads, 1);
 	/* a zero page stays ZERO even if a zero block was read */
 	memset(page, 0, sizeof(page));
 	rdb_readidx_insert(x->ix, 7, rdb_readidx_hash(page, x->rt.seed), 1);

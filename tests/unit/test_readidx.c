@@ -27,29 +27,29 @@ static void test_insert_lookup(void **state)
 
 	(void)state;
 	assert_int_equal(rdb_readidx_create(&ix, FOR_ENTRIES(64)), 0);
-	assert_false(rdb_readidx_lookup(ix, 0xabc, ANY, &blk));
+	assert_false(rdb_readidx_lookup(ix, 0xabc, ANY, &blk, NULL));
 	rdb_readidx_insert(ix, 7, 0xabc, 0);
 	rdb_readidx_insert(ix, 9, 0xdef, 0);
-	assert_true(rdb_readidx_lookup(ix, 0xabc, ANY, &blk));
+	assert_true(rdb_readidx_lookup(ix, 0xabc, ANY, &blk, NULL));
 	assert_int_equal(blk, 7);
-	assert_true(rdb_readidx_lookup(ix, 0xdef, ANY, &blk));
+	assert_true(rdb_readidx_lookup(ix, 0xdef, ANY, &blk, NULL));
 	assert_int_equal(blk, 9);
 	/* the same block read again with other contents: only the new */
 	rdb_readidx_insert(ix, 7, 0x123, 0);
-	assert_false(rdb_readidx_lookup(ix, 0xabc, ANY, &blk));
+	assert_false(rdb_readidx_lookup(ix, 0xabc, ANY, &blk, NULL));
 	assert_true(rdb_readidx_get(ix, 7, &h));
 	assert_int_equal(h, 0x123);
 	/* two blocks with the same contents: the most recent is found, the
 	 * other once the recent one is written */
 	rdb_readidx_insert(ix, 20, 0x555, 0);
 	rdb_readidx_insert(ix, 21, 0x555, 0);
-	assert_true(rdb_readidx_lookup(ix, 0x555, ANY, &blk));
+	assert_true(rdb_readidx_lookup(ix, 0x555, ANY, &blk, NULL));
 	assert_int_equal(blk, 21);
 	rdb_readidx_invalidate(ix, 21 * B, B);
-	assert_true(rdb_readidx_lookup(ix, 0x555, ANY, &blk));
+	assert_true(rdb_readidx_lookup(ix, 0x555, ANY, &blk, NULL));
 	assert_int_equal(blk, 20);
 	rdb_readidx_clear(ix);
-	assert_false(rdb_readidx_lookup(ix, 0x555, ANY, &blk));
+	assert_false(rdb_readidx_lookup(ix, 0x555, ANY, &blk, NULL));
 	assert_false(rdb_readidx_get(ix, 9, NULL));
 	rdb_readidx_destroy(ix);
 }
@@ -64,17 +64,17 @@ static void test_epoch_tags(void **state)
 	(void)state;
 	assert_int_equal(rdb_readidx_create(&ix, FOR_ENTRIES(64)), 0);
 	rdb_readidx_insert(ix, 4, 0x77, 10);
-	assert_false(rdb_readidx_lookup(ix, 0x77, 9, &blk));
-	assert_true(rdb_readidx_lookup(ix, 0x77, 10, &blk));
+	assert_false(rdb_readidx_lookup(ix, 0x77, 9, &blk, NULL));
+	assert_true(rdb_readidx_lookup(ix, 0x77, 10, &blk, NULL));
 	/* same contents in an older block and a newer one: each epoch sees
 	 * the one it may */
 	rdb_readidx_insert(ix, 5, 0x88, 3);
 	rdb_readidx_insert(ix, 6, 0x88, 12);
-	assert_true(rdb_readidx_lookup(ix, 0x88, 11, &blk));
+	assert_true(rdb_readidx_lookup(ix, 0x88, 11, &blk, NULL));
 	assert_int_equal(blk, 5);
-	assert_true(rdb_readidx_lookup(ix, 0x88, 12, &blk));
+	assert_true(rdb_readidx_lookup(ix, 0x88, 12, &blk, NULL));
 	assert_int_equal(blk, 6);
-	assert_false(rdb_readidx_lookup(ix, 0x88, 2, &blk));
+	assert_false(rdb_readidx_lookup(ix, 0x88, 2, &blk, NULL));
 	rdb_readidx_destroy(ix);
 }
 
@@ -133,13 +133,13 @@ static void test_eviction(void **state)
 	for (uint64_t b = 0; b < 16; b++)
 		rdb_readidx_insert(ix, b, 0x100 + b, 0);
 	/* a hit makes block 0 the most recent: block 1 goes first */
-	assert_true(rdb_readidx_lookup(ix, 0x100, ANY, &blk));
+	assert_true(rdb_readidx_lookup(ix, 0x100, ANY, &blk, NULL));
 	rdb_readidx_insert(ix, 100, 0x900, 0);
 	assert_false(rdb_readidx_get(ix, 1, NULL));
 	assert_true(rdb_readidx_get(ix, 0, NULL));
 	rdb_readidx_insert(ix, 101, 0x901, 0);
 	assert_false(rdb_readidx_get(ix, 2, NULL));
-	assert_false(rdb_readidx_lookup(ix, 0x101, ANY, &blk));
+	assert_false(rdb_readidx_lookup(ix, 0x101, ANY, &blk, NULL));
 	rdb_readidx_stats(ix, &st);
 	assert_int_equal(st.entries, 16);
 	assert_int_equal(st.evicted, 2);
@@ -198,7 +198,7 @@ static void model_run(unsigned seed, uint64_t cap_entries)
 						 * the guest may be ahead */
 			uint64_t h = content[rand_r(&seed) % NBLK], blk;
 			uint64_t e = epoch - (uint64_t)(rand_r(&seed) % 2);
-			bool want = false, got = rdb_readidx_lookup(ix, h, e, &blk);
+			bool want = false, got = rdb_readidx_lookup(ix, h, e, &blk, NULL);
 
 			for (int k = 0; k < NBLK; k++)
 				want |= readlast[k] && content[k] == h &&
