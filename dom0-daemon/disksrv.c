@@ -207,11 +207,16 @@ static void track_read(struct rdb_disksrv *s, uint64_t off, uint32_t len,
 	uint64_t first = (off + RDB_READIDX_BLOCK - 1) / RDB_READIDX_BLOCK;
 	uint64_t end = (off + len) / RDB_READIDX_BLOCK, seed;
 	uint64_t h[RDB_DRING_READ_MAX];
+	bool idle;
 
 	if (!s->has_ring || first >= end || !atomic_load(&sh->record) ||
 	    !atomic_load(&sh->track_reads))
 		return;
 	seed = atomic_load(&sh->read_seed);
+	/* remusdbd takes reads while the guest runs, not in the next pause
+	 * (the pause's drain is for changes): woken when the ring was empty,
+	 * it takes everything, so one wake-up per batch of reads is enough */
+	idle = rdb_dring_used(&s->ring) == 0;
 	while (first < end) {
 		uint32_t n = end - first < RDB_DRING_READ_MAX ?
 			(uint32_t)(end - first) : RDB_DRING_READ_MAX;
@@ -231,6 +236,8 @@ static void track_read(struct rdb_disksrv *s, uint64_t off, uint32_t len,
 		BUMP(reads_tracked, n);
 		first += n;
 	}
+	if (idle)
+		notify(s);
 }
 
 static int op_read(void *opaque, uint64_t off, uint32_t len, uint8_t *dst)

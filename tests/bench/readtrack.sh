@@ -80,7 +80,13 @@ one() {	# name protected(0|1) compression(true|false) read_tracking(true|false) 
 		  pages: (if $prot == 1 then (pages($b) - pages($a)) else null end),
 		  diskref_pages: (if $prot == 1 then (($b.compression.pages.diskref // 0) -
 						      ($a.compression.pages.diskref // 0)) else null end),
-		  read_index: ($b.read_tracking // null) }
+		  read_index: ($b.read_tracking // null),
+		  # references the paper'"'"'s DMA rule could not make: copies of a
+		  # block read in an earlier epoch (a lower bound; copies made in
+		  # the epoch of the read look like the read'"'"'s own target)
+		  diskref_of_earlier_reads_share: (if ($b.read_tracking.diskref_pages // 0) > 0
+			then $b.read_tracking.diskref_of_earlier_reads / $b.read_tracking.diskref_pages
+			else null end) }
 		| . + { diskref_share: (if .pages and .pages > 0
 				then .diskref_pages / .pages else null end) }' \
 		> "$dir/row.json" || rdb_fail "no result for $name"
