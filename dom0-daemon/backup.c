@@ -941,7 +941,7 @@ static int restore_vm(struct rdb_backup *b, uint64_t t0, const char *drive)
 			      vm->cfg.event_port ? ev_path : NULL, &argv);
 	if (rc < 0)
 		goto out;
-	rc = rdb_qemu_spawn(argv, log_path, &b->qemu);
+	rc = rdb_qemu_spawn(argv, log_path, &d->guest_cpus, &b->qemu);
 	if (rc < 0) {
 		LOGVM(ERROR, vm->name, "starting %s: %s", d->cfg.qemu_binary, strerror(-rc));
 		goto out;

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include "config.h"
+#include "cpulist.h"
 #include "sockutil.h"
 
 #include <ctype.h>
@@ -93,6 +94,13 @@ static int v_link_security(const char *v)
 	return !strcmp(v, "psk") || !strcmp(v, "insecure") ? 0 : -EINVAL;
 }
 
+static int v_cpulist(const char *v)
+{
+	cpu_set_t set;
+
+	return rdb_cpulist_parse(v, &set);
+}
+
 static const struct rdb_option daemon_opts[] = {
 	{ "listen", RDB_OPT_STRING, OFF(rdb_daemon_config, listen), "0.0.0.0:7788", 0, 0, v_hostport,
 	  "address:port where this host accepts primaries it backs up" },
@@ -126,6 +134,10 @@ static const struct rdb_option daemon_opts[] = {
 	  "replication link: psk (TLS 1.3, both hosts prove they hold link_psk_file) or insecure (plaintext: anyone who reaches `listen` can overwrite a backed-up VM)" },
 	{ "link_psk_file", RDB_OPT_STRING, OFF(rdb_daemon_config, link_psk_file), "/etc/remusdb/link.psk", 0, 0, NULL,
 	  "the cluster's link key, the same file on every host: 32-128 hex digits (openssl rand -hex 32), mode 0600; the daemon does not start without it unless link_security = insecure" },
+	{ "cpus", RDB_OPT_STRING, OFF(rdb_daemon_config, cpus), "", 0, 0, v_cpulist,
+	  "CPUs remusdbd and its helpers (disk servers, watchdog, encoder threads) run on, as a list (0 or 0-1,4); empty: wherever it was started. Keep the guests' QEMU off them: a shared CPU lengthens every checkpoint pause (docs/performance.md)" },
+	{ "guest_cpus", RDB_OPT_STRING, OFF(rdb_daemon_config, guest_cpus), "", 0, 0, v_cpulist,
+	  "CPUs for the QEMU a backup starts on failover; empty: the CPUs remusdbd was started with (before `cpus` applied)" },
 };
 
 static const struct rdb_option vm_opts[] = {

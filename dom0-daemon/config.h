@@ -59,6 +59,8 @@ struct rdb_daemon_config {
 	uint32_t witness_timeout_ms;
 	char *link_security;
 	char *link_psk_file;
+	char *cpus;
+	char *guest_cpus;
 };
 
 struct rdb_vm_config {

@@ -3,6 +3,7 @@
 #ifndef RDB_DAEMON_H
 #define RDB_DAEMON_H
 
+#include <sched.h>
 #include <stdint.h>
 
 #include "config.h"
@@ -26,6 +27,8 @@ struct rdb_daemon {
 	int repl_listen_fd;		/* backups accept primaries here */
 	uint64_t started_ns;
 	uint64_t metrics_timer;
+	cpu_set_t cpus;			/* where remusdbd runs (`cpus`) */
+	cpu_set_t guest_cpus;		/* where the QEMU it starts runs */
 };
 
 #endif

@@ -14,6 +14,7 @@
 #include "backup.h"
 #include "clock.h"
 #include "config.h"
+#include "cpulist.h"
 #include "ctl.h"
 #include "daemon.h"
 #include "disksrv.h"
@@ -287,6 +288,50 @@ static void on_signal(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque
 	}
 }
 
+/*
+ * Where remusdbd and the QEMU it starts run (`cpus`, `guest_cpus`).  A
+ * guest's QEMU that shares a CPU with the daemon lengthens every pause:
+ * the daemon must answer inside it (docs/performance.md).
+ */
+static int placement_setup(struct rdb_daemon *d)
+{
+	cpu_set_t started;
+	char a[256], b[256];
+
+	if (sched_getaffinity(0, sizeof(started), &started) < 0) {
+		fprintf(stderr, "remusdbd: reading its CPU affinity: %s\n",
+			strerror(errno));
+		return -1;
+	}
+	d->cpus = d->guest_cpus = started;
+	if (d->cfg.guest_cpus[0]) {
+		rdb_cpulist_parse(d->cfg.guest_cpus, &d->guest_cpus);
+		CPU_AND(&d->guest_cpus, &d->guest_cpus, &started);
+		if (CPU_COUNT(&d->guest_cpus) == 0) {
+			fprintf(stderr, "remusdbd: guest_cpus = %s: none of "
+				"them is a CPU it may use (%s)\n",
+				d->cfg.guest_cpus,
+				rdb_cpulist_format(&started, a, sizeof(a)));
+			return -1;
+		}
+	}
+	if (d->cfg.cpus[0]) {
+		rdb_cpulist_parse(d->cfg.cpus, &d->cpus);
+		if (sched_setaffinity(0, sizeof(d->cpus), &d->cpus) < 0) {
+			fprintf(stderr, "remusdbd: cpus = %s: %s (CPUs it may "
+				"use: %s)\n", d->cfg.cpus, strerror(errno),
+				rdb_cpulist_format(&started, a, sizeof(a)));
+			return -1;
+		}
+		/* what the kernel granted, for the log and the checks */
+		sched_getaffinity(0, sizeof(d->cpus), &d->cpus);
+	}
+	LOG(INFO, "runs on CPUs %s; the QEMU it starts on failover runs on CPUs %s",
+	    rdb_cpulist_format(&d->cpus, a, sizeof(a)),
+	    rdb_cpulist_format(&d->guest_cpus, b, sizeof(b)));
+	return 0;
+}
+
 static int make_dir(const char *path)
 {
 	if (mkdir(path, 0700) < 0 && errno != EEXIST) {
@@ -381,6 +426,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "remusdbd: replication link: %s\n", err);
 		return 2;
 	}
+	/* Before any thread or child: they all inherit it. */
+	if (placement_setup(&d) < 0)
+		return 2;
 	signal(SIGPIPE, SIG_IGN);
 	d.started_ns = rdb_now_ns();
 

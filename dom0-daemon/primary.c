@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #define RDB_COMPONENT "primary"
 #include "primary_int.h"
+#include "cpulist.h"
 #include "linksec.h"
 #include "tlsrelay.h"
 
@@ -1174,6 +1175,40 @@ static void colo_job_free(struct rdb_evloop *loop, struct colo_job *j)
 	free(j);
 }
 
+/*
+ * Placement: QEMU and remusdbd sharing a CPU lengthens every pause (the
+ * daemon answers inside it and QEMU waits for the CPU, docs/performance.md).
+ * Only said when the operator pinned the daemon (`cpus`): unpinned, all
+ * share, and that is the default they chose.
+ */
+static void check_placement(struct rdb_primary *p)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	cpu_set_t q, shared;
+	char a[256], b[256];
+
+	if (getsockopt(rdb_qmp_fd(&p->qmp), SOL_SOCKET, SO_PEERCRED, &cr,
+		       &len) < 0 || cr.pid <= 0)
+		return;
+	p->qemu_pid = cr.pid;
+	if (rdb_cpulist_of_process(cr.pid, &q) < 0)
+		return;
+	CPU_AND(&shared, &q, &p->d->cpus);
+	if (p->d->cfg.cpus[0] && CPU_COUNT(&shared))
+		LOGVM(WARN, p->vm->name, "QEMU (pid %d) may run on CPUs %s, "
+		      "which remusdbd is pinned to (cpus = %s): each checkpoint "
+		      "pause then waits for the CPU between them; pin QEMU "
+		      "elsewhere (libvirt <emulatorpin> and <vcpupin>, or "
+		      "taskset), see docs/performance.md", (int)cr.pid,
+		      rdb_cpulist_format(&shared, a, sizeof(a)), p->d->cfg.cpus);
+	else
+		LOGVM(INFO, p->vm->name, "QEMU (pid %d) runs on CPUs %s, "
+		      "remusdbd on CPUs %s", (int)cr.pid,
+		      rdb_cpulist_format(&q, a, sizeof(a)),
+		      rdb_cpulist_format(&p->d->cpus, b, sizeof(b)));
+}
+
 static void colo_started(struct rdb_primary *p, struct colo_job *j)
 {
 	char why[700];
@@ -1194,6 +1229,7 @@ static void colo_started(struct rdb_primary *p, struct colo_job *j)
 	p->qmp = j->qmp;
 	p->qmp_open = true;
 	j->qmp_open = false;
+	check_placement(p);
 }
 
 static void on_colo_done(struct rdb_evloop *loop, int fd, unsigned ev,

@@ -61,6 +61,7 @@
 struct rdb_primary {
 	struct rdb_vm *vm;
 	struct rdb_daemon *d;
+	pid_t qemu_pid;			/* from QMP's SO_PEERCRED; 0: unknown */
 	/* Protection runs (disk copy, then COLO): output is held, disk
 	 * changes are replicated. */
 	bool colo_active;

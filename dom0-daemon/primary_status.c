@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #define RDB_COMPONENT "primary"
 #include "primary_int.h"
+#include "cpulist.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,6 +22,22 @@ void rdb_primary_status(const struct rdb_vm *vm, json_t *o)
 	json_object_set_new(o, "peer", json_string(vm->cfg.peer));
 	json_object_set_new(o, "mode", json_string(vm->cfg.mode ? vm->cfg.mode : "plain"));
 	json_object_set_new(o, "open_epoch", json_integer((json_int_t)p->open_epoch));
+	if (p->qemu_pid > 0) {
+		cpu_set_t q, shared;
+		char a[256], b[256], c[256];
+
+		/* read now: libvirt or an operator may move QEMU's threads */
+		if (rdb_cpulist_of_process(p->qemu_pid, &q) == 0) {
+			CPU_AND(&shared, &q, &p->d->cpus);
+			json_object_set_new(o, "placement", json_pack(
+				"{s:i, s:s, s:s, s:s, s:b}",
+				"qemu_pid", (int)p->qemu_pid,
+				"qemu_cpus", rdb_cpulist_format(&q, a, sizeof(a)),
+				"daemon_cpus", rdb_cpulist_format(&p->d->cpus, b, sizeof(b)),
+				"shared_cpus", rdb_cpulist_format(&shared, c, sizeof(c)),
+				"daemon_pinned", p->d->cfg.cpus[0] != 0));
+		}
+	}
 	json_object_set_new(o, "held_frames", json_integer((json_int_t)
 		(rdb_netbuf_frames(&p->nb) + rdb_flowbuf_frames(&p->fb))));
 	json_object_set_new(o, "held_bytes", json_integer((json_int_t)

@@ -16,7 +16,8 @@ void rdb_qemu_proc_init(struct rdb_qemu_proc *p)
 
 /* Between fork and exec: async-signal-safe calls only (the daemon has
  * threads).  Reports its errno on the CLOEXEC pipe and exits. */
-static void child(char *const *argv, const char *logpath, int err_fd)
+static void child(char *const *argv, const char *logpath,
+		  const cpu_set_t *cpus, int err_fd)
 {
 	sigset_t none;
 	int err, fd;
@@ -25,6 +26,8 @@ static void child(char *const *argv, const char *logpath, int err_fd)
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	signal(SIGPIPE, SIG_DFL);
 	setsid();
+	if (cpus && sched_setaffinity(0, sizeof(*cpus), cpus) < 0)
+		goto fail;
 	fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (fd < 0 || dup2(fd, 0) < 0)
 		goto fail;
@@ -39,7 +42,7 @@ fail:
 }
 
 int rdb_qemu_spawn(char *const *argv, const char *logpath,
-		   struct rdb_qemu_proc *out)
+		   const cpu_set_t *cpus, struct rdb_qemu_proc *out)
 {
 	int err_pipe[2], err = 0;
 	ssize_t r;
@@ -57,7 +60,7 @@ int rdb_qemu_spawn(char *const *argv, const char *logpath,
 		return err;
 	}
 	if (pid == 0)
-		child(argv, logpath, err_pipe[1]);
+		child(argv, logpath, cpus, err_pipe[1]);
 	close(err_pipe[1]);
 	/* The exec succeeded iff the CLOEXEC pipe closes without a word. */
 	do

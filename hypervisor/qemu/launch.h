@@ -3,6 +3,7 @@
 #ifndef RDB_LAUNCH_H
 #define RDB_LAUNCH_H
 
+#include <sched.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -17,9 +18,11 @@ void rdb_qemu_proc_init(struct rdb_qemu_proc *p);
  * so it outlives remusdbd: a restored VM must not die with the daemon.
  * stdin is /dev/null; stdout and stderr append to logpath.  Returns 0 once
  * the exec succeeded, else the child's open/exec errno, negated.
+ * cpus: the CPUs it may run on (NULL: inherited); an affinity the kernel
+ * refuses is the child's errno too.
  */
 int rdb_qemu_spawn(char *const *argv, const char *logpath,
-		   struct rdb_qemu_proc *out);
+		   const cpu_set_t *cpus, struct rdb_qemu_proc *out);
 /* Non-blocking: 1 and the wait status when it has exited (reaped, pid
  * becomes -1), 0 while it runs, -ECHILD when there is no process. */
 int rdb_qemu_poll_exit(struct rdb_qemu_proc *p, int *status_out);

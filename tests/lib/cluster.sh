@@ -17,6 +17,8 @@
 #   cluster_down RUN                 idempotent; for trap ... EXIT (a
 #                                    passed test's images are deleted)
 #
+# CL_DAEMON_CPUS / CL_GUEST_CPUS: pin the daemons and the guests' QEMU
+# (cpu lists, as taskset -c; unset: no placement).
 # Sets: CL_DIR.
 
 CL_VM=vm1
@@ -67,6 +69,12 @@ log_level = info
 link_security = $security
 link_psk_file = $key
 EOC
+	# CL_DAEMON_CPUS, CL_GUEST_CPUS: CPU placement, as an operator sets
+	# it (docs/performance.md): the daemons on some CPUs, the guests'
+	# QEMU (the primary's: taskset; the one restored: guest_cpus) on others
+	[ -n "${CL_DAEMON_CPUS:-}" ] && echo "cpus = $CL_DAEMON_CPUS" >> "$CL_DIR/$side/remusdbd.conf"
+	[ -n "${CL_GUEST_CPUS:-}" ] && echo "guest_cpus = $CL_GUEST_CPUS" >> "$CL_DIR/$side/remusdbd.conf"
+	return 0
 }
 
 # The guest's QEMU arguments common to both hosts (remusdbd adds QMP,
@@ -205,7 +213,9 @@ cluster_vm_up() {
 	fi
 	[ -n "${CL_EVENT_PORT:-}" ] &&
 		drive+=(-chardev "socket,id=rdbevent,path=$CL_DIR/pri/$CL_VM.event,server=on,wait=off")
-	ip netns exec "$(netns_name "$run" pri)" "$RDB_QEMU" "${CL_ARGS[@]}" "${drive[@]}" \
+	local pin=()
+	[ -n "${CL_GUEST_CPUS:-}" ] && pin=(taskset -c "$CL_GUEST_CPUS")
+	ip netns exec "$(netns_name "$run" pri)" "${pin[@]}" "$RDB_QEMU" "${CL_ARGS[@]}" "${drive[@]}" \
 		-qmp "unix:$CL_DIR/pri/$CL_VM.qmp,server=on,wait=off" \
 		-qmp "unix:$CL_DIR/pri/$CL_VM.wd.qmp,server=on,wait=off" \
 		-qmp "unix:$CL_DIR/pri/$CL_VM.mon.qmp,server=on,wait=off" \

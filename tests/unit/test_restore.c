@@ -307,6 +307,32 @@ static void test_restore_argv(void **state)
 					  NULL, NULL, NULL, NULL, &argv), -EINVAL);
 }
 
+/* The QEMU a backup starts runs on guest_cpus, not on the daemon's. */
+static void test_spawn_on_cpus(void **state)
+{
+	char *sleeper[] = { "sleep", "30", NULL };
+	struct rdb_qemu_proc p;
+	cpu_set_t want, got, none;
+	int cpu = -1;
+
+	assert_int_equal(sched_getaffinity(0, sizeof(got), &got), 0);
+	for (int c = CPU_SETSIZE - 1; c >= 0 && cpu < 0; c--)
+		if (CPU_ISSET(c, &got))
+			cpu = c;		/* the last CPU we may use */
+	CPU_ZERO(&want);
+	CPU_SET(cpu, &want);
+	rdb_qemu_proc_init(&p);
+	assert_int_equal(rdb_qemu_spawn(sleeper, "/dev/null", &want, &p), 0);
+	assert_int_equal(sched_getaffinity(p.pid, sizeof(got), &got), 0);
+	assert_true(CPU_EQUAL(&got, &want));
+	assert_int_equal(rdb_qemu_kill(&p, rdb_now_ns() + 2 * RDB_NS_PER_S), 0);
+
+	/* no CPU at all: the kernel refuses, and the spawn says so */
+	CPU_ZERO(&none);
+	assert_int_equal(rdb_qemu_spawn(sleeper, "/dev/null", &none, &p), -EINVAL);
+	assert_int_equal(p.pid, -1);
+}
+
 static void test_spawn_and_kill(void **state)
 {
 	char *sleeper[] = { "sleep", "30", NULL };
@@ -318,10 +344,10 @@ static void test_spawn_and_kill(void **state)
 
 	rdb_qemu_proc_init(&p);
 	assert_int_equal(rdb_qemu_poll_exit(&p, &st), -ECHILD);
-	assert_int_equal(rdb_qemu_spawn(nosuch, "/dev/null", &p), -ENOENT);
+	assert_int_equal(rdb_qemu_spawn(nosuch, "/dev/null", NULL, &p), -ENOENT);
 	assert_int_equal(p.pid, -1);
 
-	assert_int_equal(rdb_qemu_spawn(sleeper, "/dev/null", &p), 0);
+	assert_int_equal(rdb_qemu_spawn(sleeper, "/dev/null", NULL, &p), 0);
 	assert_true(p.pid > 0);
 	assert_int_equal(rdb_qemu_poll_exit(&p, &st), 0);
 	t = rdb_now_ns();
@@ -330,7 +356,7 @@ static void test_spawn_and_kill(void **state)
 	assert_int_equal(p.pid, -1);
 	assert_int_equal(rdb_qemu_kill(&p, 0), 0);	/* idempotent */
 
-	assert_int_equal(rdb_qemu_spawn(quick, "/dev/null", &p), 0);
+	assert_int_equal(rdb_qemu_spawn(quick, "/dev/null", NULL, &p), 0);
 	t = rdb_now_ns();
 	while ((r = rdb_qemu_poll_exit(&p, &st)) == 0 &&
 	       rdb_now_ns() - t < 5 * RDB_NS_PER_S)
@@ -367,6 +393,7 @@ int main(void)
 		cmocka_unit_test(test_invalid_specs),
 		cmocka_unit_test(test_restore_argv),
 		cmocka_unit_test(test_spawn_and_kill),
+		cmocka_unit_test(test_spawn_on_cpus),
 		cmocka_unit_test(test_watchdog_trips_only_when_armed_and_late),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
