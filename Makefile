@@ -57,7 +57,8 @@ WORKLOAD_BINS := build/workload/ledger
 
 .PHONY: all setup qemu guest check unit e2e demo drill drill-pg bench fuzz clean kmod dbms
 
-all: $(B)/remusdbd $(B)/remusdbctl $(HELPER_BINS) $(BENCH_BINS) $(WORKLOAD_BINS) build/dbms/fakekmod.so
+all: $(B)/remusdbd $(B)/remusdbctl $(HELPER_BINS) $(BENCH_BINS) $(WORKLOAD_BINS) build/dbms/fakekmod.so \
+	build/harness/crashfs
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -90,6 +91,11 @@ build/workload/ledger: $(LEDGER_SRCS) tests/workload/ledger_db.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O2 -g $$(pkg-config --cflags $(LEDGER_PKGS)) -o $@ \
 		$(LEDGER_SRCS) $$(pkg-config --libs $(LEDGER_PKGS))
+
+# A power loss for the primary's disk image (tests/crashfs/crashfs.c)
+build/harness/crashfs: tests/crashfs/crashfs.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) -O2 -g $$(pkg-config --cflags fuse3) -o $@ $< $$(pkg-config --libs fuse3)
 
 # remusdb.ko faked in user space, for the DBMS patches' host tests
 build/dbms/fakekmod.so: tests/dbms/fakekmod.c guest-kmod/include/uapi/remusdb.h

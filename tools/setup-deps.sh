@@ -62,6 +62,8 @@ pkgs=(
 	seabios ipxe-qemu qemu-system-data busybox-static cpio kmod
 	# tests: network namespaces, captures
 	iproute2 iputils-ping procps jq curl
+	# a power loss for a disk image in user space (tests/crashfs)
+	libfuse3-dev fuse3
 	# the failover witness the tests and the demo run (docs/failure-modes.md)
 	etcd-server
 	# the PostgreSQL test guest (its data image is made from these) and

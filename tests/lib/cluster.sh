@@ -10,7 +10,9 @@
 #   cluster_vm_up [checkpoint_ms]    the guest CL_VM (CL_GUEST_IP,
 #                                    CL_GUEST_MAC, CL_TAP): QEMU, protect;
 #                                    CL_DISK_IMAGE: a disk (copied, then
-#                                    attached and served by the daemon);
+#                                    attached and served by the daemon;
+#                                    CL_DISK_AT: the primary's image is
+#                                    this file, used in place, not a copy);
 #                                    CL_ATTACH: attached first, no disk;
 #                                    CL_GUEST_READY: console line to wait for
 #   cluster_pull_power RUN           links down first, then SIGKILL
@@ -186,7 +188,7 @@ cluster_vm_up() {
 		# CL_VM_EXTRA: more "key = value" lines for the VM file
 		[ -n "${CL_VM_EXTRA:-}" ] && printf '%s\n' "$CL_VM_EXTRA"
 		if [ -n "${CL_DISK_IMAGE:-}" ]; then
-			echo "disk = $CL_DIR/pri/$CL_VM.disk.img"
+			echo "disk = ${CL_DISK_AT:-$CL_DIR/pri/$CL_VM.disk.img}"
 			echo "disk_socket = $CL_DIR/pri/run/$CL_VM.disk"
 		fi
 		for arg in "${CL_ARGS[@]}"; do echo "qemu_arg = $arg"; done
@@ -194,12 +196,14 @@ cluster_vm_up() {
 
 	# A VM with a disk: the daemon serves it before QEMU can start.
 	local drive=()
-	if [ -n "${CL_DISK_IMAGE:-}" ]; then
+	if [ -n "${CL_DISK_IMAGE:-}" ] && [ -z "${CL_DISK_AT:-}" ]; then
 		cp --sparse=always "$CL_DISK_IMAGE" "$CL_DIR/pri/$CL_VM.disk.img" || return 1
 		# On disk now: otherwise the guest's first flush makes remusdbd's
 		# disk server fdatasync the whole copy inside its event loop
 		# (seen: 558 ms, past the watchdog's 500 ms deadline)
 		sync "$CL_DIR/pri/$CL_VM.disk.img" || return 1
+	fi
+	if [ -n "${CL_DISK_IMAGE:-}" ]; then
 		cl_ctl pri attach "$CL_DIR/$CL_VM.conf" || return 1
 		# reconnect-delay: if remusdbd restarts, QEMU holds the guest's
 		# disk requests (up to 15 s) until the disk is served again

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# The guest's flushes are durable on the primary's own disk while its VM
+# is not protected.  (While it is, the backup's acknowledged replica
+# carries them and the primary skips its own sync inside the pause:
+# docs/performance.md.  This test guards the other side of that trade.)
+#
+# The primary's image sits on crashfs (tests/crashfs): only what was
+# fdatasync()ed reaches the backing file, and killing crashfs loses the
+# rest, as a power loss loses a disk's volatile cache.  The guest writes
+# numbered records with O_DIRECT + fdatasync and prints "durable N" after
+# each sync returns.  Power pull of the primary's host (QEMU, remusdbd,
+# its disk server and crashfs, SIGKILLed together); then every record the
+# guest was told is durable must be in the backing file, intact.
+#
+# Shown red: with the disk server's flush answered without a sync
+# (flush_point returning 0 unprotected), the backing file held none of
+# the records the guest had been told were durable.
+set -u
+. "$(dirname "$0")/../lib/common.sh"
+. "$(dirname "$0")/../lib/netns.sh"
+. "$(dirname "$0")/../lib/cluster.sh"
+
+run=${RDB_RUN:-fd$$}
+records=${FD_RECORDS:-300}
+crashfs=$RDB_ROOT/build/harness/crashfs
+crash=$RDB_ROOT/build/e2e/$run.crashfs	# backing/ and mnt/
+cleanup() {
+	local rc=$?
+	[ -f "$crash/pid" ] && kill -9 "$(cat "$crash/pid")" 2>/dev/null
+	umount -l "$crash/mnt" 2>/dev/null
+	[ "$rc" = 0 ] && rm -rf "$crash"
+	(exit $rc)
+	cluster_down "$run"
+}
+trap cleanup EXIT
+
+rdb_require_root
+[ -x "$crashfs" ] || rdb_fail "$crashfs missing (make all)"
+[ -c /dev/fuse ] || rdb_fail "/dev/fuse missing: crashfs cannot mount"
+[ -x "$RDB_HELPERS/diskseq" ] || rdb_fail "$RDB_HELPERS/diskseq missing (make all)"
+guest=$RDB_ROOT/build/guest-disk
+bash "$RDB_ROOT/tools/mkguest.sh" --out "$guest" --static "$RDB_HELPERS/diskseq" \
+	--module virtio_blk >&2 || rdb_fail "guest build failed"
+
+# Mounted before the hosts start: \`ip netns exec\` gives each daemon a
+# copy of the mounts as they are then (the disk server must see it).
+umount -l "$crash/mnt" 2>/dev/null
+rm -rf "$crash"
+mkdir -p "$crash/backing" "$crash/mnt"
+truncate -s 64M "$crash/backing/disk.img"
+"$crashfs" "$crash/backing" "$crash/mnt" 2>>"$crash/crashfs.log" &
+echo $! > "$crash/pid"
+disown $!
+wait_for 10 "crashfs mounted" test -f "$crash/mnt/disk.img" ||
+	rdb_fail "crashfs did not mount ($(tail -n 2 "$crash/crashfs.log"))"
+cluster_hosts_up "$run" || rdb_fail "hosts setup failed (logs in $CL_DIR)"
+
+export CL_GUEST=$guest CL_DISK_IMAGE=$crash/mnt/disk.img CL_DISK_AT=$crash/mnt/disk.img
+CL_GUEST_RUN="/usr/bin/diskseq /dev/vda 5" CL_NO_PROTECT=1 cluster_vm_up 25 ||
+	rdb_fail "VM setup failed (logs in $CL_DIR)"
+con=$CL_DIR/pri/console.log
+wait_for 120 "$records durable records on the guest's console" \
+	grep -q "^durable $records\b" "$con" || {
+	tail -5 "$con"
+	rdb_fail "the guest did not write $records records"
+}
+st=$(cl_ctl pri status "$CL_VM" --json) || rdb_fail "no status"
+syncs=$(jq '.vms[0].disk.syncs' <<<"$st")
+flushes=$(jq '.vms[0].disk.flushes' <<<"$st")
+# The power pull: the host's processes, then its "disk cache" (crashfs
+# is outside the host's namespace; once the disk server is dead no sync
+# can come, so killing it next is the same instant for the disk).
+cluster_pull_power "$run"
+kill -9 "$(cat "$crash/pid")"
+wait_for 10 "crashfs gone" sh -c "! kill -0 $(cat "$crash/pid") 2>/dev/null" ||
+	rdb_fail "crashfs survived the power pull"
+umount -l "$crash/mnt" 2>/dev/null
+
+# The last record the guest was told is durable, as the console shows it
+# (the console log is the host's file: it outlives the guest).
+last=$(grep -ao '^durable [0-9]*' "$con" | tail -n 1 | cut -d' ' -f2)
+[ -n "$last" ] && [ "$last" -ge "$records" ] || rdb_fail "no durable records on the console"
+img=$crash/backing/disk.img
+missing=0 first_missing=
+for ((n = 1; n <= last; n++)); do
+	# header: "RDBSEQ01" then N (little endian); the last byte: N & 0xff
+	read -r magic seq < <(dd if="$img" bs=4096 skip="$n" count=1 2>/dev/null |
+		head -c 16 | od -A n -t u8)
+	tail=$(dd if="$img" bs=1 skip=$((n * 4096 + 4095)) count=1 2>/dev/null | od -A n -t u1 | tr -d ' ')
+	# "RDBSEQ01" read as a little-endian u64
+	if [ "$magic" != 3544422264932025426 ] || [ "$seq" != "$n" ] || [ "$tail" != $((n & 255)) ]; then
+		missing=$((missing + 1))
+		[ -n "$first_missing" ] || first_missing=$n
+	fi
+done
+jq -n --argjson last "$last" --argjson missing "$missing" --argjson syncs "$syncs" \
+	--argjson flushes "$flushes" '{ durable_records: $last, missing_after_power_loss: $missing,
+	guest_flushes: $flushes, image_syncs: $syncs }' | tee "$CL_DIR/flush-durable.json"
+[ "$missing" = 0 ] ||
+	rdb_fail "$missing of $last records the guest was told were durable are not on the primary's disk after its power loss (first: $first_missing)"
+[ "$syncs" -gt 0 ] || rdb_fail "the disk server never synced the image"
+echo "PASS: unprotected, all $last records the guest synced survived the primary's power loss ($flushes guest flushes, $syncs image syncs)"
