@@ -209,9 +209,14 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 	if (epoch == 0) {
 		rc = colo_send(p, RDB_COLO_CHECKPOINT_READY);
 	} else {
-		rc = colo_send(p, RDB_COLO_VMSTATE_RECEIVED);
-		if (rc == 0)
-			rc = colo_send(p, RDB_COLO_VMSTATE_LOADED);
+		/* Both in one write: one wake-up of QEMU, which reads them
+		 * from one buffer (RECEIVED then LOADED, as it expects). */
+		uint8_t b[8];
+
+		rdb_colo_msg_encode(RDB_COLO_VMSTATE_RECEIVED, b);
+		rdb_colo_msg_encode(RDB_COLO_VMSTATE_LOADED, b + 4);
+		rc = rdb_sock_write_all(p->mig_fd, b, sizeof(b),
+					rdb_now_ns() + RDB_NS_PER_S);
 	}
 	if (rc < 0)
 		return rc;

@@ -23,6 +23,20 @@
 # default): the pause, the epoch's ACK latency and the bytes/s the link
 # carried, TLS against plaintext, same guest, same run (tls_vs_plain).
 # The link's own capacity with and without TLS: linkbench (link.json).
+#
+# placement (25 ms epochs): the same null destination and remusdbd runs
+# with the daemons on CPU 0 and the guest's QEMU on CPU 1 (remusdbd's
+# `cpus`, taskset; docs/performance.md), the deployment the pause goal
+# is stated for; goal_daemon_adds_at_most_10pct is checked there too.
+# breakdown: the same placed runs, and remusdbd unplaced, once more with
+# QEMU's trace events on (tests/bench/pausebreak.sh): where each part of
+# the pause goes, p50/p90/p99 (tracing itself adds a little: compare
+# traced_pause_ms_p50 with the untraced rows).
+# postgresql: the PostgreSQL guest (512 MiB) under pgbench (TPC-B-like,
+# 4 clients), plain Remus at 25 ms, compression and TLS on (the
+# defaults), placed and unplaced: pause p50/p99 observed from QMP during
+# the pgbench run, tps, and a traced placed run's breakdown.  Goals:
+# pause p50 <= 2 ms placed; placement does not lower tps (>= 0.95x).
 # No timing is asserted here: the numbers are reported.
 set -u
 cd "$(dirname "$0")/../.."
@@ -123,5 +137,112 @@ jq -n --slurpfile n25 "$out/null-25.json" --slurpfile d25 "$out/daemon-25.json" 
 			tls($d100[0]; $s100[0]; $r100[0]; $t100[0]; $ts100[0]; $tr100[0])),
 	  method: "pause = QMP STOP->RESUME from QEMU event timestamps; same guest (dirtier 8000 pages/s), same run; null_destination = COLO parser with no-op callbacks; remusdbd and remusdbd_compressed: replication link in plaintext; remusdbd_tls: remusdbd with the link on TLS 1.3 PSK (compression off in both)",
 	  seconds_per_run: ($secs | tonumber),
-	  build: env.RDB_BUILD }' > "$out/checkpoint.json"
+	  build: env.RDB_BUILD }' > "$out/checkpoint-base.json"
+
+# ---- placement and the pause's breakdown (dirtier guest, 25 ms) ----
+if [ "$(nproc)" -lt 2 ]; then
+	rdb_log "bench: one CPU: no placement rows"
+	jq '. + { placement: null, breakdown: null, postgresql: null,
+		  note: "one CPU: placement needs two" }' "$out/checkpoint-base.json" > "$out/checkpoint.json"
+	cat "$out/checkpoint.json"
+	exit 0
+fi
+dirtier_run() {	# name null|daemon placed|unplaced [trace]
+	local name=$1 kind=$2 where=$3 trace=${4:-} pfx=()
+	rdb_log "bench: $name"
+	[ "$where" = placed ] && export CL_DAEMON_CPUS=0 CL_GUEST_CPUS=1 && pfx=(taskset -c 0)
+	[ -n "$trace" ] && export CL_QEMU_TRACE=$out/$name.trace && rm -f "$CL_QEMU_TRACE"
+	if [ "$kind" = null ]; then
+		CL_NO_PROTECT=1 cluster_up bench 25 || rdb_fail "setup failed"
+		sleep 2
+		"${pfx[@]}" "$BENCH" --qmp "$CL_DIR/pri/$CL_VM.mon.qmp" --seconds "$SECONDS_PER_RUN" \
+			--null-dest "$CL_DIR/pri/run" --delay 25 > "$out/$name.json" ||
+			rdb_fail "$name failed"
+	else
+		CL_COMPRESSION=false CL_LINK_SECURITY=insecure cluster_up bench 25 ||
+			rdb_fail "setup failed"
+		sleep 2
+		"$BENCH" --qmp "$CL_DIR/pri/$CL_VM.mon.qmp" --seconds "$SECONDS_PER_RUN" \
+			> "$out/$name.json" || rdb_fail "$name failed"
+	fi
+	cluster_down bench
+	unset CL_DAEMON_CPUS CL_GUEST_CPUS CL_QEMU_TRACE
+	if [ -n "$trace" ]; then
+		bash tests/bench/pausebreak.sh "$out/$name.trace" |
+			jq --slurpfile q "$out/$name.json" '. + { traced_pause_ms_p50: $q[0].pause_ms_p50 }' \
+			> "$out/$name-breakdown.json" || rdb_fail "no breakdown for $name"
+		jq -e '.checkpoints >= 10' "$out/$name-breakdown.json" >/dev/null ||
+			rdb_fail "$name: no checkpoints in QEMU's trace"
+		rm -f "$out/$name.trace"
+	fi
+}
+dirtier_run placed-null null placed
+dirtier_run placed-daemon daemon placed
+dirtier_run traced-placed-null null placed trace
+dirtier_run traced-placed-daemon daemon placed trace
+dirtier_run traced-unplaced-daemon daemon unplaced trace
+
+# ---- the PostgreSQL guest under pgbench, plain Remus, 25 ms ----
+pg_run() {	# name placed|unplaced [trace]
+	local name=$1 where=$2 trace=${3:-} obs
+	rdb_log "bench: $name"
+	[ "$where" = placed ] && export CL_DAEMON_CPUS=0 CL_GUEST_CPUS=1
+	[ -n "$trace" ] && export CL_QEMU_TRACE=$out/$name.trace && rm -f "$CL_QEMU_TRACE"
+	(
+		trap 'cluster_down bench' EXIT
+		CL_RAM_MB=512 CL_PG_SCALE=16
+		cl_use_pg_guest || rdb_fail "PostgreSQL guest build failed"
+		export CL_COMPRESSION=true CL_MODE=plain
+		cluster_hosts_up bench && cluster_vm_up 25 || rdb_fail "setup failed"
+		cl_wait_pg bench || rdb_fail "PostgreSQL not reachable"
+		ip netns exec "$(netns_name bench cli)" "$PGBIN/pgbench" -h "$CL_GUEST_IP" \
+			-U postgres -n -c 4 -j 2 -T 5 bench >/dev/null 2>&1
+		[ -n "$trace" ] && wc -l < "$CL_QEMU_TRACE" > "$out/$name.from"
+		"$BENCH" --qmp "$CL_DIR/pri/$CL_VM.mon.qmp" --seconds "$SECONDS_PER_RUN" \
+			> "$out/$name.json" &
+		obs=$!
+		timeout $((SECONDS_PER_RUN + 60)) ip netns exec "$(netns_name bench cli)" \
+			"$PGBIN/pgbench" -h "$CL_GUEST_IP" -U postgres -n -c 4 -j 2 \
+			-T "$SECONDS_PER_RUN" bench > "$out/$name.pgbench" 2>&1 ||
+			rdb_fail "pgbench failed ($name): $(tail -3 "$out/$name.pgbench")"
+		wait "$obs" || rdb_fail "$name: no pauses observed"
+		cluster_down bench
+	) || exit 1
+	jq --arg tps "$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$out/$name.pgbench" | head -n 1)" \
+		'. + { tps: ($tps | tonumber) }' "$out/$name.json" > "$out/$name-row.json"
+	if [ -n "$trace" ]; then
+		bash tests/bench/pausebreak.sh "$CL_QEMU_TRACE" "$(cat "$out/$name.from")" |
+			jq --slurpfile q "$out/$name.json" '. + { traced_pause_ms_p50: $q[0].pause_ms_p50 }' \
+			> "$out/$name-breakdown.json" || rdb_fail "no breakdown for $name"
+		jq -e '.checkpoints >= 10' "$out/$name-breakdown.json" >/dev/null ||
+			rdb_fail "$name: no checkpoints in QEMU's trace"
+		rm -f "$CL_QEMU_TRACE"
+	fi
+	unset CL_DAEMON_CPUS CL_GUEST_CPUS CL_QEMU_TRACE
+}
+pg_run pg-unplaced unplaced
+pg_run pg-placed placed
+pg_run pg-traced-placed placed trace
+
+jq --slurpfile pn "$out/placed-null.json" --slurpfile pd "$out/placed-daemon.json" \
+	--slurpfile bn "$out/traced-placed-null-breakdown.json" \
+	--slurpfile bd "$out/traced-placed-daemon-breakdown.json" \
+	--slurpfile bu "$out/traced-unplaced-daemon-breakdown.json" \
+	--slurpfile gu "$out/pg-unplaced-row.json" --slurpfile gp "$out/pg-placed-row.json" \
+	--slurpfile gb "$out/pg-traced-placed-breakdown.json" '
+	. + { placement: { cpus: "remusdbd (both hosts): CPU 0; the guest QEMU: CPU 1",
+			   null_destination: $pn[0], remusdbd: $pd[0],
+			   pause_ratio_p50: ($pd[0].pause_ms_p50 / $pn[0].pause_ms_p50),
+			   goal_daemon_adds_at_most_10pct: (($pd[0].pause_ms_p50 / $pn[0].pause_ms_p50) <= 1.10) },
+	      breakdown: { dirtier_placed_null_destination: $bn[0],
+			   dirtier_placed_remusdbd: $bd[0],
+			   dirtier_unplaced_remusdbd: $bu[0],
+			   postgresql_placed_remusdbd: $gb[0],
+			   method: "QEMU trace events of the primary (log backend) per checkpoint, tests/bench/pausebreak.sh; total = runstate colo -> running, which starts before the QMP STOP event (the vCPUs stopping) and so reads a little above the QMP pause" },
+	      postgresql: { guest: "PostgreSQL 15 guest, 512 MiB, pgbench scale 16, TPC-B-like, 4 clients; plain Remus, 25 ms epochs, compression and TLS on",
+			    unplaced: $gu[0], placed: $gp[0],
+			    tps_placed_vs_unplaced: ($gp[0].tps / $gu[0].tps),
+			    goal_pause_p50_at_most_2ms: ($gp[0].pause_ms_p50 <= 2.0),
+			    goal_placement_keeps_tps: (($gp[0].tps / $gu[0].tps) >= 0.95) } }' \
+	"$out/checkpoint-base.json" > "$out/checkpoint.json" || rdb_fail "could not write checkpoint.json"
 cat "$out/checkpoint.json"

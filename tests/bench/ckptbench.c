@@ -44,8 +44,12 @@ static int n_end(void *o, uint64_t e, const uint8_t *d, size_t n)
 	if (e == 0) {
 		send_msg(RDB_COLO_CHECKPOINT_READY);
 	} else {
-		send_msg(RDB_COLO_VMSTATE_RECEIVED);
-		send_msg(RDB_COLO_VMSTATE_LOADED);
+		/* in one write, as remusdbd does */
+		uint8_t b[8];
+
+		rdb_colo_msg_encode(RDB_COLO_VMSTATE_RECEIVED, b);
+		rdb_colo_msg_encode(RDB_COLO_VMSTATE_LOADED, b + 4);
+		rdb_sock_write_all(mig_fd, b, 8, rdb_now_ns() + RDB_NS_PER_S);
 	}
 	return 0;
 }

@@ -5,6 +5,11 @@
 # repeat, no line from an execution that was rolled back — on the same
 # connection.
 #
+# Run with CPU placement (docs/operations.md), the deployment the pause
+# figures assume: the daemons on CPU 0, the guest's QEMU on CPU 1 — the
+# primary's by taskset, the one the backup restores by guest_cpus; both
+# are checked.  The other tests run unplaced.
+#
 # Output: build/e2e/<run>/result.json.  Exit 0 pass, 1 fail, 77 skipped.
 set -u
 . "$(dirname "$0")/../lib/common.sh"
@@ -18,7 +23,18 @@ after_s=${AFTER_S:-8}
 trap 'cluster_down "$run"' EXIT
 
 rdb_require_root
+placed=
+if [ "$(nproc)" -ge 2 ]; then
+	# the backup's daemon may use both: the QEMU it restores must still
+	# be on guest_cpus only, not on what it inherits
+	export CL_DAEMON_CPUS=0 CL_GUEST_CPUS=1 CL_BAK_CPUS=0-1
+	placed=1
+fi
 cluster_up "$run" "$ckpt" || rdb_fail "setup failed (logs in $CL_DIR)"
+if [ -n "$placed" ]; then
+	shared=$(cl_ctl pri status "$CL_VM" --json | jq -r '.vms[0].placement.shared_cpus')
+	[ "$shared" = "" ] || rdb_fail "placement: QEMU and remusdbd share CPUs '$shared'"
+fi
 
 # A random moment: not only "just after a checkpoint".
 [ -n "$before_s" ] || before_s=$(awk -v r=$RANDOM 'BEGIN{printf "%.3f", 3 + (r % 4000) / 1000}')
@@ -69,6 +85,14 @@ jq -n --slurpfile c "$CL_DIR/seqcheck.json" --slurpfile s "$CL_DIR/bak-status.js
 cat "$CL_DIR/result.json"
 [ "$(jq -r .invariants_ok "$CL_DIR/result.json")" = true ] ||
 	rdb_fail "invariant violated (logs in $CL_DIR)"
+if [ -n "$placed" ]; then
+	rq=$(pgrep -f "qemu-system.*$CL_DIR/bak/" | head -n 1)
+	[ -n "$rq" ] || rdb_fail "no restored QEMU on the backup"
+	cpus=$(taskset -c -p "$rq" | sed 's/.*: //')
+	[ "$cpus" = "$CL_GUEST_CPUS" ] ||
+		rdb_fail "the restored QEMU runs on CPUs $cpus, not guest_cpus = $CL_GUEST_CPUS"
+	echo "placement: the restored QEMU runs on CPUs $cpus (guest_cpus)"
+fi
 # The restored VM is the only copy now: if its QEMU dies, the operator
 # must hear of it (state failed, reason in the log), not find a zombie.
 pkill -9 -f "qemu-system.*$CL_DIR/bak/" || rdb_fail "no restored QEMU on the backup"

@@ -20,7 +20,8 @@
 #                                    passed test's images are deleted)
 #
 # CL_DAEMON_CPUS / CL_GUEST_CPUS: pin the daemons and the guests' QEMU
-# (cpu lists, as taskset -c; unset: no placement).
+# (cpu lists, as taskset -c; unset: no placement).  CL_QEMU_TRACE=FILE:
+# the primary QEMU logs its checkpoint trace events there.
 # Sets: CL_DIR.
 
 CL_VM=vm1
@@ -72,9 +73,15 @@ link_security = $security
 link_psk_file = $key
 EOC
 	# CL_DAEMON_CPUS, CL_GUEST_CPUS: CPU placement, as an operator sets
-	# it (docs/performance.md): the daemons on some CPUs, the guests'
-	# QEMU (the primary's: taskset; the one restored: guest_cpus) on others
-	[ -n "${CL_DAEMON_CPUS:-}" ] && echo "cpus = $CL_DAEMON_CPUS" >> "$CL_DIR/$side/remusdbd.conf"
+	# it (docs/performance.md): the primary's daemon on some CPUs, the
+	# guests' QEMU (the primary's: taskset; the one restored: guest_cpus)
+	# on others.  The backup's daemon stands for another host: it goes
+	# with the guest (CL_BAK_CPUS, default CL_GUEST_CPUS), not beside the
+	# primary's daemon — on one CPU with it, the two daemons' TLS and the
+	# initial copy starved the primary past its watchdog (seen once).
+	local cpus=${CL_DAEMON_CPUS:-}
+	[ "$side" = bak ] && [ -n "$cpus" ] && cpus=${CL_BAK_CPUS:-${CL_GUEST_CPUS:-$cpus}}
+	[ -n "$cpus" ] && echo "cpus = $cpus" >> "$CL_DIR/$side/remusdbd.conf"
 	[ -n "${CL_GUEST_CPUS:-}" ] && echo "guest_cpus = $CL_GUEST_CPUS" >> "$CL_DIR/$side/remusdbd.conf"
 	return 0
 }
@@ -217,8 +224,19 @@ cluster_vm_up() {
 	fi
 	[ -n "${CL_EVENT_PORT:-}" ] &&
 		drive+=(-chardev "socket,id=rdbevent,path=$CL_DIR/pri/$CL_VM.event,server=on,wait=off")
-	local pin=()
+	local pin=() ev
 	[ -n "${CL_GUEST_CPUS:-}" ] && pin=(taskset -c "$CL_GUEST_CPUS")
+	# CL_QEMU_TRACE=FILE: the checkpoint path's trace events into FILE
+	# (tests/bench/pausebreak.sh reads them)
+	if [ -n "${CL_QEMU_TRACE:-}" ]; then
+		for ev in runstate_set vm_stop_flush_all colo_send_message colo_receive_message \
+			migration_bitmap_sync_start migration_bitmap_sync_end \
+			savevm_section_start savevm_section_end vmstate_downtime_checkpoint; do
+			drive+=(-trace "enable=$ev")
+		done
+		# (the log backend prints TID@TIME: only with timestamps on)
+		drive+=(-D "$CL_QEMU_TRACE" -msg timestamp=on)
+	fi
 	ip netns exec "$(netns_name "$run" pri)" "${pin[@]}" "$RDB_QEMU" "${CL_ARGS[@]}" "${drive[@]}" \
 		-qmp "unix:$CL_DIR/pri/$CL_VM.qmp,server=on,wait=off" \
 		-qmp "unix:$CL_DIR/pri/$CL_VM.wd.qmp,server=on,wait=off" \

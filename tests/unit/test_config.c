@@ -62,6 +62,31 @@ static void test_link_security_values(void **state)
 	rdb_config_dispose(&rdb_daemon_config_table, &d);
 }
 
+/* CPU placement: lists as taskset -c takes them; a bad one is refused
+ * and the old value kept. */
+static void test_cpu_lists(void **state)
+{
+	struct rdb_daemon_config d;
+	char err[256];
+
+	rdb_config_defaults(&rdb_daemon_config_table, &d);
+	assert_string_equal(d.cpus, "");
+	assert_string_equal(d.guest_cpus, "");
+	assert_int_equal(rdb_config_set(&rdb_daemon_config_table, &d, "cpus",
+					"0-1,4", err, sizeof(err)), 0);
+	assert_string_equal(d.cpus, "0-1,4");
+	assert_int_equal(rdb_config_set(&rdb_daemon_config_table, &d, "cpus",
+					"0-", err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "cpus"));
+	assert_string_equal(d.cpus, "0-1,4");
+	assert_int_equal(rdb_config_set(&rdb_daemon_config_table, &d, "guest_cpus",
+					"2-3", err, sizeof(err)), 0);
+	assert_int_equal(rdb_config_set(&rdb_daemon_config_table, &d, "guest_cpus",
+					"two", err, sizeof(err)), -EINVAL);
+	assert_string_equal(d.guest_cpus, "2-3");
+	rdb_config_dispose(&rdb_daemon_config_table, &d);
+}
+
 static void test_vm_file_with_lists_and_errors(void **state)
 {
 	struct rdb_vm_config c;
@@ -259,6 +284,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_defaults_work_out_of_the_box),
 		cmocka_unit_test(test_link_security_values),
+		cmocka_unit_test(test_cpu_lists),
 		cmocka_unit_test(test_vm_file_with_lists_and_errors),
 		cmocka_unit_test(test_mode_and_protection_options),
 		cmocka_unit_test(test_peer_loss_policy),
