@@ -889,7 +889,8 @@ static int restore_vm(struct rdb_backup *b, uint64_t t0, const char *drive)
 	struct rdb_daemon *d = b->d;
 	struct rdb_restore_block *rb = NULL;
 	struct rdb_restore_spec spec;
-	char qmp_path[108], in_path[108], log_path[512], con_path[512], ev_path[108];
+	char qmp_path[108], wd_path[108], in_path[108], log_path[512];
+	char con_path[512], ev_path[108];
 	char uri[160], status[32];
 	uint64_t deadline = t0 + RESTORE_DEADLINE_NS, ram_bytes = 0;
 	const struct rdb_committed *c = rdb_stage_committed(&b->st);
@@ -900,6 +901,7 @@ static int restore_vm(struct rdb_backup *b, uint64_t t0, const char *drive)
 	int rc, fd = -1;
 
 	snprintf(qmp_path, sizeof(qmp_path), "%s/%s.qmp", d->cfg.run_dir, vm->name);
+	snprintf(wd_path, sizeof(wd_path), "%s/%s.wd.qmp", d->cfg.run_dir, vm->name);
 	snprintf(in_path, sizeof(in_path), "%s/%s.incoming", d->cfg.run_dir, vm->name);
 	snprintf(log_path, sizeof(log_path), "%s/%s/qemu.log", d->cfg.state_dir, vm->name);
 	snprintf(con_path, sizeof(con_path), "%s/%s/console.log", d->cfg.state_dir, vm->name);
@@ -937,7 +939,7 @@ static int restore_vm(struct rdb_backup *b, uint64_t t0, const char *drive)
 	}
 	rc = rdb_restore_argv(d->cfg.qemu_binary, vm->cfg.qemu_arg.v,
 			      vm->cfg.qemu_arg.n, image, ram_bytes, qmp_path,
-			      b->nic.path, con_path, drive,
+			      wd_path, b->nic.path, con_path, drive,
 			      vm->cfg.event_port ? ev_path : NULL, &argv);
 	if (rc < 0)
 		goto out;

@@ -157,6 +157,37 @@ void rdb_nic_close(struct rdb_nic *n)
 	rdb_netstream_dispose(&n->ns);
 }
 
+int rdb_nic_move(struct rdb_nic *dst, struct rdb_nic *src,
+		 rdb_frame_cb from_guest, void *opaque)
+{
+	struct rdb_evloop *loop = src->loop;
+	int rc = 0;
+
+	/* out of the loop under the old address, back in under the new */
+	if (src->fd >= 0)
+		rdb_evloop_del_fd(loop, src->fd);
+	if (src->listen_fd >= 0)
+		rdb_evloop_del_fd(loop, src->listen_fd);
+	if (src->tap_fd >= 0)
+		rdb_evloop_del_fd(loop, src->tap_fd);
+	*dst = *src;
+	rdb_nic_init(src);
+	dst->from_guest = from_guest;
+	dst->opaque = opaque;
+	dst->from_wire = NULL;
+	if (dst->tap_fd >= 0)
+		rc = rdb_evloop_add_fd(loop, dst->tap_fd, RDB_EV_READ, on_tap, dst);
+	if (rc == 0 && dst->listen_fd >= 0)
+		rc = rdb_evloop_add_fd(loop, dst->listen_fd, RDB_EV_READ,
+				       on_accept, dst);
+	if (rc == 0 && dst->fd >= 0) {
+		rc = rdb_evloop_add_fd(loop, dst->fd, RDB_EV_READ, on_qemu, dst);
+		if (rc == 0)
+			want(dst);
+	}
+	return rc;
+}
+
 void rdb_nic_to_wire(struct rdb_nic *n, const uint8_t *frame, size_t len)
 {
 	if (n->tap_fd >= 0)

@@ -36,6 +36,15 @@ int rdb_nic_open(struct rdb_nic *n, struct rdb_evloop *loop, const char *vm,
 		 const char *sock_path, const char *tap, rdb_frame_cb from_guest,
 		 void *opaque, char *err, size_t errlen);
 void rdb_nic_close(struct rdb_nic *n);	/* idempotent */
+/*
+ * Hands an open NIC to a new owner without closing anything (QEMU stays
+ * connected, frames in flight stay queued): dst takes src's sockets and
+ * tap, with new callbacks and no wire filter; src is left as after
+ * rdb_nic_init.  A restored VM protected again: the backup's NIC becomes
+ * the primary's.  Fails only if the loop cannot take the fds back.
+ */
+int rdb_nic_move(struct rdb_nic *dst, struct rdb_nic *src,
+		 rdb_frame_cb from_guest, void *opaque);
 /* Frames from the network go to f first (opaque as given at open); f
  * returns false for a frame it took.  NULL: straight to the guest. */
 void rdb_nic_set_wire_filter(struct rdb_nic *n,

@@ -299,8 +299,12 @@ int rdb_qmp_set_checkpoint_delay(struct rdb_qmp *q, unsigned ms,
 int rdb_qmp_migrate_colo_start(struct rdb_qmp *q, const char *uri,
 			       unsigned checkpoint_ms, uint64_t deadline_ns)
 {
-	int rc = rdb_qmp_set_capability(q, "x-colo", true, deadline_ns);
+	/* A QEMU restored on a backup loaded its RAM with x-ignore-shared
+	 * (mapped, not sent): protected again it must send all of it. */
+	int rc = rdb_qmp_set_capability(q, "x-ignore-shared", false, deadline_ns);
 
+	if (rc == 0)
+		rc = rdb_qmp_set_capability(q, "x-colo", true, deadline_ns);
 	if (rc == 0)
 		rc = rdb_qmp_set_checkpoint_delay(q, checkpoint_ms, deadline_ns);
 	if (rc == 0)

@@ -420,12 +420,12 @@ static int push(char **v, size_t *n, const char *fmt, ...)
 
 int rdb_restore_argv(const char *qemu_binary, char *const *common,
 		     size_t ncommon, const char *image_path, uint64_t ram_bytes,
-		     const char *qmp_path, const char *net_path,
-		     const char *console_path, const char *drive,
-		     const char *event_path, char ***argv_out)
+		     const char *qmp_path, const char *wd_qmp_path,
+		     const char *net_path, const char *console_path,
+		     const char *drive, const char *event_path, char ***argv_out)
 {
-	/* binary + common + 16 of ours + NULL */
-	size_t n = 0, max = 1 + ncommon + 16 + 1;
+	/* binary + common + 18 of ours + NULL */
+	size_t n = 0, max = 1 + ncommon + 18 + 1;
 	char **v;
 	int rc = 0;
 
@@ -454,6 +454,12 @@ int rdb_restore_argv(const char *qemu_binary, char *const *common,
 		rc = push(v, &n, "-qmp");
 	if (rc == 0)
 		rc = push(v, &n, "unix:%s,server=on,wait=off", qmp_path);
+	/* The watchdog's own QMP: the restored VM can be protected again. */
+	if (rc == 0 && wd_qmp_path) {
+		rc = push(v, &n, "-qmp");
+		if (rc == 0)
+			rc = push(v, &n, "unix:%s,server=on,wait=off", wd_qmp_path);
+	}
 	if (rc == 0 && net_path) {
 		rc = push(v, &n, "-netdev");
 		if (rc == 0)
@@ -493,7 +499,7 @@ int rdb_qemu_nbd_drive(char *buf, size_t len, const char *id,
 		       const char *sock_path)
 {
 	int n = snprintf(buf, len, "if=none,id=%s,driver=nbd,server.type=unix,"
-			 "server.path=%s", id, sock_path);
+			 "server.path=%s,reconnect-delay=15", id, sock_path);
 
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }

@@ -89,6 +89,9 @@ int rdb_restore_stream_send(int fd, const uint8_t *buf, size_t len,
  *   -object memory-backend-file,id=pc.ram,size=RAM,mem-path=IMAGE,share=on
  *   -machine memory-backend=pc.ram
  *   -qmp unix:QMP,server=on,wait=off
+ *   -qmp unix:WD_QMP,server=on,wait=off           (if wd_qmp_path: the
+ *                                                   watchdog's, when the
+ *                                                   VM is protected again)
  *   -netdev stream,id=net0,server=off,addr.type=unix,addr.path=NET,
  *           reconnect-ms=100                       (if net_path)
  *   -serial file:CONSOLE                           (if console_path)
@@ -104,14 +107,16 @@ int rdb_restore_stream_send(int fd, const uint8_t *buf, size_t len,
  */
 int rdb_restore_argv(const char *qemu_binary, char *const *common,
 		     size_t ncommon, const char *image_path, uint64_t ram_bytes,
-		     const char *qmp_path, const char *net_path,
-		     const char *console_path, const char *drive,
-		     const char *event_path, char ***argv_out);
+		     const char *qmp_path, const char *wd_qmp_path,
+		     const char *net_path, const char *console_path,
+		     const char *drive, const char *event_path, char ***argv_out);
 void rdb_restore_argv_free(char **argv);	/* NULL is fine */
 /* The -drive value of a VM disk served by remusdbd over NBD on a unix
  * socket, the same on both hosts but for the socket: "if=none,id=ID,
- * driver=nbd,server.type=unix,server.path=SOCK".  -ENAMETOOLONG if it
- * does not fit. */
+ * driver=nbd,server.type=unix,server.path=SOCK,reconnect-delay=15" (a
+ * new disk server taking over the socket, when the restored VM is
+ * protected again, is a reconnect the guest does not see).
+ * -ENAMETOOLONG if it does not fit. */
 int rdb_qemu_nbd_drive(char *buf, size_t len, const char *id,
 		       const char *sock_path);
 

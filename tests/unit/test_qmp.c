@@ -327,6 +327,7 @@ static void play_wrappers(struct fake *f)
 	srv_expect(f, "query-status",
 		   "{\"status\": \"colo\", \"singlestep\": false, \"running\": false}");
 	srv_expect(f, "migrate-set-capabilities", "{}");
+	srv_expect(f, "migrate-set-capabilities", "{}");
 	srv_expect(f, "migrate-set-parameters", "{}");
 	srv_expect(f, "migrate", "{}");
 	srv_expect(f, "announce-self", "{}");
@@ -357,20 +358,24 @@ static void test_wrappers_send_what_qemu_expects(void **state)
 	assert_int_equal(fake_join(f), 0);
 	/* names and arguments as qapi/migration.json and net.json spell them */
 	assert_cmd(f, 1, "{\"execute\":\"query-status\"}");
+	/* a QEMU restored with x-ignore-shared sends all its RAM again */
 	assert_cmd(f, 2, "{\"arguments\":{\"capabilities\":[{\"capability\":"
+		   "\"x-ignore-shared\",\"state\":false}]},"
+		   "\"execute\":\"migrate-set-capabilities\"}");
+	assert_cmd(f, 3, "{\"arguments\":{\"capabilities\":[{\"capability\":"
 		   "\"x-colo\",\"state\":true}]},"
 		   "\"execute\":\"migrate-set-capabilities\"}");
-	assert_cmd(f, 3, "{\"arguments\":{\"x-checkpoint-delay\":25},"
+	assert_cmd(f, 4, "{\"arguments\":{\"x-checkpoint-delay\":25},"
 		   "\"execute\":\"migrate-set-parameters\"}");
-	assert_cmd(f, 4, "{\"arguments\":{\"uri\":\"unix:/run/x.sock\"},"
+	assert_cmd(f, 5, "{\"arguments\":{\"uri\":\"unix:/run/x.sock\"},"
 		   "\"execute\":\"migrate\"}");
-	assert_cmd(f, 5, "{\"arguments\":{\"initial\":50,\"max\":200,"
+	assert_cmd(f, 6, "{\"arguments\":{\"initial\":50,\"max\":200,"
 		   "\"rounds\":5,\"step\":50},\"execute\":\"announce-self\"}");
-	assert_cmd(f, 6, "{\"execute\":\"x-colo-lost-heartbeat\"}");
-	assert_cmd(f, 7, "{\"arguments\":{\"uri\":\"unix:/run/in.sock\"},"
+	assert_cmd(f, 7, "{\"execute\":\"x-colo-lost-heartbeat\"}");
+	assert_cmd(f, 8, "{\"arguments\":{\"uri\":\"unix:/run/in.sock\"},"
 		   "\"execute\":\"migrate-incoming\"}");
-	assert_cmd(f, 8, "{\"execute\":\"stop\"}");
-	assert_cmd(f, 9, "{\"execute\":\"cont\"}");
+	assert_cmd(f, 9, "{\"execute\":\"stop\"}");
+	assert_cmd(f, 10, "{\"execute\":\"cont\"}");
 	/* every command carried a distinct id */
 	for (size_t i = 1; i < json_array_size(f->cmds); i++)
 		assert_true(json_integer_value(json_object_get(

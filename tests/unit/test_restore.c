@@ -275,7 +275,7 @@ static void test_restore_argv(void **state)
 	int i;
 
 	assert_int_equal(rdb_restore_argv("qemu", common, 2, "/s/pc.ram.img",
-					  256 << 20, "/r/q", "/r/n",
+					  256 << 20, "/r/q", NULL, "/r/n",
 					  "/s/console", NULL, NULL, &argv), 0);
 	assert_string_equal(argv[0], "qemu");
 	assert_string_equal(argv[1], "-m");
@@ -297,14 +297,39 @@ static void test_restore_argv(void **state)
 
 	/* without a NIC or console */
 	assert_int_equal(rdb_restore_argv("qemu", NULL, 0, "/i", 1 << 20,
-					  "/q", NULL, NULL, NULL, NULL, &argv), 0);
+					  "/q", NULL, NULL, NULL, NULL, NULL, &argv), 0);
 	for (i = 0; argv[i]; i++)
 		;
 	assert_int_equal(i, 9);
 	assert_string_equal(argv[7], "-incoming");
 	rdb_restore_argv_free(argv);
 	assert_int_equal(rdb_restore_argv("qemu", NULL, 0, "/i", 1000, "/q",
-					  NULL, NULL, NULL, NULL, &argv), -EINVAL);
+					  NULL, NULL, NULL, NULL, NULL, &argv),
+			 -EINVAL);
+
+	/* everything: the watchdog's QMP after the first, the replica's
+	 * drive reconnecting (a new disk server may take its socket over) */
+	{
+		char drive[200];
+
+		assert_int_equal(rdb_qemu_nbd_drive(drive, sizeof(drive), "disk0",
+						    "/r/vm.disk"), 0);
+		assert_string_equal(drive, "if=none,id=disk0,driver=nbd,"
+				    "server.type=unix,server.path=/r/vm.disk,"
+				    "reconnect-delay=15");
+		assert_int_equal(rdb_restore_argv("qemu", NULL, 0, "/i", 1 << 20,
+						  "/q", "/wd", "/n", "/c", drive,
+						  "/e", &argv), 0);
+		for (i = 0; argv[i]; i++)
+			;
+		assert_int_equal(i, 19);
+		assert_string_equal(argv[7], "-qmp");
+		assert_string_equal(argv[8], "unix:/wd,server=on,wait=off");
+		assert_string_equal(argv[9], "-netdev");
+		assert_string_equal(argv[14], drive);
+		assert_string_equal(argv[17], "-incoming");
+		rdb_restore_argv_free(argv);
+	}
 }
 
 /* The QEMU a backup starts runs on guest_cpus, not on the daemon's. */

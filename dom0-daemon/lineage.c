@@ -1,0 +1,228 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#define RDB_COMPONENT "lineage"
+#include "lineage.h"
+#include "fileio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char *const role_names[] = {
+	[RDB_LINEAGE_NONE] = "none",
+	[RDB_LINEAGE_PRIMARY] = "primary",
+	[RDB_LINEAGE_RESTORED] = "restored",
+	[RDB_LINEAGE_REPLICA] = "replica",
+};
+
+const char *rdb_lineage_role_name(enum rdb_lineage_role r)
+{
+	return (unsigned)r < sizeof(role_names) / sizeof(role_names[0]) ?
+		role_names[r] : "?";
+}
+
+static int paths(const char *state_dir, const char *vm, char *dir, size_t dlen,
+		 char *file, size_t flen)
+{
+	int n = snprintf(dir, dlen, "%s/%s", state_dir, vm);
+
+	if (n < 0 || (size_t)n >= dlen)
+		return -ENAMETOOLONG;
+	n = snprintf(file, flen, "%s/lineage.json", dir);
+	return n < 0 || (size_t)n >= flen ? -ENAMETOOLONG : 0;
+}
+
+static int copy_str(json_t *o, const char *key, char *dst, size_t len,
+		    bool required)
+{
+	const char *v = json_string_value(json_object_get(o, key));
+
+	if (!v) {
+		dst[0] = 0;
+		return required ? -EBADMSG : 0;
+	}
+	if (strlen(v) >= len)
+		return -EBADMSG;
+	memcpy(dst, v, strlen(v) + 1);
+	return 0;
+}
+
+static int get_hex(json_t *o, const char *key, uint64_t *out)
+{
+	const char *v = json_string_value(json_object_get(o, key));
+	char *end;
+
+	if (!v || !v[0])
+		return -EBADMSG;
+	errno = 0;
+	*out = strtoull(v, &end, 16);
+	return *end || errno ? -EBADMSG : 0;
+}
+
+int rdb_lineage_load(const char *state_dir, const char *vm,
+		     struct rdb_lineage *out, char *err, size_t errlen)
+{
+	char dir[512], file[540];
+	const char *role;
+	json_error_t je;
+	json_t *o, *base;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	rc = paths(state_dir, vm, dir, sizeof(dir), file, sizeof(file));
+	if (rc < 0)
+		return rc;
+	if (access(file, F_OK) < 0)
+		return -errno;
+	o = json_load_file(file, 0, &je);
+	if (!o) {
+		snprintf(err, errlen, "%s: %s", file, je.text);
+		return -EBADMSG;
+	}
+	role = json_string_value(json_object_get(o, "role"));
+	rc = -EBADMSG;
+	for (unsigned i = 1; role && i < sizeof(role_names) / sizeof(role_names[0]); i++)
+		if (!strcmp(role, role_names[i])) {
+			out->role = i;
+			rc = 0;
+		}
+	if (rc == 0)
+		rc = get_hex(o, "generation", &out->generation);
+	if (rc == 0 && out->role == RDB_LINEAGE_RESTORED) {
+		json_t *e = json_object_get(o, "epoch");
+
+		if (!json_is_integer(e) || json_integer_value(e) < 0)
+			rc = -EBADMSG;
+		else
+			out->epoch = (uint64_t)json_integer_value(e);
+	}
+	if (rc == 0)
+		rc = copy_str(o, "disk", out->disk, sizeof(out->disk), true);
+	if (rc == 0)
+		rc = copy_str(o, "activity_log", out->actlog, sizeof(out->actlog),
+			      out->role == RDB_LINEAGE_PRIMARY);
+	if (rc == 0)
+		rc = copy_str(o, "written_map", out->wmap, sizeof(out->wmap),
+			      out->role == RDB_LINEAGE_RESTORED);
+	if (rc == 0)
+		rc = copy_str(o, "peer", out->peer, sizeof(out->peer), false);
+	base = json_object_get(o, "base");
+	if (rc == 0 && base) {
+		json_t *e = json_object_get(base, "epoch");
+
+		out->has_base = true;
+		rc = get_hex(base, "generation", &out->base_generation);
+		if (rc == 0 && (!json_is_integer(e) || json_integer_value(e) < 0))
+			rc = -EBADMSG;
+		if (rc == 0) {
+			out->base_epoch = (uint64_t)json_integer_value(e);
+			rc = copy_str(base, "written_map", out->base_wmap,
+				      sizeof(out->base_wmap), true);
+		}
+	}
+	json_decref(o);
+	if (rc < 0) {
+		snprintf(err, errlen, "%s: not a lineage record this daemon "
+			 "understands", file);
+		memset(out, 0, sizeof(*out));
+	}
+	return rc;
+}
+
+static int sync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+int rdb_lineage_save(const char *state_dir, const char *vm,
+		     const struct rdb_lineage *l, char *err, size_t errlen)
+{
+	char dir[512], file[540], tmp[560], gen[17];
+	json_t *o;
+	char *text = NULL;
+	int fd = -1, rc;
+
+	rc = paths(state_dir, vm, dir, sizeof(dir), file, sizeof(file));
+	if (rc < 0)
+		return rc;
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		rc = -errno;
+		snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+		return rc;
+	}
+	snprintf(gen, sizeof(gen), "%016" PRIx64, l->generation);
+	o = json_pack("{s:s, s:s, s:s, s:s}", "vm", vm,
+		      "role", rdb_lineage_role_name(l->role), "generation", gen,
+		      "disk", l->disk);
+	if (o && l->role == RDB_LINEAGE_RESTORED)
+		json_object_set_new(o, "epoch", json_integer((json_int_t)l->epoch));
+	if (o && l->actlog[0])
+		json_object_set_new(o, "activity_log", json_string(l->actlog));
+	if (o && l->wmap[0])
+		json_object_set_new(o, "written_map", json_string(l->wmap));
+	if (o && l->peer[0])
+		json_object_set_new(o, "peer", json_string(l->peer));
+	if (o && l->has_base) {
+		char bgen[17];
+
+		snprintf(bgen, sizeof(bgen), "%016" PRIx64, l->base_generation);
+		json_object_set_new(o, "base", json_pack("{s:s, s:I, s:s}",
+			"generation", bgen, "epoch", (json_int_t)l->base_epoch,
+			"written_map", l->base_wmap));
+	}
+	text = o ? json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
+	json_decref(o);
+	if (!text) {
+		snprintf(err, errlen, "lineage record: out of memory");
+		return -ENOMEM;
+	}
+	snprintf(tmp, sizeof(tmp), "%s.tmp", file);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		rc = -errno;
+		goto out;
+	}
+	rc = rdb_write_all(fd, text, strlen(text));
+	if (rc == 0)
+		rc = rdb_write_all(fd, "\n", 1);
+	if (rc == 0 && fsync(fd) < 0)
+		rc = -errno;
+	if (close(fd) < 0 && rc == 0)
+		rc = -errno;
+	fd = -1;
+	if (rc == 0 && rename(tmp, file) < 0)
+		rc = -errno;
+	if (rc == 0)
+		rc = sync_dir(dir);
+out:
+	if (rc < 0) {
+		snprintf(err, errlen, "writing %s: %s", file, strerror(-rc));
+		unlink(tmp);
+	}
+	free(text);
+	return rc;
+}
+
+int rdb_lineage_remove(const char *state_dir, const char *vm)
+{
+	char dir[512], file[540];
+	int rc = paths(state_dir, vm, dir, sizeof(dir), file, sizeof(file));
+
+	if (rc < 0)
+		return rc;
+	if (unlink(file) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	return sync_dir(dir);
+}
