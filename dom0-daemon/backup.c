@@ -5,10 +5,13 @@
 #include "daemon.h"
 #include "disk.h"
 #include "diskbuf.h"
+#include "actlog.h"
 #include "flowcheck.h"
+#include "lineage.h"
 #include "linksec.h"
 #include "log.h"
 #include "nic.h"
+#include "primary.h"
 #include "proto.h"
 #include "ramimage.h"
 #include "sockutil.h"
@@ -16,6 +19,7 @@
 #include "tlsrelay.h"
 #include "vm.h"
 #include "witness.h"
+#include "wmap.h"
 #include "qemu/launch.h"
 #include "qemu/qmp.h"
 #include "qemu/restore.h"
@@ -58,6 +62,12 @@ struct rdb_backup {
 	bool has_disk;			/* DISK_SETUP received */
 	struct rdb_diskbuf disk;	/* the replica and the epoch's writes */
 	char disk_path[512];
+	/* feature RESYNC: the replica is this host's old image of the
+	 * protection base_gen, which the primary brings up to date */
+	bool base_used;
+	uint64_t base_gen;
+	bool replica_recorded;		/* lineage says "replica" of this one */
+	char wmap_path[512];		/* after failover: blocks written since */
 	int disk_pid;			/* after failover: the replica's server */
 	int event_fd;			/* after failover: the event port's socket */
 	struct rdb_buf event_in;	/* the guest's answers on it */
@@ -283,33 +293,163 @@ static int handle_setup(struct rdb_backup *b, const struct rdb_frame *f)
 	return 0;
 }
 
+/*
+ * May this host's old image of the VM stand in for a fresh replica?  Only
+ * if it was the primary's image of exactly the protection the primary
+ * names (base_gen), and its activity log is still valid for it: then it
+ * differs from that protection's committed state only in the log's
+ * extents (actlog.h), which go back in *view.  why says why not.
+ */
+static int try_base(struct rdb_backup *b, uint64_t size, uint64_t base_gen,
+		    struct rdb_lineage *l, struct rdb_actlog_view *view,
+		    char *why, size_t whylen)
+{
+	struct rdb_vm *vm = b->vm;
+	char err[300] = "";
+	struct stat sb;
+	int rc, fd;
+
+	rc = rdb_lineage_load(b->d->cfg.state_dir, vm->name, l, err, sizeof(err));
+	if (rc == -ENOENT) {
+		snprintf(why, whylen, "no lineage record for %s on this host",
+			 vm->name);
+		return rc;
+	}
+	if (rc < 0) {
+		snprintf(why, whylen, "%s", err);
+		return rc;
+	}
+	if (l->role != RDB_LINEAGE_PRIMARY || l->generation != base_gen) {
+		snprintf(why, whylen, "this host's copy is the %s of protection "
+			 "%016llx, not the primary's of %016llx",
+			 rdb_lineage_role_name(l->role),
+			 (unsigned long long)l->generation,
+			 (unsigned long long)base_gen);
+		return -ESTALE;
+	}
+	rc = rdb_actlog_read(l->actlog, size, view, err, sizeof(err));
+	if (rc < 0 || view->generation != base_gen) {
+		snprintf(why, whylen, "activity log %s is not valid for "
+			 "protection %016llx%s%s", l->actlog,
+			 (unsigned long long)base_gen, err[0] ? ": " : "", err);
+		return rc < 0 ? rc : -ESTALE;
+	}
+	fd = open(l->disk, O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		snprintf(why, whylen, "old image %s: %s", l->disk, strerror(errno));
+		return rc;
+	}
+	if (fstat(fd, &sb) < 0 || (uint64_t)sb.st_size != size) {
+		snprintf(why, whylen, "old image %s is %lld bytes, the disk %llu",
+			 l->disk, (long long)sb.st_size, (unsigned long long)size);
+		close(fd);
+		return -EINVAL;
+	}
+	rdb_diskbuf_attach_fd(&b->disk, fd, size);
+	return 0;
+}
+
 /* The primary's disk is coming: a fresh replica of its size, all zeroes
- * (sparse), that the initial copy (epoch 0) fills. */
+ * (sparse), that the initial copy (epoch 0) fills — or, with feature
+ * RESYNC and a base this host holds, its old image, of which the primary
+ * sends only what may differ. */
 static int handle_disk_setup(struct rdb_backup *b, const struct rdb_frame *f)
 {
 	struct rdb_vm *vm = b->vm;
-	char dir[400];
-	uint64_t size;
+	struct rdb_actlog_view view = { 0 };
+	struct rdb_lineage l;
+	uint64_t size, base_gen, base_epoch;
+	char dir[400], why[400] = "no base offered";
+	uint64_t *ext = NULL;
+	uint32_t count = 0;
 	int rc;
 
 	if (b->has_disk || b->st.open || b->have_committed)
 		return -EPROTO;
-	rc = rdb_msg_disk_setup_parse(f, &size);
+	rc = rdb_msg_disk_setup_parse(f, &size, &base_gen, &base_epoch);
 	if (rc < 0)
 		return rc;
+	if (base_gen && !(b->st.features & RDB_FEATURE_RESYNC))
+		return -EPROTO;
 	rc = vm_dir(b, dir, sizeof(dir));
 	if (rc < 0)
 		return rc;
-	snprintf(b->disk_path, sizeof(b->disk_path), "%s/disk.img", dir);
-	rc = rdb_diskbuf_create(&b->disk, b->disk_path, size);
-	if (rc < 0) {
-		LOGVM(ERROR, vm->name, "disk replica: %s", rdb_diskbuf_error(&b->disk));
-		return rc;
+	if (base_gen && try_base(b, size, base_gen, &l, &view, why,
+				 sizeof(why)) == 0) {
+		rc = rdb_actlog_view_extents(&view, &ext, &count);
+		if (rc < 0) {
+			rdb_actlog_view_dispose(&view);
+			return rc;
+		}
+		snprintf(b->disk_path, sizeof(b->disk_path), "%s", l.disk);
+		b->base_used = true;
+		b->base_gen = base_gen;
+		rc = rdb_proto_put_disk_base(&b->out, base_gen, view.shift, ext,
+					     count, NULL);
+		LOGVM(INFO, vm->name, "disk replica: this host's old image %s, "
+		      "the primary's of protection %016llx; %u extent(s) of "
+		      "%llu KiB in its activity log may differ, the primary "
+		      "sends those and what it wrote since epoch %llu", l.disk,
+		      (unsigned long long)base_gen, count,
+		      (unsigned long long)((1ull << view.shift) >> 10),
+		      (unsigned long long)base_epoch);
+		free(ext);
+		rdb_actlog_view_dispose(&view);
+		if (rc < 0)
+			return rc;
+		want_write(b);
+	} else {
+		if (base_gen)
+			LOGVM(WARN, vm->name, "the primary offered a resync from "
+			      "protection %016llx epoch %llu, but %s: the whole "
+			      "disk is copied", (unsigned long long)base_gen,
+			      (unsigned long long)base_epoch, why);
+		snprintf(b->disk_path, sizeof(b->disk_path), "%s/disk.img", dir);
+		rc = rdb_diskbuf_create(&b->disk, b->disk_path, size);
+		if (rc < 0) {
+			LOGVM(ERROR, vm->name, "disk replica: %s",
+			      rdb_diskbuf_error(&b->disk));
+			return rc;
+		}
+		LOGVM(INFO, vm->name, "disk replica %s (%llu MiB) created",
+		      b->disk_path, (unsigned long long)(size >> 20));
+		if (b->st.features & RDB_FEATURE_RESYNC) {
+			rc = rdb_proto_put_disk_base(&b->out, 0, 0, NULL, 0, why);
+			if (rc < 0)
+				return rc;
+			want_write(b);
+		}
 	}
 	b->has_disk = true;
 	b->st.disk = &b->disk;
-	LOGVM(INFO, vm->name, "disk replica %s (%llu MiB) created", b->disk_path,
-	      (unsigned long long)(size >> 20));
+	return 0;
+}
+
+/*
+ * Before the first commit of a protection: this host's disk is a replica
+ * from here on, no base for anyone (a resync that was interrupted before
+ * it could be offered again: see docs/resync.md).
+ */
+static int record_replica(struct rdb_backup *b)
+{
+	struct rdb_vm *vm = b->vm;
+	struct rdb_lineage l = { 0 };
+	char err[300] = "";
+	int rc;
+
+	if (b->replica_recorded || !b->has_disk)
+		return 0;
+	l.role = RDB_LINEAGE_REPLICA;
+	l.generation = b->generation;
+	snprintf(l.disk, sizeof(l.disk), "%.255s", b->disk_path);
+	snprintf(l.peer, sizeof(l.peer), "%s", b->primary_node);
+	rc = rdb_lineage_save(b->d->cfg.state_dir, vm->name, &l, err, sizeof(err));
+	if (rc < 0) {
+		LOGVM(ERROR, vm->name, "lineage record: %s", err);
+		return rc;
+	}
+	b->replica_recorded = true;
 	return 0;
 }
 
@@ -322,6 +462,11 @@ static int handle_epoch_end(struct rdb_backup *b, const struct rdb_frame *f)
 	rc = rdb_msg_epoch_end_parse(f, &pages, &bytes);
 	if (rc < 0)
 		return rc;
+	if (!b->have_committed) {
+		rc = record_replica(b);
+		if (rc < 0)
+			return rc;
+	}
 	rc = rdb_stage_commit(&b->st, f->epoch, pages, bytes, &b->img);
 	rdb_vm_commit_recorded(vm, rdb_now_ns() - t0);
 	if (rc < 0) {
@@ -787,6 +932,41 @@ static void stop_disk_server(struct rdb_backup *b)
 	}
 }
 
+/*
+ * The restored VM's lineage, before its guest can write: its disk is the
+ * protection's committed state at this epoch, plus what the written map
+ * (fresh, all clear) will say the guest wrote.  With both, the VM can be
+ * protected again to the old primary by copying only what may differ
+ * (docs/resync.md).  Failing here costs only that: the failover goes on.
+ */
+static void record_restored(struct rdb_backup *b)
+{
+	struct rdb_vm *vm = b->vm;
+	struct rdb_lineage l = { 0 };
+	char err[300] = "";
+	int rc;
+
+	snprintf(b->wmap_path, sizeof(b->wmap_path), "%s/%s/written.map",
+		 b->d->cfg.state_dir, vm->name);
+	rc = rdb_wmap_create_file(b->wmap_path, b->disk.size, err, sizeof(err));
+	if (rc == 0) {
+		l.role = RDB_LINEAGE_RESTORED;
+		l.generation = b->generation;
+		l.epoch = vm->st.committed_epoch;
+		snprintf(l.disk, sizeof(l.disk), "%.255s", b->disk_path);
+		snprintf(l.wmap, sizeof(l.wmap), "%.255s", b->wmap_path);
+		snprintf(l.peer, sizeof(l.peer), "%s", b->primary_node);
+		rc = rdb_lineage_save(b->d->cfg.state_dir, vm->name, &l, err,
+				      sizeof(err));
+	}
+	if (rc < 0) {
+		LOGVM(WARN, vm->name, "no record of what the restored guest "
+		      "writes (%s): protecting it again will copy the whole "
+		      "disk", err);
+		b->wmap_path[0] = 0;
+	}
+}
+
 /* The replica, as of the last committed epoch, made durable and served
  * to the restored QEMU on run_dir/NAME.disk. */
 static int failover_disk(struct rdb_backup *b, char *drive, size_t len)
@@ -806,9 +986,11 @@ static int failover_disk(struct rdb_backup *b, char *drive, size_t len)
 		LOGVM(ERROR, vm->name, "disk replica: %s", rdb_diskbuf_error(&b->disk));
 		return rc;
 	}
+	record_restored(b);
 	snprintf(sock, sizeof(sock), "%s/%s.disk", b->d->cfg.run_dir, vm->name);
-	rc = rdb_disk_serve_child(vm->name, b->disk_path, sock, &b->disk_pid,
-				  err, sizeof(err));
+	rc = rdb_disk_serve_child(vm->name, b->disk_path, sock,
+				  b->wmap_path[0] ? b->wmap_path : NULL,
+				  &b->disk_pid, err, sizeof(err));
 	if (rc < 0) {
 		LOGVM(ERROR, vm->name, "serving the disk replica: %s", err);
 		return rc;
@@ -1334,6 +1516,17 @@ static void on_pending(struct rdb_evloop *loop, int fd, unsigned ev,
 		refuse(pc, why);
 		return;
 	}
+	/* A stale copy this host attached and fenced (the witness named
+	 * the peer as the VM's owner): the owner now protects the VM to
+	 * us, and the stale copy's disk and NIC give way. */
+	if (old && old->role == RDB_ROLE_PRIMARY && old->state == RDB_VM_FENCED) {
+		LOGVM(WARN, name, "the VM's owner %s protects it to this host: "
+		      "the fenced stale copy attached here is detached (its "
+		      "disk and NIC released)", pc->peer);
+		rdb_primary_teardown(old);
+		rdb_vm_free(old);
+		old = NULL;
+	}
 	if (old && (old->role != RDB_ROLE_BACKUP ||
 		    old->state == RDB_VM_FAILED_OVER ||
 		    old->state == RDB_VM_FAILING_OVER ||
@@ -1488,6 +1681,57 @@ void rdb_backup_teardown(struct rdb_vm *vm)
 	rdb_buf_dispose(&b->out);
 	free(b);
 	vm->bak = NULL;
+}
+
+int rdb_backup_hand_over(struct rdb_vm *vm, struct rdb_nic *nic_dst,
+			 rdb_frame_cb from_guest, void *opaque,
+			 struct rdb_handover *h, char *err, size_t errlen)
+{
+	struct rdb_backup *b = vm->bak;
+	int status;
+
+	memset(h, 0, sizeof(*h));
+	h->event_fd = -1;
+	rdb_qemu_proc_init(&h->qemu);
+	if (!b || vm->state != RDB_VM_FAILED_OVER || b->restore_job ||
+	    b->qemu.pid <= 0 || rdb_qemu_poll_exit(&b->qemu, &status) != 0) {
+		snprintf(err, errlen, "VM %s is %s here, not a restored VM that "
+			 "runs", vm->name, rdb_vm_state_name(vm->state));
+		return -EINVAL;
+	}
+	if (b->fc.started && rdb_flowcheck_pending(&b->fc)) {
+		snprintf(err, errlen, "VM %s: the flow check after its failover "
+			 "still runs (up to failover_fence_ms): try again in a "
+			 "moment", vm->name);
+		return -EAGAIN;
+	}
+	/* The NIC first: the only step that can fail, and nothing is
+	 * undone yet if it does. */
+	if (rdb_nic_move(nic_dst, &b->nic, from_guest, opaque) < 0) {
+		snprintf(err, errlen, "handing the guest's NIC over: event loop");
+		return -ENOMEM;
+	}
+	h->qemu = b->qemu;
+	rdb_qemu_proc_init(&b->qemu);
+	if (b->event_fd >= 0) {
+		rdb_evloop_del_fd(b->d->loop, b->event_fd);
+		h->event_fd = b->event_fd;
+		b->event_fd = -1;
+	}
+	h->has_disk = b->has_disk;
+	snprintf(h->disk_path, sizeof(h->disk_path), "%s", b->disk_path);
+	snprintf(h->wmap_path, sizeof(h->wmap_path), "%s", b->wmap_path);
+	h->generation = b->generation;
+	h->epoch = vm->st.committed_epoch;
+	/* QEMU holds the guest's disk requests (reconnect-delay) until the
+	 * primary's disk server takes the socket over. */
+	stop_disk_server(b);
+	if (b->qmp_open) {
+		rdb_qmp_close(&b->qmp);
+		b->qmp_open = false;
+	}
+	rdb_backup_teardown(vm);
+	return 0;
 }
 
 void rdb_backup_housekeeping(struct rdb_vm *vm)

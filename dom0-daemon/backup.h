@@ -22,6 +22,9 @@
 
 #include <jansson.h>
 
+#include "nic.h"
+#include "qemu/launch.h"
+
 struct rdb_daemon;
 struct rdb_vm;
 
@@ -43,6 +46,26 @@ void rdb_backup_teardown(struct rdb_vm *vm);
 /* Prometheus lines of the flow check (commit protection only). */
 void rdb_backup_metrics_write(const struct rdb_vm *vm, FILE *f);
 void rdb_backup_status(const struct rdb_vm *vm, json_t *o);
+/* What a restored VM's new primary role takes over (reprotect.c). */
+struct rdb_handover {
+	struct rdb_qemu_proc qemu;	/* the restored QEMU: reap it */
+	int event_fd;			/* the failover event port, kept open */
+	bool has_disk;
+	char disk_path[512];		/* the replica the guest runs on */
+	char wmap_path[512];		/* what it wrote since the restore */
+	uint64_t generation, epoch;	/* restored from: protection, epoch */
+};
+/*
+ * The restored VM is protected again from this host: its NIC goes to
+ * nic_dst (from_guest/opaque its new callbacks), the replica's disk
+ * server stops (QEMU holds disk requests until the caller's disk server
+ * takes the socket), and the backup role is torn down without touching
+ * the guest.  -EINVAL unless the VM failed over here and runs; -EAGAIN
+ * while its flow check fences.
+ */
+int rdb_backup_hand_over(struct rdb_vm *vm, struct rdb_nic *nic_dst,
+			 rdb_frame_cb from_guest, void *opaque,
+			 struct rdb_handover *h, char *err, size_t errlen);
 /* Periodic: notices a restored QEMU that exited (and reaps it). */
 void rdb_backup_housekeeping(struct rdb_vm *vm);
 

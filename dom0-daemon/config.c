@@ -179,6 +179,8 @@ static const struct rdb_option vm_opts[] = {
 	  "the -drive id the VM's disk device names (drive=...); the backup gives its replica the same id" },
 	{ "disk_ring_mb", RDB_OPT_U32, OFF(rdb_vm_config, disk_ring_mb), "32", 4, 1024, NULL,
 	  "the ring carrying the disk server's changes to remusdbd; full for longer than checkpoint_deadline_ms (remusdbd stalled), the server stops waiting and protection drops" },
+	{ "activity_log_extents", RDB_OPT_U32, OFF(rdb_vm_config, activity_log_extents), "1024", 16, 1u << 20, NULL,
+	  "the primary's activity log: at most this many 1 MiB extents of its image may hold writes not yet both committed on the backup and synced here (each new one costs a sync of the log before the write); after a power pull, protecting the VM back to this image resyncs at most these plus what the survivor wrote" },
 	{ "disk_epoch_max_mb", RDB_OPT_U32, OFF(rdb_vm_config, disk_epoch_max_mb), "256", 1, 65536, NULL,
 	  "disk writes one epoch may carry before the backup refuses it (its buffer bound)" },
 	{ "compression", RDB_OPT_BOOL, OFF(rdb_vm_config, compression), "true", 0, 0, NULL,

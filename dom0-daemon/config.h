@@ -81,6 +81,7 @@ struct rdb_vm_config {
 	char *disk_id;
 	uint32_t disk_epoch_max_mb;
 	uint32_t disk_ring_mb;
+	uint32_t activity_log_extents;
 	bool compression;
 	uint32_t page_cache_percent;
 	uint32_t compress_threads;

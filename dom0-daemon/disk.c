@@ -68,14 +68,17 @@ static int place_fd(int fd, int to)
  * life socketpair (each -1 if not given).
  */
 static int spawn(const char *vm, const char *image, const char *sock_path,
-		 int ring_fd, int notify_fd, int *life_out, int *pid_out,
-		 char *err, size_t errlen)
+		 int ring_fd, int notify_fd, const char *actlog, uint32_t al_max,
+		 const char *wmap, int *life_out, int *pid_out, char *err,
+		 size_t errlen)
 {
+	char max[16];
 	int listen_fd = -1, life[2] = { -1, -1 }, ep[2] = { -1, -1 }, hi[4];
 	int rc, child_errno = 0;
 	ssize_t n;
 	pid_t pid;
 
+	snprintf(max, sizeof(max), "%u", al_max);
 	rc = rdb_sock_listen_unix(sock_path, &listen_fd);
 	if (rc < 0) {
 		snprintf(err, errlen, "listen on %s: %s", sock_path, strerror(-rc));
@@ -96,10 +99,22 @@ static int spawn(const char *vm, const char *image, const char *sock_path,
 	if (pid == 0) {
 		/* async-signal-safe only, up to exec: another thread of the
 		 * daemon may have held any lock at the fork */
-		char *argv[] = { "remusdbd", "--disk-server", (char *)vm,
-				 (char *)image, "3", ring_fd >= 0 ? "4" : "-1",
-				 notify_fd >= 0 ? "5" : "-1",
-				 life_out ? "6" : "-1", NULL };
+		char *argv[14] = { "remusdbd", "--disk-server", (char *)vm,
+				   (char *)image, "3", ring_fd >= 0 ? "4" : "-1",
+				   notify_fd >= 0 ? "5" : "-1",
+				   life_out ? "6" : "-1", NULL };
+		int na = 8;
+
+		if (actlog) {
+			argv[na++] = "--activity-log";
+			argv[na++] = (char *)actlog;
+			argv[na++] = max;
+		}
+		if (wmap) {
+			argv[na++] = "--written-map";
+			argv[na++] = (char *)wmap;
+		}
+		argv[na] = NULL;
 		int src[4] = { listen_fd, ring_fd, notify_fd, life[1] };
 		int efd = ep[1], e;
 
@@ -343,7 +358,9 @@ static void on_life(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 static int start_server(struct rdb_disk *dk, char *err, size_t errlen)
 {
 	int rc = spawn(dk->vm, dk->image, dk->sock_path, dk->ring_fd,
-		       dk->notify_fd, &dk->life_fd, &dk->pid, err, errlen);
+		       dk->notify_fd, dk->actlog[0] ? dk->actlog : NULL,
+		       dk->actlog_max, dk->wmap[0] ? dk->wmap : NULL,
+		       &dk->life_fd, &dk->pid, err, errlen);
 
 	if (rc < 0)
 		return rc;
@@ -358,10 +375,15 @@ static int start_server(struct rdb_disk *dk, char *err, size_t errlen)
 int rdb_disk_open(struct rdb_disk *dk, struct rdb_evloop *loop,
 		  const char *vm, const char *image, const char *sock_path,
 		  uint64_t ring_bytes, uint64_t room_wait_ns,
+		  const char *actlog, uint32_t actlog_max, const char *wmap,
 		  rdb_disk_hook hook, rdb_disk_lost_hook lost, void *opaque,
 		  char *err, size_t errlen)
 {
 	int rc;
+
+	snprintf(dk->actlog, sizeof(dk->actlog), "%s", actlog ? actlog : "");
+	dk->actlog_max = actlog_max;
+	snprintf(dk->wmap, sizeof(dk->wmap), "%s", wmap ? wmap : "");
 
 	dk->loop = loop;
 	dk->hook = hook;
@@ -462,8 +484,26 @@ void rdb_disk_close(struct rdb_disk *dk)
 }
 
 int rdb_disk_serve_child(const char *vm, const char *image,
-			 const char *sock_path, int *pid_out, char *err,
-			 size_t errlen)
+			 const char *sock_path, const char *wmap, int *pid_out,
+			 char *err, size_t errlen)
 {
-	return spawn(vm, image, sock_path, -1, -1, NULL, pid_out, err, errlen);
+	return spawn(vm, image, sock_path, -1, -1, NULL, 0, wmap, NULL, pid_out,
+		     err, errlen);
+}
+
+void rdb_disk_set_log_generation(struct rdb_disk *dk, uint64_t gen)
+{
+	if (dk->ring.sh)
+		atomic_store(&dk->ring.sh->al_gen, gen);
+}
+
+void rdb_disk_set_committed_pos(struct rdb_disk *dk, uint64_t pos)
+{
+	if (dk->ring.sh && pos > atomic_load(&dk->ring.sh->committed_pos))
+		atomic_store(&dk->ring.sh->committed_pos, pos);
+}
+
+uint64_t rdb_disk_ring_pos(const struct rdb_disk *dk)
+{
+	return dk->ring.sh ? atomic_load(&dk->ring.sh->tail) : 0;
 }

@@ -66,6 +66,8 @@ struct rdb_disk {
 	uint64_t read_epoch;		/* the epoch reads drained now belong to */
 	uint64_t synced_changes;	/* writes + zeroes at our last sync */
 	uint64_t syncs, restarts, started_ns;
+	char actlog[256], wmap[256];	/* the server's (disksrv.h), or "" */
+	uint32_t actlog_max;
 };
 
 void rdb_disk_init(struct rdb_disk *dk);
@@ -78,8 +80,21 @@ void rdb_disk_init(struct rdb_disk *dk);
 int rdb_disk_open(struct rdb_disk *dk, struct rdb_evloop *loop,
 		  const char *vm, const char *image, const char *sock_path,
 		  uint64_t ring_bytes, uint64_t room_wait_ns,
+		  const char *actlog, uint32_t actlog_max, const char *wmap,
 		  rdb_disk_hook hook, rdb_disk_lost_hook lost, void *opaque,
 		  char *err, size_t errlen);
+/*
+ * The activity log (actlog, NULL: none; at most actlog_max extents) and
+ * written map (wmap, NULL: none) the server keeps: docs/resync.md.
+ * set_log_generation: the protection the log is armed for once changes
+ * are recorded (call before rdb_disk_set_recording(on)); committed_pos:
+ * every change up to this ring position is in an epoch the backup
+ * committed (monotonic: a lower one is ignored); ring_pos: the position
+ * drained so far (after rdb_disk_drain: the epoch's end).
+ */
+void rdb_disk_set_log_generation(struct rdb_disk *dk, uint64_t gen);
+void rdb_disk_set_committed_pos(struct rdb_disk *dk, uint64_t pos);
+uint64_t rdb_disk_ring_pos(const struct rdb_disk *dk);
 /*
  * Disk read tracking (readidx.h): the server hashes the blocks the guest
  * reads (with seed) while recording, and the drain keeps ix up to date,
@@ -98,8 +113,8 @@ bool rdb_disk_connected(const struct rdb_disk *dk);
  * QEMU does.  Returns once the socket accepts connections.
  */
 int rdb_disk_serve_child(const char *vm, const char *image,
-			 const char *sock_path, int *pid_out, char *err,
-			 size_t errlen);
+			 const char *sock_path, const char *wmap, int *pid_out,
+			 char *err, size_t errlen);
 /*
  * on: the server puts every change in the ring from now on (what it had
  * there is dropped first); off: it stops.

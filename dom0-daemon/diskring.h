@@ -58,6 +58,14 @@ struct rdb_dring_shared {
 	/* READ records: blocks passed on; blocks not (no room: a READ never
 	 * waits, and never takes the last half of the ring from changes) */
 	_Atomic uint64_t reads_tracked, reads_skipped;
+	/* the activity log (actlog.h).  remusdbd -> server: the protection
+	 * it is armed for while recording; the ring position (head) up to
+	 * which every record is in an epoch the backup committed.  server ->
+	 * remusdbd: the generation it is valid for, and its counters. */
+	_Atomic uint64_t al_gen, committed_pos;
+	_Atomic uint64_t al_armed_gen, al_active, al_adds, al_log_syncs;
+	_Atomic uint64_t al_retired, al_image_syncs, al_full_stalls;
+	_Atomic uint64_t al_invalidations;
 };
 
 /* Why the server stopped putting changes in the ring (it then makes the

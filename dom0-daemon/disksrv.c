@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#define RETIRE_EVERY_NS (1000 * RDB_NS_PER_MS)
+
 /* QEMU's export name is free-form; we serve one export per socket. */
 #define EXPORT_NAME ""
 #define ROOM_POLL_NS (100 * 1000)
@@ -176,6 +178,140 @@ static void pass_on_readback(struct rdb_disksrv *s, uint64_t off, uint32_t len)
 	BUMP(readbacks, 1);
 }
 
+static bool recording(struct rdb_disksrv *s)
+{
+	return s->has_ring && atomic_load(&s->ring.sh->record);
+}
+
+static void al_publish(struct rdb_disksrv *s)
+{
+	struct rdb_dring_shared *sh = s->ring.sh;
+
+	atomic_store(&sh->al_armed_gen, s->al.generation);
+	atomic_store(&sh->al_active, s->al.active);
+	atomic_store(&sh->al_adds, s->al.adds);
+	atomic_store(&sh->al_log_syncs, s->al.log_syncs);
+	atomic_store(&sh->al_retired, s->al.retired);
+	atomic_store(&sh->al_full_stalls, s->al.full_stalls);
+	atomic_store(&sh->al_invalidations, s->al.invalidations);
+}
+
+/*
+ * Before a change of [off, off+len) reaches the image: the written map
+ * has its blocks, and the activity log (actlog.h) covers it — armed or
+ * added to while recording, given up when not.  A log that cannot be
+ * written at all must not vouch for an image that changes under it: it
+ * is removed, and if even that fails the change is refused.
+ */
+static int before_change(struct rdb_disksrv *s, uint64_t off, uint64_t len)
+{
+	struct rdb_dring_shared *sh = s->ring.sh;
+	int rc;
+
+	if (s->has_wm)
+		rdb_wmap_mark(&s->wm, off, len);
+	s->pre_rec = recording(s);
+	if (!s->has_al)
+		return 0;
+	if (s->pre_rec)
+		rc = rdb_actlog_before_change(&s->al, s->img_fd,
+					      atomic_load(&sh->al_gen), off, len,
+					      s->seq, atomic_load(&sh->committed_pos));
+	else
+		rc = rdb_actlog_invalidate(&s->al);
+	if (rc == 0) {
+		al_publish(s);
+		return 0;
+	}
+	LOGVM(ERROR, s->vm, "activity log %s: %s; removing it (a resync "
+	      "after a failover copies the whole disk)", s->al.path,
+	      strerror(-rc));
+	if (rdb_actlog_invalidate(&s->al) < 0 && unlink(s->al.path) < 0) {
+		LOGVM(ERROR, s->vm, "activity log %s cannot be removed either "
+		      "(%s): the guest's change is refused", s->al.path,
+		      strerror(errno));
+		return -EIO;
+	}
+	rdb_actlog_close(&s->al);
+	s->has_al = false;
+	return 0;
+}
+
+/* The change is in the image (and in the ring, if recording). */
+static void after_change(struct rdb_disksrv *s, uint64_t off, uint64_t len)
+{
+	s->seq++;
+	if (!s->has_al)
+		return;
+	rdb_actlog_after_change(&s->al, off, len, s->seq,
+				recording(s) ? atomic_load(&s->ring.sh->head) :
+				UINT64_MAX);
+}
+
+/* Recording began after before_change looked: the log must cover the
+ * change before it goes into the ring (arming syncs the image). */
+static int recording_began(struct rdb_disksrv *s, uint64_t off, uint64_t len)
+{
+	int rc;
+
+	if (!s->has_al || s->pre_rec || !recording(s))
+		return 0;
+	rc = rdb_actlog_before_change(&s->al, s->img_fd,
+				      atomic_load(&s->ring.sh->al_gen), off, len,
+				      s->seq, atomic_load(&s->ring.sh->committed_pos));
+	if (rc < 0)
+		give_up(s, RDB_DRING_UNREADABLE, "the activity log could not "
+			"be written");
+	al_publish(s);
+	return rc;
+}
+
+/* ---- retiring activity-log extents: an image sync on a thread ---- */
+
+static void *sync_main(void *opaque)
+{
+	struct rdb_disksrv *s = opaque;
+	char one = fdatasync(s->img_fd) < 0 ? 0 : 1;
+
+	while (write(s->sync_pipe[1], &one, 1) < 0 && errno == EINTR)
+		;
+	return NULL;
+}
+
+static void on_synced(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
+{
+	struct rdb_disksrv *s = opaque;
+	char ok;
+
+	(void)loop;
+	(void)ev;
+	if (read(fd, &ok, 1) != 1)
+		return;
+	pthread_join(s->sync_thread, NULL);
+	s->syncing = false;
+	if (!ok || !s->has_al)
+		return;
+	atomic_fetch_add(&s->ring.sh->al_image_syncs, 1);
+	rdb_actlog_retire(&s->al, s->sync_seq,
+			  atomic_load(&s->ring.sh->committed_pos));
+	al_publish(s);
+}
+
+static uint64_t on_retire_tick(struct rdb_evloop *loop, uint64_t id, void *opaque)
+{
+	struct rdb_disksrv *s = opaque;
+
+	(void)loop;
+	(void)id;
+	if (!s->has_al || s->syncing ||
+	    !rdb_actlog_retirable(&s->al, atomic_load(&s->ring.sh->committed_pos)))
+		return RETIRE_EVERY_NS;
+	s->sync_seq = s->seq;
+	if (pthread_create(&s->sync_thread, NULL, sync_main, s) == 0)
+		s->syncing = true;
+	return RETIRE_EVERY_NS;
+}
+
 /* A FLUSH or FUA write: durable here, or carried by the backup. */
 static int flush_point(struct rdb_disksrv *s)
 {
@@ -257,19 +393,26 @@ static int op_write(void *opaque, uint64_t off, uint32_t len,
 		    const uint8_t *src, bool fua)
 {
 	struct rdb_disksrv *s = opaque;
-	int rc = rdb_pwrite_all(s->img_fd, src, len, off);
+	int rc = before_change(s, off, len);
 
+	if (rc < 0)
+		return failed(s, "write (activity log)", off, len, rc);
+	rc = rdb_pwrite_all(s->img_fd, src, len, off);
 	if (rc < 0) {
 		/* part of it may be in the image: the replica gets that */
 		s->dirty = true;
+		recording_began(s, off, len);
 		pass_on_readback(s, off, len);
+		after_change(s, off, len);
 		return failed(s, "write", off, len, rc);
 	}
 	s->dirty = true;
 	BUMP(writes, 1);
 	BUMP(written_bytes, len);
 	/* in the image, whatever the FUA sync says next: replicated */
+	recording_began(s, off, len);
 	pass_on(s, RDB_DISK_WRITE, off, len, src);
+	after_change(s, off, len);
 	if (fua) {
 		rc = flush_point(s);
 		if (rc < 0)
@@ -295,15 +438,21 @@ static int op_flush(void *opaque)
  * made equal by zeroing the same range. */
 static int zero(struct rdb_disksrv *s, uint64_t off, uint32_t len, bool punch)
 {
-	int rc = rdb_zero_range(s->img_fd, off, len, punch);
+	int rc = before_change(s, off, len);
 
+	if (rc < 0)
+		return failed(s, "write-zeroes (activity log)", off, len, rc);
+	rc = rdb_zero_range(s->img_fd, off, len, punch);
 	s->dirty = true;
+	recording_began(s, off, len);
 	if (rc < 0) {
 		pass_on_readback(s, off, len);
+		after_change(s, off, len);
 		return failed(s, punch ? "trim" : "write-zeroes", off, len, rc);
 	}
 	BUMP(zeroes, 1);
 	pass_on(s, RDB_DISK_ZERO, off, len, NULL);
+	after_change(s, off, len);
 	return 0;
 }
 
@@ -455,12 +604,17 @@ int rdb_disk_open_image(const char *image, int *fd_out, uint64_t *size_out,
 
 int rdb_disksrv_start(struct rdb_disksrv *s, struct rdb_evloop *loop,
 		      const char *vm, const char *image, int listen_fd,
-		      void *ring_map, int notify_fd, char *err, size_t errlen)
+		      void *ring_map, int notify_fd,
+		      const struct rdb_disksrv_logs *logs, char *err,
+		      size_t errlen)
 {
 	int rc;
 
 	memset(s, 0, sizeof(*s));
 	s->img_fd = s->client_fd = -1;
+	s->sync_pipe[0] = s->sync_pipe[1] = -1;
+	rdb_actlog_init(&s->al);
+	rdb_wmap_init(&s->wm);
 	s->listen_fd = listen_fd;
 	s->notify_fd = notify_fd;
 	s->loop = loop;
@@ -475,6 +629,34 @@ int rdb_disksrv_start(struct rdb_disksrv *s, struct rdb_evloop *loop,
 	rc = rdb_disk_open_image(image, &s->img_fd, &s->size, err, errlen);
 	if (rc < 0)
 		return rc;
+	if (logs && logs->wmap) {
+		rc = rdb_wmap_open(&s->wm, logs->wmap, s->size, err, errlen);
+		if (rc < 0)
+			return rc;
+		s->has_wm = true;
+	}
+	if (logs && logs->actlog && s->has_ring) {
+		rc = rdb_actlog_open(&s->al, logs->actlog, s->size,
+				     logs->actlog_max, err, errlen);
+		if (rc < 0)
+			return rc;
+		s->has_al = true;
+		al_publish(s);
+		if (pipe2(s->sync_pipe, O_CLOEXEC) < 0) {
+			snprintf(err, errlen, "pipe: %s", strerror(errno));
+			return -errno;
+		}
+		rc = rdb_evloop_add_fd(loop, s->sync_pipe[0], RDB_EV_READ,
+				       on_synced, s);
+		if (rc == 0)
+			rc = rdb_evloop_add_timer(loop, RETIRE_EVERY_NS,
+						  on_retire_tick, s,
+						  &s->retire_timer);
+		if (rc < 0) {
+			snprintf(err, errlen, "event loop: %s", strerror(-rc));
+			return rc;
+		}
+	}
 	rc = rdb_evloop_add_fd(loop, listen_fd, RDB_EV_READ, on_accept, s);
 	if (rc < 0)
 		snprintf(err, errlen, "event loop: %s", strerror(-rc));
@@ -491,6 +673,25 @@ void rdb_disksrv_stop(struct rdb_disksrv *s)
 		close(s->listen_fd);
 		s->listen_fd = -1;
 	}
+	if (s->syncing) {
+		pthread_join(s->sync_thread, NULL);
+		s->syncing = false;
+	}
+	if (s->retire_timer)
+		rdb_evloop_del_timer(s->loop, s->retire_timer);
+	s->retire_timer = 0;
+	for (int i = 0; i < 2; i++) {
+		if (s->sync_pipe[i] < 0)
+			continue;
+		if (i == 0)
+			rdb_evloop_del_fd(s->loop, s->sync_pipe[0]);
+		close(s->sync_pipe[i]);
+		s->sync_pipe[i] = -1;
+	}
+	rdb_actlog_close(&s->al);
+	s->has_al = false;
+	rdb_wmap_close(&s->wm);
+	s->has_wm = false;
 	if (s->img_fd >= 0) {
 		close(s->img_fd);
 		s->img_fd = -1;
@@ -522,6 +723,7 @@ static int fd_arg(const char *s)
 int rdb_disksrv_main(int argc, char **argv)
 {
 	struct rdb_evloop *loop = NULL;
+	struct rdb_disksrv_logs logs = { 0 };
 	struct rdb_disksrv s;
 	int listen_fd, ring_fd, notify_fd, life_fd;
 	void *map = NULL;
@@ -530,11 +732,23 @@ int rdb_disksrv_main(int argc, char **argv)
 	sigset_t none;
 
 	rdb_log_setup("remusdbd-disk", RDB_LOG_INFO);
-	if (argc != 7 || (listen_fd = fd_arg(argv[3])) < 0 ||
+	for (int i = 7; i < argc; i++) {
+		if (!strcmp(argv[i], "--activity-log") && i + 2 < argc) {
+			logs.actlog = argv[i + 1];
+			logs.actlog_max = (uint32_t)strtoul(argv[i + 2], NULL, 10);
+			i += 2;
+		} else if (!strcmp(argv[i], "--written-map") && i + 1 < argc) {
+			logs.wmap = argv[++i];
+		} else {
+			argc = 0;	/* usage */
+		}
+	}
+	if (argc < 7 || (listen_fd = fd_arg(argv[3])) < 0 ||
 	    (ring_fd = fd_arg(argv[4])) < -1 || (notify_fd = fd_arg(argv[5])) < -1 ||
 	    (life_fd = fd_arg(argv[6])) < -1) {
 		fprintf(stderr, "usage: remusdbd --disk-server VM IMAGE LISTEN_FD "
-			"RING_FD NOTIFY_FD LIFE_FD (fds by number, -1: none)\n");
+			"RING_FD NOTIFY_FD LIFE_FD [--activity-log PATH MAX] "
+			"[--written-map PATH] (fds by number, -1: none)\n");
 		return 2;
 	}
 	sigemptyset(&none);
@@ -556,14 +770,16 @@ int rdb_disksrv_main(int argc, char **argv)
 	}
 	if (rdb_evloop_create(&loop) < 0 ||
 	    rdb_disksrv_start(&s, loop, argv[1], argv[2], listen_fd, map,
-			      notify_fd, err, sizeof(err)) < 0 ||
+			      notify_fd, &logs, err, sizeof(err)) < 0 ||
 	    (life_fd >= 0 &&
 	     rdb_evloop_add_fd(loop, life_fd, RDB_EV_READ, on_life, NULL) < 0)) {
 		LOGVM(ERROR, argv[1], "disk server: %s", err[0] ? err : "no event loop");
 		return 1;
 	}
-	LOGVM(INFO, argv[1], "disk server (pid %d) serving %s%s", (int)getpid(),
-	      argv[2], map ? ", its changes to remusdbd" : "");
+	LOGVM(INFO, argv[1], "disk server (pid %d) serving %s%s%s%s%s%s",
+	      (int)getpid(), argv[2], map ? ", its changes to remusdbd" : "",
+	      s.has_al ? ", activity log " : "", s.has_al ? logs.actlog : "",
+	      s.has_wm ? ", written map " : "", s.has_wm ? logs.wmap : "");
 	rdb_evloop_run(loop);
 	LOGVM(INFO, argv[1], "disk server (pid %d) exits: remusdbd closed its end",
 	      (int)getpid());

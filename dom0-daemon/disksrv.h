@@ -31,9 +31,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <pthread.h>
+
+#include "actlog.h"
 #include "diskring.h"
 #include "evloop.h"
 #include "nbd.h"
+#include "wmap.h"
 
 struct rdb_disksrv {
 	char vm[65];
@@ -47,6 +51,24 @@ struct rdb_disksrv {
 	bool has_ring;
 	bool dirty;			/* written since the image's last sync */
 	struct rdb_dring_shared own;
+	/* resync after a failover (docs/resync.md) */
+	struct rdb_actlog al;		/* with a ring: the activity log */
+	bool has_al;
+	struct rdb_wmap wm;		/* the written map, if given */
+	bool has_wm;
+	uint64_t seq;			/* changes completed */
+	bool pre_rec;			/* recording, as the change began */
+	bool syncing;			/* a retire's image sync runs */
+	uint64_t sync_seq, retire_timer;
+	pthread_t sync_thread;
+	int sync_pipe[2];
+};
+
+/* The activity log and written map a server keeps (NULL: none). */
+struct rdb_disksrv_logs {
+	const char *actlog;
+	uint32_t actlog_max;
+	const char *wmap;
 };
 
 /* Opens a VM's disk image read-write: a regular file whose size, a
@@ -63,12 +85,16 @@ int rdb_disk_open_image(const char *image, int *fd_out, uint64_t *size_out,
  */
 int rdb_disksrv_start(struct rdb_disksrv *s, struct rdb_evloop *loop,
 		      const char *vm, const char *image, int listen_fd,
-		      void *ring_map, int notify_fd, char *err, size_t errlen);
+		      void *ring_map, int notify_fd,
+		      const struct rdb_disksrv_logs *logs, char *err,
+		      size_t errlen);
 void rdb_disksrv_stop(struct rdb_disksrv *s);	/* idempotent */
 
 /*
- * remusdbd --disk-server VM IMAGE LISTEN_FD RING_FD NOTIFY_FD LIFE_FD:
- * the process (fds by number, -1 for none).  It runs until LIFE_FD (its
+ * remusdbd --disk-server VM IMAGE LISTEN_FD RING_FD NOTIFY_FD LIFE_FD
+ *          [--activity-log PATH MAX] [--written-map PATH]:
+ * the process (fds by number, -1 for none; the activity log only with a
+ * ring).  It runs until LIFE_FD (its
  * end of a socketpair with remusdbd) reads EOF — or, without one, until
  * it is killed.
  */

@@ -110,6 +110,32 @@ static int ctl_protect(void *opaque, json_t *req, json_t **reply_out)
 	return protect_or_attach(opaque, req, reply_out, false);
 }
 
+/* protect NAME KEY=VALUE...: the VM that failed over here, protected
+ * again (rdb_primary_reprotect). */
+static int ctl_reprotect(void *opaque, json_t *req, json_t **reply_out)
+{
+	json_t *args = json_object_get(req, "args");
+	const char *name = json_string_value(json_object_get(args, "name"));
+	json_t *set = json_object_get(args, "set");
+	char err[512] = "";
+	int rc;
+
+	if (!name || (set && !json_is_object(set))) {
+		*reply_out = json_string("reprotect wants a VM name and options");
+		return -EINVAL;
+	}
+	set = set ? json_incref(set) : json_object();
+	rc = set ? rdb_primary_reprotect(opaque, name, set, err, sizeof(err)) :
+		   -ENOMEM;
+	json_decref(set);
+	if (rc < 0) {
+		*reply_out = json_string(err[0] ? err : strerror(-rc));
+		return rc;
+	}
+	*reply_out = json_pack("{s:s}", "state", "protecting");
+	return 0;
+}
+
 static int ctl_attach(void *opaque, json_t *req, json_t **reply_out)
 {
 	return protect_or_attach(opaque, req, reply_out, true);
@@ -224,6 +250,7 @@ static const struct rdb_ctl_handler handlers[] = {
 	{ "capture", ctl_capture },
 	{ "status", ctl_status },
 	{ "protect", ctl_protect },
+	{ "reprotect", ctl_reprotect },
 	{ "attach", ctl_attach },
 	{ "unprotect", ctl_unprotect },
 	{ "failover", ctl_failover },

@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #define RDB_COMPONENT "primary"
 #include "primary_int.h"
+#include "backup.h"
 #include "cpulist.h"
+#include "lineage.h"
+#include "wmap.h"
 #include "linksec.h"
 #include "tlsrelay.h"
 
@@ -15,6 +18,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static int put_flows(struct rdb_primary *p, uint64_t epoch);
@@ -181,9 +185,21 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 	/* QEMU drained the guest's disk before it sent this: every change
 	 * completed before the pause is in the disk server's ring now. */
 	if (p->has_disk) {
+		unsigned at;
+
 		rdb_disk_drain(&p->disk);
 		if (!p->colo_active)
 			return -ECANCELED;	/* the server lost changes */
+		/* every change up to here is epoch <= N: once N is
+		 * acknowledged the disk server may retire it (actlog.h) */
+		if (p->pos_n == sizeof(p->pos_epoch) / sizeof(p->pos_epoch[0])) {
+			p->pos_first = (p->pos_first + 1) % p->pos_n;
+			p->pos_n--;	/* the oldest: its ACK publishes nothing */
+		}
+		at = (p->pos_first + p->pos_n++) %
+		     (sizeof(p->pos_epoch) / sizeof(p->pos_epoch[0]));
+		p->pos_epoch[at] = epoch;
+		p->pos_tail[at] = rdb_disk_ring_pos(&p->disk);
 	}
 	/* The VM is still stopped: every frame it sent so far is epoch <= N.
 	 * Under commit protection that must hold exactly (the backup's flow
@@ -353,13 +369,73 @@ static bool all_zero(const uint8_t *b, size_t n)
 
 static int start_colo(struct rdb_primary *p, char *err, size_t errlen);
 
+#define RESYNC_BLOCK 4096u
+
+/* The next run of blocks set in the resync map at or after block `from`,
+ * at most max blocks long: 1 and *start and *n, or 0 when none is left. */
+static int next_run(const struct rdb_primary *p, uint64_t from, uint64_t max,
+		    uint64_t *start, uint64_t *n)
+{
+	uint64_t nblocks = p->disk.size / RESYNC_BLOCK, b = from, e;
+
+	while (b < nblocks) {
+		uint64_t w = p->resync[b / 64] >> (b % 64);
+
+		if (w) {
+			b += (uint64_t)__builtin_ctzll(w);
+			break;
+		}
+		b = (b / 64 + 1) * 64;
+	}
+	if (b >= nblocks)
+		return 0;
+	for (e = b; e < nblocks && e - b < max &&
+	     (p->resync[e / 64] >> (e % 64) & 1); e++)
+		;
+	*start = b;
+	*n = e - b;
+	return 1;
+}
+
+/* One chunk of the copy at off: its data, or — on a replica that is an
+ * old image, not zeroes — a DISK_ZERO where the chunk is all zero. */
+static int copy_chunk(struct rdb_primary *p, uint64_t off, uint64_t n,
+		      bool zero_skip, char *err, size_t errlen)
+{
+	int rc = rdb_disk_pread(&p->disk, off, p->copy_buf, n);
+
+	if (rc < 0) {
+		snprintf(err, errlen, "initial disk copy: reading %s at %llu: %s",
+			 p->disk.image, (unsigned long long)off, strerror(-rc));
+		return rc;
+	}
+	if (all_zero(p->copy_buf, n)) {
+		if (zero_skip)
+			return 0;
+		rc = rdb_proto_put_disk_zero(&p->out, 0, off, n);
+		p->resync_zero_bytes += n;
+	} else {
+		rc = rdb_proto_put_disk_write(&p->out, 0, off, p->copy_buf, n);
+		p->epoch_disk_bytes += n;
+		p->copy_sent += n;
+	}
+	if (rc < 0) {
+		snprintf(err, errlen, "initial disk copy: out of memory");
+		return rc;
+	}
+	p->epoch_disk_recs++;
+	return 0;
+}
+
 /*
  * The initial copy: the whole disk goes to the backup as epoch 0, holes
  * and all-zero chunks skipped (the backup's replica starts as a sparse
- * file of zeroes).  The guest runs and writes meanwhile; its changes are
- * queued in order with the copy's chunks, so a chunk read after a write
- * carries it, and a write after a chunk is applied after it.  When the
- * last chunk is queued, COLO starts: its initial state closes epoch 0.
+ * file of zeroes) — or, resyncing an old image (p->resync), only the
+ * blocks that may differ, zeroes included.  The guest runs and writes
+ * meanwhile; its changes are queued in order with the copy's chunks, so
+ * a chunk read after a write carries it, and a write after a chunk is
+ * applied after it.  When the last chunk is queued, COLO starts: its
+ * initial state closes epoch 0.
  */
 static uint64_t on_copy(struct rdb_evloop *loop, uint64_t id, void *opaque)
 {
@@ -377,40 +453,38 @@ static uint64_t on_copy(struct rdb_evloop *loop, uint64_t id, void *opaque)
 	}
 	while (p->copy_off < size && looked < COPY_BUDGET &&
 	       p->out.len < PEER_LOW_WATER) {
-		off_t data = lseek(p->disk.img_fd, (off_t)p->copy_off, SEEK_DATA);
-		uint64_t n;
+		uint64_t n, start, nb;
 
-		if (data < 0 && errno == ENXIO) {
-			p->copy_off = size;	/* a hole to the end */
-			break;
+		if (p->resync) {
+			if (!next_run(p, p->copy_off / RESYNC_BLOCK,
+				      COPY_CHUNK / RESYNC_BLOCK, &start, &nb)) {
+				p->copy_off = size;
+				break;
+			}
+			p->copy_off = start * RESYNC_BLOCK;
+			n = nb * RESYNC_BLOCK;
+		} else {
+			off_t data = lseek(p->disk.img_fd, (off_t)p->copy_off,
+					   SEEK_DATA);
+
+			if (data < 0 && errno == ENXIO) {
+				p->copy_off = size;	/* a hole to the end */
+				break;
+			}
+			if (data > (off_t)p->copy_off) {
+				p->copy_off = (uint64_t)data;
+				continue;
+			}
+			n = size - p->copy_off < COPY_CHUNK ?
+				size - p->copy_off : COPY_CHUNK;
 		}
-		if (data > (off_t)p->copy_off) {
-			p->copy_off = (uint64_t)data;
-			continue;
-		}
-		n = size - p->copy_off < COPY_CHUNK ? size - p->copy_off : COPY_CHUNK;
-		rc = rdb_disk_pread(&p->disk, p->copy_off, p->copy_buf, n);
+		rc = copy_chunk(p, p->copy_off, n, !p->resync, err, sizeof(err));
 		if (rc < 0) {
-			snprintf(err, sizeof(err), "initial disk copy: reading %s "
-				 "at %llu: %s", p->disk.image,
-				 (unsigned long long)p->copy_off, strerror(-rc));
 			p->copy_timer = 0;
 			rdb_pri_drop_protection(p, err);
 			return 0;
 		}
 		looked += n;
-		if (!all_zero(p->copy_buf, n)) {
-			rc = rdb_proto_put_disk_write(&p->out, 0, p->copy_off,
-						      p->copy_buf, n);
-			if (rc < 0) {
-				p->copy_timer = 0;
-				rdb_pri_drop_protection(p, "initial disk copy: out of memory");
-				return 0;
-			}
-			p->epoch_disk_recs++;
-			p->epoch_disk_bytes += n;
-			p->copy_sent += n;
-		}
 		p->copy_off += n;
 	}
 	rdb_pri_peer_want_write(p);
@@ -418,11 +492,29 @@ static uint64_t on_copy(struct rdb_evloop *loop, uint64_t id, void *opaque)
 		return COPY_RETRY_NS;
 	p->copying = false;
 	p->copy_timer = 0;
-	LOGVM(INFO, vm->name, "initial disk copy queued: %llu of %llu MiB had "
-	      "data, %.1f s; starting checkpoints",
-	      (unsigned long long)(p->copy_sent >> 20),
-	      (unsigned long long)(size >> 20),
-	      (double)(rdb_now_ns() - p->copy_start_ns) / RDB_NS_PER_S);
+	if (p->resync)
+		LOGVM(INFO, vm->name, "resync queued: %llu MiB of data and %llu "
+		      "MiB of zeroes in %llu blocks that may differ (%llu written "
+		      "here since the restore, %llu extent(s) of the old "
+		      "primary's activity log), of a %llu MiB disk, %.1f s; "
+		      "starting checkpoints",
+		      (unsigned long long)(p->copy_sent >> 20),
+		      (unsigned long long)(p->resync_zero_bytes >> 20),
+		      (unsigned long long)p->resync_blocks,
+		      (unsigned long long)p->resync_wmap_blocks,
+		      (unsigned long long)p->resync_al_extents,
+		      (unsigned long long)(size >> 20),
+		      (double)(rdb_now_ns() - p->copy_start_ns) / RDB_NS_PER_S);
+	else
+		LOGVM(INFO, vm->name, "initial disk copy queued: %llu of %llu "
+		      "MiB had data, %.1f s; starting checkpoints",
+		      (unsigned long long)(p->copy_sent >> 20),
+		      (unsigned long long)(size >> 20),
+		      (double)(rdb_now_ns() - p->copy_start_ns) / RDB_NS_PER_S);
+	vm->st.resync_bytes = p->copy_sent + p->resync_zero_bytes;
+	vm->st.resync_blocks = p->resync ? p->resync_blocks : 0;
+	vm->st.resynced = p->resync != NULL;
+	vm->st.copy_ns = rdb_now_ns() - p->copy_start_ns;
 	free(p->copy_buf);
 	p->copy_buf = NULL;
 	rc = start_colo(p, err, sizeof(err));
@@ -434,6 +526,86 @@ static uint64_t on_copy(struct rdb_evloop *loop, uint64_t id, void *opaque)
 		rdb_pri_drop_protection(p, why);
 	}
 	return 0;
+}
+
+/* Starts the copy: everything, or the resync map's blocks. */
+static int copy_start(struct rdb_primary *p)
+{
+	p->copy_buf = malloc(COPY_CHUNK);
+	if (!p->copy_buf)
+		return -ENOMEM;
+	p->copying = true;
+	p->copy_off = p->copy_sent = p->resync_zero_bytes = 0;
+	p->copy_start_ns = rdb_now_ns();
+	if (p->resync)
+		LOGVM(INFO, p->vm->name, "resync of %s (%llu MiB) to the backup's "
+		      "old image: %llu blocks of 4 KiB may differ",
+		      p->disk.image, (unsigned long long)(p->disk.size >> 20),
+		      (unsigned long long)p->resync_blocks);
+	else
+		LOGVM(INFO, p->vm->name, "initial disk copy of %s (%llu MiB) to "
+		      "the backup", p->disk.image,
+		      (unsigned long long)(p->disk.size >> 20));
+	return rdb_evloop_add_timer(p->d->loop, 1, on_copy, p, &p->copy_timer);
+}
+
+/*
+ * The backup said what its disk is (DISK_BASE).  The old primary's image
+ * of the protection we were restored from: resync what may differ — the
+ * blocks written here since the restore (our written map, read now that
+ * every later change reaches the backup through the ring) and the
+ * extents of its activity log.  Anything else: the whole disk.
+ */
+static int handle_disk_base(struct rdb_primary *p, const struct rdb_frame *f)
+{
+	struct rdb_vm *vm = p->vm;
+	struct rdb_disk_base base;
+	uint64_t nblocks = p->disk.size / RESYNC_BLOCK, words;
+	char err[300] = "";
+	int rc;
+
+	if (!p->awaiting_base || rdb_msg_disk_base_parse(f, &base) < 0)
+		return -EPROTO;
+	p->awaiting_base = false;
+	if (!base.generation) {
+		if (p->base_gen)
+			LOGVM(WARN, vm->name, "the backup holds no base for a "
+			      "resync (%s): the whole disk is copied", base.reason);
+		return copy_start(p);
+	}
+	if (!p->base_gen || base.generation != p->base_gen ||
+	    p->disk.size % RESYNC_BLOCK)
+		return -EPROTO;
+	words = (nblocks + 63) / 64;
+	p->resync = calloc(words ? words : 1, sizeof(uint64_t));
+	if (!p->resync)
+		return -ENOMEM;
+	rc = rdb_wmap_read_file(p->base_wmap, p->disk.size, p->resync,
+				&p->resync_wmap_blocks, err, sizeof(err));
+	if (rc < 0) {
+		/* Without it, nothing bounds what we wrote: fall back is not
+		 * possible (the backup's replica is its old image, not
+		 * zeroes), so every block goes. */
+		LOGVM(WARN, vm->name, "written map %s: %s: resyncing every "
+		      "block", p->base_wmap, err);
+		memset(p->resync, 0xff, words * sizeof(uint64_t));
+		if (nblocks % 64)
+			p->resync[words - 1] = (1ull << (nblocks % 64)) - 1;
+	}
+	p->resync_al_shift = base.shift;
+	p->resync_al_extents = base.count;
+	for (uint32_t i = 0; i < base.count; i++) {
+		uint64_t x = rdb_disk_base_extent(&base, i);
+		uint64_t b0 = (x << base.shift) / RESYNC_BLOCK;
+		uint64_t b1 = ((x + 1) << base.shift) / RESYNC_BLOCK;
+
+		for (uint64_t b = b0; b < b1 && b < nblocks; b++)
+			p->resync[b / 64] |= 1ull << (b % 64);
+	}
+	p->resync_blocks = 0;
+	for (uint64_t w = 0; w < words; w++)
+		p->resync_blocks += (uint64_t)__builtin_popcountll(p->resync[w]);
+	return copy_start(p);
 }
 
 /* ---- network: guest -> held -> tap; tap -> guest at once ---- */
@@ -631,6 +803,46 @@ static void on_mig_accept(struct rdb_evloop *loop, int fd, unsigned ev,
 
 /* ---- the backup link ---- */
 
+/* Epoch N is on the backup: the disk server may retire activity-log
+ * extents whose changes are all behind N's ring position. */
+static void disk_committed(struct rdb_primary *p, uint64_t epoch)
+{
+	const unsigned cap = sizeof(p->pos_epoch) / sizeof(p->pos_epoch[0]);
+	uint64_t pos = 0;
+	bool any = false;
+
+	while (p->pos_n && p->pos_epoch[p->pos_first] <= epoch) {
+		pos = p->pos_tail[p->pos_first];
+		any = true;
+		p->pos_first = (p->pos_first + 1) % cap;
+		p->pos_n--;
+	}
+	if (any)
+		rdb_disk_set_committed_pos(&p->disk, pos);
+}
+
+/*
+ * The backup committed the resync: its disk is this protection's replica
+ * now, and our restored lineage (the base) is spent.  The record says
+ * "primary of this protection" only (lineage.h).
+ */
+static void resync_committed(struct rdb_primary *p)
+{
+	struct rdb_lineage l;
+	char err[300] = "";
+
+	if (rdb_lineage_load(p->d->cfg.state_dir, p->vm->name, &l, err,
+			     sizeof(err)) < 0 || l.role != RDB_LINEAGE_PRIMARY ||
+	    l.generation != p->generation)
+		return;
+	l.has_base = false;
+	if (rdb_lineage_save(p->d->cfg.state_dir, p->vm->name, &l, err,
+			     sizeof(err)) < 0)
+		LOGVM(WARN, p->vm->name, "lineage record: %s", err);
+	p->base_gen = p->base_epoch = 0;
+	p->base_wmap[0] = 0;
+}
+
 static void on_peer_msg(struct rdb_primary *p, const struct rdb_frame *f)
 {
 	struct rdb_vm *vm = p->vm;
@@ -650,13 +862,27 @@ static void on_peer_msg(struct rdb_primary *p, const struct rdb_frame *f)
 		vm->st.last_ack_ns = p->last_peer_rx_ns;
 		rdb_vm_epoch_acked(vm, f->epoch, p->last_peer_rx_ns);
 		rdb_pri_release_output(p, f->epoch);
-		if (vm->state == RDB_VM_PROTECTING)
-			rdb_vm_set_state(vm, RDB_VM_PROTECTED,
-					 "backup committed the initial state");
+		disk_committed(p, f->epoch);
+		if (vm->state == RDB_VM_PROTECTING) {
+			if (p->base_gen)
+				resync_committed(p);
+			rdb_vm_set_state(vm, RDB_VM_PROTECTED, "backup committed "
+					 "the initial state%s", vm->st.resynced ?
+					 " (a resync)" : "");
+		}
 		break;
 	}
 	case RDB_MSG_HEARTBEAT:
 		break;
+	case RDB_MSG_DISK_BASE: {
+		int rc = handle_disk_base(p, f);
+
+		if (rc < 0)
+			rdb_pri_drop_protection(p, rc == -EPROTO ?
+				"the backup's DISK_BASE does not answer our "
+				"DISK_SETUP" : "resync: out of memory");
+		break;
+	}
 	case RDB_MSG_ERROR: {
 		char why[300];
 
@@ -915,6 +1141,7 @@ static uint32_t offered_features(const struct rdb_primary *p)
 	return (p->vm->cfg.compression ? CODEC_FEATURES : 0) |
 	       (p->vm->cfg.read_tracking && p->has_disk ? RDB_FEATURE_DISKREF : 0) |
 	       (p->vm->cfg.verify_pages ? RDB_FEATURE_VERIFY : 0) |
+	       (p->has_disk ? RDB_FEATURE_RESYNC : 0) |
 	       (p->cp ? RDB_FEATURE_FLOWS : 0);
 }
 
@@ -1410,6 +1637,10 @@ bool rdb_pri_protection_cleanup(struct rdb_primary *p)
 	rdb_proto_decoder_init(&p->dec);
 	free(p->copy_buf);
 	p->copy_buf = NULL;
+	free(p->resync);
+	p->resync = NULL;
+	p->awaiting_base = false;
+	p->pos_n = 0;
 	rdb_pri_stop_pool(p);
 	rdb_buf_reset(&p->enc_batch);
 	p->features = 0;
@@ -1420,6 +1651,56 @@ bool rdb_pri_protection_cleanup(struct rdb_primary *p)
 	p->disk.read_epoch = 0;
 	p->protect_started = false;
 	return durable;
+}
+
+/* A primary for vm, nothing open yet. */
+static struct rdb_primary *primary_alloc(struct rdb_daemon *d, struct rdb_vm *vm)
+{
+	struct rdb_primary *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	vm->pri = p;
+	p->vm = vm;
+	p->d = d;
+	p->mig_listen_fd = p->mig_fd = -1;
+	p->nb_sink = tap_sink;
+	rdb_nic_init(&p->nic);
+	rdb_disk_init(&p->disk);
+	p->peer_fd = -1;
+	rdb_buf_init(&p->out);
+	rdb_buf_init(&p->batch);
+	rdb_buf_init(&p->enc_batch);
+	rdb_buf_init(&p->held);
+	p->pool_fd = -1;
+	p->cap_fd = -1;
+	rdb_qemu_proc_init(&p->restored_qemu);
+	p->event_fd = -1;
+	rdb_proto_decoder_init(&p->dec);
+	return p;
+}
+
+/* Serves the VM's disk (cfg.disk), with its activity log in the state
+ * directory and, for a restored VM, its written map (wmap, or NULL). */
+static int open_disk(struct rdb_primary *p, const char *wmap, char *err,
+		     size_t errlen)
+{
+	struct rdb_vm *vm = p->vm;
+	char dir[400];
+
+	p->has_disk = true;
+	snprintf(dir, sizeof(dir), "%s/%s", p->d->cfg.state_dir, vm->name);
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+		return -errno;
+	}
+	snprintf(p->actlog_path, sizeof(p->actlog_path), "%s/disk.al", dir);
+	return rdb_disk_open(&p->disk, p->d->loop, vm->name, vm->cfg.disk,
+			     vm->cfg.disk_socket,
+			     (uint64_t)vm->cfg.disk_ring_mb << 20,
+			     (uint64_t)vm->cfg.checkpoint_deadline_ms * RDB_NS_PER_MS,
+			     p->actlog_path, vm->cfg.activity_log_extents, wmap,
+			     disk_changed, disk_lost, p, err, errlen);
 }
 
 static int attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
@@ -1435,9 +1716,8 @@ static int attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 		return -EEXIST;
 	}
 	vm = rdb_vm_new(d, cfg->name, RDB_ROLE_PRIMARY);
-	p = calloc(1, sizeof(*p));
+	p = vm ? primary_alloc(d, vm) : NULL;
 	if (!vm || !p) {
-		free(p);
 		rdb_vm_free(vm);
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
@@ -1445,21 +1725,6 @@ static int attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 	rdb_config_dispose(&rdb_vm_config_table, &vm->cfg);
 	vm->cfg = *cfg;
 	memset(cfg, 0, sizeof(*cfg));
-	vm->pri = p;
-	p->vm = vm;
-	p->d = d;
-	p->mig_listen_fd = p->mig_fd = -1;
-	p->nb_sink = tap_sink;
-	rdb_nic_init(&p->nic);
-	rdb_disk_init(&p->disk);
-	p->peer_fd = -1;
-	rdb_buf_init(&p->out);
-	rdb_buf_init(&p->batch);
-	rdb_buf_init(&p->enc_batch);
-	rdb_buf_init(&p->held);
-	p->pool_fd = -1;
-	p->cap_fd = -1;
-	rdb_proto_decoder_init(&p->dec);
 	rc = rdb_netbuf_init(&p->nb, 0);
 	if (rc == 0)
 		rc = rdb_flowbuf_init(&p->fb, 0, 0);
@@ -1468,14 +1733,8 @@ static int attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 				  vm->cfg.tap, guest_frame, p, err, errlen);
 	if (rc == 0)
 		rdb_nic_set_wire_filter(&p->nic, wire_frame);
-	if (rc == 0 && vm->cfg.disk && vm->cfg.disk[0]) {
-		p->has_disk = true;
-		rc = rdb_disk_open(&p->disk, d->loop, vm->name, vm->cfg.disk,
-				   vm->cfg.disk_socket,
-				   (uint64_t)vm->cfg.disk_ring_mb << 20,
-				   (uint64_t)vm->cfg.checkpoint_deadline_ms * RDB_NS_PER_MS,
-				   disk_changed, disk_lost, p, err, errlen);
-	}
+	if (rc == 0 && vm->cfg.disk && vm->cfg.disk[0])
+		rc = open_disk(p, NULL, err, errlen);
 	if (rc < 0) {
 		if (!err[0])
 			snprintf(err, errlen, "%s", strerror(-rc));
@@ -1509,6 +1768,38 @@ int rdb_primary_attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 	return 0;
 }
 
+/*
+ * This host's image is the primary's of the new protection, its activity
+ * log about to be armed for it (lineage.h): after a power pull here the
+ * backup can protect the VM back to this image and resync only what the
+ * log names.  A restored VM keeps its base until the resync commits.
+ * Failing costs only that: a later resync copies the whole disk.
+ */
+static void record_primary(struct rdb_primary *p)
+{
+	struct rdb_vm *vm = p->vm;
+	struct rdb_lineage l = { 0 };
+	char err[300] = "";
+
+	l.role = RDB_LINEAGE_PRIMARY;
+	l.generation = p->generation;
+	snprintf(l.disk, sizeof(l.disk), "%s", vm->cfg.disk);
+	snprintf(l.actlog, sizeof(l.actlog), "%.255s", p->actlog_path);
+	snprintf(l.peer, sizeof(l.peer), "%s", vm->cfg.peer ? vm->cfg.peer : "");
+	if (p->base_gen) {
+		l.has_base = true;
+		l.base_generation = p->base_gen;
+		l.base_epoch = p->base_epoch;
+		snprintf(l.base_wmap, sizeof(l.base_wmap), "%.255s", p->base_wmap);
+	}
+	if (!p->actlog_path[0] ||
+	    rdb_lineage_save(p->d->cfg.state_dir, vm->name, &l, err,
+			     sizeof(err)) < 0)
+		LOGVM(WARN, vm->name, "no lineage record (%s): after a failover "
+		      "this image cannot be resynced, only copied whole",
+		      err[0] ? err : "no activity log");
+}
+
 static int start_protection(struct rdb_primary *p, char *err, size_t errlen)
 {
 	struct rdb_vm *vm = p->vm;
@@ -1516,6 +1807,8 @@ static int start_protection(struct rdb_primary *p, char *err, size_t errlen)
 
 	p->protect_started = true;
 	p->cp = rdb_vm_config_commit_protection(&vm->cfg);
+	if (p->has_disk)
+		record_primary(p);
 	/* Flows learned in an earlier protection are stale (nothing held:
 	 * that protection's end released it). */
 	rdb_flowbuf_forget_flows(&p->fb);
@@ -1569,20 +1862,26 @@ static int link_up(struct rdb_primary *p, struct connect_job *j, char *err,
 	 * backup's replica carries the guest's flushes (disk.h).  Every
 	 * change from here on reaches the backup, after the copy's chunk of
 	 * its range or in it. */
+	/* The activity log is armed for this protection before the first
+	 * change is recorded (actlog.h). */
+	rdb_disk_set_log_generation(&p->disk, p->generation);
 	rdb_disk_set_recording(&p->disk, true);
 	rdb_disk_set_replicated(&p->disk, true);
+	if (p->features & RDB_FEATURE_RESYNC) {
+		/* the copy waits for the backup's DISK_BASE */
+		p->awaiting_base = true;
+		if (p->base_gen)
+			LOGVM(INFO, vm->name, "offering the backup a resync: this "
+			      "VM was restored from epoch %llu of protection "
+			      "%016llx", (unsigned long long)p->base_epoch,
+			      (unsigned long long)p->base_gen);
+		return rdb_proto_put_disk_setup_base(&p->out, p->disk.size,
+						     p->base_gen, p->base_epoch);
+	}
 	rc = rdb_proto_put_disk_setup(&p->out, p->disk.size);
 	if (rc < 0)
 		return rc;
-	p->copy_buf = malloc(COPY_CHUNK);
-	if (!p->copy_buf)
-		return -ENOMEM;
-	p->copying = true;
-	p->copy_off = p->copy_sent = 0;
-	p->copy_start_ns = rdb_now_ns();
-	LOGVM(INFO, vm->name, "initial disk copy of %s (%llu MiB) to the backup",
-	      p->disk.image, (unsigned long long)(p->disk.size >> 20));
-	return rdb_evloop_add_timer(d->loop, 1, on_copy, p, &p->copy_timer);
+	return copy_start(p);
 }
 
 static void log_protecting(struct rdb_primary *p);
@@ -1615,6 +1914,9 @@ static void log_protecting(struct rdb_primary *p)
 		      "a failover the guest's DBMS cannot learn it and abort "
 		      "the transactions that had not asked to commit");
 }
+
+static int begin_protection(struct rdb_vm *vm, enum rdb_peer_loss peer_loss,
+			    bool attached, char *err, size_t errlen);
 
 int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 			char *err, size_t errlen)
@@ -1686,6 +1988,17 @@ int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 		rdb_vm_set_state(vm, RDB_VM_PROTECTING, "operator protect%s",
 				 again ? " (again, after it was dropped)" : "");
 	}
+	return begin_protection(vm, peer_loss, attached, err, errlen);
+}
+
+/* Protection of an attached VM starts: a new generation, the witness's
+ * word on it if that is the policy, then the backup. */
+static int begin_protection(struct rdb_vm *vm, enum rdb_peer_loss peer_loss,
+			    bool attached, char *err, size_t errlen)
+{
+	struct rdb_daemon *d = vm->pri->d;
+	int rc;
+
 	vm->peer_loss = peer_loss;
 	vm->pri->registered[0] = 0;
 	/* A new protection, told apart from every other one (the witness's
@@ -1727,6 +2040,165 @@ int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 	}
 	LOGVM(INFO, vm->name, "connecting to backup %s", vm->cfg.peer);
 	return 0;
+}
+
+/* Options of a restored VM that are this host's, not the operator's. */
+static const char *const own_keys[] = {
+	"name", "qmp", "watchdog_qmp", "net_socket", "disk", "disk_socket",
+	"qemu_arg",
+};
+
+/* The VM file of the restored VM as this host serves it: the primary's,
+ * as the backup received it, with this host's sockets, disk and tap. */
+static int survivor_config(struct rdb_daemon *d, struct rdb_vm *vm,
+			   json_t *set, struct rdb_vm_config *cfg, char *err,
+			   size_t errlen)
+{
+	const char *own_tap = vm->cfg.backup_tap && vm->cfg.backup_tap[0] ?
+		vm->cfg.backup_tap : vm->cfg.tap;
+	char path[600], old_tap[64];
+	const char *key;
+	json_t *j, *v;
+	int rc;
+
+	snprintf(old_tap, sizeof(old_tap), "%s", vm->cfg.tap ? vm->cfg.tap : "");
+	rdb_config_defaults(&rdb_vm_config_table, cfg);
+	j = rdb_vm_config_to_json(&vm->cfg);
+	rc = j ? rdb_vm_config_from_json(j, cfg, err, errlen) : -ENOMEM;
+	json_decref(j);
+	if (rc < 0)
+		return rc;
+	json_object_foreach(set, key, v) {
+		const char *val = json_string_value(v);
+
+		for (size_t i = 0; i < sizeof(own_keys) / sizeof(own_keys[0]); i++)
+			if (!strcmp(key, own_keys[i])) {
+				snprintf(err, errlen, "%s of a restored VM is this "
+					 "host's: remusdbd sets it", key);
+				return -EINVAL;
+			}
+		if (!val) {
+			snprintf(err, errlen, "%s: expected a string", key);
+			return -EINVAL;
+		}
+		rc = rdb_config_set(&rdb_vm_config_table, cfg, key, val, err, errlen);
+		if (rc < 0)
+			return rc;
+	}
+#define SET(k, fmt, ...) do {						\
+		snprintf(path, sizeof(path), fmt, __VA_ARGS__);		\
+		rc = rdb_config_set(&rdb_vm_config_table, cfg, k, path, err, errlen); \
+		if (rc < 0)						\
+			return rc;					\
+	} while (0)
+	SET("qmp", "%s/%s.qmp", d->cfg.run_dir, vm->name);
+	SET("watchdog_qmp", "%s/%s.wd.qmp", d->cfg.run_dir, vm->name);
+	SET("net_socket", "%s/%s.net", d->cfg.run_dir, vm->name);
+	SET("tap", "%s", own_tap);
+	/* the new backup is the old primary, or a host like it: its tap is
+	 * the one the primary used */
+	if (!json_object_get(set, "backup_tap"))
+		SET("backup_tap", "%s", old_tap);
+	if (cfg->disk && cfg->disk[0])
+		SET("disk_socket", "%s/%s.disk", d->cfg.run_dir, vm->name);
+#undef SET
+	if (!cfg->peer || !cfg->peer[0]) {
+		snprintf(err, errlen, "protecting the restored VM %s needs "
+			 "peer=HOST:PORT (its new backup)", vm->name);
+		return -EINVAL;
+	}
+	return rdb_vm_config_check(cfg, err, errlen);
+}
+
+int rdb_primary_reprotect(struct rdb_daemon *d, const char *name, json_t *set,
+			  char *err, size_t errlen)
+{
+	struct rdb_vm *vm = rdb_vm_find(d, name);
+	enum rdb_peer_loss peer_loss;
+	struct rdb_vm_config cfg;
+	struct rdb_handover h;
+	struct rdb_primary *p;
+	char disk[512] = "";
+	int rc;
+
+	if (!vm) {
+		snprintf(err, errlen, "no VM named %s here", name);
+		return -ENOENT;
+	}
+	if (vm->role != RDB_ROLE_BACKUP || vm->state != RDB_VM_FAILED_OVER) {
+		snprintf(err, errlen, "VM %s is %s here as %s: by name, only a VM "
+			 "that failed over to this host is protected (otherwise: "
+			 "remusdbctl protect VMFILE)", name,
+			 rdb_vm_state_name(vm->state), rdb_vm_role_name(vm->role));
+		return -EINVAL;
+	}
+	rc = survivor_config(d, vm, set, &cfg, err, errlen);
+	if (rc == 0) {
+		struct rdb_vm_config t = { .name = cfg.name,
+					   .on_peer_loss = cfg.on_peer_loss };
+
+		rc = rdb_vm_config_peer_loss(&t, d->witness != NULL, &peer_loss,
+					     err, errlen);
+	}
+	if (rc < 0) {
+		rdb_config_dispose(&rdb_vm_config_table, &cfg);
+		return rc;
+	}
+	p = primary_alloc(d, vm);
+	rc = p ? rdb_netbuf_init(&p->nb, 0) : -ENOMEM;
+	if (rc == 0)
+		rc = rdb_flowbuf_init(&p->fb, 0, 0);
+	if (rc == 0)
+		rc = rdb_backup_hand_over(vm, &p->nic, guest_frame, p, &h, err,
+					  errlen);
+	if (rc < 0) {
+		/* nothing of the restored VM was touched */
+		if (p) {
+			rdb_netbuf_dispose(&p->nb);
+			rdb_flowbuf_dispose(&p->fb);
+			free(p);
+		}
+		vm->pri = NULL;
+		rdb_config_dispose(&rdb_vm_config_table, &cfg);
+		if (!err[0])
+			snprintf(err, errlen, "out of memory");
+		return rc;
+	}
+	rdb_nic_set_wire_filter(&p->nic, wire_frame);
+	vm->role = RDB_ROLE_PRIMARY;
+	p->restored_qemu = h.qemu;
+	p->event_fd = h.event_fd;
+	if (h.has_disk) {
+		snprintf(disk, sizeof(disk), "%s", h.disk_path);
+		rc = rdb_config_set(&rdb_vm_config_table, &cfg, "disk", disk, err,
+				    errlen);
+	}
+	rdb_config_dispose(&rdb_vm_config_table, &vm->cfg);
+	vm->cfg = cfg;
+	if (rc == 0 && h.has_disk) {
+		if (h.wmap_path[0]) {
+			p->base_gen = h.generation;
+			p->base_epoch = h.epoch;
+			snprintf(p->base_wmap, sizeof(p->base_wmap), "%s",
+				 h.wmap_path);
+		}
+		rc = open_disk(p, h.wmap_path[0] ? h.wmap_path : NULL, err, errlen);
+	}
+	if (rc < 0) {
+		LOGVM(ERROR, vm->name, "the restored VM's disk %s could not be "
+		      "served by its new disk server: %s", disk, err);
+		rdb_vm_set_state(vm, RDB_VM_FAILED, "taking over the restored VM: "
+				 "%s (QEMU holds its disk requests, up to 15 s)",
+				 err);
+		return rc;
+	}
+	LOGVM(INFO, vm->name, "the VM restored here (epoch %llu of protection "
+	      "%016llx) is this host's primary now: disk %s, QEMU pid %d",
+	      (unsigned long long)h.epoch, (unsigned long long)h.generation,
+	      disk[0] ? disk : "(none)", (int)h.qemu.pid);
+	rdb_vm_set_state(vm, RDB_VM_PROTECTING, "operator protect: the VM "
+			 "restored here, to backup %s", vm->cfg.peer);
+	return begin_protection(vm, peer_loss, true, err, errlen);
 }
 
 void rdb_pri_protect_failed(struct rdb_primary *p, const char *err)
@@ -1839,6 +2311,9 @@ void rdb_primary_teardown(struct rdb_vm *vm)
 	rdb_pri_capture_stop(p, "VM torn down");
 	rdb_nic_close(&p->nic);
 	rdb_disk_close(&p->disk);
+	if (p->event_fd >= 0)
+		close(p->event_fd);
+	/* a restored QEMU outlives us, as it outlived the backup role */
 	rdb_netbuf_dispose(&p->nb);
 	rdb_flowbuf_dispose(&p->fb);
 	rdb_proto_decoder_dispose(&p->dec);

@@ -39,6 +39,17 @@ struct rdb_vm_config;
  */
 int rdb_primary_attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 		       char *err, size_t errlen);
+/*
+ * remusdbctl protect NAME KEY=VALUE...: a VM that failed over to this
+ * host is protected again, to peer (required).  Its VM file is the old
+ * primary's with this host's sockets, disk and tap (set may change the
+ * operator's options: peer, mode, checkpoint_ms, ...).  The restored
+ * QEMU runs on throughout: its NIC and disk pass to this role.  When the
+ * new backup holds the old primary's image, only what may differ is
+ * copied (docs/resync.md).
+ */
+int rdb_primary_reprotect(struct rdb_daemon *d, const char *name,
+			  json_t *set, char *err, size_t errlen);
 int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 			char *err, size_t errlen);
 /* Operator unprotect: COLO stops cleanly, held output is released. */

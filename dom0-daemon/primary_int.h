@@ -25,6 +25,7 @@
 #include "witness.h"
 #include "qemu/colo_stream.h"
 #include "remusdb.h"
+#include "qemu/launch.h"
 #include "qemu/qmp.h"
 #include "primary.h"
 
@@ -73,6 +74,30 @@ struct rdb_primary {
 	bool copying;			/* the initial disk copy is under way */
 	uint64_t copy_off, copy_sent, copy_start_ns, copy_timer;
 	uint8_t *copy_buf;
+	/*
+	 * Resync (feature RESYNC, docs/resync.md): this VM was restored here
+	 * from epoch base_epoch of protection base_gen, and the guest's
+	 * writes since are in the written map base_wmap.  When the backup
+	 * holds the old primary's image of that protection, the copy sends
+	 * only the blocks set in resync (4 KiB each): written here since,
+	 * or in an extent of the old primary's activity log.
+	 */
+	uint64_t base_gen, base_epoch;
+	char base_wmap[512];
+	char actlog_path[512];		/* the disk's activity log (actlog.h) */
+	/* a restored VM protected again from here: its QEMU is ours to
+	 * reap, its failover event port stays open (reprotect) */
+	struct rdb_qemu_proc restored_qemu;
+	int event_fd;
+	bool awaiting_base;		/* DISK_SETUP sent, DISK_BASE not yet */
+	uint64_t *resync;		/* NULL: the whole disk (full copy) */
+	uint64_t resync_blocks, resync_wmap_blocks, resync_al_extents;
+	uint64_t resync_zero_bytes;
+	uint32_t resync_al_shift;
+	/* the disk ring's position at each epoch's close, until acknowledged
+	 * (the disk server retires activity-log extents behind it) */
+	uint64_t pos_epoch[256], pos_tail[256];
+	unsigned pos_first, pos_n;
 
 	/* QEMU */
 	struct rdb_qmp qmp;

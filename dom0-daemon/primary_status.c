@@ -102,6 +102,33 @@ void rdb_primary_status(const struct rdb_vm *vm, json_t *o)
 		if (dk && p->copying)
 			json_object_set_new(dk, "initial_copy_done_bytes",
 					    json_integer((json_int_t)p->copy_off));
+		if (dk) {
+			char gen[17];
+
+			snprintf(gen, sizeof(gen), "%016llx", (unsigned long long)
+				 atomic_load(&ds->al_armed_gen));
+			json_object_set_new(dk, "activity_log", json_pack(
+				"{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+				"path", p->actlog_path, "valid_for", gen,
+				"extents", (json_int_t)atomic_load(&ds->al_active),
+				"adds", (json_int_t)atomic_load(&ds->al_adds),
+				"log_syncs", (json_int_t)atomic_load(&ds->al_log_syncs),
+				"retired", (json_int_t)atomic_load(&ds->al_retired),
+				"image_syncs", (json_int_t)atomic_load(&ds->al_image_syncs),
+				"full_stalls", (json_int_t)atomic_load(&ds->al_full_stalls),
+				"invalidations", (json_int_t)atomic_load(&ds->al_invalidations)));
+			/* the last initial copy: whole, or a resync */
+			json_object_set_new(dk, "initial_copy", json_pack(
+				"{s:b, s:I, s:I, s:I, s:I, s:f}",
+				"resync", vm->st.resynced,
+				"bytes", (json_int_t)vm->st.resync_bytes,
+				"blocks_that_could_differ", (json_int_t)vm->st.resync_blocks,
+				"written_since_restore_blocks",
+				(json_int_t)(vm->st.resynced ? p->resync_wmap_blocks : 0),
+				"old_primary_log_extents",
+				(json_int_t)(vm->st.resynced ? p->resync_al_extents : 0),
+				"queued_s", (double)vm->st.copy_ns / RDB_NS_PER_S));
+		}
 		json_object_set_new(o, "disk", dk);
 	}
 	if (p->ridx) {

@@ -28,6 +28,7 @@ static const char *const msg_names[RDB_MSG__MAX] = {
 	[RDB_MSG_DISK_FLUSH] = "DISK_FLUSH",
 	[RDB_MSG_FLOWS] = "FLOWS",
 	[RDB_MSG_VERIFY] = "VERIFY",
+	[RDB_MSG_DISK_BASE] = "DISK_BASE",
 };
 
 const char *rdb_msg_name(enum rdb_msg_type t)
@@ -323,6 +324,56 @@ int rdb_proto_put_disk_setup(struct rdb_buf *out, uint64_t size)
 
 	be64(b, size);
 	return put1(out, RDB_MSG_DISK_SETUP, 0, b, sizeof(b));
+}
+
+int rdb_proto_put_disk_setup_base(struct rdb_buf *out, uint64_t size,
+				  uint64_t base_gen, uint64_t base_epoch)
+{
+	uint8_t b[24];
+
+	be64(b, size);
+	be64(b + 8, base_gen);
+	be64(b + 16, base_gen ? base_epoch : 0);
+	return put1(out, RDB_MSG_DISK_SETUP, 0, b, sizeof(b));
+}
+
+int rdb_proto_put_disk_base(struct rdb_buf *out, uint64_t generation,
+			    uint32_t shift, const uint64_t *extents,
+			    uint32_t count, const char *reason)
+{
+	uint8_t hdr[16], *list = NULL;
+	const void *parts[2] = { hdr, NULL };
+	size_t lens[2] = { 8, 0 };
+	int rc;
+
+	be64(hdr, generation);
+	if (!generation) {
+		parts[1] = reason ? reason : "";
+		lens[1] = strlen(parts[1]);
+		return put_frame(out, RDB_MSG_DISK_BASE, 0, parts, lens, 2);
+	}
+	if (shift < 12 || shift > 40 ||
+	    (uint64_t)count * 8 + 16 > RDB_PROTO_MAX_PAYLOAD)
+		return -EINVAL;
+	list = malloc(count ? (size_t)count * 8 : 1);
+	if (!list)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < count; i++) {
+		if ((i && extents[i] <= extents[i - 1]) ||
+		    extents[i] >> (64 - shift)) {
+			free(list);
+			return -EINVAL;
+		}
+		be64(list + (size_t)i * 8, extents[i]);
+	}
+	be32(hdr + 8, shift);
+	be32(hdr + 12, count);
+	lens[0] = 16;
+	parts[1] = list;
+	lens[1] = (size_t)count * 8;
+	rc = put_frame(out, RDB_MSG_DISK_BASE, 0, parts, lens, 2);
+	free(list);
+	return rc;
 }
 
 int rdb_proto_put_disk_write(struct rdb_buf *out, uint64_t epoch,
@@ -776,12 +827,66 @@ int rdb_msg_text_parse(const struct rdb_frame *f, char *text, size_t textlen)
 	return 0;
 }
 
-int rdb_msg_disk_setup_parse(const struct rdb_frame *f, uint64_t *size)
+int rdb_msg_disk_setup_parse(const struct rdb_frame *f, uint64_t *size,
+			     uint64_t *base_gen, uint64_t *base_epoch)
 {
-	if (f->type != RDB_MSG_DISK_SETUP || f->len != 8)
+	uint64_t g = 0, e = 0;
+
+	if (f->type != RDB_MSG_DISK_SETUP || (f->len != 8 && f->len != 24))
 		return -EPROTO;
 	*size = get64(f->payload);
+	if (f->len == 24) {
+		g = get64(f->payload + 8);
+		e = get64(f->payload + 16);
+		if (!g && e)
+			return -EPROTO;
+	}
+	if (base_gen)
+		*base_gen = g;
+	if (base_epoch)
+		*base_epoch = e;
 	return *size ? 0 : -EPROTO;
+}
+
+int rdb_msg_disk_base_parse(const struct rdb_frame *f, struct rdb_disk_base *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (f->type != RDB_MSG_DISK_BASE || f->len < 8)
+		return -EPROTO;
+	out->generation = get64(f->payload);
+	if (!out->generation) {
+		size_t n = f->len - 8;
+
+		if (n >= sizeof(out->reason))
+			n = sizeof(out->reason) - 1;
+		memcpy(out->reason, f->payload + 8, n);
+		out->reason[n] = 0;
+		for (size_t i = 0; i < n; i++)
+			if ((unsigned char)out->reason[i] < 0x20)
+				out->reason[i] = '?';
+		return 0;
+	}
+	if (f->len < 16)
+		return -EPROTO;
+	out->shift = get32(f->payload + 8);
+	out->count = get32(f->payload + 12);
+	if (out->shift < 12 || out->shift > 40 ||
+	    (uint64_t)out->count * 8 != f->len - 16)
+		return -EPROTO;
+	out->extents = f->payload + 16;
+	for (uint32_t i = 0; i < out->count; i++) {
+		uint64_t x = get64(out->extents + (size_t)i * 8);
+
+		if ((i && x <= get64(out->extents + (size_t)(i - 1) * 8)) ||
+		    x >> (64 - out->shift))
+			return -EPROTO;
+	}
+	return 0;
+}
+
+uint64_t rdb_disk_base_extent(const struct rdb_disk_base *b, uint32_t i)
+{
+	return get64(b->extents + (size_t)i * 8);
 }
 
 int rdb_msg_flows_begin(const struct rdb_frame *f, struct rdb_flows_iter *it)

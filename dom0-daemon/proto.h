@@ -32,8 +32,18 @@
  *   HEARTBEAT  = seq:u64 sender_ns:u64
  *   UNPROTECT  = (empty)
  *   ERROR      = message:bytes
- *   DISK_SETUP = size:u64                    (after VM_SETUP: the VM has a
- *                                             disk of size bytes)
+ *   DISK_SETUP = size:u64 [base_gen:u64 base_epoch:u64]
+ *                (after VM_SETUP: the VM has a disk of size bytes; with
+ *                feature RESYNC the primary also names the copy its disk
+ *                descends from, the committed epoch base_epoch of
+ *                protection base_gen, or 0 0 for none)
+ *   DISK_BASE  = generation:u64 (0: no base) reason:bytes
+ *              | generation:u64 shift:u32 count:u32 extent:u64*count
+ *                (backup -> primary, after DISK_SETUP, feature RESYNC:
+ *                the backup holds the old primary's image of protection
+ *                generation; it may differ from that protection's
+ *                committed state only in the extents listed, each
+ *                2^shift bytes, ascending; or why there is no base)
  *   DISK_WRITE = offset:u64 data:bytes       (epoch in header, like PAGES)
  *   DISK_ZERO  = offset:u64 length:u64       (write-zeroes and trim)
  *   DISK_FLUSH = (empty)                     (the guest flushed its cache)
@@ -96,6 +106,7 @@ enum rdb_msg_type {
 	RDB_MSG_DISK_FLUSH,
 	RDB_MSG_FLOWS,
 	RDB_MSG_VERIFY,		/* feature VERIFY: the epoch's page digest */
+	RDB_MSG_DISK_BASE,	/* feature RESYNC: what the backup's disk is */
 	RDB_MSG__MAX
 };
 
@@ -114,9 +125,10 @@ enum rdb_page_enc {
 #define RDB_FEATURE_FLOWS (1u << 2)	/* FLOWS frames (commit protection) */
 #define RDB_FEATURE_DISKREF (1u << 3)	/* page enc 4: a disk block's reference */
 #define RDB_FEATURE_VERIFY (1u << 4)	/* VERIFY frames (a test/debug mode) */
+#define RDB_FEATURE_RESYNC (1u << 5)	/* DISK_SETUP's base, DISK_BASE */
 #define RDB_FEATURES_KNOWN (RDB_FEATURE_XORRLE | RDB_FEATURE_LZ4 | \
 			    RDB_FEATURE_FLOWS | RDB_FEATURE_DISKREF | \
-			    RDB_FEATURE_VERIFY)
+			    RDB_FEATURE_VERIFY | RDB_FEATURE_RESYNC)
 /* Body bounds of the length-prefixed encodings. */
 #define RDB_PAGE_XORRLE_MAX RDB_PAGE_SIZE
 #define RDB_PAGE_LZ4_MAX (RDB_PAGE_SIZE + RDB_PAGE_SIZE / 255 + 16)
@@ -179,6 +191,14 @@ int rdb_proto_put_heartbeat(struct rdb_buf *out, uint64_t seq,
 int rdb_proto_put_unprotect(struct rdb_buf *out, const char *vm_name);
 int rdb_proto_put_error(struct rdb_buf *out, const char *msg);
 int rdb_proto_put_disk_setup(struct rdb_buf *out, uint64_t size);
+/* With feature RESYNC: the base offered (base_gen 0: none). */
+int rdb_proto_put_disk_setup_base(struct rdb_buf *out, uint64_t size,
+				  uint64_t base_gen, uint64_t base_epoch);
+/* generation 0: no base, reason says why; else extents (ascending, each
+ * below 2^(64-shift)) may differ. */
+int rdb_proto_put_disk_base(struct rdb_buf *out, uint64_t generation,
+			    uint32_t shift, const uint64_t *extents,
+			    uint32_t count, const char *reason);
 /* len <= RDB_PROTO_MAX_DISK_WRITE */
 int rdb_proto_put_disk_write(struct rdb_buf *out, uint64_t epoch,
 			     uint64_t offset, const uint8_t *data, size_t len);
@@ -268,7 +288,17 @@ int rdb_msg_verify_parse(const struct rdb_frame *f, uint64_t *digest,
 			 uint64_t *pages);
 int rdb_msg_heartbeat_parse(const struct rdb_frame *f, uint64_t *seq_out,
 			    uint64_t *sender_ns_out);
-int rdb_msg_disk_setup_parse(const struct rdb_frame *f, uint64_t *size);
+/* base_gen/base_epoch: 0 when the frame offers none (NULL: ignored). */
+int rdb_msg_disk_setup_parse(const struct rdb_frame *f, uint64_t *size,
+			     uint64_t *base_gen, uint64_t *base_epoch);
+struct rdb_disk_base {
+	uint64_t generation;		/* 0: no base */
+	uint32_t shift, count;
+	const uint8_t *extents;		/* count big-endian u64, in the frame */
+	char reason[256];		/* generation 0 */
+};
+int rdb_msg_disk_base_parse(const struct rdb_frame *f, struct rdb_disk_base *out);
+uint64_t rdb_disk_base_extent(const struct rdb_disk_base *b, uint32_t i);
 /* DISK_WRITE: data and len point into the frame; DISK_ZERO: data NULL;
  * DISK_FLUSH: 0, 0.  Empty writes and zero-length ranges are -EPROTO. */
 int rdb_msg_disk_parse(const struct rdb_frame *f, uint64_t *offset,

@@ -83,6 +83,10 @@ struct rdb_vm_stats {
 	uint64_t decisions, decisions_won, decisions_lost;
 	uint64_t witness_errors, hold_pauses;
 	uint64_t deadline_misses;
+	/* primary: the last initial copy's bytes (data + zeroes sent), its
+	 * blocks that could differ, and how long it took to queue */
+	uint64_t resync_bytes, resync_blocks, copy_ns;
+	bool resynced;			/* the last copy was a resync */
 };
 
 struct rdb_daemon;

@@ -30,7 +30,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		rdb_msg_verify_parse(&f, &a, &b);
 		rdb_msg_heartbeat_parse(&f, &a, &b);
 		rdb_msg_text_parse(&f, name, sizeof(name));
-		rdb_msg_disk_setup_parse(&f, &a);
+		rdb_msg_disk_setup_parse(&f, &a, &b, &b);
+		{
+			struct rdb_disk_base db;
+
+			if (rdb_msg_disk_base_parse(&f, &db) == 0)
+				for (uint32_t i = 0; i < db.count; i++)
+					a ^= rdb_disk_base_extent(&db, i);
+		}
 		{
 			struct rdb_flows_iter fi;
 			struct rdb_flow_rec fr;

@@ -213,7 +213,7 @@ static int setup(void **state)
 	assert_int_equal(rdb_evloop_create(&loop), 0);
 	assert_int_equal(rdb_sock_listen_unix(sock, &lfd), 0);
 	assert_int_equal(rdb_disksrv_start(&srv, loop, "vmT", img, lfd, map, efd,
-					   err, sizeof(err)), 0);
+					   NULL, err, sizeof(err)), 0);
 	assert_int_equal(srv.size, SIZE);
 	assert_int_equal(rdb_sock_connect_unix(sock, rdb_now_ns() + RDB_NS_PER_S, &cfd), 0);
 	handshake();
@@ -555,8 +555,8 @@ static void test_server_process(void **state)
 	assert_int_equal(rdb_evloop_create(&loop), 0);
 	rdb_disk_init(&dk);
 	assert_int_equal(rdb_disk_open(&dk, loop, "vmP", img, sock, 4u << 20,
-				       100 * RDB_NS_PER_MS, hook, lost, NULL,
-				       err, sizeof(err)), 0);
+				       100 * RDB_NS_PER_MS, NULL, 0, NULL, hook,
+				       lost, NULL, err, sizeof(err)), 0);
 	assert_true(dk.pid > 0);
 	assert_int_equal(rdb_sock_connect_unix(sock, rdb_now_ns() + RDB_NS_PER_S, &cfd), 0);
 	assert_int_equal(read_remote(b, 18), 0);

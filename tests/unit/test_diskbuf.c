@@ -408,7 +408,7 @@ static void test_proto_disk_frames(void **state)
 	assert_int_equal(rdb_proto_put_disk_zero(&wire, 1, 0, 0), -EINVAL);
 	rdb_proto_put_disk_setup(&wire, 1 << 30);
 	f = frame_of(&wire, &dec);
-	assert_int_equal(rdb_msg_disk_setup_parse(&f, &size), 0);
+	assert_int_equal(rdb_msg_disk_setup_parse(&f, &size, NULL, NULL), 0);
 	assert_int_equal(size, 1 << 30);
 	rdb_proto_put_disk_write(&wire, 3, 512, a, sizeof(a));
 	f = frame_of(&wire, &dec);
@@ -425,7 +425,7 @@ static void test_proto_disk_frames(void **state)
 	assert_null(data);
 	f.len = 15;
 	assert_int_equal(rdb_msg_disk_parse(&f, &off, &len, &data), -EPROTO);
-	assert_int_equal(rdb_msg_disk_setup_parse(&f, &size), -EPROTO);
+	assert_int_equal(rdb_msg_disk_setup_parse(&f, &size, NULL, NULL), -EPROTO);
 	rdb_buf_dispose(&wire);
 	rdb_proto_decoder_dispose(&dec);
 }

@@ -442,6 +442,104 @@ static void test_every_field_round_trips(void **state)
 	rdb_buf_dispose(&wire);
 }
 
+/* Feature RESYNC: DISK_SETUP names the base offered, DISK_BASE answers
+ * with the extents that may differ, or why there is no base; lists out
+ * of order, too long or beyond the disk's reach are refused both ways. */
+static void test_disk_base_round_trip_and_checks(void **state)
+{
+	const uint64_t ext[] = { 0, 3, 4, 4095 };
+	const uint64_t bad_order[] = { 3, 3 };
+	struct rdb_proto_decoder d;
+	struct rdb_disk_base b;
+	struct rdb_buf wire;
+	struct rdb_frame f;
+	uint64_t size, g, e;
+
+	rdb_buf_init(&wire);
+	rdb_proto_decoder_init(&d);
+	assert_int_equal(rdb_proto_put_disk_setup(&wire, 1 << 30), 0);
+	assert_int_equal(rdb_proto_put_disk_setup_base(&wire, 1 << 30,
+						       0xabcdefull, 77), 0);
+	assert_int_equal(rdb_proto_put_disk_setup_base(&wire, 4096, 0, 5), 0);
+	assert_int_equal(rdb_proto_put_disk_base(&wire, 0xabcdefull, 20, ext, 4,
+						 NULL), 0);
+	assert_int_equal(rdb_proto_put_disk_base(&wire, 0, 0, NULL, 0,
+						 "no lineage record\nhere"), 0);
+	assert_int_equal(rdb_proto_put_disk_base(&wire, 9, 20, NULL, 0, NULL), 0);
+	assert_int_equal(rdb_proto_put_disk_base(&wire, 9, 20, bad_order, 2,
+						 NULL), -EINVAL);
+	assert_int_equal(rdb_proto_put_disk_base(&wire, 9, 11, ext, 4, NULL),
+			 -EINVAL);
+	assert_int_equal(rdb_proto_put_disk_base(&wire, 9, 40,
+						 (const uint64_t[]){ 1ull << 30 },
+						 1, NULL), -EINVAL);
+	rdb_proto_decoder_feed(&d, wire.data, wire.len);
+
+	assert_int_equal(rdb_proto_decoder_next(&d, &f), 1);
+	g = e = 99;
+	assert_int_equal(rdb_msg_disk_setup_parse(&f, &size, &g, &e), 0);
+	assert_true(size == 1 << 30 && g == 0 && e == 0);
+	assert_int_equal(rdb_proto_decoder_next(&d, &f), 1);
+	assert_int_equal(rdb_msg_disk_setup_parse(&f, &size, &g, &e), 0);
+	assert_true(size == 1 << 30 && g == 0xabcdefull && e == 77);
+	assert_int_equal(rdb_msg_disk_setup_parse(&f, &size, NULL, NULL), 0);
+	assert_int_equal(rdb_proto_decoder_next(&d, &f), 1);
+	assert_int_equal(rdb_msg_disk_setup_parse(&f, &size, &g, &e), 0);
+	assert_true(g == 0 && e == 0);	/* no base: no epoch either */
+
+	assert_int_equal(rdb_proto_decoder_next(&d, &f), 1);
+	assert_string_equal(rdb_msg_name(f.type), "DISK_BASE");
+	assert_int_equal(rdb_msg_disk_base_parse(&f, &b), 0);
+	assert_true(b.generation == 0xabcdefull);
+	assert_int_equal(b.shift, 20);
+	assert_int_equal(b.count, 4);
+	for (uint32_t i = 0; i < 4; i++)
+		assert_true(rdb_disk_base_extent(&b, i) == ext[i]);
+	/* a DISK_BASE is no DISK_SETUP, and the other way round */
+	assert_int_equal(rdb_msg_disk_setup_parse(&f, &size, &g, &e), -EPROTO);
+	assert_int_equal(rdb_proto_decoder_next(&d, &f), 1);
+	assert_int_equal(rdb_msg_disk_base_parse(&f, &b), 0);
+	assert_true(b.generation == 0);
+	assert_string_equal(b.reason, "no lineage record?here");
+	assert_int_equal(rdb_proto_decoder_next(&d, &f), 1);
+	assert_int_equal(rdb_msg_disk_base_parse(&f, &b), 0);
+	assert_int_equal(b.count, 0);
+	assert_int_equal(rdb_proto_decoder_next(&d, &f), 0);
+	rdb_proto_decoder_dispose(&d);
+
+	/* hand-made payloads: each one wrong in one way */
+	{
+		uint8_t p[40] = { 0 };
+		struct rdb_frame h = { .type = RDB_MSG_DISK_BASE, .payload = p };
+
+		p[7] = 1;			/* generation 1 */
+		h.len = 12;			/* no room for shift and count */
+		assert_int_equal(rdb_msg_disk_base_parse(&h, &b), -EPROTO);
+		p[11] = 20;			/* shift 20 */
+		p[15] = 2;			/* count 2 */
+		h.len = 16 + 8;			/* one extent, not two */
+		assert_int_equal(rdb_msg_disk_base_parse(&h, &b), -EPROTO);
+		h.len = 16 + 16;		/* two, both 0: not ascending */
+		assert_int_equal(rdb_msg_disk_base_parse(&h, &b), -EPROTO);
+		p[31] = 1;			/* 0, 1 */
+		assert_int_equal(rdb_msg_disk_base_parse(&h, &b), 0);
+		p[16] = 0xff;			/* first extent beyond 2^44 */
+		assert_int_equal(rdb_msg_disk_base_parse(&h, &b), -EPROTO);
+		p[16] = 0;
+		p[11] = 11;			/* shift below a block */
+		assert_int_equal(rdb_msg_disk_base_parse(&h, &b), -EPROTO);
+		h.type = RDB_MSG_DISK_SETUP;	/* base_gen 0 with an epoch */
+		h.len = 24;
+		memset(p, 0, sizeof(p));
+		p[7] = 1;
+		p[23] = 5;
+		assert_int_equal(rdb_msg_disk_setup_parse(&h, &size, &g, &e), -EPROTO);
+		h.len = 16;
+		assert_int_equal(rdb_msg_disk_setup_parse(&h, &size, &g, &e), -EPROTO);
+	}
+	rdb_buf_dispose(&wire);
+}
+
 static void test_versions_are_negotiated(void **state)
 {
 	uint8_t hello[14] = { 0, 2, 0, 3, 0, 0, 0, 0, 0, 4, 'v', 'm', '-', '1' };
@@ -721,6 +819,7 @@ int main(void)
 		cmocka_unit_test(test_every_field_round_trips),
 		cmocka_unit_test(test_ack_checked),
 		cmocka_unit_test(test_flows_round_trip_and_checks),
+		cmocka_unit_test(test_disk_base_round_trip_and_checks),
 		cmocka_unit_test(test_versions_are_negotiated),
 		cmocka_unit_test(test_header_fields_checked),
 		cmocka_unit_test(test_truncated_and_padded_payloads),

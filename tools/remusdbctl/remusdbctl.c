@@ -32,6 +32,9 @@ static void usage(FILE *f)
 		"  attach VMCONF [KEY=VALUE]...    serve a VM's disk and network before\n"
 		"                                  its QEMU starts (VMs with a disk)\n"
 		"  protect VMCONF [KEY=VALUE]...   start protecting a VM (on its host)\n"
+		"  protect NAME peer=HOST:PORT [KEY=VALUE]...\n"
+		"                                  protect again the VM that failed over to\n"
+		"                                  this host (to its old primary: a resync)\n"
 		"  status [NAME] [--json]          VMs, roles, states, checkpoint numbers\n"
 		"  failover NAME [--force]         fail over now (on the backup's host); with a\n"
 		"                                  witness it decides first; --force skips it:\n"
@@ -121,6 +124,32 @@ static json_t *cmd(const char *name, json_t *args)
 	return json_pack("{s:s, s:o}", "cmd", name, "args", args ? args : json_object());
 }
 
+/* protect NAME [KEY=VALUE...]: the VM that failed over to this host,
+ * protected again from here (its VM file is the daemon's). */
+static int do_reprotect(int argc, char **argv)
+{
+	json_t *set = json_object(), *reply;
+	int ex = 0;
+
+	for (int i = 1; i < argc; i++) {
+		char *eq = strchr(argv[i], '=');
+
+		if (!eq || eq == argv[i]) {
+			fprintf(stderr, "remusdbctl: %s: expected KEY=VALUE\n", argv[i]);
+			json_decref(set);
+			return 2;
+		}
+		*eq = 0;
+		json_object_set_new(set, argv[i], json_string(eq + 1));
+	}
+	reply = call(cmd("reprotect", json_pack("{s:s, s:o}", "name", argv[0],
+						 "set", set)), &ex);
+	if (reply)
+		printf("%s: protecting (the VM restored on this host)\n", argv[0]);
+	json_decref(reply);
+	return ex;
+}
+
 static int do_protect(const char *what, int argc, char **argv)
 {
 	struct rdb_vm_config c;
@@ -132,6 +161,10 @@ static int do_protect(const char *what, int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	/* a name, not a file: the VM restored here */
+	if (!strcmp(what, "protect") && !strchr(argv[0], '/') &&
+	    access(argv[0], F_OK) < 0)
+		return do_reprotect(argc, argv);
 	rdb_config_defaults(&rdb_vm_config_table, &c);
 	if (rdb_config_load_file(&rdb_vm_config_table, argv[0], &c, err, sizeof(err)) < 0)
 		goto bad;
