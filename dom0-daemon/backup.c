@@ -807,8 +807,8 @@ static int failover_disk(struct rdb_backup *b, char *drive, size_t len)
 		return rc;
 	}
 	snprintf(sock, sizeof(sock), "%s/%s.disk", b->d->cfg.run_dir, vm->name);
-	rc = rdb_disk_serve_child(vm->name, b->disk_path, sock, &b->disk_pid,
-				  err, sizeof(err));
+	rc = rdb_disk_serve_child(vm->name, b->disk_path, sock, NULL,
+				  &b->disk_pid, err, sizeof(err));
 	if (rc < 0) {
 		LOGVM(ERROR, vm->name, "serving the disk replica: %s", err);
 		return rc;

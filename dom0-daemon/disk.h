@@ -33,6 +33,7 @@
 
 #include "diskbuf.h"
 #include "diskring.h"
+#include "disksrv.h"
 #include "readidx.h"
 #include "evloop.h"
 
@@ -66,6 +67,10 @@ struct rdb_disk {
 	uint64_t read_epoch;		/* the epoch reads drained now belong to */
 	uint64_t synced_changes;	/* writes + zeroes at our last sync */
 	uint64_t syncs, restarts, started_ns;
+	/* what the server keeps beside the image (disksrv.h), for its
+	 * restarts too; "": nothing */
+	char al_path[256], wmap_path[256];
+	uint32_t al_max;
 };
 
 void rdb_disk_init(struct rdb_disk *dk);
@@ -73,11 +78,15 @@ void rdb_disk_init(struct rdb_disk *dk);
  * Opens image (which must exist; its size is the disk's), syncs it, and
  * starts its server on sock_path with a ring of ring_bytes; the server
  * waits at most room_wait_ns for room (then gives up on the replica).
- * Returns once the socket accepts connections.  hook may be NULL.
+ * logs: the activity log and written map the server keeps (files
+ * created if missing; the log's state and counters in the ring's al_*
+ * fields), or NULL for none.  Returns once the socket accepts
+ * connections.  hook may be NULL.
  */
 int rdb_disk_open(struct rdb_disk *dk, struct rdb_evloop *loop,
 		  const char *vm, const char *image, const char *sock_path,
 		  uint64_t ring_bytes, uint64_t room_wait_ns,
+		  const struct rdb_disk_logs *logs,
 		  rdb_disk_hook hook, rdb_disk_lost_hook lost, void *opaque,
 		  char *err, size_t errlen);
 /*
@@ -95,11 +104,13 @@ bool rdb_disk_connected(const struct rdb_disk *dk);
  * Serves image on sock_path from a server process without a ring, until
  * that is killed: after failover the restored QEMU opens its disk before
  * it answers QMP, and the disk must outlive the daemon as the restored
- * QEMU does.  Returns once the socket accepts connections.
+ * QEMU does.  written_map: a written map (wmap.h) the server marks every
+ * change in (created if missing, its bits kept if there), or NULL.
+ * Returns once the socket accepts connections.
  */
 int rdb_disk_serve_child(const char *vm, const char *image,
-			 const char *sock_path, int *pid_out, char *err,
-			 size_t errlen);
+			 const char *sock_path, const char *written_map,
+			 int *pid_out, char *err, size_t errlen);
 /*
  * on: the server puts every change in the ring from now on (what it had
  * there is dropped first); off: it stops.

@@ -1474,7 +1474,7 @@ static int attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 				   vm->cfg.disk_socket,
 				   (uint64_t)vm->cfg.disk_ring_mb << 20,
 				   (uint64_t)vm->cfg.checkpoint_deadline_ms * RDB_NS_PER_MS,
-				   disk_changed, disk_lost, p, err, errlen);
+				   NULL, disk_changed, disk_lost, p, err, errlen);
 	}
 	if (rc < 0) {
 		if (!err[0])
