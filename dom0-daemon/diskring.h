@@ -74,9 +74,10 @@ struct rdb_dring_shared {
 	 * (the kernel may have dropped writes: the log says so for good) */
 	_Atomic uint32_t image_sync_failed;
 	/* server -> remusdbd: the generation the durable log is armed for (0:
-	 * none, no base for a resync), extents set now, and counters: extents
-	 * added, log syncs, extents retired, image syncs for retiring, changes
-	 * that found the log full, invalidations */
+	 * none, no base for a resync), extents set now, and counters (of the
+	 * server process now running): extents added, log syncs, extents
+	 * retired, image syncs for retiring, changes that found the log full,
+	 * invalidations */
 	_Atomic uint64_t al_armed_gen, al_active;
 	_Atomic uint64_t al_adds, al_log_syncs, al_retired, al_image_syncs;
 	_Atomic uint64_t al_full_stalls, al_invalidations;

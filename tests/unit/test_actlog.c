@@ -550,16 +550,23 @@ static void test_retire(void **state)
 	change(&al, &st, true, 1, 0, 2 * MIB, 10, 30);	/* not yet */
 	assert_false(rdb_actlog_retire_due(&al, RDB_ACTLOG_RETIRE_NS, 1, 5));
 	assert_true(rdb_actlog_retire_due(&al, RDB_ACTLOG_RETIRE_NS, 1, 20));
+	/* committed_pos of another protection (al_gen moved on) means
+	 * nothing for this log */
+	assert_false(rdb_actlog_retire_due(&al, RDB_ACTLOG_RETIRE_NS, 2, 20));
 	covered = rdb_actlog_retire_begin(&al, RDB_ACTLOG_RETIRE_NS);
 	s0 = serial;
 	assert_false(rdb_actlog_retire_due(&al, 10 * RDB_ACTLOG_RETIRE_NS, 1, 20));
 	/* while it syncs: extent 1 written again */
 	change(&al, &st, true, 1, 0, 1 * MIB + 4096, 10, 40);
 	sf_sync_upto(&st.img, s0);
+	rdb_actlog_retire_end(&al, covered, 0, 2, 20);	/* al_gen moved on */
+	assert_int_equal(al.st.retired, 0);
+	covered = rdb_actlog_retire_begin(&al, RDB_ACTLOG_RETIRE_NS);
+	covered--;				/* as begun before the change */
 	rdb_actlog_retire_end(&al, covered, 0, 1, 20);
 	assert_int_equal(al.st.retired, 1);
 	assert_int_equal(al.st.active, 2);
-	assert_int_equal(al.st.image_syncs, 1);
+	assert_int_equal(al.st.image_syncs, 2);
 	/* cleared in the cache, not synced: the durable log keeps it */
 	durable_view(&st, &v);
 	assert_true(rdb_actlog_view_test(&v, 0));
