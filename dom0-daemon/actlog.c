@@ -3,6 +3,7 @@
 #include "actlog.h"
 #include "crc32c.h"
 #include "fileio.h"
+#include "log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,370 +13,826 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define PAGE 4096u
+#define MAGIC "RDBACTLG"
 #define VERSION 1u
+#define HDR_FIELDS 72u		/* bytes the CRC covers; the CRC follows */
+#define SHIFT_MIN 12u
+#define SHIFT_MAX 30u
 
-static const char magic[8] = "RDBACTL1";
+/* ---- the format ---- */
 
-struct hdr {
-	char magic[8];
-	uint32_t version, shift;
-	uint64_t generation, disk_size, nextents;
-	uint32_t crc, zero;
+static void put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	uint32_t v = 0;
+
+	for (int i = 3; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static void shape(uint64_t disk_size, uint32_t shift, struct rdb_actlog_hdr *h)
+{
+	uint64_t bytes;
+
+	h->disk_size = disk_size;
+	h->extent_shift = shift;
+	h->nr_extents = (disk_size + (1ull << shift) - 1) >> shift;
+	bytes = (h->nr_extents + 7) / 8;
+	h->bitmap_bytes = (bytes + RDB_ACTLOG_PAGE - 1) / RDB_ACTLOG_PAGE *
+			  RDB_ACTLOG_PAGE;
+	if (!h->bitmap_bytes)
+		h->bitmap_bytes = RDB_ACTLOG_PAGE;
+}
+
+void rdb_actlog_geometry(uint64_t disk_size, struct rdb_actlog_hdr *out)
+{
+	memset(out, 0, sizeof(*out));
+	shape(disk_size, RDB_ACTLOG_SHIFT, out);
+}
+
+void rdb_actlog_hdr_encode(const struct rdb_actlog_hdr *h,
+			   uint8_t page[RDB_ACTLOG_PAGE])
+{
+	memset(page, 0, RDB_ACTLOG_PAGE);
+	memcpy(page, MAGIC, 8);
+	put32(page + 8, VERSION);
+	put32(page + 12, RDB_ACTLOG_PAGE);
+	put64(page + 16, h->generation);
+	put64(page + 24, h->dead_gen);
+	put64(page + 32, h->disk_size);
+	put32(page + 40, h->extent_shift);
+	put32(page + 44, h->flags);
+	put64(page + 48, h->nr_extents);
+	put64(page + 56, h->bitmap_bytes);
+	put64(page + 64, 0);
+	put32(page + HDR_FIELDS, rdb_crc32c(0, page, HDR_FIELDS));
+}
+
+int rdb_actlog_hdr_decode(const uint8_t *page, size_t len,
+			  struct rdb_actlog_hdr *out)
+{
+	struct rdb_actlog_hdr h, want;
+
+	if (len < HDR_FIELDS + 4 || memcmp(page, MAGIC, 8) != 0)
+		return -EBADMSG;
+	if (get32(page + HDR_FIELDS) != rdb_crc32c(0, page, HDR_FIELDS))
+		return -EBADMSG;
+	if (get32(page + 8) != VERSION)
+		return -EPROTO;
+	memset(&h, 0, sizeof(h));
+	h.generation = get64(page + 16);
+	h.dead_gen = get64(page + 24);
+	h.disk_size = get64(page + 32);
+	h.extent_shift = get32(page + 40);
+	h.flags = get32(page + 44);
+	h.nr_extents = get64(page + 48);
+	if (h.flags & ~RDB_ACTLOG_F_IMAGE_LOST)
+		return -EPROTO;
+	h.bitmap_bytes = get64(page + 56);
+	if (get32(page + 12) != RDB_ACTLOG_PAGE || !h.disk_size ||
+	    h.extent_shift < SHIFT_MIN || h.extent_shift > SHIFT_MAX)
+		return -EINVAL;
+	shape(h.disk_size, h.extent_shift, &want);
+	if (h.nr_extents != want.nr_extents || h.bitmap_bytes != want.bitmap_bytes)
+		return -EINVAL;
+	*out = h;
+	return 0;
+}
+
+static const char *hdr_error(int rc)
+{
+	return rc == -EBADMSG ? "no activity log header (magic or CRC)" :
+	       rc == -EPROTO ? "an activity log of another version" :
+	       "an activity log header with a bad geometry";
+}
+
+/* ---- POSIX storage ---- */
+
+static int px_pwrite(void *ctx, int fd, const void *p, uint64_t n, uint64_t off)
+{
+	(void)ctx;
+	return rdb_pwrite_all(fd, p, n, off);
+}
+
+static int px_pread(void *ctx, int fd, void *p, uint64_t n, uint64_t off)
+{
+	(void)ctx;
+	return rdb_pread_all(fd, p, n, off);
+}
+
+static int px_fdatasync(void *ctx, int fd)
+{
+	(void)ctx;
+	return fdatasync(fd) < 0 ? -errno : 0;
+}
+
+const struct rdb_actlog_io rdb_actlog_posix_io = {
+	.pwrite = px_pwrite,
+	.pread = px_pread,
+	.fdatasync = px_fdatasync,
 };
 
-static uint64_t extents_of(uint64_t disk_size)
-{
-	return (disk_size + (1ull << RDB_ACTLOG_SHIFT) - 1) >> RDB_ACTLOG_SHIFT;
-}
-
-static size_t bits_len_of(uint64_t nextents)
-{
-	return (size_t)(((nextents + 7) / 8 + PAGE - 1) / PAGE * PAGE);
-}
-
-static uint32_t hdr_crc(const struct hdr *h)
-{
-	return rdb_crc32c(0, h, offsetof(struct hdr, crc));
-}
-
-/* 0 and the header's generation, or -EBADMSG: not a log of this disk. */
-static int read_hdr(int fd, uint64_t disk_size, uint64_t *gen)
-{
-	struct hdr h;
-	int rc = rdb_pread_all(fd, &h, sizeof(h), 0);
-
-	if (rc < 0)
-		return rc;
-	if (memcmp(h.magic, magic, sizeof(magic)) || h.version != VERSION ||
-	    h.shift != RDB_ACTLOG_SHIFT || h.disk_size != disk_size ||
-	    h.nextents != extents_of(disk_size) || h.crc != hdr_crc(&h))
-		return -EBADMSG;
-	*gen = h.generation;
-	return 0;
-}
-
-static int write_hdr(struct rdb_actlog *al, uint64_t gen)
-{
-	struct hdr h;
-	uint8_t page[PAGE] = { 0 };
-
-	memset(&h, 0, sizeof(h));
-	memcpy(h.magic, magic, sizeof(magic));
-	h.version = VERSION;
-	h.shift = RDB_ACTLOG_SHIFT;
-	h.generation = gen;
-	h.disk_size = al->disk_size;
-	h.nextents = al->nextents;
-	h.crc = hdr_crc(&h);
-	memcpy(page, &h, sizeof(h));
-	return rdb_pwrite_all(al->fd, page, PAGE, 0);
-}
-
-static int log_sync(struct rdb_actlog *al)
-{
-	if (fdatasync(al->fd) < 0)
-		return -errno;
-	al->log_syncs++;
-	return 0;
-}
+/* ---- the disk server's log ---- */
 
 void rdb_actlog_init(struct rdb_actlog *al)
 {
 	memset(al, 0, sizeof(*al));
-	al->fd = -1;
+	al->fd = al->img_fd = -1;
 }
 
-void rdb_actlog_close(struct rdb_actlog *al)
+void rdb_actlog_dispose(struct rdb_actlog *al)
 {
-	if (al->fd >= 0)
+	if (al->own_fd && al->fd >= 0)
 		close(al->fd);
 	free(al->bits);
-	free(al->dirty_pages);
-	free(al->last_seq);
-	free(al->last_pos);
+	free(al->slot_of);
+	free(al->slots);
 	rdb_actlog_init(al);
 }
 
-static bool test_bit(const uint8_t *b, uint64_t x)
+static bool bit(const uint8_t *b, uint64_t e)
 {
-	return b[x / 8] >> (x % 8) & 1;
+	return b[e / 8] >> (e % 8) & 1;
 }
 
-int rdb_actlog_open(struct rdb_actlog *al, const char *path,
-		    uint64_t disk_size, uint32_t max, char *err, size_t errlen)
+static int sync_log(struct rdb_actlog *al)
 {
-	uint64_t gen = 0;
+	int rc = al->io->fdatasync(al->io->ctx, al->fd);
+
+	if (rc == 0)
+		al->st.log_syncs++;
+	return rc;
+}
+
+static int sync_image(struct rdb_actlog *al)
+{
+	return al->io->fdatasync(al->io->ctx, al->img_fd);
+}
+
+static int write_header(struct rdb_actlog *al, uint64_t gen)
+{
+	struct rdb_actlog_hdr h;
+	uint8_t page[RDB_ACTLOG_PAGE];
+
+	shape(al->disk_size, al->shift, &h);
+	h.generation = gen;
+	h.dead_gen = al->dead_gen;
+	h.flags = al->image_lost ? RDB_ACTLOG_F_IMAGE_LOST : 0;
+	rdb_actlog_hdr_encode(&h, page);
+	return al->io->pwrite(al->io->ctx, al->fd, page, sizeof(page), 0);
+}
+
+/* The bitmap pages holding extents e0..e1, as they are in memory. */
+static int write_pages(struct rdb_actlog *al, uint64_t e0, uint64_t e1)
+{
+	uint64_t p0 = e0 / 8 / RDB_ACTLOG_PAGE, p1 = e1 / 8 / RDB_ACTLOG_PAGE;
+
+	return al->io->pwrite(al->io->ctx, al->fd, al->bits + p0 * RDB_ACTLOG_PAGE,
+			      (p1 - p0 + 1) * RDB_ACTLOG_PAGE,
+			      RDB_ACTLOG_PAGE + p0 * RDB_ACTLOG_PAGE);
+}
+
+static void slot_add(struct rdb_actlog *al, uint64_t e, uint64_t seq,
+		     uint64_t pos)
+{
+	al->slots[al->nslots] = (struct rdb_actlog_slot){ e, seq, pos };
+	al->slot_of[e] = ++al->nslots;
+	al->bits[e / 8] |= (uint8_t)(1u << (e % 8));
+	al->st.active = al->nslots;
+}
+
+static void slot_del(struct rdb_actlog *al, uint32_t i)
+{
+	uint64_t e = al->slots[i].ext;
+
+	al->bits[e / 8] &= (uint8_t)~(1u << (e % 8));
+	al->slot_of[e] = 0;
+	if (i != --al->nslots) {
+		al->slots[i] = al->slots[al->nslots];
+		al->slot_of[al->slots[i].ext] = i + 1;
+	}
+	al->st.active = al->nslots;
+}
+
+static void forget_all(struct rdb_actlog *al)
+{
+	for (uint32_t i = 0; i < al->nslots; i++)
+		al->slot_of[al->slots[i].ext] = 0;
+	al->nslots = 0;
+	al->st.active = 0;
+	memset(al->bits, 0, al->bitmap_bytes);
+}
+
+/* Leaves whatever generation the durable header may claim: it says 0,
+ * and the highest generation left (never armed again), once this
+ * returns 0. */
+static int invalidate(struct rdb_actlog *al)
+{
+	bool leaves = al->gen || al->failed;
 	int rc;
 
-	rdb_actlog_init(al);
-	snprintf(al->path, sizeof(al->path), "%s", path);
-	al->disk_size = disk_size;
-	al->nextents = extents_of(disk_size);
-	al->max = max ? max : 1;
-	al->bits_len = bits_len_of(al->nextents);
-	al->bits = calloc(1, al->bits_len);
-	al->dirty_pages = calloc(al->bits_len / PAGE, 1);
-	al->last_seq = calloc(al->nextents, sizeof(uint64_t));
-	al->last_pos = calloc(al->nextents, sizeof(uint64_t));
-	if (!al->bits || !al->dirty_pages || !al->last_seq || !al->last_pos) {
-		rdb_actlog_close(al);
-		snprintf(err, errlen, "activity log %s: out of memory", path);
-		return -ENOMEM;
-	}
-	al->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (al->fd < 0) {
-		rc = -errno;
-		snprintf(err, errlen, "activity log %s: %s", path, strerror(errno));
-		rdb_actlog_close(al);
-		return rc;
-	}
-	if (read_hdr(al->fd, disk_size, &gen) == 0 && gen) {
-		rc = rdb_pread_all(al->fd, al->bits, al->bits_len, RDB_ACTLOG_HDR);
-		if (rc == 0) {
-			al->generation = gen;
-			for (uint64_t x = 0; x < al->nextents; x++)
-				if (test_bit(al->bits, x)) {
-					al->active++;
-					/* not known: retire only after a new
-					 * protection armed the log again */
-					al->last_seq[x] = al->last_pos[x] = UINT64_MAX;
-				}
-			return 0;
-		}
-		memset(al->bits, 0, al->bits_len);
-	}
-	/* missing, another disk's, or damaged: a valid empty log of none */
-	rc = write_hdr(al, 0);
-	if (rc == 0 && ftruncate(al->fd, (off_t)(RDB_ACTLOG_HDR + al->bits_len)) < 0)
-		rc = -errno;
+	if (!al->gen && !al->unknown && al->dead_gen == al->dead_durable &&
+	    al->image_lost == al->lost_durable)
+		return 0;
+	if (al->gen > al->dead_gen)
+		al->dead_gen = al->gen;
+	al->gen = 0;
+	al->unknown = true;
+	forget_all(al);
+	rc = write_header(al, 0);
 	if (rc == 0)
-		rc = rdb_pwrite_all(al->fd, al->bits, al->bits_len, RDB_ACTLOG_HDR);
-	if (rc == 0)
-		rc = log_sync(al);
+		rc = sync_log(al);
 	if (rc < 0) {
-		snprintf(err, errlen, "activity log %s: %s", path, strerror(-rc));
-		rdb_actlog_close(al);
+		al->failed = true;
+		LOGVM(ERROR, al->vm, "activity log %s: invalidating it failed: "
+		      "%s", al->path, strerror(-rc));
+		return rc;
 	}
-	return rc;
-}
-
-static int write_pages(struct rdb_actlog *al, const uint8_t *want, bool all)
-{
-	for (size_t pg = 0; pg < al->bits_len / PAGE; pg++) {
-		int rc;
-
-		if (!all && !want[pg])
-			continue;
-		rc = rdb_pwrite_all(al->fd, al->bits + pg * PAGE, PAGE,
-				    RDB_ACTLOG_HDR + pg * PAGE);
-		if (rc < 0)
-			return rc;
-		al->dirty_pages[pg] = 0;
-	}
+	al->unknown = al->failed = false;
+	al->dead_durable = al->dead_gen;
+	al->lost_durable = al->image_lost;
+	if (leaves)
+		al->st.invalidations++;
 	return 0;
 }
 
-int rdb_actlog_invalidate(struct rdb_actlog *al)
+static void whole_disk(struct rdb_actlog *al, uint64_t gen, const char *why)
 {
+	if (al->said_gen == gen)
+		return;
+	al->said_gen = gen;
+	LOGVM(ERROR, al->vm, "activity log %s: %s; invalid for protection "
+	      "generation %llu: a resync after a failover in this protection "
+	      "will copy the whole disk", al->path, why,
+	      (unsigned long long)gen);
+}
+
+/* Extents of e0..e1 that are not set. */
+static uint64_t unset(const struct rdb_actlog *al, uint64_t e0, uint64_t e1)
+{
+	uint64_t n = 0;
+
+	for (uint64_t e = e0; e <= e1; e++)
+		n += !bit(al->bits, e);
+	return n;
+}
+
+/* Clears the extents whose last change is covered by an image sync and
+ * committed; the pages are written, not synced (a stale set bit is
+ * safe). */
+static void clear_covered(struct rdb_actlog *al, uint64_t covered,
+			  uint64_t committed_pos)
+{
+	uint64_t lo = UINT64_MAX, hi = 0, n = 0;
 	int rc;
 
-	if (al->fd < 0 || !al->generation)
-		return 0;
-	rc = write_hdr(al, 0);
-	if (rc == 0)
-		rc = log_sync(al);
-	if (rc < 0)
-		return rc;
-	al->broken_gen = al->generation;
-	al->generation = 0;
-	al->invalidations++;
-	return 0;
-}
+	for (uint32_t i = 0; i < al->nslots;) {
+		const struct rdb_actlog_slot *s = &al->slots[i];
 
-static void set_bit(struct rdb_actlog *al, uint64_t x, uint8_t *pages)
-{
-	al->bits[x / 8] |= (uint8_t)(1u << (x % 8));
-	al->active++;
-	al->adds++;
-	/* not retirable until its change is done (after_change) */
-	al->last_seq[x] = al->last_pos[x] = UINT64_MAX;
-	pages[x / 8 / PAGE] = 1;
-}
-
-int rdb_actlog_before_change(struct rdb_actlog *al, int img_fd, uint64_t gen,
-			     uint64_t off, uint64_t len, uint64_t seq,
-			     uint64_t committed_pos)
-{
-	uint64_t x0, x1;
-	uint8_t *pages;
-	bool any = false;
-	int rc = 0;
-
-	if (al->fd < 0 || !gen || !len || gen == al->broken_gen)
-		return 0;
-	x0 = off >> RDB_ACTLOG_SHIFT;
-	x1 = (off + len - 1) >> RDB_ACTLOG_SHIFT;
-	if (x1 >= al->nextents)
-		x1 = al->nextents - 1;
-	pages = calloc(al->bits_len / PAGE, 1);
-	if (!pages)
-		return -ENOMEM;
-	if (al->generation != gen) {
-		/* arm: what the image holds now is in the backup's epoch 0 */
-		if (fdatasync(img_fd) < 0) {
-			rc = -errno;
-			goto out;
-		}
-		memset(al->bits, 0, al->bits_len);
-		al->active = 0;
-		for (uint64_t x = x0; x <= x1; x++)
-			set_bit(al, x, pages);
-		rc = write_pages(al, pages, true);
-		if (rc == 0)
-			rc = write_hdr(al, gen);
-		if (rc == 0)
-			rc = log_sync(al);
-		if (rc == 0)
-			al->generation = gen;
-		goto out;
-	}
-	for (uint64_t x = x0; x <= x1; x++) {
-		if (test_bit(al->bits, x))
+		if (s->seq > covered || s->pos == RDB_ACTLOG_NEVER ||
+		    s->pos > committed_pos) {
+			i++;
 			continue;
-		if (al->active >= al->max) {
-			al->full_stalls++;
-			if (fdatasync(img_fd) < 0) {
-				rc = -errno;
-				goto out;
-			}
-			rdb_actlog_retire(al, seq, committed_pos);
 		}
-		if (al->active >= al->max) {
-			rc = rdb_actlog_invalidate(al);
-			goto out;
-		}
-		set_bit(al, x, pages);
-		any = true;
+		lo = s->ext < lo ? s->ext : lo;
+		hi = s->ext > hi ? s->ext : hi;
+		slot_del(al, i);
+		n++;
 	}
-	if (any) {
-		rc = write_pages(al, pages, false);
-		if (rc == 0)
-			rc = log_sync(al);
-	}
-out:
-	free(pages);
+	if (!n)
+		return;
+	al->st.retired += n;
+	rc = write_pages(al, lo, hi);
+	if (rc < 0)
+		LOGVM(WARN, al->vm, "activity log %s: writing retired extents: "
+		      "%s (they stay set on disk)", al->path, strerror(-rc));
+}
+
+/* The kernel may have dropped pages it could not write: until the image
+ * is rewritten whole, its durable content is nobody's (the header says
+ * so, and the log never arms again). */
+static int image_sync_failed(struct rdb_actlog *al, int rc, const char *what)
+{
+	uint64_t gen = al->gen;
+
+	if (!al->image_lost)
+		LOGVM(ERROR, al->vm, "activity log %s: %s: an fdatasync of the "
+		      "image failed (%s): the image may have lost writes, it is "
+		      "no base for a resync until it is copied whole",
+		      al->path, what, strerror(-rc));
+	al->image_lost = true;
+	rc = invalidate(al);
+	if (gen)
+		whole_disk(al, gen, "the image may have lost writes");
 	return rc;
 }
 
-void rdb_actlog_after_change(struct rdb_actlog *al, uint64_t off, uint64_t len,
-			     uint64_t seq, uint64_t pos)
+/*
+ * Arms the log for gen with exactly extents e0..e1: the image synced (the
+ * replica's initial copy has all of it), the header made invalid, the
+ * bitmap written, then the header with gen, each synced before the next.
+ */
+static int arm(struct rdb_actlog *al, uint64_t gen, uint64_t e0, uint64_t e1)
 {
-	uint64_t x0, x1;
+	uint64_t n = e1 - e0 + 1;
+	const char *what = "invalidating it";
+	int rc;
 
-	if (al->fd < 0 || !al->generation || !len)
-		return;
-	x0 = off >> RDB_ACTLOG_SHIFT;
-	x1 = (off + len - 1) >> RDB_ACTLOG_SHIFT;
-	for (uint64_t x = x0; x <= x1 && x < al->nextents; x++)
-		if (test_bit(al->bits, x)) {
-			al->last_seq[x] = seq;
-			al->last_pos[x] = pos;
+	if (n > al->max) {
+		al->dead_gen = gen;
+		rc = invalidate(al);
+		whole_disk(al, gen, "the first change of the protection spans "
+			   "more extents than the log holds");
+		return rc;
+	}
+	rc = sync_image(al);
+	if (rc < 0)
+		return image_sync_failed(al, rc, "arming");
+	if (al->gen || al->unknown) {
+		if (al->gen > al->dead_gen)
+			al->dead_gen = al->gen;
+		al->gen = 0;
+		al->unknown = true;
+		rc = write_header(al, 0);
+		if (rc == 0)
+			rc = sync_log(al);
+		if (rc == 0) {
+			al->unknown = false;
+			al->dead_durable = al->dead_gen;
+			al->lost_durable = al->image_lost;
 		}
+	}
+	forget_all(al);
+	for (uint64_t e = e0; rc == 0 && e <= e1; e++)
+		slot_add(al, e, UINT64_MAX, 0);
+	if (rc == 0) {
+		what = "writing its bitmap";
+		rc = al->io->pwrite(al->io->ctx, al->fd, al->bits,
+				    al->bitmap_bytes, RDB_ACTLOG_PAGE);
+		if (rc == 0)
+			rc = sync_log(al);
+	}
+	if (rc == 0) {
+		what = "writing its header";
+		al->unknown = true;
+		rc = write_header(al, gen);
+		if (rc == 0)
+			rc = sync_log(al);
+	}
+	if (rc == 0) {
+		al->gen = gen;
+		al->unknown = false;
+		al->st.adds += n;
+		LOGVM(INFO, al->vm, "activity log %s armed for protection "
+		      "generation %llu", al->path, (unsigned long long)gen);
+		return 0;
+	}
+	LOGVM(ERROR, al->vm, "activity log %s: arming it for generation %llu: "
+	      "%s: %s", al->path, (unsigned long long)gen, what, strerror(-rc));
+	al->dead_gen = gen;
+	rc = invalidate(al);
+	whole_disk(al, gen, "it could not be armed");
+	return rc;
 }
 
-bool rdb_actlog_retirable(const struct rdb_actlog *al, uint64_t committed_pos)
+/* Sets extents e0..e1 durably in the log armed for al->gen. */
+static int add(struct rdb_actlog *al, uint64_t committed_pos, uint64_t e0,
+	       uint64_t e1)
 {
-	if (al->fd < 0 || !al->generation || !al->active)
+	uint64_t need = unset(al, e0, e1), gen = al->gen;
+	int rc;
+
+	if (!need)
+		return 0;
+	if (al->nslots + need > al->max) {
+		/* full: what the backup has committed can go once the image
+		 * holds it durably — now, inline */
+		al->st.full_stalls++;
+		rc = sync_image(al);
+		if (rc < 0)
+			return image_sync_failed(al, rc, "retiring a full log");
+		al->st.image_syncs++;
+		clear_covered(al, al->seq, committed_pos);
+		need = unset(al, e0, e1);
+		if (al->nslots + need > al->max) {
+			rc = invalidate(al);
+			whole_disk(al, gen, "it is full (more extents changed "
+				   "than it holds, or not committed yet)");
+			return rc;
+		}
+	}
+	for (uint64_t e = e0; e <= e1; e++)
+		if (!bit(al->bits, e))
+			slot_add(al, e, UINT64_MAX, 0);
+	rc = write_pages(al, e0, e1);
+	if (rc == 0)
+		rc = sync_log(al);
+	if (rc == 0) {
+		al->st.adds += need;
+		return 0;
+	}
+	LOGVM(ERROR, al->vm, "activity log %s: setting %llu extents: %s",
+	      al->path, (unsigned long long)need, strerror(-rc));
+	rc = invalidate(al);
+	whole_disk(al, gen, "it could not be written");
+	return rc;
+}
+
+int rdb_actlog_before(struct rdb_actlog *al, bool recording, uint64_t gen,
+		      uint64_t committed_pos, uint64_t off, uint64_t len)
+{
+	uint64_t e0, e1, armed = al->gen;
+	int rc;
+
+	if (!len || off >= al->disk_size)
+		return 0;
+	e0 = off >> al->shift;
+	e1 = (off + len - 1 < al->disk_size ? off + len - 1 :
+	      al->disk_size - 1) >> al->shift;
+	if (recording && gen && gen == al->gen)
+		return add(al, committed_pos, e0, e1);
+	if (recording && gen && gen > al->gen && gen > al->dead_gen &&
+	    !al->image_lost)
+		return arm(al, gen, e0, e1);
+	/* not recording, or for a generation the log will not arm: the
+	 * change goes untracked, so the log must claim nothing */
+	rc = invalidate(al);
+	if (rc == 0 && armed)
+		LOGVM(INFO, al->vm, "activity log %s invalidated (generation "
+		      "%llu left): the image changes %s", al->path,
+		      (unsigned long long)armed, !recording ? "unprotected" :
+		      "for a generation it does not arm");
+	if (recording && gen)
+		whole_disk(al, gen, al->image_lost ? "the image may have lost "
+			   "writes (an fdatasync failed)" : "it was invalidated "
+			   "for this generation, or armed for a later one, "
+			   "before (it never arms a generation twice)");
+	return rc;
+}
+
+void rdb_actlog_after(struct rdb_actlog *al, uint64_t off, uint64_t len,
+		      uint64_t pos)
+{
+	uint64_t e0, e1;
+
+	al->seq++;
+	if (!len || !al->gen || off >= al->disk_size)
+		return;
+	e0 = off >> al->shift;
+	e1 = (off + len - 1 < al->disk_size ? off + len - 1 :
+	      al->disk_size - 1) >> al->shift;
+	for (uint64_t e = e0; e <= e1; e++) {
+		struct rdb_actlog_slot *s;
+
+		if (!al->slot_of[e])
+			continue;
+		s = &al->slots[al->slot_of[e] - 1];
+		s->seq = al->seq;
+		/* a change the backup never gets keeps its extent for good */
+		if (s->pos != RDB_ACTLOG_NEVER)
+			s->pos = pos;
+	}
+}
+
+bool rdb_actlog_retire_due(const struct rdb_actlog *al, uint64_t now_ns,
+			   uint64_t gen, uint64_t committed_pos)
+{
+	if (!al->gen || al->gen != gen || al->retiring || !al->nslots)
 		return false;
-	for (uint64_t x = 0; x < al->nextents; x++)
-		if (test_bit(al->bits, x) && al->last_pos[x] <= committed_pos &&
-		    al->last_seq[x] != UINT64_MAX)
+	if (now_ns - al->last_retire_ns < RDB_ACTLOG_RETIRE_NS &&
+	    (uint64_t)al->nslots * 4 < (uint64_t)al->max * 3)
+		return false;
+	for (uint32_t i = 0; i < al->nslots; i++) {
+		const struct rdb_actlog_slot *s = &al->slots[i];
+
+		if (s->seq != UINT64_MAX && s->pos != RDB_ACTLOG_NEVER &&
+		    s->pos <= committed_pos)
 			return true;
+	}
 	return false;
 }
 
-void rdb_actlog_retire(struct rdb_actlog *al, uint64_t synced_seq,
-		       uint64_t committed_pos)
+uint64_t rdb_actlog_retire_begin(struct rdb_actlog *al, uint64_t now_ns)
 {
-	bool any = false;
+	al->retiring = true;
+	al->retire_gen = al->gen;
+	al->last_retire_ns = now_ns;
+	return al->seq;
+}
 
-	if (al->fd < 0 || !al->generation)
+void rdb_actlog_retire_end(struct rdb_actlog *al, uint64_t covered,
+			   int sync_rc, uint64_t gen, uint64_t committed_pos)
+{
+	al->retiring = false;
+	if (sync_rc < 0) {
+		image_sync_failed(al, sync_rc, "retiring");
 		return;
-	for (uint64_t x = 0; x < al->nextents; x++) {
-		if (!test_bit(al->bits, x) || al->last_seq[x] > synced_seq ||
-		    al->last_pos[x] > committed_pos)
-			continue;
-		al->bits[x / 8] &= (uint8_t)~(1u << (x % 8));
-		al->dirty_pages[x / 8 / PAGE] = 1;
-		al->active--;
-		al->retired++;
-		any = true;
 	}
-	/* cleared bits go out unsynced: the next add's sync takes them, and
-	 * a stale set bit is only a larger resync */
-	if (any)
-		(void)write_pages(al, al->dirty_pages, false);
+	al->st.image_syncs++;
+	/* still the generation the sync was for, and committed_pos still
+	 * about it */
+	if (al->gen && al->gen == al->retire_gen && al->gen == gen)
+		clear_covered(al, covered, committed_pos);
+}
+
+void rdb_actlog_retire_cancel(struct rdb_actlog *al)
+{
+	al->retiring = false;
+}
+
+void rdb_actlog_image_sync_failed(struct rdb_actlog *al)
+{
+	image_sync_failed(al, -EIO, "a sync outside the log");
+}
+
+uint64_t rdb_actlog_armed_gen(const struct rdb_actlog *al)
+{
+	return al->gen;
+}
+
+int rdb_actlog_load(struct rdb_actlog *al, const char *vm, int log_fd,
+		    bool own_fd, int img_fd, uint64_t disk_size, uint32_t max,
+		    const struct rdb_actlog_io *io, char *err, size_t errlen)
+{
+	struct rdb_actlog_hdr h, g;
+	uint8_t page[RDB_ACTLOG_PAGE];
+	uint64_t nset = 0;
+	const char *why = NULL;
+	int rc;
+
+	snprintf(al->vm, sizeof(al->vm), "%s", vm);
+	if (!al->path[0])
+		snprintf(al->path, sizeof(al->path), "(fd %d)", log_fd);
+	al->io = io ? io : &rdb_actlog_posix_io;
+	al->fd = log_fd;
+	al->own_fd = own_fd;
+	al->img_fd = img_fd;
+	al->max = max ? max : RDB_ACTLOG_MAX_DEFAULT;
+	rdb_actlog_geometry(disk_size, &g);
+	al->disk_size = disk_size;
+	al->shift = g.extent_shift;
+	al->nr_ext = g.nr_extents;
+	al->bitmap_bytes = g.bitmap_bytes;
+	al->bits = calloc(1, al->bitmap_bytes);
+	al->slot_of = calloc(al->nr_ext, sizeof(*al->slot_of));
+	if (!al->bits || !al->slot_of) {
+		snprintf(err, errlen, "activity log: out of memory");
+		return -ENOMEM;
+	}
+	rc = al->io->pread(al->io->ctx, al->fd, page, sizeof(page), 0);
+	if (rc == 0)
+		rc = rdb_actlog_hdr_decode(page, sizeof(page), &h);
+	if (rc == 0 && (h.disk_size != disk_size || h.extent_shift != al->shift))
+		why = "it was for another disk size";
+	else if (rc < 0)
+		why = hdr_error(rc);
+	if (!why && h.generation) {
+		rc = al->io->pread(al->io->ctx, al->fd, al->bits,
+				   al->bitmap_bytes, RDB_ACTLOG_PAGE);
+		if (rc < 0) {
+			snprintf(err, errlen, "activity log %s: reading it: %s",
+				 al->path, strerror(-rc));
+			return rc;
+		}
+		/* bits past the last extent mean nothing */
+		for (uint64_t e = al->nr_ext; e < al->bitmap_bytes * 8; e++)
+			al->bits[e / 8] &= (uint8_t)~(1u << (e % 8));
+		for (uint64_t e = 0; e < al->nr_ext; e++)
+			nset += bit(al->bits, e);
+	}
+	al->cap = nset > al->max ? (uint32_t)nset : al->max;
+	al->slots = calloc(al->cap, sizeof(*al->slots));
+	if (!al->slots) {
+		snprintf(err, errlen, "activity log: out of memory");
+		return -ENOMEM;
+	}
+	if (!why) {
+		al->dead_gen = al->dead_durable = h.dead_gen;
+		al->image_lost = al->lost_durable =
+			h.flags & RDB_ACTLOG_F_IMAGE_LOST;
+		al->gen = h.generation;
+		/* generation 0 as a process before us left it: written, but
+		 * maybe never synced (a sync that failed, the kernel dropping
+		 * the page): synced again at the first change */
+		al->unknown = !al->gen;
+		/* whatever their changes were, this process never saw them
+		 * committed: they stay for the generation */
+		for (uint64_t e = 0; al->gen && e < al->nr_ext; e++)
+			if (bit(al->bits, e)) {
+				al->bits[e / 8] &= (uint8_t)~(1u << (e % 8));
+				slot_add(al, e, 0, RDB_ACTLOG_NEVER);
+			}
+		al->st.active = al->nslots;
+		return 0;
+	}
+	/* not ours: a new, invalid log (not synced: missing or torn is
+	 * invalid too); a generation left before stays left */
+	if (rc == 0 && h.generation > h.dead_gen)
+		al->dead_gen = h.generation;
+	else if (rc == 0)
+		al->dead_gen = h.dead_gen;
+	al->dead_durable = al->dead_gen;
+	al->unknown = true;
+	rc = write_header(al, 0);
+	if (rc == 0)
+		rc = al->io->pwrite(al->io->ctx, al->fd, al->bits,
+				    al->bitmap_bytes, RDB_ACTLOG_PAGE);
+	if (rc < 0) {
+		snprintf(err, errlen, "activity log %s: writing it: %s",
+			 al->path, strerror(-rc));
+		return rc;
+	}
+	LOGVM(INFO, al->vm, "activity log %s: new (%s)", al->path, why);
+	return 0;
+}
+
+int rdb_actlog_open(struct rdb_actlog *al, const char *vm, const char *path,
+		    int img_fd, uint64_t disk_size, uint32_t max,
+		    char *err, size_t errlen)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600), rc;
+
+	if (fd < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "activity log %s: %s", path, strerror(errno));
+		return rc;
+	}
+	snprintf(al->path, sizeof(al->path), "%s", path);
+	rc = rdb_actlog_load(al, vm, fd, true, img_fd, disk_size, max, NULL,
+			     err, errlen);
+	if (rc < 0)
+		rdb_actlog_dispose(al);
+	return rc;
+}
+
+/* ---- remusdbd's side ---- */
+
+static int no_base(struct rdb_actlog_view *out, char *err, size_t errlen,
+		   const char *why)
+{
+	free(out->bits);
+	out->bits = NULL;
+	out->generation = 0;
+	out->nr_set = 0;
+	snprintf(err, errlen, "%s", why);
+	return 0;
+}
+
+int rdb_actlog_decode(const uint8_t *buf, size_t len, uint64_t disk_size,
+		      struct rdb_actlog_view *out, char *err, size_t errlen)
+{
+	struct rdb_actlog_hdr h;
+	uint64_t bytes;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	out->disk_size = disk_size;
+	if (err && errlen)
+		err[0] = 0;
+	rc = rdb_actlog_hdr_decode(buf, len < RDB_ACTLOG_PAGE ? len :
+				   RDB_ACTLOG_PAGE, &h);
+	if (rc < 0)
+		return no_base(out, err, errlen, hdr_error(rc));
+	out->dead_gen = h.dead_gen;
+	out->extent_shift = h.extent_shift;
+	out->nr_extents = h.nr_extents;
+	if (h.disk_size != disk_size)
+		return no_base(out, err, errlen, "an activity log for another "
+			       "disk size");
+	out->image_lost = h.flags & RDB_ACTLOG_F_IMAGE_LOST;
+	if (out->image_lost)
+		return no_base(out, err, errlen, "an activity log saying the "
+			       "image may have lost writes (an fdatasync failed)");
+	if (!h.generation)
+		return no_base(out, err, errlen, "an invalid activity log "
+			       "(generation 0)");
+	bytes = (h.nr_extents + 7) / 8;
+	if (len < RDB_ACTLOG_PAGE + bytes)
+		return no_base(out, err, errlen, "an activity log whose bitmap "
+			       "is cut short");
+	out->bits = malloc(bytes);
+	if (!out->bits)
+		return -ENOMEM;
+	memcpy(out->bits, buf + RDB_ACTLOG_PAGE, bytes);
+	if (h.nr_extents % 8)
+		out->bits[bytes - 1] &= (uint8_t)((1u << (h.nr_extents % 8)) - 1);
+	for (uint64_t i = 0; i < bytes; i++)
+		out->nr_set += (uint64_t)__builtin_popcount(out->bits[i]);
+	out->generation = h.generation;
+	return 0;
 }
 
 int rdb_actlog_read(const char *path, uint64_t disk_size,
 		    struct rdb_actlog_view *out, char *err, size_t errlen)
 {
-	uint64_t gen = 0;
-	size_t len;
-	int fd, rc;
+	struct rdb_actlog_hdr g;
+	struct stat sb;
+	uint8_t *buf;
+	uint64_t len;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
 
 	memset(out, 0, sizeof(*out));
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
+	if (fd < 0 && errno == ENOENT)
+		return no_base(out, err, errlen, "no activity log");
+	if (fd < 0 || fstat(fd, &sb) < 0) {
 		rc = -errno;
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		snprintf(err, errlen, "activity log %s: %s", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
 		return rc;
 	}
-	rc = read_hdr(fd, disk_size, &gen);
-	if (rc < 0) {
-		snprintf(err, errlen, "%s is no activity log of a %llu-byte disk",
-			 path, (unsigned long long)disk_size);
+	/* at most the largest log for this disk (the smallest extents) */
+	memset(&g, 0, sizeof(g));
+	shape(disk_size, SHIFT_MIN, &g);
+	len = (uint64_t)sb.st_size < RDB_ACTLOG_PAGE + g.bitmap_bytes ?
+	      (uint64_t)sb.st_size : RDB_ACTLOG_PAGE + g.bitmap_bytes;
+	buf = malloc(len ? len : 1);
+	if (!buf) {
 		close(fd);
-		return rc;
+		return -ENOMEM;
 	}
-	out->nextents = extents_of(disk_size);
-	out->shift = RDB_ACTLOG_SHIFT;
-	len = bits_len_of(out->nextents);
-	out->bits = calloc(1, len);
-	rc = out->bits ? rdb_pread_all(fd, out->bits, len, RDB_ACTLOG_HDR) : -ENOMEM;
+	rc = rdb_pread_all(fd, buf, len, 0);
 	close(fd);
-	if (rc < 0) {
-		snprintf(err, errlen, "%s: %s", path, strerror(-rc));
-		rdb_actlog_view_dispose(out);
-		return rc;
-	}
-	out->generation = gen;
-	return 0;
+	if (rc == 0)
+		rc = rdb_actlog_decode(buf, len, disk_size, out, err, errlen);
+	else
+		snprintf(err, errlen, "activity log %s: %s", path, strerror(-rc));
+	free(buf);
+	return rc;
 }
 
-int rdb_actlog_view_extents(const struct rdb_actlog_view *v, uint64_t **ext_out,
-			    uint32_t *count_out)
+bool rdb_actlog_view_test(const struct rdb_actlog_view *v, uint64_t ext)
 {
-	uint64_t *ext = NULL;
-	uint32_t n = 0;
-
-	for (uint64_t x = 0; v->bits && x < v->nextents; x++)
-		n += test_bit(v->bits, x);
-	ext = malloc((n ? n : 1) * sizeof(*ext));
-	if (!ext)
-		return -ENOMEM;
-	n = 0;
-	for (uint64_t x = 0; v->bits && x < v->nextents; x++)
-		if (test_bit(v->bits, x))
-			ext[n++] = x;
-	*ext_out = ext;
-	*count_out = n;
-	return 0;
+	return v->bits && ext < v->nr_extents && bit(v->bits, ext);
 }
 
 void rdb_actlog_view_dispose(struct rdb_actlog_view *v)
 {
 	free(v->bits);
 	memset(v, 0, sizeof(*v));
+}
+
+static int rewrite_file(const char *path, bool rewritten, char *err,
+			size_t errlen)
+{
+	struct rdb_actlog_hdr h;
+	uint8_t page[RDB_ACTLOG_PAGE];
+	int fd = open(path, O_RDWR | O_CLOEXEC), rc;
+
+	if (fd < 0 && errno == ENOENT)
+		return 0;
+	if (fd < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "activity log %s: %s", path, strerror(errno));
+		return rc;
+	}
+	rc = rdb_pread_all(fd, page, sizeof(page), 0);
+	if (rc == 0 && rdb_actlog_hdr_decode(page, sizeof(page), &h) == 0 &&
+	    (h.generation || (rewritten && h.flags))) {
+		if (h.generation > h.dead_gen)
+			h.dead_gen = h.generation;
+		h.generation = 0;
+		if (rewritten)
+			h.flags = 0;
+		rdb_actlog_hdr_encode(&h, page);
+		rc = rdb_pwrite_all(fd, page, sizeof(page), 0);
+		if (rc == 0 && fdatasync(fd) < 0)
+			rc = -errno;
+	}
+	close(fd);
+	if (rc < 0)
+		snprintf(err, errlen, "activity log %s: invalidating it: %s",
+			 path, strerror(-rc));
+	return rc;
+}
+
+int rdb_actlog_invalidate_file(const char *path, char *err, size_t errlen)
+{
+	return rewrite_file(path, false, err, errlen);
+}
+
+int rdb_actlog_reset_file(const char *path, char *err, size_t errlen)
+{
+	return rewrite_file(path, true, err, errlen);
 }

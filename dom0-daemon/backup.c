@@ -67,6 +67,7 @@ struct rdb_backup {
 	bool base_used;
 	uint64_t base_gen;
 	bool replica_recorded;		/* lineage says "replica" of this one */
+	char base_actlog[256];		/* the base's activity log */
 	char wmap_path[512];		/* after failover: blocks written since */
 	int disk_pid;			/* after failover: the replica's server */
 	int event_fd;			/* after failover: the event port's socket */
@@ -328,10 +329,12 @@ static int try_base(struct rdb_backup *b, uint64_t size, uint64_t base_gen,
 		return -ESTALE;
 	}
 	rc = rdb_actlog_read(l->actlog, size, view, err, sizeof(err));
-	if (rc < 0 || view->generation != base_gen) {
+	if (rc < 0 || !view->generation || view->generation != l->log_gen) {
 		snprintf(why, whylen, "activity log %s is not valid for "
 			 "protection %016llx%s%s", l->actlog,
 			 (unsigned long long)base_gen, err[0] ? ": " : "", err);
+		if (rc == 0)
+			rdb_actlog_view_dispose(view);
 		return rc < 0 ? rc : -ESTALE;
 	}
 	fd = open(l->disk, O_RDWR | O_CLOEXEC);
@@ -344,6 +347,7 @@ static int try_base(struct rdb_backup *b, uint64_t size, uint64_t base_gen,
 		snprintf(why, whylen, "old image %s is %lld bytes, the disk %llu",
 			 l->disk, (long long)sb.st_size, (unsigned long long)size);
 		close(fd);
+		rdb_actlog_view_dispose(view);
 		return -EINVAL;
 	}
 	rdb_diskbuf_attach_fd(&b->disk, fd, size);
@@ -377,22 +381,26 @@ static int handle_disk_setup(struct rdb_backup *b, const struct rdb_frame *f)
 		return rc;
 	if (base_gen && try_base(b, size, base_gen, &l, &view, why,
 				 sizeof(why)) == 0) {
-		rc = rdb_actlog_view_extents(&view, &ext, &count);
-		if (rc < 0) {
+		ext = malloc((view.nr_set ? view.nr_set : 1) * sizeof(*ext));
+		if (!ext) {
 			rdb_actlog_view_dispose(&view);
-			return rc;
+			return -ENOMEM;
 		}
+		for (uint64_t x = 0; x < view.nr_extents; x++)
+			if (rdb_actlog_view_test(&view, x) && count < view.nr_set)
+				ext[count++] = x;
 		snprintf(b->disk_path, sizeof(b->disk_path), "%s", l.disk);
 		b->base_used = true;
 		b->base_gen = base_gen;
-		rc = rdb_proto_put_disk_base(&b->out, base_gen, view.shift, ext,
-					     count, NULL);
+		snprintf(b->base_actlog, sizeof(b->base_actlog), "%s", l.actlog);
+		rc = rdb_proto_put_disk_base(&b->out, base_gen, view.extent_shift,
+					     ext, count, NULL);
 		LOGVM(INFO, vm->name, "disk replica: this host's old image %s, "
 		      "the primary's of protection %016llx; %u extent(s) of "
 		      "%llu KiB in its activity log may differ, the primary "
 		      "sends those and what it wrote since epoch %llu", l.disk,
 		      (unsigned long long)base_gen, count,
-		      (unsigned long long)((1ull << view.shift) >> 10),
+		      (unsigned long long)((1ull << view.extent_shift) >> 10),
 		      (unsigned long long)base_epoch);
 		free(ext);
 		rdb_actlog_view_dispose(&view);
@@ -450,6 +458,11 @@ static int record_replica(struct rdb_backup *b)
 		return rc;
 	}
 	b->replica_recorded = true;
+	/* the old image changes from here: its log vouches for nothing */
+	if (b->base_used &&
+	    rdb_actlog_invalidate_file(b->base_actlog, err, sizeof(err)) < 0)
+		LOGVM(WARN, vm->name, "activity log %s: %s (the lineage record "
+		      "already says replica: it is not used)", b->base_actlog, err);
 	return 0;
 }
 
@@ -948,7 +961,19 @@ static void record_restored(struct rdb_backup *b)
 
 	snprintf(b->wmap_path, sizeof(b->wmap_path), "%s/%s/written.map",
 		 b->d->cfg.state_dir, vm->name);
-	rc = rdb_wmap_create_file(b->wmap_path, b->disk.size, err, sizeof(err));
+	{
+		struct rdb_wmap m;
+
+		rc = rdb_wmap_open(&m, b->wmap_path, b->disk.size, true, err,
+				   sizeof(err));
+		if (rc == -EINVAL && unlink(b->wmap_path) == 0)
+			rc = rdb_wmap_open(&m, b->wmap_path, b->disk.size, true,
+					   err, sizeof(err));
+		if (rc == 0) {
+			rdb_wmap_reset(&m);	/* from this restore on */
+			rdb_wmap_close(&m);
+		}
+	}
 	if (rc == 0) {
 		l.role = RDB_LINEAGE_RESTORED;
 		l.generation = b->generation;

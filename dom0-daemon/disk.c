@@ -65,20 +65,44 @@ static int place_fd(int fd, int to)
  * Starts `remusdbd --disk-server` serving image on sock_path (listening
  * here first: the socket accepts connections when this returns).  Its fds:
  * 3 the listening socket, 4 the ring, 5 the eventfd, 6 its end of the
- * life socketpair (each -1 if not given).
+ * life socketpair (each -1 if not given).  al_path, wmap_path: "" or NULL
+ * for none.
  */
 static int spawn(const char *vm, const char *image, const char *sock_path,
-		 int ring_fd, int notify_fd, const char *actlog, uint32_t al_max,
-		 const char *wmap, int *life_out, int *pid_out, char *err,
-		 size_t errlen)
+		 int ring_fd, int notify_fd, const char *al_path,
+		 uint32_t al_max, const char *wmap_path, int *life_out,
+		 int *pid_out, char *err, size_t errlen)
 {
-	char max[16];
 	int listen_fd = -1, life[2] = { -1, -1 }, ep[2] = { -1, -1 }, hi[4];
-	int rc, child_errno = 0;
+	int rc, child_errno = 0, argc = 0;
+	char *argv[16], max_arg[16];
 	ssize_t n;
 	pid_t pid;
 
-	snprintf(max, sizeof(max), "%u", al_max);
+	/* built here: the child runs async-signal-safe code only */
+	argv[argc++] = "remusdbd";
+	argv[argc++] = "--disk-server";
+	argv[argc++] = (char *)vm;
+	argv[argc++] = (char *)image;
+	argv[argc++] = "3";
+	argv[argc++] = ring_fd >= 0 ? "4" : "-1";
+	argv[argc++] = notify_fd >= 0 ? "5" : "-1";
+	argv[argc++] = life_out ? "6" : "-1";
+	if (al_path && al_path[0]) {
+		snprintf(max_arg, sizeof(max_arg), "%u", al_max);
+		argv[argc++] = "--activity-log";
+		argv[argc++] = (char *)al_path;
+		if (al_max) {
+			argv[argc++] = "--activity-log-max";
+			argv[argc++] = max_arg;
+		}
+	}
+	if (wmap_path && wmap_path[0]) {
+		argv[argc++] = "--written-map";
+		argv[argc++] = (char *)wmap_path;
+	}
+	argv[argc] = NULL;
+
 	rc = rdb_sock_listen_unix(sock_path, &listen_fd);
 	if (rc < 0) {
 		snprintf(err, errlen, "listen on %s: %s", sock_path, strerror(-rc));
@@ -99,22 +123,6 @@ static int spawn(const char *vm, const char *image, const char *sock_path,
 	if (pid == 0) {
 		/* async-signal-safe only, up to exec: another thread of the
 		 * daemon may have held any lock at the fork */
-		char *argv[14] = { "remusdbd", "--disk-server", (char *)vm,
-				   (char *)image, "3", ring_fd >= 0 ? "4" : "-1",
-				   notify_fd >= 0 ? "5" : "-1",
-				   life_out ? "6" : "-1", NULL };
-		int na = 8;
-
-		if (actlog) {
-			argv[na++] = "--activity-log";
-			argv[na++] = (char *)actlog;
-			argv[na++] = max;
-		}
-		if (wmap) {
-			argv[na++] = "--written-map";
-			argv[na++] = (char *)wmap;
-		}
-		argv[na] = NULL;
 		int src[4] = { listen_fd, ring_fd, notify_fd, life[1] };
 		int efd = ep[1], e;
 
@@ -204,6 +212,9 @@ int rdb_disk_set_replicated(struct rdb_disk *dk, bool on)
 		uint64_t t0 = rdb_now_ns();
 
 		rc = sync_image(dk);
+		if (rc < 0 && dk->ring.sh)
+			/* its activity log must not vouch for the image */
+			atomic_store(&dk->ring.sh->image_sync_failed, 1);
 		if (rc < 0)
 			LOGVM(ERROR, dk->vm, "disk %s: syncing the image as "
 			      "replication ends: %s", dk->image, strerror(-rc));
@@ -231,6 +242,11 @@ void rdb_disk_drain(struct rdb_disk *dk)
 				 "the disk server could not pass the guest's "
 				 "changes on: its ring to remusdbd stayed full "
 				 "past the checkpoint deadline" :
+				 lost == RDB_DRING_ACTLOG ?
+				 "the disk server's activity log could neither "
+				 "be written nor invalidated: it may claim what "
+				 "is untrue, this protection's generation is no "
+				 "base for a resync" :
 				 "the disk server could not read back a failed "
 				 "change: the replica cannot be made equal");
 	}
@@ -358,8 +374,7 @@ static void on_life(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 static int start_server(struct rdb_disk *dk, char *err, size_t errlen)
 {
 	int rc = spawn(dk->vm, dk->image, dk->sock_path, dk->ring_fd,
-		       dk->notify_fd, dk->actlog[0] ? dk->actlog : NULL,
-		       dk->actlog_max, dk->wmap[0] ? dk->wmap : NULL,
+		       dk->notify_fd, dk->al_path, dk->al_max, dk->wmap_path,
 		       &dk->life_fd, &dk->pid, err, errlen);
 
 	if (rc < 0)
@@ -375,15 +390,11 @@ static int start_server(struct rdb_disk *dk, char *err, size_t errlen)
 int rdb_disk_open(struct rdb_disk *dk, struct rdb_evloop *loop,
 		  const char *vm, const char *image, const char *sock_path,
 		  uint64_t ring_bytes, uint64_t room_wait_ns,
-		  const char *actlog, uint32_t actlog_max, const char *wmap,
+		  const struct rdb_disk_logs *logs,
 		  rdb_disk_hook hook, rdb_disk_lost_hook lost, void *opaque,
 		  char *err, size_t errlen)
 {
 	int rc;
-
-	snprintf(dk->actlog, sizeof(dk->actlog), "%s", actlog ? actlog : "");
-	dk->actlog_max = actlog_max;
-	snprintf(dk->wmap, sizeof(dk->wmap), "%s", wmap ? wmap : "");
 
 	dk->loop = loop;
 	dk->hook = hook;
@@ -396,6 +407,19 @@ int rdb_disk_open(struct rdb_disk *dk, struct rdb_evloop *loop,
 		return -ENAMETOOLONG;
 	}
 	snprintf(dk->sock_path, sizeof(dk->sock_path), "%s", sock_path);
+	if (logs && ((logs->activity_log &&
+		      strlen(logs->activity_log) >= sizeof(dk->al_path)) ||
+		     (logs->written_map &&
+		      strlen(logs->written_map) >= sizeof(dk->wmap_path)))) {
+		snprintf(err, errlen, "disk %s: activity log or written map "
+			 "path too long", image);
+		return -ENAMETOOLONG;
+	}
+	if (logs && logs->activity_log)
+		snprintf(dk->al_path, sizeof(dk->al_path), "%s", logs->activity_log);
+	if (logs && logs->written_map)
+		snprintf(dk->wmap_path, sizeof(dk->wmap_path), "%s", logs->written_map);
+	dk->al_max = logs ? logs->activity_log_max : 0;
 	rc = rdb_disk_open_image(image, &dk->img_fd, &dk->size, err, errlen);
 	if (rc < 0)
 		return rc;
@@ -484,11 +508,11 @@ void rdb_disk_close(struct rdb_disk *dk)
 }
 
 int rdb_disk_serve_child(const char *vm, const char *image,
-			 const char *sock_path, const char *wmap, int *pid_out,
-			 char *err, size_t errlen)
+			 const char *sock_path, const char *written_map,
+			 int *pid_out, char *err, size_t errlen)
 {
-	return spawn(vm, image, sock_path, -1, -1, NULL, 0, wmap, NULL, pid_out,
-		     err, errlen);
+	return spawn(vm, image, sock_path, -1, -1, NULL, 0, written_map, NULL,
+		     pid_out, err, errlen);
 }
 
 void rdb_disk_set_log_generation(struct rdb_disk *dk, uint64_t gen)

@@ -33,6 +33,7 @@
 
 #include "diskbuf.h"
 #include "diskring.h"
+#include "disksrv.h"
 #include "readidx.h"
 #include "evloop.h"
 
@@ -66,8 +67,10 @@ struct rdb_disk {
 	uint64_t read_epoch;		/* the epoch reads drained now belong to */
 	uint64_t synced_changes;	/* writes + zeroes at our last sync */
 	uint64_t syncs, restarts, started_ns;
-	char actlog[256], wmap[256];	/* the server's (disksrv.h), or "" */
-	uint32_t actlog_max;
+	/* what the server keeps beside the image (disksrv.h), for its
+	 * restarts too; "": nothing */
+	char al_path[256], wmap_path[256];
+	uint32_t al_max;
 };
 
 void rdb_disk_init(struct rdb_disk *dk);
@@ -75,26 +78,17 @@ void rdb_disk_init(struct rdb_disk *dk);
  * Opens image (which must exist; its size is the disk's), syncs it, and
  * starts its server on sock_path with a ring of ring_bytes; the server
  * waits at most room_wait_ns for room (then gives up on the replica).
- * Returns once the socket accepts connections.  hook may be NULL.
+ * logs: the activity log and written map the server keeps (files
+ * created if missing; the log's state and counters in the ring's al_*
+ * fields), or NULL for none.  Returns once the socket accepts
+ * connections.  hook may be NULL.
  */
 int rdb_disk_open(struct rdb_disk *dk, struct rdb_evloop *loop,
 		  const char *vm, const char *image, const char *sock_path,
 		  uint64_t ring_bytes, uint64_t room_wait_ns,
-		  const char *actlog, uint32_t actlog_max, const char *wmap,
+		  const struct rdb_disk_logs *logs,
 		  rdb_disk_hook hook, rdb_disk_lost_hook lost, void *opaque,
 		  char *err, size_t errlen);
-/*
- * The activity log (actlog, NULL: none; at most actlog_max extents) and
- * written map (wmap, NULL: none) the server keeps: docs/resync.md.
- * set_log_generation: the protection the log is armed for once changes
- * are recorded (call before rdb_disk_set_recording(on)); committed_pos:
- * every change up to this ring position is in an epoch the backup
- * committed (monotonic: a lower one is ignored); ring_pos: the position
- * drained so far (after rdb_disk_drain: the epoch's end).
- */
-void rdb_disk_set_log_generation(struct rdb_disk *dk, uint64_t gen);
-void rdb_disk_set_committed_pos(struct rdb_disk *dk, uint64_t pos);
-uint64_t rdb_disk_ring_pos(const struct rdb_disk *dk);
 /*
  * Disk read tracking (readidx.h): the server hashes the blocks the guest
  * reads (with seed) while recording, and the drain keeps ix up to date,
@@ -110,11 +104,13 @@ bool rdb_disk_connected(const struct rdb_disk *dk);
  * Serves image on sock_path from a server process without a ring, until
  * that is killed: after failover the restored QEMU opens its disk before
  * it answers QMP, and the disk must outlive the daemon as the restored
- * QEMU does.  Returns once the socket accepts connections.
+ * QEMU does.  written_map: a written map (wmap.h) the server marks every
+ * change in (created if missing, its bits kept if there), or NULL.
+ * Returns once the socket accepts connections.
  */
 int rdb_disk_serve_child(const char *vm, const char *image,
-			 const char *sock_path, const char *wmap, int *pid_out,
-			 char *err, size_t errlen);
+			 const char *sock_path, const char *written_map,
+			 int *pid_out, char *err, size_t errlen);
 /*
  * on: the server puts every change in the ring from now on (what it had
  * there is dropped first); off: it stops.
@@ -133,6 +129,18 @@ int rdb_disk_set_replicated(struct rdb_disk *dk, bool on);
 /* Reads len bytes at off from the image (the initial copy). */
 int rdb_disk_pread(struct rdb_disk *dk, uint64_t off, uint8_t *dst,
 		   uint64_t len);
+/*
+ * The activity log (actlog.h).  set_log_generation: the generation the
+ * log is armed for once changes are recorded (call before
+ * rdb_disk_set_recording(on); greater than any before for this image);
+ * set_committed_pos: every change up to this ring position is in an
+ * epoch the backup committed (monotonic: a lower one is ignored);
+ * ring_pos: the position drained so far (after rdb_disk_drain at an
+ * epoch's close: that epoch's end).
+ */
+void rdb_disk_set_log_generation(struct rdb_disk *dk, uint64_t gen);
+void rdb_disk_set_committed_pos(struct rdb_disk *dk, uint64_t pos);
+uint64_t rdb_disk_ring_pos(const struct rdb_disk *dk);
 /* The server's counters. */
 const struct rdb_dring_shared *rdb_disk_stats(const struct rdb_disk *dk);
 

@@ -58,14 +58,29 @@ struct rdb_dring_shared {
 	/* READ records: blocks passed on; blocks not (no room: a READ never
 	 * waits, and never takes the last half of the ring from changes) */
 	_Atomic uint64_t reads_tracked, reads_skipped;
-	/* the activity log (actlog.h).  remusdbd -> server: the protection
-	 * it is armed for while recording; the ring position (head) up to
-	 * which every record is in an epoch the backup committed.  server ->
-	 * remusdbd: the generation it is valid for, and its counters. */
+	/*
+	 * The activity log (actlog.h), if the server keeps one.
+	 * remusdbd -> server: al_gen, the protection generation the log is
+	 * armed for while `record` is 1 (0: no log wanted; a new protection
+	 * needs a greater one); committed_pos, a position in head's bytes
+	 * such that every record ending at or before it belongs to an epoch
+	 * the backup committed — the tail after the drain that closed the
+	 * last epoch acknowledged — only ever advanced, and speaking of the
+	 * protection al_gen names: set al_gen before a new protection's
+	 * first acknowledgement moves it.
+	 */
 	_Atomic uint64_t al_gen, committed_pos;
-	_Atomic uint64_t al_armed_gen, al_active, al_adds, al_log_syncs;
-	_Atomic uint64_t al_retired, al_image_syncs, al_full_stalls;
-	_Atomic uint64_t al_invalidations;
+	/* remusdbd -> server: an fdatasync of the image by remusdbd failed
+	 * (the kernel may have dropped writes: the log says so for good) */
+	_Atomic uint32_t image_sync_failed;
+	/* server -> remusdbd: the generation the durable log is armed for (0:
+	 * none, no base for a resync), extents set now, and counters (of the
+	 * server process now running): extents added, log syncs, extents
+	 * retired, image syncs for retiring, changes that found the log full,
+	 * invalidations */
+	_Atomic uint64_t al_armed_gen, al_active;
+	_Atomic uint64_t al_adds, al_log_syncs, al_retired, al_image_syncs;
+	_Atomic uint64_t al_full_stalls, al_invalidations;
 };
 
 /* Why the server stopped putting changes in the ring (it then makes the
@@ -74,6 +89,8 @@ enum rdb_dring_lost {
 	RDB_DRING_OK = 0,
 	RDB_DRING_OVERFLOW = 1,		/* no room for room_wait_ns */
 	RDB_DRING_UNREADABLE = 2,	/* a failed change could not be read back */
+	RDB_DRING_ACTLOG = 3,		/* the activity log could neither be
+					 * written nor invalidated */
 };
 
 struct rdb_dring_rec {

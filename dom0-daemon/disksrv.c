@@ -19,11 +19,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#define RETIRE_EVERY_NS (1000 * RDB_NS_PER_MS)
-
 /* QEMU's export name is free-form; we serve one export per socket. */
 #define EXPORT_NAME ""
 #define ROOM_POLL_NS (100 * 1000)
+/* How often the activity log looks for extents to retire: it starts a
+ * sync at most once a second (RDB_ACTLOG_RETIRE_NS), or at every tick
+ * once 3/4 full, as the backup's acknowledgements come. */
+#define RETIRE_TICK_NS (50 * RDB_NS_PER_MS)
 
 #define BUMP(field, n) atomic_fetch_add_explicit(&s->ring.sh->field, (n), \
 						 memory_order_relaxed)
@@ -38,10 +40,37 @@ static int failed(struct rdb_disksrv *s, const char *what, uint64_t off,
 	return rc;
 }
 
+/* The activity log's state and counters, for remusdbd. */
+static void publish_al(struct rdb_disksrv *s)
+{
+	struct rdb_dring_shared *sh = s->ring.sh;
+	const struct rdb_actlog_stats *st = &s->al.st;
+
+	if (!s->has_al)
+		return;
+	atomic_store(&sh->al_armed_gen, rdb_actlog_armed_gen(&s->al));
+	atomic_store(&sh->al_active, st->active);
+	atomic_store(&sh->al_adds, st->adds);
+	atomic_store(&sh->al_log_syncs, st->log_syncs);
+	atomic_store(&sh->al_retired, st->retired);
+	atomic_store(&sh->al_image_syncs, st->image_syncs);
+	atomic_store(&sh->al_full_stalls, st->full_stalls);
+	atomic_store(&sh->al_invalidations, st->invalidations);
+}
+
 static int sync_image(struct rdb_disksrv *s)
 {
-	if (fdatasync(s->img_fd) < 0)
-		return -errno;
+	if (fdatasync(s->img_fd) < 0) {
+		int rc = -errno;
+
+		/* the kernel may have dropped what it could not write: no
+		 * later sync proves the image holds it */
+		if (s->has_al) {
+			rdb_actlog_image_sync_failed(&s->al);
+			publish_al(s);
+		}
+		return rc;
+	}
 	BUMP(syncs, 1);
 	s->dirty = false;
 	return 0;
@@ -80,8 +109,9 @@ static void give_up(struct rdb_disksrv *s, enum rdb_dring_lost why,
 	notify(s);
 }
 
-/* Puts one record, waiting at most room_wait_ns for room. */
-static void put(struct rdb_disksrv *s, enum rdb_disk_op op, uint64_t off,
+/* Puts one record, waiting at most room_wait_ns for room; whether it
+ * did. */
+static bool put(struct rdb_disksrv *s, enum rdb_disk_op op, uint64_t off,
 		uint32_t len, const uint8_t *data)
 {
 	struct rdb_dring_shared *sh = s->ring.sh;
@@ -98,7 +128,7 @@ static void put(struct rdb_disksrv *s, enum rdb_disk_op op, uint64_t off,
 			notify(s);
 		}
 		if (!atomic_load(&sh->record))
-			return;		/* remusdbd stopped wanting them */
+			return false;	/* remusdbd stopped wanting them */
 		if (now - t0 > atomic_load(&sh->room_wait_ns)) {
 			char what[160];
 
@@ -106,13 +136,13 @@ static void put(struct rdb_disksrv *s, enum rdb_disk_op op, uint64_t off,
 				 "remusdbd for %llu ms (remusdbd stalled?)",
 				 (unsigned long long)((now - t0) / RDB_NS_PER_MS));
 			give_up(s, RDB_DRING_OVERFLOW, what);
-			return;
+			return false;
 		}
 		nanosleep(&ts, NULL);
 	}
 	if (rc < 0) {
 		give_up(s, RDB_DRING_OVERFLOW, "a change too big for the ring");
-		return;
+		return false;
 	}
 	if (t0) {
 		waited = rdb_now_ns() - t0;
@@ -121,27 +151,87 @@ static void put(struct rdb_disksrv *s, enum rdb_disk_op op, uint64_t off,
 	}
 	BUMP(recorded, 1);
 	BUMP(recorded_bytes, op == RDB_DISK_WRITE ? len : 0);
+	return true;
 }
 
-/* A change for the replica, if remusdbd wants them.  Tested after the
- * change reached the image: a `record` turned on after this test finds
- * the change in the image (the initial copy reads it after). */
-static void pass_on(struct rdb_disksrv *s, enum rdb_disk_op op, uint64_t off,
+/* remusdbd's own fdatasync of the image failed: as if ours had. */
+static void daemon_sync_failed(struct rdb_disksrv *s)
+{
+	if (s->has_al && !s->al.image_lost &&
+	    atomic_load(&s->ring.sh->image_sync_failed)) {
+		rdb_actlog_image_sync_failed(&s->al);
+		publish_al(s);
+	}
+}
+
+/*
+ * The activity log takes a change of [off, off + len) before it reaches
+ * the image (recording: `record` as read then), and again before it goes
+ * into the ring.  A log that could neither take it nor be invalidated
+ * may claim what is untrue: the replica is given up (remusdbd drops the
+ * protection) and the change goes on all the same.
+ */
+static void log_change(struct rdb_disksrv *s, bool recording, uint64_t off,
+		       uint64_t len)
+{
+	struct rdb_dring_shared *sh = s->ring.sh;
+	int rc;
+
+	if (!s->has_al)
+		return;
+	daemon_sync_failed(s);
+	rc = rdb_actlog_before(&s->al, recording, atomic_load(&sh->al_gen),
+			       atomic_load(&sh->committed_pos), off, len);
+	publish_al(s);
+	if (rc < 0 && atomic_load(&sh->record))
+		give_up(s, RDB_DRING_ACTLOG, "its activity log could neither "
+			"be written nor invalidated");
+}
+
+/* Before a change of [off, off + len) touches the image. */
+static void change_begin(struct rdb_disksrv *s, uint64_t off, uint64_t len)
+{
+	if (s->has_wmap)
+		rdb_wmap_mark(&s->wmap, off, len);
+	log_change(s, s->has_ring && atomic_load(&s->ring.sh->record), off, len);
+}
+
+/* After it completed (or failed); whole: it went into the ring whole. */
+static void change_end(struct rdb_disksrv *s, uint64_t off, uint64_t len,
+		       bool whole)
+{
+	if (!s->has_al)
+		return;
+	rdb_actlog_after(&s->al, off, len, whole ?
+			 atomic_load(&s->ring.sh->head) : RDB_ACTLOG_NEVER);
+}
+
+/* A change for the replica, if remusdbd wants them; whether it went into
+ * the ring whole.  Tested after the change reached the image: a `record`
+ * turned on after this test finds the change in the image (the initial
+ * copy reads it after).  One turned on between the test before the
+ * change and this one finds it unlogged: the log takes it now. */
+static bool pass_on(struct rdb_disksrv *s, enum rdb_disk_op op, uint64_t off,
 		    uint32_t len, const uint8_t *data)
 {
+	bool whole = true;
+
 	if (!s->has_ring || !atomic_load(&s->ring.sh->record))
-		return;
+		return false;
+	if (op != RDB_DISK_FLUSH)
+		log_change(s, true, off, len);
 	if (op != RDB_DISK_WRITE)
-		put(s, op, off, len, NULL);
+		whole = put(s, op, off, len, NULL);
 	while (op == RDB_DISK_WRITE && len && atomic_load(&s->ring.sh->record)) {
 		uint32_t n = len < RDB_DRING_REC_MAX ? len : RDB_DRING_REC_MAX;
 
-		put(s, op, off, n, data);
+		whole = put(s, op, off, n, data) && whole;
 		off += n;
 		data += n;
 		len -= n;
 	}
 	notify(s);
+	return whole && (op != RDB_DISK_WRITE || !len);
 }
 
 /*
@@ -149,19 +239,20 @@ static void pass_on(struct rdb_disksrv *s, enum rdb_disk_op op, uint64_t off,
  * short write, then ENOSPC; or it all did, and the FUA sync after it
  * failed): the replica gets what the image now holds, read back.
  */
-static void pass_on_readback(struct rdb_disksrv *s, uint64_t off, uint32_t len)
+static bool pass_on_readback(struct rdb_disksrv *s, uint64_t off, uint32_t len)
 {
+	bool whole = true;
 	uint8_t *b;
 
 	if (!s->has_ring || !atomic_load(&s->ring.sh->record))
-		return;
+		return false;
 	b = malloc(len < RDB_DRING_REC_MAX ? len : RDB_DRING_REC_MAX);
 	while (b && len) {
 		uint32_t n = len < RDB_DRING_REC_MAX ? len : RDB_DRING_REC_MAX;
 
 		if (rdb_pread_all(s->img_fd, b, n, off) < 0)
 			break;
-		pass_on(s, RDB_DISK_WRITE, off, n, b);
+		whole = pass_on(s, RDB_DISK_WRITE, off, n, b) && whole;
 		off += n;
 		len -= n;
 	}
@@ -173,143 +264,10 @@ static void pass_on_readback(struct rdb_disksrv *s, uint64_t off, uint32_t len)
 			 "not be read back from the image",
 			 (unsigned long long)off);
 		give_up(s, RDB_DRING_UNREADABLE, what);
-		return;
+		return false;
 	}
 	BUMP(readbacks, 1);
-}
-
-static bool recording(struct rdb_disksrv *s)
-{
-	return s->has_ring && atomic_load(&s->ring.sh->record);
-}
-
-static void al_publish(struct rdb_disksrv *s)
-{
-	struct rdb_dring_shared *sh = s->ring.sh;
-
-	atomic_store(&sh->al_armed_gen, s->al.generation);
-	atomic_store(&sh->al_active, s->al.active);
-	atomic_store(&sh->al_adds, s->al.adds);
-	atomic_store(&sh->al_log_syncs, s->al.log_syncs);
-	atomic_store(&sh->al_retired, s->al.retired);
-	atomic_store(&sh->al_full_stalls, s->al.full_stalls);
-	atomic_store(&sh->al_invalidations, s->al.invalidations);
-}
-
-/*
- * Before a change of [off, off+len) reaches the image: the written map
- * has its blocks, and the activity log (actlog.h) covers it — armed or
- * added to while recording, given up when not.  A log that cannot be
- * written at all must not vouch for an image that changes under it: it
- * is removed, and if even that fails the change is refused.
- */
-static int before_change(struct rdb_disksrv *s, uint64_t off, uint64_t len)
-{
-	struct rdb_dring_shared *sh = s->ring.sh;
-	int rc;
-
-	if (s->has_wm)
-		rdb_wmap_mark(&s->wm, off, len);
-	s->pre_rec = recording(s);
-	if (!s->has_al)
-		return 0;
-	if (s->pre_rec)
-		rc = rdb_actlog_before_change(&s->al, s->img_fd,
-					      atomic_load(&sh->al_gen), off, len,
-					      s->seq, atomic_load(&sh->committed_pos));
-	else
-		rc = rdb_actlog_invalidate(&s->al);
-	if (rc == 0) {
-		al_publish(s);
-		return 0;
-	}
-	LOGVM(ERROR, s->vm, "activity log %s: %s; removing it (a resync "
-	      "after a failover copies the whole disk)", s->al.path,
-	      strerror(-rc));
-	if (rdb_actlog_invalidate(&s->al) < 0 && unlink(s->al.path) < 0) {
-		LOGVM(ERROR, s->vm, "activity log %s cannot be removed either "
-		      "(%s): the guest's change is refused", s->al.path,
-		      strerror(errno));
-		return -EIO;
-	}
-	rdb_actlog_close(&s->al);
-	s->has_al = false;
-	return 0;
-}
-
-/* The change is in the image (and in the ring, if recording). */
-static void after_change(struct rdb_disksrv *s, uint64_t off, uint64_t len)
-{
-	s->seq++;
-	if (!s->has_al)
-		return;
-	rdb_actlog_after_change(&s->al, off, len, s->seq,
-				recording(s) ? atomic_load(&s->ring.sh->head) :
-				UINT64_MAX);
-}
-
-/* Recording began after before_change looked: the log must cover the
- * change before it goes into the ring (arming syncs the image). */
-static int recording_began(struct rdb_disksrv *s, uint64_t off, uint64_t len)
-{
-	int rc;
-
-	if (!s->has_al || s->pre_rec || !recording(s))
-		return 0;
-	rc = rdb_actlog_before_change(&s->al, s->img_fd,
-				      atomic_load(&s->ring.sh->al_gen), off, len,
-				      s->seq, atomic_load(&s->ring.sh->committed_pos));
-	if (rc < 0)
-		give_up(s, RDB_DRING_UNREADABLE, "the activity log could not "
-			"be written");
-	al_publish(s);
-	return rc;
-}
-
-/* ---- retiring activity-log extents: an image sync on a thread ---- */
-
-static void *sync_main(void *opaque)
-{
-	struct rdb_disksrv *s = opaque;
-	char one = fdatasync(s->img_fd) < 0 ? 0 : 1;
-
-	while (write(s->sync_pipe[1], &one, 1) < 0 && errno == EINTR)
-		;
-	return NULL;
-}
-
-static void on_synced(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
-{
-	struct rdb_disksrv *s = opaque;
-	char ok;
-
-	(void)loop;
-	(void)ev;
-	if (read(fd, &ok, 1) != 1)
-		return;
-	pthread_join(s->sync_thread, NULL);
-	s->syncing = false;
-	if (!ok || !s->has_al)
-		return;
-	atomic_fetch_add(&s->ring.sh->al_image_syncs, 1);
-	rdb_actlog_retire(&s->al, s->sync_seq,
-			  atomic_load(&s->ring.sh->committed_pos));
-	al_publish(s);
-}
-
-static uint64_t on_retire_tick(struct rdb_evloop *loop, uint64_t id, void *opaque)
-{
-	struct rdb_disksrv *s = opaque;
-
-	(void)loop;
-	(void)id;
-	if (!s->has_al || s->syncing ||
-	    !rdb_actlog_retirable(&s->al, atomic_load(&s->ring.sh->committed_pos)))
-		return RETIRE_EVERY_NS;
-	s->sync_seq = s->seq;
-	if (pthread_create(&s->sync_thread, NULL, sync_main, s) == 0)
-		s->syncing = true;
-	return RETIRE_EVERY_NS;
+	return whole;
 }
 
 /* A FLUSH or FUA write: durable here, or carried by the backup. */
@@ -393,26 +351,21 @@ static int op_write(void *opaque, uint64_t off, uint32_t len,
 		    const uint8_t *src, bool fua)
 {
 	struct rdb_disksrv *s = opaque;
-	int rc = before_change(s, off, len);
+	int rc;
 
-	if (rc < 0)
-		return failed(s, "write (activity log)", off, len, rc);
+	change_begin(s, off, len);
 	rc = rdb_pwrite_all(s->img_fd, src, len, off);
 	if (rc < 0) {
 		/* part of it may be in the image: the replica gets that */
 		s->dirty = true;
-		recording_began(s, off, len);
-		pass_on_readback(s, off, len);
-		after_change(s, off, len);
+		change_end(s, off, len, pass_on_readback(s, off, len));
 		return failed(s, "write", off, len, rc);
 	}
 	s->dirty = true;
 	BUMP(writes, 1);
 	BUMP(written_bytes, len);
 	/* in the image, whatever the FUA sync says next: replicated */
-	recording_began(s, off, len);
-	pass_on(s, RDB_DISK_WRITE, off, len, src);
-	after_change(s, off, len);
+	change_end(s, off, len, pass_on(s, RDB_DISK_WRITE, off, len, src));
 	if (fua) {
 		rc = flush_point(s);
 		if (rc < 0)
@@ -438,21 +391,17 @@ static int op_flush(void *opaque)
  * made equal by zeroing the same range. */
 static int zero(struct rdb_disksrv *s, uint64_t off, uint32_t len, bool punch)
 {
-	int rc = before_change(s, off, len);
+	int rc;
 
-	if (rc < 0)
-		return failed(s, "write-zeroes (activity log)", off, len, rc);
+	change_begin(s, off, len);
 	rc = rdb_zero_range(s->img_fd, off, len, punch);
 	s->dirty = true;
-	recording_began(s, off, len);
 	if (rc < 0) {
-		pass_on_readback(s, off, len);
-		after_change(s, off, len);
+		change_end(s, off, len, pass_on_readback(s, off, len));
 		return failed(s, punch ? "trim" : "write-zeroes", off, len, rc);
 	}
 	BUMP(zeroes, 1);
-	pass_on(s, RDB_DISK_ZERO, off, len, NULL);
-	after_change(s, off, len);
+	change_end(s, off, len, pass_on(s, RDB_DISK_ZERO, off, len, NULL));
 	return 0;
 }
 
@@ -579,6 +528,133 @@ static void on_accept(struct rdb_evloop *loop, int fd, unsigned ev,
 	      s->image, (unsigned long long)s->size);
 }
 
+/* ---- the activity log's retiring, its image syncs in a thread ---- */
+
+static void *retire_worker(void *opaque)
+{
+	struct rdb_disksrv *s = opaque;
+	char c;
+
+	for (;;) {
+		ssize_t n = read(s->rt_req[0], &c, 1);
+		int rc;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return NULL;	/* the loop closed its end: stopping */
+		rc = fdatasync(s->img_fd) < 0 ? -errno : 0;
+		if (rdb_write_all(s->rt_done[1], &rc, sizeof(rc)) < 0)
+			return NULL;
+	}
+}
+
+static void on_retire_done(struct rdb_evloop *loop, int fd, unsigned ev,
+			   void *opaque)
+{
+	struct rdb_disksrv *s = opaque;
+	int rc;
+
+	(void)loop;
+	(void)ev;
+	/* committed_pos read now, after the sync: what the backup has
+	 * committed by now and this host holds durably may go */
+	while (read(fd, &rc, sizeof(rc)) == (ssize_t)sizeof(rc)) {
+		rdb_actlog_retire_end(&s->al, s->rt_covered, rc,
+				      atomic_load(&s->ring.sh->al_gen),
+				      atomic_load(&s->ring.sh->committed_pos));
+		publish_al(s);
+	}
+}
+
+static uint64_t on_retire_tick(struct rdb_evloop *loop, uint64_t id,
+			       void *opaque)
+{
+	struct rdb_disksrv *s = opaque;
+	uint64_t now = rdb_now_ns();
+	char c = 1;
+
+	(void)loop;
+	(void)id;
+	daemon_sync_failed(s);
+	if (rdb_actlog_retire_due(&s->al, now, atomic_load(&s->ring.sh->al_gen),
+				  atomic_load(&s->ring.sh->committed_pos))) {
+		s->rt_covered = rdb_actlog_retire_begin(&s->al, now);
+		if (write(s->rt_req[1], &c, 1) != 1) {
+			LOGVM(WARN, s->vm, "activity log: starting a retire "
+			      "sync: %s", strerror(errno));
+			rdb_actlog_retire_cancel(&s->al);
+		}
+	}
+	publish_al(s);
+	return RETIRE_TICK_NS;
+}
+
+static int start_log(struct rdb_disksrv *s, const struct rdb_disk_logs *logs,
+		     char *err, size_t errlen)
+{
+	int rc;
+
+	if (!s->has_ring) {
+		snprintf(err, errlen, "activity log %s: needs a ring",
+			 logs->activity_log);
+		return -EINVAL;
+	}
+	rc = rdb_actlog_open(&s->al, s->vm, logs->activity_log, s->img_fd,
+			     s->size, logs->activity_log_max, err, errlen);
+	if (rc < 0)
+		return rc;
+	s->has_al = true;
+	publish_al(s);
+	if (pipe2(s->rt_req, O_CLOEXEC) < 0 ||
+	    pipe2(s->rt_done, O_CLOEXEC | O_NONBLOCK) < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "activity log: pipe: %s", strerror(errno));
+		return rc;
+	}
+	rc = -pthread_create(&s->rt_thread, NULL, retire_worker, s);
+	if (rc < 0) {
+		snprintf(err, errlen, "activity log: thread: %s", strerror(-rc));
+		return rc;
+	}
+	s->rt_started = true;
+	rc = rdb_evloop_add_fd(s->loop, s->rt_done[0], RDB_EV_READ,
+			       on_retire_done, s);
+	if (rc == 0)
+		rc = rdb_evloop_add_timer(s->loop, RETIRE_TICK_NS,
+					  on_retire_tick, s, &s->rt_timer);
+	if (rc < 0)
+		snprintf(err, errlen, "event loop: %s", strerror(-rc));
+	return rc;
+}
+
+static void stop_log(struct rdb_disksrv *s)
+{
+	if (s->rt_timer) {
+		rdb_evloop_del_timer(s->loop, s->rt_timer);
+		s->rt_timer = 0;
+	}
+	if (s->rt_req[1] >= 0) {
+		close(s->rt_req[1]);	/* the thread ends after its sync */
+		s->rt_req[1] = -1;
+	}
+	if (s->rt_started) {
+		pthread_join(s->rt_thread, NULL);
+		s->rt_started = false;
+	}
+	if (s->rt_done[0] >= 0)
+		rdb_evloop_del_fd(s->loop, s->rt_done[0]);
+	for (int i = 0; i < 2; i++) {
+		if (s->rt_req[i] >= 0)
+			close(s->rt_req[i]);
+		if (s->rt_done[i] >= 0)
+			close(s->rt_done[i]);
+		s->rt_req[i] = s->rt_done[i] = -1;
+	}
+	rdb_actlog_dispose(&s->al);
+	s->has_al = false;
+}
+
 int rdb_disk_open_image(const char *image, int *fd_out, uint64_t *size_out,
 			char *err, size_t errlen)
 {
@@ -605,16 +681,15 @@ int rdb_disk_open_image(const char *image, int *fd_out, uint64_t *size_out,
 int rdb_disksrv_start(struct rdb_disksrv *s, struct rdb_evloop *loop,
 		      const char *vm, const char *image, int listen_fd,
 		      void *ring_map, int notify_fd,
-		      const struct rdb_disksrv_logs *logs, char *err,
-		      size_t errlen)
+		      const struct rdb_disk_logs *logs, char *err, size_t errlen)
 {
 	int rc;
 
 	memset(s, 0, sizeof(*s));
 	s->img_fd = s->client_fd = -1;
-	s->sync_pipe[0] = s->sync_pipe[1] = -1;
+	rdb_wmap_init(&s->wmap);
 	rdb_actlog_init(&s->al);
-	rdb_wmap_init(&s->wm);
+	s->rt_req[0] = s->rt_req[1] = s->rt_done[0] = s->rt_done[1] = -1;
 	s->listen_fd = listen_fd;
 	s->notify_fd = notify_fd;
 	s->loop = loop;
@@ -629,33 +704,17 @@ int rdb_disksrv_start(struct rdb_disksrv *s, struct rdb_evloop *loop,
 	rc = rdb_disk_open_image(image, &s->img_fd, &s->size, err, errlen);
 	if (rc < 0)
 		return rc;
-	if (logs && logs->wmap) {
-		rc = rdb_wmap_open(&s->wm, logs->wmap, s->size, err, errlen);
+	if (logs && logs->written_map) {
+		rc = rdb_wmap_open(&s->wmap, logs->written_map, s->size, true,
+				   err, errlen);
 		if (rc < 0)
 			return rc;
-		s->has_wm = true;
+		s->has_wmap = true;
 	}
-	if (logs && logs->actlog && s->has_ring) {
-		rc = rdb_actlog_open(&s->al, logs->actlog, s->size,
-				     logs->actlog_max, err, errlen);
+	if (logs && logs->activity_log) {
+		rc = start_log(s, logs, err, errlen);
 		if (rc < 0)
 			return rc;
-		s->has_al = true;
-		al_publish(s);
-		if (pipe2(s->sync_pipe, O_CLOEXEC) < 0) {
-			snprintf(err, errlen, "pipe: %s", strerror(errno));
-			return -errno;
-		}
-		rc = rdb_evloop_add_fd(loop, s->sync_pipe[0], RDB_EV_READ,
-				       on_synced, s);
-		if (rc == 0)
-			rc = rdb_evloop_add_timer(loop, RETIRE_EVERY_NS,
-						  on_retire_tick, s,
-						  &s->retire_timer);
-		if (rc < 0) {
-			snprintf(err, errlen, "event loop: %s", strerror(-rc));
-			return rc;
-		}
 	}
 	rc = rdb_evloop_add_fd(loop, listen_fd, RDB_EV_READ, on_accept, s);
 	if (rc < 0)
@@ -673,25 +732,9 @@ void rdb_disksrv_stop(struct rdb_disksrv *s)
 		close(s->listen_fd);
 		s->listen_fd = -1;
 	}
-	if (s->syncing) {
-		pthread_join(s->sync_thread, NULL);
-		s->syncing = false;
-	}
-	if (s->retire_timer)
-		rdb_evloop_del_timer(s->loop, s->retire_timer);
-	s->retire_timer = 0;
-	for (int i = 0; i < 2; i++) {
-		if (s->sync_pipe[i] < 0)
-			continue;
-		if (i == 0)
-			rdb_evloop_del_fd(s->loop, s->sync_pipe[0]);
-		close(s->sync_pipe[i]);
-		s->sync_pipe[i] = -1;
-	}
-	rdb_actlog_close(&s->al);
-	s->has_al = false;
-	rdb_wmap_close(&s->wm);
-	s->has_wm = false;
+	stop_log(s);
+	rdb_wmap_close(&s->wmap);
+	s->has_wmap = false;
 	if (s->img_fd >= 0) {
 		close(s->img_fd);
 		s->img_fd = -1;
@@ -720,11 +763,37 @@ static int fd_arg(const char *s)
 	return *end || v < -1 || v > 65535 ? -2 : (int)v;
 }
 
+/* The options after the fds; 0, or -1 on a bad one. */
+static int parse_logs(int argc, char **argv, struct rdb_disk_logs *logs)
+{
+	memset(logs, 0, sizeof(*logs));
+	for (int i = 0; i < argc; i += 2) {
+		char *end;
+		unsigned long v;
+
+		if (i + 1 >= argc)
+			return -1;
+		if (strcmp(argv[i], "--activity-log") == 0) {
+			logs->activity_log = argv[i + 1];
+		} else if (strcmp(argv[i], "--written-map") == 0) {
+			logs->written_map = argv[i + 1];
+		} else if (strcmp(argv[i], "--activity-log-max") == 0) {
+			v = strtoul(argv[i + 1], &end, 10);
+			if (*end || !v || v > (1ul << 24))
+				return -1;
+			logs->activity_log_max = (uint32_t)v;
+		} else {
+			return -1;
+		}
+	}
+	return 0;
+}
+
 int rdb_disksrv_main(int argc, char **argv)
 {
 	struct rdb_evloop *loop = NULL;
-	struct rdb_disksrv_logs logs = { 0 };
 	struct rdb_disksrv s;
+	struct rdb_disk_logs logs;
 	int listen_fd, ring_fd, notify_fd, life_fd;
 	void *map = NULL;
 	char err[300] = "";
@@ -732,23 +801,14 @@ int rdb_disksrv_main(int argc, char **argv)
 	sigset_t none;
 
 	rdb_log_setup("remusdbd-disk", RDB_LOG_INFO);
-	for (int i = 7; i < argc; i++) {
-		if (!strcmp(argv[i], "--activity-log") && i + 2 < argc) {
-			logs.actlog = argv[i + 1];
-			logs.actlog_max = (uint32_t)strtoul(argv[i + 2], NULL, 10);
-			i += 2;
-		} else if (!strcmp(argv[i], "--written-map") && i + 1 < argc) {
-			logs.wmap = argv[++i];
-		} else {
-			argc = 0;	/* usage */
-		}
-	}
 	if (argc < 7 || (listen_fd = fd_arg(argv[3])) < 0 ||
 	    (ring_fd = fd_arg(argv[4])) < -1 || (notify_fd = fd_arg(argv[5])) < -1 ||
-	    (life_fd = fd_arg(argv[6])) < -1) {
+	    (life_fd = fd_arg(argv[6])) < -1 ||
+	    parse_logs(argc - 7, argv + 7, &logs) < 0) {
 		fprintf(stderr, "usage: remusdbd --disk-server VM IMAGE LISTEN_FD "
-			"RING_FD NOTIFY_FD LIFE_FD [--activity-log PATH MAX] "
-			"[--written-map PATH] (fds by number, -1: none)\n");
+			"RING_FD NOTIFY_FD LIFE_FD (fds by number, -1: none) "
+			"[--activity-log PATH [--activity-log-max N]] "
+			"[--written-map PATH]\n");
 		return 2;
 	}
 	sigemptyset(&none);
@@ -778,8 +838,10 @@ int rdb_disksrv_main(int argc, char **argv)
 	}
 	LOGVM(INFO, argv[1], "disk server (pid %d) serving %s%s%s%s%s%s",
 	      (int)getpid(), argv[2], map ? ", its changes to remusdbd" : "",
-	      s.has_al ? ", activity log " : "", s.has_al ? logs.actlog : "",
-	      s.has_wm ? ", written map " : "", s.has_wm ? logs.wmap : "");
+	      logs.activity_log ? ", activity log " : "",
+	      logs.activity_log ? logs.activity_log : "",
+	      logs.written_map ? ", written map " : "",
+	      logs.written_map ? logs.written_map : "");
 	rdb_evloop_run(loop);
 	LOGVM(INFO, argv[1], "disk server (pid %d) exits: remusdbd closed its end",
 	      (int)getpid());

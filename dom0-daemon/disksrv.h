@@ -24,20 +24,33 @@
  *
  * FLUSH and FUA: fdatasync()ed before the reply, unless `replicated`:
  * then the backup's replica carries the guest's flushes (disk.h).
+ *
+ * For a resync after a failover (docs/resync.md) it may keep, beside the
+ * image: a written map (wmap.h), every block a change may touch marked
+ * before the change reaches the image; and, with a ring, an activity log
+ * (actlog.h), the extents a change touches set durably before it reaches
+ * the image while recording, retired by image syncs in a thread of its
+ * own once the backup committed them (the ring's al_* fields).
  */
 #ifndef RDB_DISKSRV_H
 #define RDB_DISKSRV_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
-
-#include <pthread.h>
 
 #include "actlog.h"
 #include "diskring.h"
 #include "evloop.h"
 #include "nbd.h"
 #include "wmap.h"
+
+/* What a disk server keeps beside the image; NULL paths: nothing. */
+struct rdb_disk_logs {
+	const char *activity_log;	/* actlog.h; needs a ring */
+	uint32_t activity_log_max;	/* extents; 0: RDB_ACTLOG_MAX_DEFAULT */
+	const char *written_map;	/* wmap.h */
+};
 
 struct rdb_disksrv {
 	char vm[65];
@@ -51,24 +64,15 @@ struct rdb_disksrv {
 	bool has_ring;
 	bool dirty;			/* written since the image's last sync */
 	struct rdb_dring_shared own;
-	/* resync after a failover (docs/resync.md) */
-	struct rdb_actlog al;		/* with a ring: the activity log */
+	struct rdb_wmap wmap;
+	bool has_wmap;
+	struct rdb_actlog al;
 	bool has_al;
-	struct rdb_wmap wm;		/* the written map, if given */
-	bool has_wm;
-	uint64_t seq;			/* changes completed */
-	bool pre_rec;			/* recording, as the change began */
-	bool syncing;			/* a retire's image sync runs */
-	uint64_t sync_seq, retire_timer;
-	pthread_t sync_thread;
-	int sync_pipe[2];
-};
-
-/* The activity log and written map a server keeps (NULL: none). */
-struct rdb_disksrv_logs {
-	const char *actlog;
-	uint32_t actlog_max;
-	const char *wmap;
+	/* the log's retire syncs: requests to the thread, results back */
+	pthread_t rt_thread;
+	bool rt_started;
+	int rt_req[2], rt_done[2];
+	uint64_t rt_covered, rt_timer;
 };
 
 /* Opens a VM's disk image read-write: a regular file whose size, a
@@ -81,20 +85,19 @@ int rdb_disk_open_image(const char *image, int *fd_out, uint64_t *size_out,
  * 512, is the disk's) to clients of listen_fd, which it takes over.
  * ring_map: an initialised ring mapping (diskring.h), or NULL to serve
  * without one (the backup's replica after a failover); notify_fd: an
- * eventfd written after every change put in the ring, or -1.
+ * eventfd written after every change put in the ring, or -1; logs: what
+ * to keep beside the image, or NULL.
  */
 int rdb_disksrv_start(struct rdb_disksrv *s, struct rdb_evloop *loop,
 		      const char *vm, const char *image, int listen_fd,
 		      void *ring_map, int notify_fd,
-		      const struct rdb_disksrv_logs *logs, char *err,
-		      size_t errlen);
+		      const struct rdb_disk_logs *logs, char *err, size_t errlen);
 void rdb_disksrv_stop(struct rdb_disksrv *s);	/* idempotent */
 
 /*
  * remusdbd --disk-server VM IMAGE LISTEN_FD RING_FD NOTIFY_FD LIFE_FD
- *          [--activity-log PATH MAX] [--written-map PATH]:
- * the process (fds by number, -1 for none; the activity log only with a
- * ring).  It runs until LIFE_FD (its
+ *          [--activity-log PATH [--activity-log-max N]] [--written-map PATH]:
+ * the process (fds by number, -1 for none).  It runs until LIFE_FD (its
  * end of a socketpair with remusdbd) reads EOF — or, without one, until
  * it is killed.
  */

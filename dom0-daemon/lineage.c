@@ -106,6 +106,8 @@ int rdb_lineage_load(const char *state_dir, const char *vm,
 	if (rc == 0)
 		rc = copy_str(o, "activity_log", out->actlog, sizeof(out->actlog),
 			      out->role == RDB_LINEAGE_PRIMARY);
+	if (rc == 0 && out->role == RDB_LINEAGE_PRIMARY)
+		rc = get_hex(o, "activity_log_generation", &out->log_gen);
 	if (rc == 0)
 		rc = copy_str(o, "written_map", out->wmap, sizeof(out->wmap),
 			      out->role == RDB_LINEAGE_RESTORED);
@@ -168,8 +170,13 @@ int rdb_lineage_save(const char *state_dir, const char *vm,
 		      "disk", l->disk);
 	if (o && l->role == RDB_LINEAGE_RESTORED)
 		json_object_set_new(o, "epoch", json_integer((json_int_t)l->epoch));
-	if (o && l->actlog[0])
+	if (o && l->actlog[0]) {
+		char lg[17];
+
+		snprintf(lg, sizeof(lg), "%016" PRIx64, l->log_gen);
 		json_object_set_new(o, "activity_log", json_string(l->actlog));
+		json_object_set_new(o, "activity_log_generation", json_string(lg));
+	}
 	if (o && l->wmap[0])
 		json_object_set_new(o, "written_map", json_string(l->wmap));
 	if (o && l->peer[0])

@@ -51,6 +51,7 @@ struct rdb_lineage {
 	uint64_t epoch;			/* restored: the epoch restored from */
 	char disk[256];			/* the disk image this is about */
 	char actlog[256];		/* primary: its activity log */
+	uint64_t log_gen;		/* primary: the log's generation for G */
 	char wmap[256];			/* restored (or base): its written map */
 	char peer[128];			/* the other host, for the log */
 	/* primary, until the resync committed: the restored lineage its

@@ -3,6 +3,7 @@
 #include "primary_int.h"
 #include "backup.h"
 #include "cpulist.h"
+#include "actlog.h"
 #include "lineage.h"
 #include "wmap.h"
 #include "linksec.h"
@@ -19,6 +20,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static int put_flows(struct rdb_primary *p, uint64_t epoch);
@@ -549,6 +551,28 @@ static int copy_start(struct rdb_primary *p)
 	return rdb_evloop_add_timer(p->d->loop, 1, on_copy, p, &p->copy_timer);
 }
 
+/* ORs the written map of the restore into the resync map. */
+static int read_wmap(struct rdb_primary *p, char *err, size_t errlen)
+{
+	struct rdb_wmap m;
+	struct rdb_wmap_snap snap = { 0 };
+	int rc = rdb_wmap_open(&m, p->base_wmap, p->disk.size, false, err, errlen);
+
+	if (rc < 0)
+		return rc;
+	rc = rdb_wmap_snapshot(&m, &snap);
+	rdb_wmap_close(&m);
+	if (rc < 0) {
+		snprintf(err, errlen, "out of memory");
+		return rc;
+	}
+	for (uint64_t w = 0; w < snap.nr_words; w++)
+		p->resync[w] |= snap.words[w];
+	p->resync_wmap_blocks = snap.nr_set;
+	rdb_wmap_snap_dispose(&snap);
+	return 0;
+}
+
 /*
  * The backup said what its disk is (DISK_BASE).  The old primary's image
  * of the protection we were restored from: resync what may differ — the
@@ -580,8 +604,7 @@ static int handle_disk_base(struct rdb_primary *p, const struct rdb_frame *f)
 	p->resync = calloc(words ? words : 1, sizeof(uint64_t));
 	if (!p->resync)
 		return -ENOMEM;
-	rc = rdb_wmap_read_file(p->base_wmap, p->disk.size, p->resync,
-				&p->resync_wmap_blocks, err, sizeof(err));
+	rc = read_wmap(p, err, sizeof(err));
 	if (rc < 0) {
 		/* Without it, nothing bounds what we wrote: fall back is not
 		 * possible (the backup's replica is its old image, not
@@ -1695,12 +1718,20 @@ static int open_disk(struct rdb_primary *p, const char *wmap, char *err,
 		return -errno;
 	}
 	snprintf(p->actlog_path, sizeof(p->actlog_path), "%s/disk.al", dir);
-	return rdb_disk_open(&p->disk, p->d->loop, vm->name, vm->cfg.disk,
-			     vm->cfg.disk_socket,
-			     (uint64_t)vm->cfg.disk_ring_mb << 20,
-			     (uint64_t)vm->cfg.checkpoint_deadline_ms * RDB_NS_PER_MS,
-			     p->actlog_path, vm->cfg.activity_log_extents, wmap,
-			     disk_changed, disk_lost, p, err, errlen);
+	{
+		struct rdb_disk_logs logs = {
+			.activity_log = p->actlog_path,
+			.activity_log_max = vm->cfg.activity_log_extents,
+			.written_map = wmap,
+		};
+
+		return rdb_disk_open(&p->disk, p->d->loop, vm->name, vm->cfg.disk,
+				     vm->cfg.disk_socket,
+				     (uint64_t)vm->cfg.disk_ring_mb << 20,
+				     (uint64_t)vm->cfg.checkpoint_deadline_ms *
+				     RDB_NS_PER_MS, &logs, disk_changed, disk_lost,
+				     p, err, errlen);
+	}
 }
 
 static int attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
@@ -1769,6 +1800,33 @@ int rdb_primary_attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 }
 
 /*
+ * The activity log's generation for a new protection: above every one the
+ * log was armed for or gave up on (its header keeps them: actlog.h), and
+ * above the wall clock's nanoseconds, so that a log that was lost or
+ * damaged still gets a fresh one.  A clock set back below a damaged
+ * log's past fails safe: the log refuses it and a resync copies all.
+ */
+static uint64_t next_log_gen(struct rdb_primary *p)
+{
+	struct rdb_actlog_view v;
+	struct timespec ts;
+	uint64_t gen = 1;
+	char err[300];
+
+	if (clock_gettime(CLOCK_REALTIME, &ts) == 0)
+		gen = (uint64_t)ts.tv_sec * RDB_NS_PER_S + (uint64_t)ts.tv_nsec;
+	if (rdb_actlog_read(p->actlog_path, p->disk.size, &v, err,
+			    sizeof(err)) == 0) {
+		if (v.generation >= gen)
+			gen = v.generation + 1;
+		if (v.dead_gen >= gen)
+			gen = v.dead_gen + 1;
+		rdb_actlog_view_dispose(&v);
+	}
+	return gen;
+}
+
+/*
  * This host's image is the primary's of the new protection, its activity
  * log about to be armed for it (lineage.h): after a power pull here the
  * backup can protect the VM back to this image and resync only what the
@@ -1783,6 +1841,7 @@ static void record_primary(struct rdb_primary *p)
 
 	l.role = RDB_LINEAGE_PRIMARY;
 	l.generation = p->generation;
+	l.log_gen = p->log_gen;
 	snprintf(l.disk, sizeof(l.disk), "%s", vm->cfg.disk);
 	snprintf(l.actlog, sizeof(l.actlog), "%.255s", p->actlog_path);
 	snprintf(l.peer, sizeof(l.peer), "%s", vm->cfg.peer ? vm->cfg.peer : "");
@@ -1807,8 +1866,10 @@ static int start_protection(struct rdb_primary *p, char *err, size_t errlen)
 
 	p->protect_started = true;
 	p->cp = rdb_vm_config_commit_protection(&vm->cfg);
-	if (p->has_disk)
+	if (p->has_disk) {
+		p->log_gen = next_log_gen(p);
 		record_primary(p);
+	}
 	/* Flows learned in an earlier protection are stale (nothing held:
 	 * that protection's end released it). */
 	rdb_flowbuf_forget_flows(&p->fb);
@@ -1864,7 +1925,7 @@ static int link_up(struct rdb_primary *p, struct connect_job *j, char *err,
 	 * its range or in it. */
 	/* The activity log is armed for this protection before the first
 	 * change is recorded (actlog.h). */
-	rdb_disk_set_log_generation(&p->disk, p->generation);
+	rdb_disk_set_log_generation(&p->disk, p->log_gen);
 	rdb_disk_set_recording(&p->disk, true);
 	rdb_disk_set_replicated(&p->disk, true);
 	if (p->features & RDB_FEATURE_RESYNC) {

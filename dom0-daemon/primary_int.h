@@ -85,6 +85,7 @@ struct rdb_primary {
 	uint64_t base_gen, base_epoch;
 	char base_wmap[512];
 	char actlog_path[512];		/* the disk's activity log (actlog.h) */
+	uint64_t log_gen;		/* its generation for this protection */
 	/* a restored VM protected again from here: its QEMU is ours to
 	 * reap, its failover event port stays open (reprotect) */
 	struct rdb_qemu_proc restored_qemu;

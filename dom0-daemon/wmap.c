@@ -1,119 +1,81 @@
 // SPDX-License-Identifier: GPL-2.0-only
-#define RDB_COMPONENT "wmap"
 #include "wmap.h"
+#include "crc32c.h"
 #include "fileio.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const char magic[8] = "RDBWMAP1";
+#define MAGIC "RDBWMAP1"
+#define VERSION 1u
+#define HDR_FIELDS 48u
 
-struct hdr {
-	char magic[8];
-	uint64_t disk_size;
-	uint32_t block;
-	uint32_t zero;
-};
-
-static uint64_t words_of(uint64_t disk_size)
+static void put32(uint8_t *p, uint32_t v)
 {
-	return (disk_size / RDB_WMAP_BLOCK + 63) / 64;
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	uint32_t v = 0;
+
+	for (int i = 3; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static uint64_t blocks_of(uint64_t disk_size)
+{
+	return (disk_size + RDB_WMAP_BLOCK - 1) / RDB_WMAP_BLOCK;
+}
+
+static uint64_t file_size(uint64_t disk_size)
+{
+	uint64_t bytes = (blocks_of(disk_size) + 63) / 64 * 8;
+
+	return RDB_WMAP_HDR + (bytes + RDB_WMAP_HDR - 1) / RDB_WMAP_HDR *
+	       RDB_WMAP_HDR;
+}
+
+static void encode(uint64_t disk_size, uint8_t page[RDB_WMAP_HDR])
+{
+	memset(page, 0, RDB_WMAP_HDR);
+	memcpy(page, MAGIC, 8);
+	put32(page + 8, VERSION);
+	put32(page + 12, RDB_WMAP_HDR);
+	put64(page + 16, disk_size);
+	put32(page + 24, RDB_WMAP_BLOCK);
+	put64(page + 32, blocks_of(disk_size));
+	put64(page + 40, (blocks_of(disk_size) + 63) / 64);
+	put32(page + HDR_FIELDS, rdb_crc32c(0, page, HDR_FIELDS));
 }
 
 void rdb_wmap_init(struct rdb_wmap *m)
 {
 	memset(m, 0, sizeof(*m));
 	m->fd = -1;
-}
-
-int rdb_wmap_create_file(const char *path, uint64_t disk_size, char *err,
-			 size_t errlen)
-{
-	struct hdr h = { .disk_size = disk_size, .block = RDB_WMAP_BLOCK };
-	uint64_t len = RDB_WMAP_HDR + words_of(disk_size) * 8;
-	int fd, rc = 0;
-
-	if (!disk_size || disk_size % RDB_WMAP_BLOCK) {
-		snprintf(err, errlen, "written map %s: disk size %llu is not a "
-			 "multiple of 4 KiB", path, (unsigned long long)disk_size);
-		return -EINVAL;
-	}
-	memcpy(h.magic, magic, sizeof(magic));
-	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		rc = -errno;
-		snprintf(err, errlen, "written map %s: %s", path, strerror(errno));
-		return rc;
-	}
-	if (ftruncate(fd, (off_t)len) < 0)
-		rc = -errno;
-	if (rc == 0)
-		rc = rdb_pwrite_all(fd, &h, sizeof(h), 0);
-	close(fd);
-	if (rc < 0)
-		snprintf(err, errlen, "written map %s: %s", path, strerror(-rc));
-	return rc;
-}
-
-static int check(int fd, const char *path, uint64_t disk_size, char *err,
-		 size_t errlen)
-{
-	struct hdr h;
-	struct stat sb;
-	int rc = rdb_pread_all(fd, &h, sizeof(h), 0);
-
-	if (rc < 0) {
-		snprintf(err, errlen, "written map %s: %s", path, strerror(-rc));
-		return rc;
-	}
-	if (memcmp(h.magic, magic, sizeof(magic)) || h.block != RDB_WMAP_BLOCK ||
-	    h.disk_size != disk_size || fstat(fd, &sb) < 0 ||
-	    (uint64_t)sb.st_size != RDB_WMAP_HDR + words_of(disk_size) * 8) {
-		snprintf(err, errlen, "written map %s is not one of a %llu-byte "
-			 "disk", path, (unsigned long long)disk_size);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-int rdb_wmap_open(struct rdb_wmap *m, const char *path, uint64_t disk_size,
-		  char *err, size_t errlen)
-{
-	int rc;
-
-	rdb_wmap_init(m);
-	m->fd = open(path, O_RDWR | O_CLOEXEC);
-	if (m->fd < 0) {
-		rc = -errno;
-		snprintf(err, errlen, "written map %s: %s", path, strerror(errno));
-		return rc;
-	}
-	rc = check(m->fd, path, disk_size, err, errlen);
-	if (rc < 0) {
-		rdb_wmap_close(m);
-		return rc;
-	}
-	m->map_len = RDB_WMAP_HDR + words_of(disk_size) * 8;
-	m->map = mmap(NULL, m->map_len, PROT_READ | PROT_WRITE, MAP_SHARED,
-		      m->fd, 0);
-	if (m->map == MAP_FAILED) {
-		rc = -errno;
-		m->map = NULL;
-		snprintf(err, errlen, "written map %s: mmap: %s", path,
-			 strerror(errno));
-		rdb_wmap_close(m);
-		return rc;
-	}
-	m->disk_size = disk_size;
-	m->nblocks = disk_size / RDB_WMAP_BLOCK;
-	m->bits = (uint64_t *)((uint8_t *)m->map + RDB_WMAP_HDR);
-	return 0;
 }
 
 void rdb_wmap_close(struct rdb_wmap *m)
@@ -125,45 +87,221 @@ void rdb_wmap_close(struct rdb_wmap *m)
 	rdb_wmap_init(m);
 }
 
+/* A new, zeroed map made under a temporary name and linked into place:
+ * another process creating the same map at once finds one or the other,
+ * whole.  0, or -EEXIST if there is one now. */
+static int create(const char *path, uint64_t disk_size, char *err,
+		  size_t errlen)
+{
+	char tmp[300];
+	uint8_t page[RDB_WMAP_HDR];
+	int fd, rc;
+
+	if (snprintf(tmp, sizeof(tmp), "%s.new.%d", path, (int)getpid()) >=
+	    (int)sizeof(tmp)) {
+		snprintf(err, errlen, "written map %s: path too long", path);
+		return -ENAMETOOLONG;
+	}
+	fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "written map %s: %s", tmp, strerror(errno));
+		return rc;
+	}
+	encode(disk_size, page);
+	rc = ftruncate(fd, (off_t)file_size(disk_size)) < 0 ? -errno : 0;
+	if (rc == 0)
+		rc = rdb_pwrite_all(fd, page, sizeof(page), 0);
+	close(fd);
+	if (rc == 0 && link(tmp, path) < 0)
+		rc = -errno;
+	unlink(tmp);
+	if (rc < 0 && rc != -EEXIST)
+		snprintf(err, errlen, "written map %s: %s", path, strerror(-rc));
+	return rc;
+}
+
+int rdb_wmap_open(struct rdb_wmap *m, const char *path, uint64_t disk_size,
+		  bool create_it, char *err, size_t errlen)
+{
+	uint8_t page[RDB_WMAP_HDR];
+	struct stat sb;
+	int rc;
+
+	rdb_wmap_init(m);
+	if (!disk_size) {
+		snprintf(err, errlen, "written map %s: a disk of 0 bytes", path);
+		return -EINVAL;
+	}
+	m->fd = open(path, O_RDWR | O_CLOEXEC);
+	if (m->fd < 0 && errno == ENOENT && create_it) {
+		rc = create(path, disk_size, err, errlen);
+		if (rc < 0 && rc != -EEXIST)
+			return rc;
+		m->fd = open(path, O_RDWR | O_CLOEXEC);
+	}
+	if (m->fd < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "written map %s: %s", path, strerror(errno));
+		return rc;
+	}
+	rc = fstat(m->fd, &sb) < 0 ? -errno : 0;
+	if (rc == 0)
+		rc = rdb_pread_all(m->fd, page, sizeof(page), 0);
+	if (rc < 0) {
+		snprintf(err, errlen, "written map %s: %s", path, strerror(-rc));
+		goto fail;
+	}
+	if (memcmp(page, MAGIC, 8) || get32(page + HDR_FIELDS) !=
+	    rdb_crc32c(0, page, HDR_FIELDS) || get32(page + 8) != VERSION ||
+	    get32(page + 24) != RDB_WMAP_BLOCK) {
+		snprintf(err, errlen, "written map %s: not a written map (or "
+			 "another version)", path);
+		rc = -EINVAL;
+		goto fail;
+	}
+	if (get64(page + 16) != disk_size ||
+	    (uint64_t)sb.st_size != file_size(disk_size) ||
+	    get64(page + 32) != blocks_of(disk_size)) {
+		snprintf(err, errlen, "written map %s: for a disk of %llu bytes, "
+			 "not %llu", path, (unsigned long long)get64(page + 16),
+			 (unsigned long long)disk_size);
+		rc = -EINVAL;
+		goto fail;
+	}
+	m->map_len = (size_t)sb.st_size;
+	m->map = mmap(NULL, m->map_len, PROT_READ | PROT_WRITE, MAP_SHARED,
+		      m->fd, 0);
+	if (m->map == MAP_FAILED) {
+		rc = -errno;
+		m->map = NULL;
+		snprintf(err, errlen, "written map %s: mmap: %s", path,
+			 strerror(errno));
+		goto fail;
+	}
+	m->words = (_Atomic uint64_t *)(m->map + RDB_WMAP_HDR);
+	m->disk_size = disk_size;
+	m->nr_blocks = blocks_of(disk_size);
+	m->nr_words = (m->nr_blocks + 63) / 64;
+	return 0;
+fail:
+	rdb_wmap_close(m);
+	return rc;
+}
+
+static void set_bits(_Atomic uint64_t *w, uint64_t mask)
+{
+	/* most marks find their blocks marked: no locked write then */
+	if ((atomic_load_explicit(w, memory_order_relaxed) & mask) != mask)
+		atomic_fetch_or(w, mask);
+}
+
 void rdb_wmap_mark(struct rdb_wmap *m, uint64_t off, uint64_t len)
 {
-	uint64_t b, e;
+	uint64_t b0, b1, w0, w1;
 
-	if (!m->bits || !len || off >= m->disk_size)
+	if (!m->words || !len || off >= m->disk_size)
 		return;
 	if (len > m->disk_size - off)
 		len = m->disk_size - off;
-	b = off / RDB_WMAP_BLOCK;
-	e = (off + len - 1) / RDB_WMAP_BLOCK;
-	while (b <= e) {
-		uint64_t w = b / 64, first = b % 64;
-		uint64_t last = e / 64 == w ? e % 64 : 63;
-		uint64_t mask = (last == 63 ? ~0ull : (1ull << (last + 1)) - 1) &
-				~((1ull << first) - 1);
-
-		atomic_fetch_or_explicit((_Atomic uint64_t *)&m->bits[w], mask,
-					 memory_order_seq_cst);
-		b = (w + 1) * 64;
+	b0 = off / RDB_WMAP_BLOCK;
+	b1 = (off + len - 1) / RDB_WMAP_BLOCK;
+	w0 = b0 / 64;
+	w1 = b1 / 64;
+	if (w0 == w1) {
+		set_bits(&m->words[w0], (~0ull >> (63 - b1 % 64)) &
+			 (~0ull << (b0 % 64)));
+		return;
 	}
+	set_bits(&m->words[w0], ~0ull << (b0 % 64));
+	for (uint64_t w = w0 + 1; w < w1; w++)
+		set_bits(&m->words[w], ~0ull);
+	set_bits(&m->words[w1], ~0ull >> (63 - b1 % 64));
 }
 
-int rdb_wmap_read_file(const char *path, uint64_t disk_size, uint64_t *bits,
-		       uint64_t *count_out, char *err, size_t errlen)
+void rdb_wmap_reset(struct rdb_wmap *m)
 {
-	struct rdb_wmap m;
-	uint64_t n = 0, words = words_of(disk_size);
-	int rc = rdb_wmap_open(&m, path, disk_size, err, errlen);
+	for (uint64_t w = 0; w < m->nr_words; w++)
+		atomic_store(&m->words[w], 0);
+}
 
-	if (rc < 0)
-		return rc;
-	for (uint64_t w = 0; w < words; w++) {
-		uint64_t v = atomic_load_explicit((_Atomic uint64_t *)&m.bits[w],
-						  memory_order_seq_cst);
+static int copy(struct rdb_wmap *m, struct rdb_wmap_snap *out, bool clear)
+{
+	memset(out, 0, sizeof(*out));
+	out->words = calloc(m->nr_words ? m->nr_words : 1, 8);
+	if (!out->words)
+		return -ENOMEM;
+	out->nr_blocks = m->nr_blocks;
+	out->nr_words = m->nr_words;
+	out->block_size = RDB_WMAP_BLOCK;
+	for (uint64_t w = 0; w < m->nr_words; w++) {
+		uint64_t v = atomic_load(&m->words[w]);
 
-		bits[w] |= v;
-		n += (uint64_t)__builtin_popcountll(v);
+		if (v && clear)
+			v = atomic_exchange(&m->words[w], 0);
+		/* bits past the last block mean nothing */
+		if (w == m->nr_words - 1 && m->nr_blocks % 64)
+			v &= ~0ull >> (64 - m->nr_blocks % 64);
+		out->words[w] = v;
+		out->nr_set += (uint64_t)__builtin_popcountll(v);
 	}
-	rdb_wmap_close(&m);
-	*count_out = n;
 	return 0;
+}
+
+int rdb_wmap_snapshot(const struct rdb_wmap *m, struct rdb_wmap_snap *out)
+{
+	return copy((struct rdb_wmap *)m, out, false);
+}
+
+int rdb_wmap_take(struct rdb_wmap *m, struct rdb_wmap_snap *out)
+{
+	return copy(m, out, true);
+}
+
+bool rdb_wmap_snap_test(const struct rdb_wmap_snap *s, uint64_t block)
+{
+	return block < s->nr_blocks && s->words[block / 64] >> (block % 64) & 1;
+}
+
+bool rdb_wmap_snap_next(const struct rdb_wmap_snap *s, uint64_t *from,
+			uint64_t *first_out, uint64_t *count_out)
+{
+	uint64_t b = *from, first;
+
+	/* to the next set bit, a word at a time where it can */
+	while (b < s->nr_blocks) {
+		uint64_t v = s->words[b / 64] >> (b % 64);
+
+		if (v) {
+			b += (uint64_t)__builtin_ctzll(v);
+			break;
+		}
+		b = (b / 64 + 1) * 64;
+	}
+	if (b >= s->nr_blocks) {
+		*from = s->nr_blocks;
+		return false;
+	}
+	first = b;
+	while (b < s->nr_blocks) {
+		uint64_t v = ~s->words[b / 64] >> (b % 64);
+
+		if (v) {
+			b += (uint64_t)__builtin_ctzll(v);
+			break;
+		}
+		b = (b / 64 + 1) * 64;
+	}
+	if (b > s->nr_blocks)
+		b = s->nr_blocks;
+	*first_out = first;
+	*count_out = b - first;
+	*from = b;
+	return true;
+}
+
+void rdb_wmap_snap_dispose(struct rdb_wmap_snap *s)
+{
+	free(s->words);
+	memset(s, 0, sizeof(*s));
 }

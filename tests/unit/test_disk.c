@@ -23,20 +23,30 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "actlog.h"
 #include "clock.h"
 #include "disk.h"
 #include "diskring.h"
 #include "disksrv.h"
 #include "evloop.h"
 #include "sockutil.h"
+#include "wmap.h"
 
 #define SIZE (8u << 20)
+#define MIB (1u << 20)
 
-static char dir[64], img[128], sock[128];
+static char dir[64], img[128], sock[128], alpath[128], wmpath[128];
 static int fdatasyncs, fdatasync_errno;
 static int pwrite_short;	/* next pwrite writes this much, then ENOSPC */
+static struct rdb_disksrv srv;
+/* the activity log as the image is written (the server in-process) */
+static int log_syncs;			/* fdatasyncs of the log file */
+static int img_writes, img_writes_logged;	/* ... whose extent was set */
+static int log_syncs_at_img_write;
+static bool record_on_at_img_write;	/* remusdbd turns it on meanwhile */
 
 int __real_fdatasync(int fd);
 ssize_t __real_pwrite(int fd, const void *b, size_t n, off_t off);
@@ -44,6 +54,8 @@ ssize_t __real_pwrite(int fd, const void *b, size_t n, off_t off);
 int __wrap_fdatasync(int fd)
 {
 	fdatasyncs++;
+	if (srv.has_al && fd == srv.al.fd)
+		__atomic_fetch_add(&log_syncs, 1, __ATOMIC_RELAXED);
 	if (fdatasync_errno) {
 		errno = fdatasync_errno;
 		return -1;
@@ -51,9 +63,30 @@ int __wrap_fdatasync(int fd)
 	return __real_fdatasync(fd);
 }
 
+/* The image is written: what does the log file say of its extent now? */
+static void image_written(off_t off)
+{
+	struct rdb_actlog_view v;
+	char err[200];
+
+	img_writes++;
+	log_syncs_at_img_write = log_syncs;
+	if (rdb_actlog_read(alpath, SIZE, &v, err, sizeof(err)) == 0 &&
+	    v.generation && rdb_actlog_view_test(&v, (uint64_t)off >> 20))
+		img_writes_logged++;
+	rdb_actlog_view_dispose(&v);
+	if (record_on_at_img_write) {
+		record_on_at_img_write = false;
+		atomic_store(&srv.ring.sh->record, 1);
+	}
+}
+
 ssize_t __wrap_pwrite(int fd, const void *b, size_t n, off_t off)
 {
 	static bool failing;
+
+	if (srv.has_al && fd == srv.img_fd)
+		image_written(off);
 
 	if (pwrite_short && !failing) {
 		ssize_t r = __real_pwrite(fd, b, (size_t)pwrite_short < n ?
@@ -72,7 +105,6 @@ ssize_t __wrap_pwrite(int fd, const void *b, size_t n, off_t off)
 }
 
 static struct rdb_evloop *loop;
-static struct rdb_disksrv srv;
 static struct rdb_dring ring;
 static void *map;
 static int cfd = -1, efd = -1;
@@ -189,19 +221,19 @@ static void make_image(void)
 	assert_non_null(mkdtemp(dir));
 	snprintf(img, sizeof(img), "%s/img", dir);
 	snprintf(sock, sizeof(sock), "%s/sock", dir);
+	snprintf(alpath, sizeof(alpath), "%s/al", dir);
+	snprintf(wmpath, sizeof(wmpath), "%s/wmap", dir);
 	fd = open(img, O_RDWR | O_CREAT, 0600);
 	assert_true(fd >= 0);
 	assert_int_equal(ftruncate(fd, SIZE), 0);
 	close(fd);
 }
 
-static int setup(void **state)
+static int start(const struct rdb_disk_logs *logs)
 {
 	char err[200] = "";
 	int lfd;
 
-	(void)state;
-	make_image();
 	fdatasyncs = fdatasync_errno = pwrite_short = 0;
 	map = calloc(1, rdb_dring_map_size(RDB_DRING_MIN));
 	assert_non_null(map);
@@ -213,12 +245,35 @@ static int setup(void **state)
 	assert_int_equal(rdb_evloop_create(&loop), 0);
 	assert_int_equal(rdb_sock_listen_unix(sock, &lfd), 0);
 	assert_int_equal(rdb_disksrv_start(&srv, loop, "vmT", img, lfd, map, efd,
-					   NULL, err, sizeof(err)), 0);
+					   logs, err, sizeof(err)), 0);
 	assert_int_equal(srv.size, SIZE);
 	assert_int_equal(rdb_sock_connect_unix(sock, rdb_now_ns() + RDB_NS_PER_S, &cfd), 0);
 	handshake();
 	assert_int_equal(atomic_load(&ring.sh->connected), 1);
 	return 0;
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	make_image();
+	return start(NULL);
+}
+
+/* The server keeps an activity log and a written map. */
+static int setup_logs(void **state)
+{
+	struct rdb_disk_logs logs = {
+		.activity_log = alpath,
+		.activity_log_max = 4,
+		.written_map = wmpath,
+	};
+
+	(void)state;
+	make_image();
+	log_syncs = img_writes = img_writes_logged = 0;
+	record_on_at_img_write = false;
+	return start(&logs);
 }
 
 static int teardown(void **state)
@@ -473,6 +528,221 @@ static void test_reconnect_replaces_client(void **state)
 	close(old);
 }
 
+/* ---- the activity log and the written map, the server in-process ---- */
+
+static void read_log(struct rdb_actlog_view *v)
+{
+	char err[200];
+
+	assert_int_equal(rdb_actlog_read(alpath, SIZE, v, err, sizeof(err)), 0);
+}
+
+static void drop_ring(void)
+{
+	while (rdb_dring_peek(&ring))
+		rdb_dring_pop(&ring);
+}
+
+/* Runs the server's loop until the log has retired n extents in all. */
+static void wait_retired(uint64_t n)
+{
+	uint64_t deadline = rdb_now_ns() + 5 * RDB_NS_PER_S;
+
+	while (atomic_load(&ring.sh->al_retired) < n) {
+		assert_true(rdb_now_ns() < deadline);
+		rdb_evloop_run_once(loop, 10 * RDB_NS_PER_MS);
+	}
+}
+
+/*
+ * Recording for generation 3: the log is armed, and each change's extents
+ * set and synced, before the image is written; a change in extents set
+ * costs no log write; committed, they are retired by an image sync off
+ * the loop; a change while not recording invalidates the log first.  The
+ * written map has every change's blocks, recording or not.
+ */
+static void test_activity_log(void **state)
+{
+	struct rdb_dring_shared *sh = ring.sh;
+	struct rdb_actlog_view v;
+	struct rdb_wmap m;
+	struct rdb_wmap_snap snap;
+	uint8_t w[4096];
+	char err[200];
+	int n;
+
+	(void)state;
+	memset(w, 0x11, sizeof(w));
+	atomic_store(&sh->al_gen, 3);
+	request(1, 0, 1, MIB + 4096, sizeof(w), w);
+	assert_int_equal(reply(1, NULL, 0), 0);
+	assert_int_equal(img_writes, 1);
+	assert_int_equal(img_writes_logged, 1);		/* set before */
+	assert_true(log_syncs_at_img_write >= 2);	/* bitmap, header */
+	read_log(&v);
+	assert_int_equal(v.generation, 3);
+	assert_int_equal(v.nr_set, 1);
+	assert_true(rdb_actlog_view_test(&v, 1));
+	rdb_actlog_view_dispose(&v);
+	assert_int_equal(atomic_load(&sh->al_armed_gen), 3);
+	assert_int_equal(atomic_load(&sh->al_active), 1);
+	assert_int_equal(atomic_load(&sh->al_adds), 1);
+	next_rec(RDB_DISK_WRITE, MIB + 4096, 4096);
+	/* the same extent: no log write */
+	n = log_syncs;
+	request(1, 0, 2, MIB + 8192, sizeof(w), w);
+	assert_int_equal(reply(2, NULL, 0), 0);
+	assert_int_equal(log_syncs, n);
+	assert_int_equal(img_writes_logged, 2);
+	/* extents 2 and 3: one log sync, before the image is written */
+	request(1, 0, 3, 3 * MIB - 2048, sizeof(w), w);
+	assert_int_equal(reply(3, NULL, 0), 0);
+	assert_int_equal(log_syncs, n + 1);
+	assert_int_equal(log_syncs_at_img_write, n + 1);
+	assert_int_equal(img_writes_logged, 3);
+	/* a trim is a change too */
+	request(4, 0, 4, 5 * MIB, 4096, NULL);
+	assert_int_equal(reply(4, NULL, 0), 0);
+	read_log(&v);
+	assert_int_equal(v.nr_set, 4);
+	assert_true(rdb_actlog_view_test(&v, 3));
+	assert_true(rdb_actlog_view_test(&v, 5));
+	rdb_actlog_view_dispose(&v);
+	drop_ring();
+	/* the backup committed all of it: retired by a sync off the loop */
+	atomic_store(&sh->committed_pos, atomic_load(&sh->head));
+	wait_retired(4);
+	assert_true(atomic_load(&sh->al_image_syncs) >= 1);
+	assert_int_equal(atomic_load(&sh->al_active), 0);
+	read_log(&v);
+	assert_int_equal(v.generation, 3);
+	assert_int_equal(v.nr_set, 0);
+	rdb_actlog_view_dispose(&v);
+	/* not recording: invalidated before the image is touched */
+	atomic_store(&sh->record, 0);
+	request(1, 0, 5, 0, sizeof(w), w);
+	assert_int_equal(reply(5, NULL, 0), 0);
+	assert_int_equal(img_writes_logged, 3);
+	read_log(&v);
+	assert_int_equal(v.generation, 0);
+	assert_int_equal(v.dead_gen, 3);
+	rdb_actlog_view_dispose(&v);
+	assert_int_equal(atomic_load(&sh->al_armed_gen), 0);
+	assert_int_equal(atomic_load(&sh->al_invalidations), 1);
+	/* the written map: blocks 256-258 (two writes), 767-768, 1280, 0 */
+	assert_int_equal(rdb_wmap_open(&m, wmpath, SIZE, false, err,
+				       sizeof(err)), 0);
+	assert_int_equal(rdb_wmap_snapshot(&m, &snap), 0);
+	assert_int_equal(snap.nr_set, 6);
+	assert_true(rdb_wmap_snap_test(&snap, 257));
+	assert_true(rdb_wmap_snap_test(&snap, 258));
+	assert_true(rdb_wmap_snap_test(&snap, 767));
+	assert_true(rdb_wmap_snap_test(&snap, 768));
+	assert_true(rdb_wmap_snap_test(&snap, 1280));
+	assert_true(rdb_wmap_snap_test(&snap, 0));
+	rdb_wmap_snap_dispose(&snap);
+	rdb_wmap_close(&m);
+}
+
+/*
+ * remusdbd turns recording on while a change is on its way to the image:
+ * not logged before it (not recording then), it goes into the ring, and
+ * the log takes it first (armed with its extent).
+ */
+static void test_activity_log_recording_starts_mid_change(void **state)
+{
+	struct rdb_actlog_view v;
+	uint8_t w[4096];
+
+	(void)state;
+	memset(w, 0x22, sizeof(w));
+	atomic_store(&ring.sh->record, 0);
+	atomic_store(&ring.sh->al_gen, 5);
+	record_on_at_img_write = true;
+	request(1, 0, 1, 2 * MIB, sizeof(w), w);
+	assert_int_equal(reply(1, NULL, 0), 0);
+	assert_int_equal(img_writes_logged, 0);
+	assert_int_equal(next_rec(RDB_DISK_WRITE, 2 * MIB, 4096), 0x22);
+	read_log(&v);
+	assert_int_equal(v.generation, 5);
+	assert_true(rdb_actlog_view_test(&v, 2));
+	rdb_actlog_view_dispose(&v);
+}
+
+/*
+ * Full (max 4): the committed extents are retired inline; with nothing
+ * committed, the log is invalidated for the generation and not armed
+ * again for it; the guest's writes go on, and into the ring.
+ */
+static void test_activity_log_full(void **state)
+{
+	struct rdb_dring_shared *sh = ring.sh;
+	struct rdb_actlog_view v;
+	uint8_t w[512];
+
+	(void)state;
+	memset(w, 0x33, sizeof(w));
+	atomic_store(&sh->al_gen, 7);
+	for (int e = 0; e < 4; e++) {
+		request(1, 0, 10 + e, (uint64_t)e * MIB, sizeof(w), w);
+		assert_int_equal(reply(10 + e, NULL, 0), 0);
+	}
+	atomic_store(&sh->committed_pos, atomic_load(&sh->head));
+	request(1, 0, 14, 4 * MIB, sizeof(w), w);	/* a fifth: retired */
+	assert_int_equal(reply(14, NULL, 0), 0);
+	assert_int_equal(atomic_load(&sh->al_full_stalls), 1);
+	assert_int_equal(atomic_load(&sh->al_retired), 4);
+	read_log(&v);
+	assert_int_equal(v.generation, 7);
+	assert_int_equal(v.nr_set, 1);
+	assert_true(rdb_actlog_view_test(&v, 4));
+	rdb_actlog_view_dispose(&v);
+	for (int e = 5; e < 9; e++) {			/* nothing committed */
+		request(1, 0, 10 + e, (uint64_t)(e % 8) * MIB, sizeof(w), w);
+		assert_int_equal(reply(10 + e, NULL, 0), 0);
+	}
+	assert_int_equal(atomic_load(&sh->al_full_stalls), 2);
+	assert_int_equal(atomic_load(&sh->al_invalidations), 1);
+	assert_int_equal(atomic_load(&sh->al_armed_gen), 0);
+	read_log(&v);
+	assert_int_equal(v.generation, 0);
+	rdb_actlog_view_dispose(&v);
+	assert_int_equal(atomic_load(&sh->recorded), 9);
+	assert_int_equal(atomic_load(&sh->record), 1);	/* still protected */
+	assert_int_equal(atomic_load(&sh->lost), RDB_DRING_OK);
+}
+
+/*
+ * The log cannot be written nor invalidated: the server gives up on the
+ * replica (recording stops, `lost` says why: remusdbd drops protection)
+ * and the guest's write goes on.
+ */
+static void test_activity_log_unwritable(void **state)
+{
+	struct rdb_dring_shared *sh = ring.sh;
+	uint8_t w[512], r[512];
+	int ro = open(alpath, O_RDONLY);
+
+	(void)state;
+	assert_true(ro >= 0);
+	memset(w, 0x44, sizeof(w));
+	atomic_store(&sh->al_gen, 9);
+	request(1, 0, 1, 0, sizeof(w), w);
+	assert_int_equal(reply(1, NULL, 0), 0);
+	assert_int_equal(atomic_load(&sh->al_armed_gen), 9);
+	assert_true(dup2(ro, srv.al.fd) >= 0);		/* now read-only */
+	close(ro);
+	request(1, 0, 2, MIB, sizeof(w), w);
+	assert_int_equal(reply(2, NULL, 0), 0);
+	assert_int_equal(atomic_load(&sh->lost), RDB_DRING_ACTLOG);
+	assert_int_equal(atomic_load(&sh->record), 0);
+	assert_int_equal(atomic_load(&sh->replicated), 0);
+	read_image(r, MIB, sizeof(r));
+	assert_int_equal(r[0], 0x44);
+	next_rec(RDB_DISK_WRITE, 0, 512);
+	assert_null(rdb_dring_peek(&ring));		/* the second: not */
+}
+
 /* ---- the daemon's side, the server a process of its own ---- */
 
 struct change {
@@ -555,8 +825,8 @@ static void test_server_process(void **state)
 	assert_int_equal(rdb_evloop_create(&loop), 0);
 	rdb_disk_init(&dk);
 	assert_int_equal(rdb_disk_open(&dk, loop, "vmP", img, sock, 4u << 20,
-				       100 * RDB_NS_PER_MS, NULL, 0, NULL, hook,
-				       lost, NULL, err, sizeof(err)), 0);
+				       100 * RDB_NS_PER_MS, NULL, hook, lost, NULL,
+				       err, sizeof(err)), 0);
 	assert_true(dk.pid > 0);
 	assert_int_equal(rdb_sock_connect_unix(sock, rdb_now_ns() + RDB_NS_PER_S, &cfd), 0);
 	assert_int_equal(read_remote(b, 18), 0);
@@ -618,6 +888,102 @@ static void test_server_process(void **state)
 	assert_int_equal(system(err), 0);
 }
 
+/* Connects to the server process on sock and shakes hands. */
+static void connect_remote(void)
+{
+	uint8_t b[152], opt[16];
+
+	assert_int_equal(rdb_sock_connect_unix(sock, rdb_now_ns() + RDB_NS_PER_S, &cfd), 0);
+	assert_int_equal(read_remote(b, 18), 0);
+	be(b, 3, 4);
+	send_all(b, 4);
+	memcpy(opt, "IHAVEOPT", 8);
+	be(opt + 8, 1, 4);
+	be(opt + 12, 0, 4);
+	send_all(opt, 16);
+	assert_int_equal(read_remote(b, 10), 0);
+}
+
+static uint64_t marked(void)
+{
+	struct rdb_wmap m;
+	struct rdb_wmap_snap snap;
+	char err[200];
+	uint64_t n;
+
+	assert_int_equal(rdb_wmap_open(&m, wmpath, SIZE, false, err,
+				       sizeof(err)), 0);
+	assert_int_equal(rdb_wmap_snapshot(&m, &snap), 0);
+	n = snap.nr_set;
+	rdb_wmap_snap_dispose(&snap);
+	rdb_wmap_close(&m);
+	return n;
+}
+
+/*
+ * After a failover: the restored VM's server (no ring) marks a written
+ * map; the server with a ring that replaces it goes on marking the same
+ * map, and keeps the activity log its command line names.
+ */
+static void test_logs_through_processes(void **state)
+{
+	struct rdb_disk_logs logs = {
+		.activity_log = alpath,
+		.activity_log_max = 8,
+		.written_map = wmpath,
+	};
+	struct rdb_actlog_view v;
+	char err[300] = "";
+	uint8_t w[4096];
+	int pid, status;
+
+	(void)state;
+	make_image();
+	memset(w, 0x55, sizeof(w));
+	assert_int_equal(rdb_disk_serve_child("vmR", img, sock, wmpath, &pid,
+					      err, sizeof(err)), 0);
+	connect_remote();
+	request(1, 0, 1, 10 * 4096, sizeof(w), w);
+	assert_int_equal(reply_remote(1), 0);
+	request(6, 0, 2, 11 * 4096 + 100, 200, NULL);	/* write-zeroes */
+	assert_int_equal(reply_remote(2), 0);
+	assert_int_equal(marked(), 2);
+	close(cfd);
+	cfd = -1;
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	unlink(sock);
+
+	assert_int_equal(rdb_evloop_create(&loop), 0);
+	rdb_disk_init(&dk);
+	nchanges = nlost = 0;
+	assert_int_equal(rdb_disk_open(&dk, loop, "vmR", img, sock, 4u << 20,
+				       100 * RDB_NS_PER_MS, &logs, hook, lost,
+				       NULL, err, sizeof(err)), 0);
+	connect_remote();
+	request(1, 0, 3, 20 * 4096, sizeof(w), w);
+	assert_int_equal(reply_remote(3), 0);
+	assert_int_equal(marked(), 3);			/* 10, 11 kept; 20 */
+	atomic_store(&dk.ring.sh->al_gen, 4);
+	rdb_disk_set_recording(&dk, true);
+	request(1, 0, 4, 3 * MIB, sizeof(w), w);
+	assert_int_equal(reply_remote(4), 0);
+	assert_int_equal(atomic_load(&rdb_disk_stats(&dk)->al_armed_gen), 4);
+	read_log(&v);
+	assert_int_equal(v.generation, 4);
+	assert_int_equal(v.nr_set, 1);
+	assert_true(rdb_actlog_view_test(&v, 3));
+	rdb_actlog_view_dispose(&v);
+	assert_int_equal(marked(), 4);
+	close(cfd);
+	cfd = -1;
+	rdb_disk_close(&dk);
+	rdb_evloop_destroy(loop);
+	loop = NULL;
+	snprintf(err, sizeof(err), "rm -rf %s", dir);
+	assert_int_equal(system(err), 0);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -630,6 +996,13 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_full_ring_gives_up_within_the_deadline, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reconnect_replaces_client, setup, teardown),
 		cmocka_unit_test(test_server_process),
+		cmocka_unit_test_setup_teardown(test_activity_log, setup_logs, teardown),
+		cmocka_unit_test_setup_teardown(test_activity_log_recording_starts_mid_change,
+						setup_logs, teardown),
+		cmocka_unit_test_setup_teardown(test_activity_log_full, setup_logs, teardown),
+		cmocka_unit_test_setup_teardown(test_activity_log_unwritable,
+						setup_logs, teardown),
+		cmocka_unit_test(test_logs_through_processes),
 	};
 
 	/* the disk server is this program too, as it is remusdbd */

@@ -53,6 +53,7 @@ static void test_roles_round_trip(void **state)
 	in.generation = 0xfedcba9876543210ull;
 	snprintf(in.disk, sizeof(in.disk), "/srv/vm1.img");
 	snprintf(in.actlog, sizeof(in.actlog), "/var/lib/remusdb/vm1/disk.al");
+	in.log_gen = 0x187654321ull;
 	snprintf(in.peer, sizeof(in.peer), "10.0.0.2:7788");
 	assert_int_equal(rdb_lineage_save(dir, "vm1", &in, err, sizeof(err)), 0);
 	assert_int_equal(rdb_lineage_load(dir, "vm1", &out, err, sizeof(err)), 0);
@@ -60,6 +61,7 @@ static void test_roles_round_trip(void **state)
 	assert_true(out.generation == in.generation);
 	assert_string_equal(out.disk, in.disk);
 	assert_string_equal(out.actlog, in.actlog);
+	assert_true(out.log_gen == in.log_gen);
 	assert_string_equal(out.peer, in.peer);
 	assert_false(out.has_base);
 
@@ -126,6 +128,8 @@ static void test_damaged_refused_whole(void **state)
 		"[]",
 		"{\"role\":\"primary\",\"generation\":\"12\"}",	/* no disk */
 		"{\"role\":\"primary\",\"generation\":\"12\",\"disk\":\"/d\"}",	/* no log */
+		"{\"role\":\"primary\",\"generation\":\"12\",\"disk\":\"/d\","
+		"\"activity_log\":\"/a\"}",			/* no log generation */
 		"{\"role\":\"boss\",\"generation\":\"12\",\"disk\":\"/d\"}",
 		"{\"role\":\"replica\",\"generation\":\"zz\",\"disk\":\"/d\"}",
 		"{\"role\":\"replica\",\"generation\":\"\",\"disk\":\"/d\"}",
