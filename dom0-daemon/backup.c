@@ -402,6 +402,18 @@ static int handle_disk_setup(struct rdb_backup *b, const struct rdb_frame *f)
 		      (unsigned long long)base_gen, count,
 		      (unsigned long long)((1ull << view.extent_shift) >> 10),
 		      (unsigned long long)base_epoch);
+		{
+			char list[400] = "";
+			size_t at = 0;
+
+			for (uint32_t i = 0; i < count && at + 24 < sizeof(list); i++)
+				at += (size_t)snprintf(list + at, sizeof(list) - at,
+						       "%s%llu", i ? " " : "",
+						       (unsigned long long)ext[i]);
+			LOGVM(INFO, vm->name, "activity log extents that may "
+			      "differ: %s%s", count ? list : "none",
+			      at + 24 >= sizeof(list) ? " ..." : "");
+		}
 		free(ext);
 		rdb_actlog_view_dispose(&view);
 		if (rc < 0)
@@ -1097,7 +1109,7 @@ static int restore_vm(struct rdb_backup *b, uint64_t t0, const char *drive)
 	struct rdb_restore_block *rb = NULL;
 	struct rdb_restore_spec spec;
 	char qmp_path[108], wd_path[108], in_path[108], log_path[512];
-	char con_path[512], ev_path[108];
+	char con_path[512], ev_path[108], ser_path[108];
 	char uri[160], status[32];
 	uint64_t deadline = t0 + RESTORE_DEADLINE_NS, ram_bytes = 0;
 	const struct rdb_committed *c = rdb_stage_committed(&b->st);
@@ -1112,6 +1124,7 @@ static int restore_vm(struct rdb_backup *b, uint64_t t0, const char *drive)
 	snprintf(in_path, sizeof(in_path), "%s/%s.incoming", d->cfg.run_dir, vm->name);
 	snprintf(log_path, sizeof(log_path), "%s/%s/qemu.log", d->cfg.state_dir, vm->name);
 	snprintf(con_path, sizeof(con_path), "%s/%s/console.log", d->cfg.state_dir, vm->name);
+	snprintf(ser_path, sizeof(ser_path), "%s/%s.serial.sock", d->cfg.run_dir, vm->name);
 	snprintf(ev_path, sizeof(ev_path), "%s/%s.event", d->cfg.run_dir, vm->name);
 	image = rdb_ramimage_path(&b->img, RDB_RESTORE_SHARED_BLOCK);
 	if (!image) {
@@ -1146,7 +1159,7 @@ static int restore_vm(struct rdb_backup *b, uint64_t t0, const char *drive)
 	}
 	rc = rdb_restore_argv(d->cfg.qemu_binary, vm->cfg.qemu_arg.v,
 			      vm->cfg.qemu_arg.n, image, ram_bytes, qmp_path,
-			      wd_path, b->nic.path, con_path, drive,
+			      wd_path, b->nic.path, con_path, ser_path, drive,
 			      vm->cfg.event_port ? ev_path : NULL, &argv);
 	if (rc < 0)
 		goto out;

@@ -422,10 +422,11 @@ int rdb_restore_argv(const char *qemu_binary, char *const *common,
 		     size_t ncommon, const char *image_path, uint64_t ram_bytes,
 		     const char *qmp_path, const char *wd_qmp_path,
 		     const char *net_path, const char *console_path,
-		     const char *drive, const char *event_path, char ***argv_out)
+		     const char *serial_sock, const char *drive,
+		     const char *event_path, char ***argv_out)
 {
-	/* binary + common + 18 of ours + NULL */
-	size_t n = 0, max = 1 + ncommon + 18 + 1;
+	/* binary + common + 20 of ours + NULL */
+	size_t n = 0, max = 1 + ncommon + 20 + 1;
 	char **v;
 	int rc = 0;
 
@@ -467,7 +468,17 @@ int rdb_restore_argv(const char *qemu_binary, char *const *common,
 				  "addr.type=unix,addr.path=%s,reconnect-ms=100",
 				  net_path);
 	}
-	if (rc == 0 && console_path) {
+	if (rc == 0 && console_path && serial_sock) {
+		/* the console logged, and an operator's (or a test's) socket */
+		rc = push(v, &n, "-chardev");
+		if (rc == 0)
+			rc = push(v, &n, "socket,id=rdbser0,path=%s,server=on,"
+				  "wait=off,logfile=%s", serial_sock, console_path);
+		if (rc == 0)
+			rc = push(v, &n, "-serial");
+		if (rc == 0)
+			rc = push(v, &n, "chardev:rdbser0");
+	} else if (rc == 0 && console_path) {
 		rc = push(v, &n, "-serial");
 		if (rc == 0)
 			rc = push(v, &n, "file:%s", console_path);

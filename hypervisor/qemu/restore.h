@@ -95,6 +95,9 @@ int rdb_restore_stream_send(int fd, const uint8_t *buf, size_t len,
  *   -netdev stream,id=net0,server=off,addr.type=unix,addr.path=NET,
  *           reconnect-ms=100                       (if net_path)
  *   -serial file:CONSOLE                           (if console_path)
+ *   or, with serial_sock too:
+ *   -chardev socket,id=rdbser0,path=SERIAL,server=on,wait=off,
+ *            logfile=CONSOLE  -serial chardev:rdbser0
  *   -drive DRIVE                                   (if drive: the replica,
  *                                                   see rdb_qemu_nbd_drive)
  *   -chardev socket,id=rdbevent,path=EVENT,server=on,wait=off
@@ -109,7 +112,8 @@ int rdb_restore_argv(const char *qemu_binary, char *const *common,
 		     size_t ncommon, const char *image_path, uint64_t ram_bytes,
 		     const char *qmp_path, const char *wd_qmp_path,
 		     const char *net_path, const char *console_path,
-		     const char *drive, const char *event_path, char ***argv_out);
+		     const char *serial_sock, const char *drive,
+		     const char *event_path, char ***argv_out);
 void rdb_restore_argv_free(char **argv);	/* NULL is fine */
 /* The -drive value of a VM disk served by remusdbd over NBD on a unix
  * socket, the same on both hosts but for the socket: "if=none,id=ID,

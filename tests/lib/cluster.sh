@@ -317,7 +317,13 @@ cl_check_freeze() {
 # cl_console_cmd "CMD": types a line on the primary guest's serial console
 # (its shell reads ttyS0); the output lands in console.log.
 cl_console_cmd() {
-	timeout 8 python3 - "$CL_DIR/pri/$(cl_vm_file serial.sock)" "$1" <<'EOP'
+	cl_console_cmd_at "$CL_DIR/pri/$(cl_vm_file serial.sock)" "$1"
+}
+
+# cl_console_cmd_at SOCKET "CMD": the same on another console (a VM
+# restored by a backup: its run_dir/NAME.serial.sock).
+cl_console_cmd_at() {
+	timeout 8 python3 - "$1" "$2" <<'EOP'
 import socket, sys, time
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 s.settimeout(4)

@@ -83,6 +83,16 @@ netns_power_pull() {
 	return 0
 }
 
+# The host back after a power pull ("repaired"): its interfaces and its
+# switch port up again; nothing runs there until started.
+netns_power_restore() {
+	local run=$1 side=${2:-pri} l
+	for l in $(_nsx "$run" "$side" ls /sys/class/net); do
+		_nsx "$run" "$side" ip link set "$l" up 2>/dev/null
+	done
+	_nsx "$run" sw ip link set "port-$side" up
+}
+
 # Cutting the replication link only: both hosts stay up and on the
 # client network (the primary's end goes down; the backup sees no carrier
 # change it could act on, only silence).

@@ -276,7 +276,7 @@ static void test_restore_argv(void **state)
 
 	assert_int_equal(rdb_restore_argv("qemu", common, 2, "/s/pc.ram.img",
 					  256 << 20, "/r/q", NULL, "/r/n",
-					  "/s/console", NULL, NULL, &argv), 0);
+					  "/s/console", NULL, NULL, NULL, &argv), 0);
 	assert_string_equal(argv[0], "qemu");
 	assert_string_equal(argv[1], "-m");
 	assert_string_equal(argv[2], "256");
@@ -297,14 +297,14 @@ static void test_restore_argv(void **state)
 
 	/* without a NIC or console */
 	assert_int_equal(rdb_restore_argv("qemu", NULL, 0, "/i", 1 << 20,
-					  "/q", NULL, NULL, NULL, NULL, NULL, &argv), 0);
+					  "/q", NULL, NULL, NULL, NULL, NULL, NULL, &argv), 0);
 	for (i = 0; argv[i]; i++)
 		;
 	assert_int_equal(i, 9);
 	assert_string_equal(argv[7], "-incoming");
 	rdb_restore_argv_free(argv);
 	assert_int_equal(rdb_restore_argv("qemu", NULL, 0, "/i", 1000, "/q",
-					  NULL, NULL, NULL, NULL, NULL, &argv),
+					  NULL, NULL, NULL, NULL, NULL, NULL, &argv),
 			 -EINVAL);
 
 	/* everything: the watchdog's QMP after the first, the replica's
@@ -318,16 +318,22 @@ static void test_restore_argv(void **state)
 				    "server.type=unix,server.path=/r/vm.disk,"
 				    "reconnect-delay=15");
 		assert_int_equal(rdb_restore_argv("qemu", NULL, 0, "/i", 1 << 20,
-						  "/q", "/wd", "/n", "/c", drive,
+						  "/q", "/wd", "/n", "/c", "/ser", drive,
 						  "/e", &argv), 0);
 		for (i = 0; argv[i]; i++)
 			;
-		assert_int_equal(i, 19);
+		assert_int_equal(i, 21);
 		assert_string_equal(argv[7], "-qmp");
 		assert_string_equal(argv[8], "unix:/wd,server=on,wait=off");
 		assert_string_equal(argv[9], "-netdev");
-		assert_string_equal(argv[14], drive);
-		assert_string_equal(argv[17], "-incoming");
+		/* the console: logged to its file, and a socket to type on */
+		assert_string_equal(argv[11], "-chardev");
+		assert_string_equal(argv[12], "socket,id=rdbser0,path=/ser,"
+				    "server=on,wait=off,logfile=/c");
+		assert_string_equal(argv[13], "-serial");
+		assert_string_equal(argv[14], "chardev:rdbser0");
+		assert_string_equal(argv[16], drive);
+		assert_string_equal(argv[19], "-incoming");
 		rdb_restore_argv_free(argv);
 	}
 }
