@@ -55,6 +55,9 @@ sleep 5
 
 # 2. the old host repaired: network and daemon back, its old image there
 netns_power_restore "$run" pri
+wait_for 15 "the repaired host reachable on the replication link" \
+	ip netns exec "$(netns_name "$run" bak)" ping -c 1 -W 1 10.78.0.1 ||
+	rdb_fail "the repaired host's links did not come back"
 cl_start_daemon pri || rdb_fail "the repaired host's remusdbd did not start"
 cl_ctl pri attach "$CL_DIR/$CL_VM.conf" || rdb_fail "attach on the repaired host failed outright"
 cl_ctl pri wait "$CL_VM" fenced --timeout 10 ||
@@ -75,7 +78,7 @@ echo "protected back to the old host: $(grep -o 'resync queued.*' "$CL_DIR/bak/r
 # 4. the disks at a quiet point
 bak_console=$CL_DIR/bak/state/$CL_VM/console.log
 cl_console_cmd_at "$CL_DIR/bak/run/$CL_VM.serial.sock" \
-	"sync; fsfreeze -f /pg && echo REMUSDB-FROZEN-2" || rdb_fail "console of the survivor"
+	"sync; fsfreeze --freeze /pg && echo REMUSDB-FRO\"ZEN\"-2" || rdb_fail "console of the survivor"
 wait_for 20 "guest filesystem frozen" grep -q REMUSDB-FROZEN-2 "$bak_console" ||
 	rdb_fail "fsfreeze in the guest did not answer"
 # Every write the guest finished before it froze is in the epoch open
@@ -109,9 +112,9 @@ for blk in blocks[:200]:
 EOP
 fi
 cl_console_cmd_at "$CL_DIR/bak/run/$CL_VM.serial.sock" \
-	"fsfreeze -u /pg && echo REMUSDB-THAWED-2" || rdb_fail "console of the survivor"
+	"fsfreeze --unfreeze /pg && echo REMUSDB-THA\"WED\"-2" || rdb_fail "console of the survivor"
 wait_for 20 "guest filesystem thawed" grep -q REMUSDB-THAWED-2 "$bak_console" ||
-	rdb_fail "fsfreeze -u in the guest did not answer"
+	rdb_fail "fsfreeze --unfreeze in the guest did not answer"
 sleep 5
 
 # 5. the survivor's power: back to the original host

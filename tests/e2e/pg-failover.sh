@@ -37,7 +37,7 @@ cl_wait_pg || rdb_fail "PostgreSQL not reachable from the client"
 
 # I4 in a quiet moment: the filesystem frozen (nothing written), two
 # epochs committed, then the two disks must be the same bytes.
-cl_console_cmd "sync; fsfreeze -f /pg && echo REMUSDB-FROZEN" || rdb_fail "console"
+cl_console_cmd "sync; fsfreeze --freeze /pg && echo REMUSDB-FRO\"ZEN\"" || rdb_fail "console"
 wait_for 20 "guest filesystem frozen" grep -q REMUSDB-FROZEN "$CL_DIR/pri/console.log" ||
 	rdb_fail "fsfreeze in the guest did not answer"
 # Every write the guest finished before it froze is in the epoch open
@@ -53,9 +53,9 @@ else
 	disk_equal=false
 	cmp "$CL_DIR/pri/$CL_VM.disk.img" "$CL_DIR/bak/state/$CL_VM/disk.img" | head -3 >&2
 fi
-cl_console_cmd "fsfreeze -u /pg && echo REMUSDB-THAWED" || rdb_fail "console"
+cl_console_cmd "fsfreeze --unfreeze /pg && echo REMUSDB-THA\"WED\"" || rdb_fail "console"
 wait_for 20 "guest filesystem thawed" grep -q REMUSDB-THAWED "$CL_DIR/pri/console.log" ||
-	rdb_fail "fsfreeze -u in the guest did not answer"
+	rdb_fail "fsfreeze --unfreeze in the guest did not answer"
 
 # The load: pgbench (TPC-B-like) beside the ledger, both through the pull.
 [ -n "$before_s" ] || before_s=$(awk -v r=$RANDOM 'BEGIN{printf "%.3f", 8 + (r % 6000) / 1000}')

@@ -40,7 +40,7 @@ cl_wait_pg bench || rdb_fail "PostgreSQL not reachable from the client"
 
 # I4 in a quiet moment, as pg-failover does: the filesystem frozen
 # (before the loads: the guest's console is slow to read under them).
-cl_console_cmd "sync; fsfreeze -f /pg && echo REMUSDB-FROZEN" || rdb_fail "console"
+cl_console_cmd "sync; fsfreeze --freeze /pg && echo REMUSDB-FRO\"ZEN\"" || rdb_fail "console"
 wait_for 20 "guest filesystem frozen" grep -q REMUSDB-FROZEN "$CL_DIR/pri/console.log" ||
 	rdb_fail "fsfreeze in the guest did not answer"
 # every write finished before the freeze is in the open epoch or before
@@ -54,9 +54,9 @@ if cmp -s "$CL_DIR/pri/$CL_VM.disk.img" "$CL_DIR/bak/state/$CL_VM/disk.img"; the
 else
 	disk_equal=false
 fi
-cl_console_cmd "fsfreeze -u /pg && echo REMUSDB-THAWED" || rdb_fail "console"
+cl_console_cmd "fsfreeze --unfreeze /pg && echo REMUSDB-THA\"WED\"" || rdb_fail "console"
 wait_for 20 "guest filesystem thawed" grep -q REMUSDB-THAWED "$CL_DIR/pri/console.log" ||
-	rdb_fail "fsfreeze -u in the guest did not answer"
+	rdb_fail "fsfreeze --unfreeze in the guest did not answer"
 
 cl_console_cmd "(while :; do echo 3 > /proc/sys/vm/drop_caches; sleep 1; done) & echo REMUSDB-DROPPING" ||
 	rdb_fail "console"
