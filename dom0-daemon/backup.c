@@ -475,6 +475,18 @@ static int record_replica(struct rdb_backup *b)
 	    rdb_actlog_invalidate_file(b->base_actlog, err, sizeof(err)) < 0)
 		LOGVM(WARN, vm->name, "activity log %s: %s (the lineage record "
 		      "already says replica: it is not used)", b->base_actlog, err);
+	/* A whole copy: should this host be the VM's primary again, its
+	 * image is this replica, and what the log said of an earlier image
+	 * (that it lost writes, say) is no longer true (actlog.h). */
+	if (!b->base_used) {
+		char al[600];
+
+		snprintf(al, sizeof(al), "%s/%s/disk.al", b->d->cfg.state_dir,
+			 vm->name);
+		if (access(al, F_OK) == 0 &&
+		    rdb_actlog_reset_file(al, err, sizeof(err)) < 0)
+			LOGVM(WARN, vm->name, "activity log %s: %s", al, err);
+	}
 	return 0;
 }
 
