@@ -3,6 +3,7 @@
 #include "actlog.h"
 #include "crc32c.h"
 #include "fileio.h"
+#include "le.h"
 #include "log.h"
 
 #include <errno.h>
@@ -20,36 +21,6 @@
 #define SHIFT_MAX 30u
 
 /* ---- the format ---- */
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	uint32_t v = 0;
-
-	for (int i = 3; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 7; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
-}
 
 static void shape(uint64_t disk_size, uint32_t shift, struct rdb_actlog_hdr *h)
 {
@@ -76,17 +47,17 @@ void rdb_actlog_hdr_encode(const struct rdb_actlog_hdr *h,
 {
 	memset(page, 0, RDB_ACTLOG_PAGE);
 	memcpy(page, MAGIC, 8);
-	put32(page + 8, VERSION);
-	put32(page + 12, RDB_ACTLOG_PAGE);
-	put64(page + 16, h->generation);
-	put64(page + 24, h->dead_gen);
-	put64(page + 32, h->disk_size);
-	put32(page + 40, h->extent_shift);
-	put32(page + 44, h->flags);
-	put64(page + 48, h->nr_extents);
-	put64(page + 56, h->bitmap_bytes);
-	put64(page + 64, 0);
-	put32(page + HDR_FIELDS, rdb_crc32c(0, page, HDR_FIELDS));
+	rdb_le_put32(page + 8, VERSION);
+	rdb_le_put32(page + 12, RDB_ACTLOG_PAGE);
+	rdb_le_put64(page + 16, h->generation);
+	rdb_le_put64(page + 24, h->dead_gen);
+	rdb_le_put64(page + 32, h->disk_size);
+	rdb_le_put32(page + 40, h->extent_shift);
+	rdb_le_put32(page + 44, h->flags);
+	rdb_le_put64(page + 48, h->nr_extents);
+	rdb_le_put64(page + 56, h->bitmap_bytes);
+	rdb_le_put64(page + 64, 0);
+	rdb_le_put32(page + HDR_FIELDS, rdb_crc32c(0, page, HDR_FIELDS));
 }
 
 int rdb_actlog_hdr_decode(const uint8_t *page, size_t len,
@@ -96,21 +67,21 @@ int rdb_actlog_hdr_decode(const uint8_t *page, size_t len,
 
 	if (len < HDR_FIELDS + 4 || memcmp(page, MAGIC, 8) != 0)
 		return -EBADMSG;
-	if (get32(page + HDR_FIELDS) != rdb_crc32c(0, page, HDR_FIELDS))
+	if (rdb_le_get32(page + HDR_FIELDS) != rdb_crc32c(0, page, HDR_FIELDS))
 		return -EBADMSG;
-	if (get32(page + 8) != VERSION)
+	if (rdb_le_get32(page + 8) != VERSION)
 		return -EPROTO;
 	memset(&h, 0, sizeof(h));
-	h.generation = get64(page + 16);
-	h.dead_gen = get64(page + 24);
-	h.disk_size = get64(page + 32);
-	h.extent_shift = get32(page + 40);
-	h.flags = get32(page + 44);
-	h.nr_extents = get64(page + 48);
+	h.generation = rdb_le_get64(page + 16);
+	h.dead_gen = rdb_le_get64(page + 24);
+	h.disk_size = rdb_le_get64(page + 32);
+	h.extent_shift = rdb_le_get32(page + 40);
+	h.flags = rdb_le_get32(page + 44);
+	h.nr_extents = rdb_le_get64(page + 48);
 	if (h.flags & ~RDB_ACTLOG_F_IMAGE_LOST)
 		return -EPROTO;
-	h.bitmap_bytes = get64(page + 56);
-	if (get32(page + 12) != RDB_ACTLOG_PAGE || !h.disk_size ||
+	h.bitmap_bytes = rdb_le_get64(page + 56);
+	if (rdb_le_get32(page + 12) != RDB_ACTLOG_PAGE || !h.disk_size ||
 	    h.extent_shift < SHIFT_MIN || h.extent_shift > SHIFT_MAX)
 		return -EINVAL;
 	shape(h.disk_size, h.extent_shift, &want);

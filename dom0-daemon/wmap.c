@@ -2,6 +2,7 @@
 #include "wmap.h"
 #include "crc32c.h"
 #include "fileio.h"
+#include "le.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,36 +16,6 @@
 #define MAGIC "RDBWMAP1"
 #define VERSION 1u
 #define HDR_FIELDS 48u
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	uint32_t v = 0;
-
-	for (int i = 3; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 7; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
-}
 
 static uint64_t blocks_of(uint64_t disk_size)
 {
@@ -63,13 +34,13 @@ static void encode(uint64_t disk_size, uint8_t page[RDB_WMAP_HDR])
 {
 	memset(page, 0, RDB_WMAP_HDR);
 	memcpy(page, MAGIC, 8);
-	put32(page + 8, VERSION);
-	put32(page + 12, RDB_WMAP_HDR);
-	put64(page + 16, disk_size);
-	put32(page + 24, RDB_WMAP_BLOCK);
-	put64(page + 32, blocks_of(disk_size));
-	put64(page + 40, (blocks_of(disk_size) + 63) / 64);
-	put32(page + HDR_FIELDS, rdb_crc32c(0, page, HDR_FIELDS));
+	rdb_le_put32(page + 8, VERSION);
+	rdb_le_put32(page + 12, RDB_WMAP_HDR);
+	rdb_le_put64(page + 16, disk_size);
+	rdb_le_put32(page + 24, RDB_WMAP_BLOCK);
+	rdb_le_put64(page + 32, blocks_of(disk_size));
+	rdb_le_put64(page + 40, (blocks_of(disk_size) + 63) / 64);
+	rdb_le_put32(page + HDR_FIELDS, rdb_crc32c(0, page, HDR_FIELDS));
 }
 
 void rdb_wmap_init(struct rdb_wmap *m)
@@ -152,19 +123,19 @@ int rdb_wmap_open(struct rdb_wmap *m, const char *path, uint64_t disk_size,
 		snprintf(err, errlen, "written map %s: %s", path, strerror(-rc));
 		goto fail;
 	}
-	if (memcmp(page, MAGIC, 8) || get32(page + HDR_FIELDS) !=
-	    rdb_crc32c(0, page, HDR_FIELDS) || get32(page + 8) != VERSION ||
-	    get32(page + 24) != RDB_WMAP_BLOCK) {
+	if (memcmp(page, MAGIC, 8) || rdb_le_get32(page + HDR_FIELDS) !=
+	    rdb_crc32c(0, page, HDR_FIELDS) || rdb_le_get32(page + 8) != VERSION ||
+	    rdb_le_get32(page + 24) != RDB_WMAP_BLOCK) {
 		snprintf(err, errlen, "written map %s: not a written map (or "
 			 "another version)", path);
 		rc = -EINVAL;
 		goto fail;
 	}
-	if (get64(page + 16) != disk_size ||
+	if (rdb_le_get64(page + 16) != disk_size ||
 	    (uint64_t)sb.st_size != file_size(disk_size) ||
-	    get64(page + 32) != blocks_of(disk_size)) {
+	    rdb_le_get64(page + 32) != blocks_of(disk_size)) {
 		snprintf(err, errlen, "written map %s: for a disk of %llu bytes, "
-			 "not %llu", path, (unsigned long long)get64(page + 16),
+			 "not %llu", path, (unsigned long long)rdb_le_get64(page + 16),
 			 (unsigned long long)disk_size);
 		rc = -EINVAL;
 		goto fail;
