@@ -116,44 +116,29 @@ echo "protected back to the old host: $(grep -o 'resync queued.*' "$CL_DIR/bak/r
 
 # 4. the disks at a quiet point
 bak_console=$CL_DIR/bak/state/$CL_VM/console.log
-cl_console_cmd_at "$CL_DIR/bak/run/$CL_VM.serial.sock" \
-	"sync; fsfreeze --freeze /pg && echo REMUSDB-FRO\"ZEN\"-2" || rdb_fail "console of the survivor"
-wait_for 20 "guest filesystem frozen" grep -q REMUSDB-FROZEN-2 "$bak_console" ||
-	rdb_fail "fsfreeze in the guest did not answer"
-# Every write the guest finished before it froze is in the epoch open
-# now or an earlier one (acknowledgements may lag several epochs): wait
-# until the epoch after it is committed.
-e0=$(cl_ctl bak status "$CL_VM" --json | jq '.vms[0].checkpoints + 1')
-wait_for 10 "epoch $e0 committed" \
-	bash -c "[ \$($RDB_BUILD/remusdbctl --socket $CL_DIR/bak/ctl.sock status $CL_VM --json | jq .vms[0].committed_epoch) -ge $e0 ]" ||
-	rdb_fail "checkpoints stopped"
-if cmp -s "$CL_DIR/bak/state/$CL_VM/disk.img" "$crash/mnt/disk.img"; then
-	disk_equal=true
-else
-	disk_equal=false
-	# which blocks, and whether the survivor's written map has them
+# which blocks differ, and whether the survivor's written map has them
+differing() {
 	cmp -l "$CL_DIR/bak/state/$CL_VM/disk.img" "$crash/mnt/disk.img" 2>/dev/null |
 		awk '{print int(($1-1)/4096)}' | uniq > "$CL_DIR/differing-blocks.txt"
 	python3 - "$CL_DIR/bak/state/$CL_VM/written.map" "$CL_DIR/differing-blocks.txt" \
 		"$CL_DIR/bak/state/$CL_VM/disk.img" "$crash/mnt/disk.img" \
-		> "$CL_DIR/differing-blocks-why.txt" <<'EOP'
-import sys
-m = open(sys.argv[1], 'rb').read()[4096:]
-blocks = [int(x) for x in open(sys.argv[2])]
-a, b = open(sys.argv[3], 'rb'), open(sys.argv[4], 'rb')
-for blk in blocks[:200]:
-    inmap = (m[blk // 8] >> (blk % 8)) & 1 if blk // 8 < len(m) else -1
-    a.seek(blk * 4096); b.seek(blk * 4096)
-    da, db = a.read(4096), b.read(4096)
-    print(blk, "extent", blk * 4096 >> 20, "in-wmap", inmap,
-          "survivor-zero", da == bytes(4096), "old-zero", db == bytes(4096),
-          "diff-bytes", sum(x != y for x, y in zip(da, db)))
-EOP
-fi
-cl_console_cmd_at "$CL_DIR/bak/run/$CL_VM.serial.sock" \
-	"fsfreeze --unfreeze /pg && echo REMUSDB-THA\"WED\"-2" || rdb_fail "console of the survivor"
-wait_for 20 "guest filesystem thawed" grep -q REMUSDB-THAWED-2 "$bak_console" ||
-	rdb_fail "fsfreeze --unfreeze in the guest did not answer"
+		> "$CL_DIR/differing-blocks-why.txt" <<-'EOP'
+	import sys
+	m = open(sys.argv[1], 'rb').read()[4096:]
+	blocks = [int(x) for x in open(sys.argv[2])]
+	a, b = open(sys.argv[3], 'rb'), open(sys.argv[4], 'rb')
+	for blk in blocks[:200]:
+	    inmap = (m[blk // 8] >> (blk % 8)) & 1 if blk // 8 < len(m) else -1
+	    a.seek(blk * 4096); b.seek(blk * 4096)
+	    da, db = a.read(4096), b.read(4096)
+	    print(blk, "extent", blk * 4096 >> 20, "in-wmap", inmap,
+	          "survivor-zero", da == bytes(4096), "old-zero", db == bytes(4096),
+	          "diff-bytes", sum(x != y for x, y in zip(da, db)))
+	EOP
+}
+cl_frozen_disks_equal bak "$CL_DIR/bak/run/$CL_VM.serial.sock" "$bak_console" \
+	"$CL_DIR/bak/state/$CL_VM/disk.img" "$crash/mnt/disk.img" differing
+disk_equal=$CL_DISK_EQUAL
 sleep 5
 
 # 5. the survivor's power: back to the original host

@@ -35,27 +35,11 @@ cluster_vm_up "$ckpt" || rdb_fail "protected PostgreSQL VM did not come up (logs
 clix() { ip netns exec "$(netns_name "$run" cli)" "$@"; }
 cl_wait_pg || rdb_fail "PostgreSQL not reachable from the client"
 
-# I4 in a quiet moment: the filesystem frozen (nothing written), two
-# epochs committed, then the two disks must be the same bytes.
-cl_console_cmd "sync; fsfreeze --freeze /pg && echo REMUSDB-FRO\"ZEN\"" || rdb_fail "console"
-wait_for 20 "guest filesystem frozen" grep -q REMUSDB-FROZEN "$CL_DIR/pri/console.log" ||
-	rdb_fail "fsfreeze in the guest did not answer"
-# Every write the guest finished before it froze is in the epoch open
-# now or an earlier one (acknowledgements may lag several epochs): wait
-# until the epoch after it is committed.
-e0=$(cl_ctl pri status "$CL_VM" --json | jq '.vms[0].checkpoints + 1')
-wait_for 10 "epoch $e0 committed" \
-	bash -c "[ \$($RDB_BUILD/remusdbctl --socket $CL_DIR/pri/ctl.sock status $CL_VM --json | jq .vms[0].committed_epoch) -ge $e0 ]" ||
-	rdb_fail "checkpoints stopped"
-if cmp -s "$CL_DIR/pri/$CL_VM.disk.img" "$CL_DIR/bak/state/$CL_VM/disk.img"; then
-	disk_equal=true
-else
-	disk_equal=false
-	cmp "$CL_DIR/pri/$CL_VM.disk.img" "$CL_DIR/bak/state/$CL_VM/disk.img" | head -3 >&2
-fi
-cl_console_cmd "fsfreeze --unfreeze /pg && echo REMUSDB-THA\"WED\"" || rdb_fail "console"
-wait_for 20 "guest filesystem thawed" grep -q REMUSDB-THAWED "$CL_DIR/pri/console.log" ||
-	rdb_fail "fsfreeze --unfreeze in the guest did not answer"
+# I4 in a quiet moment: the filesystem frozen (nothing written), its
+# writes committed, then the two disks must be the same bytes.
+cl_frozen_disks_equal pri "$CL_DIR/pri/serial.sock" "$CL_DIR/pri/console.log" \
+	"$CL_DIR/pri/$CL_VM.disk.img" "$CL_DIR/bak/state/$CL_VM/disk.img"
+disk_equal=$CL_DISK_EQUAL
 
 # The load: pgbench (TPC-B-like) beside the ledger, both through the pull.
 [ -n "$before_s" ] || before_s=$(awk -v r=$RANDOM 'BEGIN{printf "%.3f", 8 + (r % 6000) / 1000}')

@@ -40,23 +40,9 @@ cl_wait_pg bench || rdb_fail "PostgreSQL not reachable from the client"
 
 # I4 in a quiet moment, as pg-failover does: the filesystem frozen
 # (before the loads: the guest's console is slow to read under them).
-cl_console_cmd "sync; fsfreeze --freeze /pg && echo REMUSDB-FRO\"ZEN\"" || rdb_fail "console"
-wait_for 20 "guest filesystem frozen" grep -q REMUSDB-FROZEN "$CL_DIR/pri/console.log" ||
-	rdb_fail "fsfreeze in the guest did not answer"
-# every write finished before the freeze is in the open epoch or before
-# (acknowledgements may lag several epochs): the one after it committed
-e0=$(cl_ctl pri status "$CL_VM" --json | jq '.vms[0].checkpoints + 1')
-wait_for 10 "epoch $e0 committed" \
-	bash -c "[ \$($RDB_BUILD/remusdbctl --socket $CL_DIR/pri/ctl.sock status $CL_VM --json | jq .vms[0].committed_epoch) -ge $e0 ]" ||
-	rdb_fail "checkpoints stopped"
-if cmp -s "$CL_DIR/pri/$CL_VM.disk.img" "$CL_DIR/bak/state/$CL_VM/disk.img"; then
-	disk_equal=true
-else
-	disk_equal=false
-fi
-cl_console_cmd "fsfreeze --unfreeze /pg && echo REMUSDB-THA\"WED\"" || rdb_fail "console"
-wait_for 20 "guest filesystem thawed" grep -q REMUSDB-THAWED "$CL_DIR/pri/console.log" ||
-	rdb_fail "fsfreeze --unfreeze in the guest did not answer"
+cl_frozen_disks_equal pri "$CL_DIR/pri/serial.sock" "$CL_DIR/pri/console.log" \
+	"$CL_DIR/pri/$CL_VM.disk.img" "$CL_DIR/bak/state/$CL_VM/disk.img"
+disk_equal=$CL_DISK_EQUAL
 
 cl_console_cmd "(while :; do echo 3 > /proc/sys/vm/drop_caches; sleep 1; done) & echo REMUSDB-DROPPING" ||
 	rdb_fail "console"

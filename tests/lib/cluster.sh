@@ -336,6 +336,38 @@ s.close()
 EOP
 }
 
+# cl_frozen_disks_equal SIDE SOCK LOG IMG_A IMG_B [ON_DIFFER]: the disks
+# compared at a quiet point.  The guest's /pg is frozen through its
+# console (SOCK, its output in LOG; the marker is split in the typed line
+# so that only the guest's own output matches it), then SIDE (the
+# primary: pri or bak) waits until the epoch after the one open at the
+# freeze is committed — every write finished before the freeze is in it
+# or earlier, and acknowledgements may lag several epochs — and IMG_A is
+# compared with IMG_B; ON_DIFFER (a function) runs while still frozen if
+# they differ; then the guest thaws.  Sets CL_DISK_EQUAL (true/false).
+cl_frozen_disks_equal() {
+	local side=$1 sock=$2 log=$3 a=$4 b=$5 on_differ=${6:-} e0 tag=$RANDOM
+	cl_console_cmd_at "$sock" "sync; fsfreeze --freeze /pg && echo REMUSDB-FRO\"ZEN\"-$tag" ||
+		rdb_fail "console"
+	wait_for 20 "guest filesystem frozen" grep -q "REMUSDB-FROZEN-$tag" "$log" ||
+		rdb_fail "fsfreeze in the guest did not answer"
+	e0=$(cl_ctl "$side" status "$CL_VM" --json | jq '.vms[0].checkpoints + 1')
+	wait_for 10 "epoch $e0 committed" \
+		bash -c "[ \$($RDB_BUILD/remusdbctl --socket $CL_DIR/$side/ctl.sock status $CL_VM --json | jq .vms[0].committed_epoch) -ge $e0 ]" ||
+		rdb_fail "checkpoints stopped"
+	if cmp -s "$a" "$b"; then
+		CL_DISK_EQUAL=true
+	else
+		CL_DISK_EQUAL=false
+		cmp "$a" "$b" | head -3 >&2
+		[ -n "$on_differ" ] && "$on_differ"
+	fi
+	cl_console_cmd_at "$sock" "fsfreeze --unfreeze /pg && echo REMUSDB-THA\"WED\"-$tag" ||
+		rdb_fail "console"
+	wait_for 20 "guest filesystem thawed" grep -q "REMUSDB-THAWED-$tag" "$log" ||
+		rdb_fail "fsfreeze --unfreeze in the guest did not answer"
+}
+
 # cl_use_pg_guest: the next cluster_vm_up runs the PostgreSQL guest
 # (tools/mkguest-pg.sh, built or linked from its cache) on a disk, with
 # remusdb.ko, its event helper, the ticker and the server with RemusDB's patch
