@@ -97,6 +97,11 @@ struct rdb_backup {
 	unsigned decide_attempts;
 	char decide_why[200];
 	char witness_error[256];
+	/* a planned switchover (primary_migrate.c): the primary stopped its
+	 * guest after epoch ho_epoch and asks this host to run it */
+	bool handover;			/* asked, not answered yet */
+	bool planned;			/* the restore is a handover's */
+	uint64_t ho_epoch;
 	bool fault_restore_fail;	/* tests: rdb_backup_inject */
 	struct restore_job *restore_job;	/* a restore under way */
 	uint64_t failover_t0;
@@ -535,6 +540,8 @@ static int handle_epoch_end(struct rdb_backup *b, const struct rdb_frame *f)
 	return 0;
 }
 
+static int handle_handover(struct rdb_backup *b, const struct rdb_frame *f);
+
 static int handle_msg(struct rdb_backup *b, const struct rdb_frame *f)
 {
 	int rc;
@@ -577,6 +584,8 @@ static int handle_msg(struct rdb_backup *b, const struct rdb_frame *f)
 		return rdb_stage_set_devstate(&b->st, f->epoch, f->payload, f->len);
 	case RDB_MSG_EPOCH_END:
 		return handle_epoch_end(b, f);
+	case RDB_MSG_HANDOVER:
+		return handle_handover(b, f);
 	case RDB_MSG_HEARTBEAT:
 		return 0;
 	case RDB_MSG_UNPROTECT:
@@ -665,6 +674,8 @@ static void decide_end(struct rdb_backup *b)
 }
 
 static void backup_claim(struct rdb_backup *b);
+static void handover_decided(struct rdb_backup *b,
+			     const struct rdb_witness_result *r);
 
 static void on_claim(void *opaque, const struct rdb_witness_result *r)
 {
@@ -675,6 +686,10 @@ static void on_claim(void *opaque, const struct rdb_witness_result *r)
 	b->witness_req = 0;
 	if (!b->deciding)
 		return;
+	if (b->handover) {
+		handover_decided(b, r);
+		return;
+	}
 	switch (r->outcome) {
 	case RDB_WITNESS_WON:
 		decide_end(b);
@@ -738,6 +753,12 @@ static void primary_lost(struct rdb_backup *b, const char *why)
 {
 	struct rdb_vm *vm = b->vm;
 
+	if (b->handover) {
+		/* the link broke mid-handover: a decision like any other
+		 * (a claim already won is recognised as won, witness.h) */
+		b->handover = false;
+		decide_end(b);
+	}
 	if (vm->peer_loss == RDB_PEER_LOSS_UNSAFE_AUTO) {
 		rdb_backup_failover(vm, why);
 		return;
@@ -800,6 +821,113 @@ int rdb_backup_operator_failover(struct rdb_vm *vm, bool force, char *msg,
 	primary_lost(b, "operator failover");
 	snprintf(msg, msglen, "asking the witness: this host goes live if it "
 		 "wins the decision (remusdbctl status %s)", vm->name);
+	return 0;
+}
+
+/* ---- a planned switchover: the primary hands the VM over ---- */
+
+static int handover_refuse(struct rdb_backup *b, uint64_t epoch, const char *why)
+{
+	int rc;
+
+	LOGVM(WARN, b->vm->name, "handover at epoch %llu refused: %s",
+	      (unsigned long long)epoch, why);
+	rc = rdb_proto_put_handover(&b->out, epoch, RDB_HANDOVER_REFUSED, why);
+	if (rc == 0)
+		want_write(b);
+	return rc;
+}
+
+/* This host runs the VM from the handed-over epoch: say so, then restore. */
+static void handover_go(struct rdb_backup *b)
+{
+	struct rdb_vm *vm = b->vm;
+	char why[300];
+
+	b->handover = false;
+	/* behind the ACK of that epoch; the link closes with the restore */
+	if (rdb_proto_put_handover(&b->out, b->ho_epoch, RDB_HANDOVER_TAKEN,
+				   NULL) < 0 ||
+	    rdb_buf_write_all_fd(&b->out, b->fd, rdb_now_ns() +
+				 200 * RDB_NS_PER_MS) < 0)
+		LOGVM(WARN, vm->name, "the primary may not hear that this host "
+		      "took the VM: it decides at the witness, or waits for "
+		      "the operator");
+	b->planned = true;
+	snprintf(why, sizeof(why), "planned migration: the primary %s stopped "
+		 "the guest after epoch %llu and handed it over", b->primary_node,
+		 (unsigned long long)b->ho_epoch);
+	rdb_backup_failover(vm, why);
+}
+
+static void handover_decided(struct rdb_backup *b,
+			     const struct rdb_witness_result *r)
+{
+	char why[400];
+
+	decide_end(b);
+	switch (r->outcome) {
+	case RDB_WITNESS_WON:
+		b->vm->st.decisions_won++;
+		handover_go(b);
+		return;
+	case RDB_WITNESS_LOST:
+		b->vm->st.decisions_lost++;
+		snprintf(why, sizeof(why), "the witness names another owner: %s",
+			 r->holder);
+		break;
+	case RDB_WITNESS_ERROR:
+		b->vm->st.witness_errors++;
+		snprintf(why, sizeof(why), "the witness did not answer: %s",
+			 r->error);
+		break;
+	}
+	b->handover = false;
+	if (handover_refuse(b, b->ho_epoch, why) < 0)
+		link_lost(b, "out of memory refusing a handover");
+}
+
+static int handle_handover(struct rdb_backup *b, const struct rdb_frame *f)
+{
+	struct rdb_vm *vm = b->vm;
+	enum rdb_handover_verb verb;
+	char why[260];
+
+	if (!(b->st.features & RDB_FEATURE_HANDOVER) ||
+	    rdb_msg_handover_parse(f, &verb, why, sizeof(why)) < 0 ||
+	    verb != RDB_HANDOVER_REQUEST || b->handover || b->deciding)
+		return -EPROTO;
+	if (!b->have_committed || f->epoch != vm->st.committed_epoch ||
+	    vm->state != RDB_VM_PROTECTED) {
+		snprintf(why, sizeof(why), "this host is %s with epoch %llu "
+			 "committed, not the %llu handed over",
+			 rdb_vm_state_name(vm->state),
+			 (unsigned long long)vm->st.committed_epoch,
+			 (unsigned long long)f->epoch);
+		return handover_refuse(b, f->epoch, why);
+	}
+	b->handover = true;
+	b->ho_epoch = f->epoch;
+	LOGVM(INFO, vm->name, "the primary %s hands the VM over after epoch "
+	      "%llu (planned migration)%s", b->primary_node,
+	      (unsigned long long)f->epoch,
+	      vm->peer_loss == RDB_PEER_LOSS_WITNESS ? ": claiming it at the "
+	      "witness" : "");
+	if (vm->peer_loss != RDB_PEER_LOSS_WITNESS) {
+		handover_go(b);
+		return 0;
+	}
+	/* one claim: an error refuses (the primary's guest runs on there) */
+	b->deciding = true;
+	b->decide_start_ns = rdb_now_ns();
+	b->decide_attempts = 0;
+	b->witness_error[0] = 0;
+	snprintf(b->decide_why, sizeof(b->decide_why), "planned migration");
+	backup_claim(b);
+	if (b->witness_req == 0)
+		handover_decided(b, &(struct rdb_witness_result){
+			.outcome = RDB_WITNESS_ERROR,
+			.error = "the request could not be made" });
 	return 0;
 }
 
@@ -1124,6 +1252,7 @@ static int restore_vm(struct rdb_backup *b, uint64_t t0, const char *drive)
 	char con_path[512], ev_path[108], ser_path[108];
 	char uri[160], status[32];
 	uint64_t deadline = t0 + RESTORE_DEADLINE_NS, ram_bytes = 0;
+	uint64_t t_spawn = 0, t_qmp = 0, t_fed = 0, t_run = 0;
 	const struct rdb_committed *c = rdb_stage_committed(&b->st);
 	const char *image;
 	uint8_t *stream = NULL;
@@ -1175,6 +1304,7 @@ static int restore_vm(struct rdb_backup *b, uint64_t t0, const char *drive)
 			      vm->cfg.event_port ? ev_path : NULL, &argv);
 	if (rc < 0)
 		goto out;
+	t_spawn = rdb_now_ns();
 	rc = rdb_qemu_spawn(argv, log_path, &d->guest_cpus, &b->qemu);
 	if (rc < 0) {
 		LOGVM(ERROR, vm->name, "starting %s: %s", d->cfg.qemu_binary, strerror(-rc));
@@ -1188,6 +1318,7 @@ static int restore_vm(struct rdb_backup *b, uint64_t t0, const char *drive)
 		goto out;
 	}
 	b->qmp_open = true;
+	t_qmp = rdb_now_ns();
 	if (b->fault_restore_fail) {
 		b->fault_restore_fail = false;
 		LOGVM(WARN, vm->name, "fault injection: the restore fails after "
@@ -1209,6 +1340,7 @@ static int restore_vm(struct rdb_backup *b, uint64_t t0, const char *drive)
 		close(fd);
 		fd = -1;
 	}
+	t_fed = rdb_now_ns();
 	if (rc < 0) {
 		LOGVM(ERROR, vm->name, "feeding the restore stream: %s",
 		      rc == -EREMOTEIO ? rdb_qmp_last_error(&b->qmp) : strerror(-rc));
@@ -1236,9 +1368,16 @@ static int restore_vm(struct rdb_backup *b, uint64_t t0, const char *drive)
 		}
 		usleep(2000);
 	}
+	t_run = rdb_now_ns();
 	rc = rdb_qmp_announce_self(&b->qmp, deadline);
 	if (rc < 0)
 		LOGVM(WARN, vm->name, "announce-self: %s", strerror(-rc));
+	LOGVM(INFO, vm->name, "restore: stream built in %.1f ms, QEMU's QMP up "
+	      "%.1f ms after its start, stream fed in %.1f ms, guest running "
+	      "%.1f ms later", (double)(t_spawn - t0) / RDB_NS_PER_MS,
+	      (double)(t_qmp - t_spawn) / RDB_NS_PER_MS,
+	      (double)(t_fed - t_qmp) / RDB_NS_PER_MS,
+	      (double)(t_run - t_fed) / RDB_NS_PER_MS);
 	/* (the failover event goes out from the loop: restored()) */
 	rc = 0;
 out:
@@ -1328,7 +1467,7 @@ static void on_restore_done(struct rdb_evloop *loop, int fd, unsigned ev,
 		failover_failed(b, rc);
 		return;
 	}
-	if (vm->cfg.event_port) {
+	if (vm->cfg.event_port && !b->planned) {
 		snprintf(ev_path, sizeof(ev_path), "%s/%s.event", b->d->cfg.run_dir,
 			 vm->name);
 		send_failover_event(b, ev_path, rdb_stage_committed(&b->st)->epoch);
@@ -1416,7 +1555,8 @@ int rdb_backup_failover(struct rdb_vm *vm, const char *why)
 	/* The epoch in flight never committed: it must leave no trace. */
 	rdb_stage_discard(&b->st);
 	drive[0] = 0;
-	if (rdb_vm_config_commit_protection(&vm->cfg)) {
+	/* A handover lost no epoch: nothing to roll back, no flow to check. */
+	if (rdb_vm_config_commit_protection(&vm->cfg) && !b->planned) {
 		static const struct rdb_flowcheck_ops ops = {
 			.to_wire = fc_to_wire, .to_guest = fc_to_guest,
 		};
@@ -1569,10 +1709,12 @@ static void on_pending(struct rdb_evloop *loop, int fd, unsigned ev,
 	/* A stale copy this host attached and fenced (the witness named
 	 * the peer as the VM's owner): the owner now protects the VM to
 	 * us, and the stale copy's disk and NIC give way. */
-	if (old && old->role == RDB_ROLE_PRIMARY && old->state == RDB_VM_FENCED) {
+	if (old && old->role == RDB_ROLE_PRIMARY &&
+	    (old->state == RDB_VM_FENCED || old->state == RDB_VM_MIGRATED)) {
 		LOGVM(WARN, name, "the VM's owner %s protects it to this host: "
-		      "the fenced stale copy attached here is detached (its "
-		      "disk and NIC released)", pc->peer);
+		      "the %s copy attached here is detached (its disk and "
+		      "NIC released)", pc->peer, old->state == RDB_VM_MIGRATED ?
+		      "handed-over" : "fenced stale");
 		rdb_primary_teardown(old);
 		rdb_vm_free(old);
 		old = NULL;

@@ -174,6 +174,26 @@ static int ctl_unprotect(void *opaque, json_t *req, json_t **reply_out)
 	return rc;
 }
 
+static int ctl_migrate(void *opaque, json_t *req, json_t **reply_out)
+{
+	struct rdb_vm *vm = vm_arg(opaque, req, reply_out);
+	char msg[600] = "";
+	int rc;
+
+	if (!vm)
+		return -ENOENT;
+	if (vm->role != RDB_ROLE_PRIMARY) {
+		*reply_out = json_string("migrate runs on the primary's host");
+		return -EINVAL;
+	}
+	rc = rdb_primary_migrate(vm, msg, sizeof(msg));
+	if (rc < 0)
+		*reply_out = json_string(msg[0] ? msg : strerror(-rc));
+	else
+		*reply_out = json_pack("{s:s}", "message", msg);
+	return rc;
+}
+
 static int ctl_failover(void *opaque, json_t *req, json_t **reply_out)
 {
 	struct rdb_vm *vm = vm_arg(opaque, req, reply_out);
@@ -254,6 +274,7 @@ static const struct rdb_ctl_handler handlers[] = {
 	{ "attach", ctl_attach },
 	{ "unprotect", ctl_unprotect },
 	{ "failover", ctl_failover },
+	{ "migrate", ctl_migrate },
 	{ "inject", ctl_inject },
 };
 

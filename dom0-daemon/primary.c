@@ -170,12 +170,27 @@ static int on_checkpoint_request(void *opaque, uint64_t epoch)
 	return 0;
 }
 
+int rdb_pri_resume_after_epoch(struct rdb_primary *p)
+{
+	/* Both in one write: one wake-up of QEMU, which reads them from
+	 * one buffer (RECEIVED then LOADED, as it expects). */
+	uint8_t b[8];
+
+	if (p->mig_fd < 0)
+		return -ENOTCONN;
+	rdb_colo_msg_encode(RDB_COLO_VMSTATE_RECEIVED, b);
+	rdb_colo_msg_encode(RDB_COLO_VMSTATE_LOADED, b + 4);
+	return rdb_sock_write_all(p->mig_fd, b, sizeof(b),
+				  rdb_now_ns() + RDB_NS_PER_S);
+}
+
 static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 			size_t len)
 {
 	struct rdb_primary *p = opaque;
 	struct rdb_vm *vm = p->vm;
 	uint64_t now, t0 = rdb_now_ns();
+	bool handover;
 	int rc;
 
 	if (p->fault_stop_in_initial && epoch == 0) {
@@ -223,23 +238,19 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 	/* Reads drained from here on are the next epoch's (read tracking:
 	 * the encoders of this one must not take them, readidx.h). */
 	p->disk.read_epoch = p->open_epoch;
-	/* Let the guest run first; framing and sending the epoch follow. */
-	if (epoch == 0) {
+	/* Let the guest run first; framing and sending the epoch follow.
+	 * A handover's epoch is the guest's last here: it stays stopped. */
+	handover = rdb_pri_handover_at(p, epoch);
+	if (epoch == 0)
 		rc = colo_send(p, RDB_COLO_CHECKPOINT_READY);
-	} else {
-		/* Both in one write: one wake-up of QEMU, which reads them
-		 * from one buffer (RECEIVED then LOADED, as it expects). */
-		uint8_t b[8];
-
-		rdb_colo_msg_encode(RDB_COLO_VMSTATE_RECEIVED, b);
-		rdb_colo_msg_encode(RDB_COLO_VMSTATE_LOADED, b + 4);
-		rc = rdb_sock_write_all(p->mig_fd, b, sizeof(b),
-					rdb_now_ns() + RDB_NS_PER_S);
-	}
+	else
+		rc = handover ? 0 : rdb_pri_resume_after_epoch(p);
 	if (rc < 0)
 		return rc;
 	now = rdb_now_ns();
-	if (p->in_pause) {
+	if (handover) {
+		p->in_pause = false;	/* (not a pause: not recorded) */
+	} else if (p->in_pause) {
 		rdb_vm_pause_recorded(vm, now - p->ckpt_start_ns,
 				      p->pause_work_ns + (now - t0));
 		p->in_pause = false;
@@ -270,6 +281,11 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 		vm->st.first_ckpt_ns = now;
 	vm->st.last_ckpt_ns = now;
 	vm->st.checkpoints = epoch + 1;
+	if (handover) {
+		rc = rdb_pri_handover_queue(p);
+		if (rc < 0)
+			return rc;
+	}
 	if (p->out.len > PEER_QUEUE_MAX)
 		return -ENOBUFS;
 	rdb_pri_peer_want_write(p);
@@ -906,6 +922,9 @@ static void on_peer_msg(struct rdb_primary *p, const struct rdb_frame *f)
 				"DISK_SETUP" : "resync: out of memory");
 		break;
 	}
+	case RDB_MSG_HANDOVER:
+		rdb_pri_handover_answer(p, f);
+		break;
 	case RDB_MSG_ERROR: {
 		char why[300];
 
@@ -920,7 +939,7 @@ static void on_peer_msg(struct rdb_primary *p, const struct rdb_frame *f)
 	}
 }
 
-static void close_peer(struct rdb_primary *p)
+void rdb_pri_close_peer(struct rdb_primary *p)
 {
 	if (p->peer_fd >= 0) {
 		rdb_evloop_del_fd(p->d->loop, p->peer_fd);
@@ -1039,6 +1058,7 @@ static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
 				"(10.0.0-10.0.6 need upstream fix 0b5bf4ea)");
 		return 0;
 	}
+	rdb_pri_handover_tick(p, now);
 	if (p->in_pause && now - p->ckpt_start_ns >
 	    (uint64_t)vm->cfg.checkpoint_deadline_ms * RDB_NS_PER_MS) {
 		vm->st.deadline_misses++;
@@ -1093,6 +1113,9 @@ static void drop(struct rdb_primary *p, const char *why, bool backup_stopped)
 
 	if (!p->colo_active)
 		return;
+	/* Handing over: the guest is stopped, and may stay so. */
+	if (rdb_pri_handover_lost(p, why))
+		return;
 	/* Whatever we noticed first, a watchdog trip is the real story. */
 	if (vm->wd_slot >= 0 && rdb_watchdog_tripped(p->d->wd, vm->wd_slot)) {
 		vm->st.watchdog_trips++;
@@ -1140,7 +1163,7 @@ static void drop(struct rdb_primary *p, const char *why, bool backup_stopped)
 	if (p->peer_fd >= 0) {
 		rdb_proto_put_error(&p->out, "primary dropped protection");
 		rdb_buf_write_fd(&p->out, p->peer_fd);
-		close_peer(p);
+		rdb_pri_close_peer(p);
 	}
 	if (!durable)
 		rdb_vm_set_state(vm, RDB_VM_FAILED, "%s; the disk image could "
@@ -1165,6 +1188,7 @@ static uint32_t offered_features(const struct rdb_primary *p)
 	       (p->vm->cfg.read_tracking && p->has_disk ? RDB_FEATURE_DISKREF : 0) |
 	       (p->vm->cfg.verify_pages ? RDB_FEATURE_VERIFY : 0) |
 	       (p->has_disk ? RDB_FEATURE_RESYNC : 0) |
+	       RDB_FEATURE_HANDOVER |
 	       (p->cp ? RDB_FEATURE_FLOWS : 0);
 }
 
@@ -1640,7 +1664,7 @@ bool rdb_pri_protection_cleanup(struct rdb_primary *p)
 	if (durable)
 		rdb_pri_release_output(p, UINT64_MAX);
 	close_mig(p);
-	close_peer(p);
+	rdb_pri_close_peer(p);
 	if (p->mig_listen_fd >= 0) {
 		rdb_evloop_del_fd(loop, p->mig_listen_fd);
 		close(p->mig_listen_fd);
@@ -1999,7 +2023,11 @@ int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 	 * mode asked now. */
 	if (vm && (vm->pri->deciding || vm->pri->fenced)) {
 		snprintf(err, errlen, "VM %s is %s: %s", cfg->name,
-			 rdb_vm_state_name(vm->state), vm->pri->fenced ?
+			 rdb_vm_state_name(vm->state), vm->pri->migrated ?
+			 "it was handed over to its backup and runs there" :
+			 vm->pri->ho_stopped ?
+			 "its guest is stopped (a handover the link cut short)" :
+			 vm->pri->fenced ?
 			 "it lost the failover decision and its guest is "
 			 "stopped (the backup's copy runs)" :
 			 "which host runs it is being decided");
@@ -2303,6 +2331,30 @@ int rdb_primary_unprotect(struct rdb_vm *vm, bool force, char *msg,
 			 "running", vm->name, vm->state_reason, vm->name);
 		return -EBUSY;
 	}
+	if (p->migrated) {
+		snprintf(msg, msglen, "%s was handed over to %s and runs there; "
+			 "nothing of it runs here (this entry goes when the VM "
+			 "is protected back to this host)", vm->name, vm->cfg.peer);
+		return -EPERM;
+	}
+	if (p->ho_stopped && !force) {
+		snprintf(msg, msglen, "%s was being handed over when the link "
+			 "broke: its guest is stopped here because the backup may "
+			 "run it; `remusdbctl unprotect --force %s` resumes it "
+			 "here (two copies if the backup's runs)", vm->name,
+			 vm->name);
+		return -EPERM;
+	}
+	if (p->ho_stopped) {
+		/* closing the stream lets QEMU leave COLO: the guest runs */
+		p->ho_stopped = false;
+		p->fenced = false;
+		rdb_pri_protection_cleanup(p);
+		rdb_vm_set_state(vm, RDB_VM_UNPROTECTED, "operator unprotect "
+				 "--force: the guest stopped at the handover runs "
+				 "again here");
+		return 0;
+	}
 	if (p->fenced && !force) {
 		snprintf(msg, msglen, "%s lost the failover decision: its guest is "
 			 "stopped because the backup runs it; `remusdbctl "
@@ -2345,7 +2397,7 @@ int rdb_primary_unprotect(struct rdb_vm *vm, bool force, char *msg,
 					     rdb_now_ns() + RDB_NS_PER_S);
 		}
 		/* Tell the backup first: otherwise it would see a failure. */
-		close_peer(p);
+		rdb_pri_close_peer(p);
 		rdb_pri_drop_protection(p, "operator unprotect");
 		if (p->deciding) {
 			/* the backup may not have heard us: it ends as decided */

@@ -55,6 +55,9 @@ int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 /* Operator unprotect: COLO stops cleanly, held output is released. */
 /* force: also when a decision is pending (runs here now) or was lost
  * (resumes the fenced guest).  msg: why not, or what happens next. */
+/* migrate NAME: hand the protected VM over to its backup at the next
+ * checkpoint (primary_migrate.c); msg says what happens next. */
+int rdb_primary_migrate(struct rdb_vm *vm, char *msg, size_t msglen);
 int rdb_primary_unprotect(struct rdb_vm *vm, bool force, char *msg,
 			  size_t msglen);
 /* Frees everything; idempotent on vm->pri == NULL. */

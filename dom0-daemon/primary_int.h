@@ -193,6 +193,13 @@ struct rdb_primary {
 	bool guest_want_stopped, guest_confirmed;
 	uint64_t guest_cmd_ns, guest_want_ns, guest_timer;
 
+	/* a planned switchover (primary_migrate.c) */
+	bool ho_wanted;			/* migrate: at the next checkpoint */
+	bool ho_sent;			/* HANDOVER sent: the guest stays stopped */
+	bool ho_stopped;		/* link lost in it: kept stopped (FENCED) */
+	bool migrated;			/* the backup runs it; QEMU killed here */
+	uint64_t ho_epoch, ho_start_ns, ho_sent_ns;
+
 	/* capture mode: see rdb_primary_capture */
 	int cap_fd;
 	uint64_t cap_left;
@@ -227,5 +234,22 @@ int rdb_pri_start_pool(struct rdb_primary *p, uint64_t ram_bytes);
 void rdb_pri_stop_pool(struct rdb_primary *p);
 void rdb_pri_capture_stop(struct rdb_primary *p, const char *why);
 void rdb_pri_capture_epoch(struct rdb_primary *p, uint64_t epoch);
+
+/* primary.c */
+void rdb_pri_close_peer(struct rdb_primary *p);
+/* The guest stopped after the last epoch's state was taken runs again
+ * (COLO's RECEIVED + LOADED). */
+int rdb_pri_resume_after_epoch(struct rdb_primary *p);
+
+/* primary_migrate.c: a planned switchover */
+/* True: epoch is the handover's (the guest stays stopped after it). */
+bool rdb_pri_handover_at(struct rdb_primary *p, uint64_t epoch);
+/* HANDOVER(request) behind that epoch's frames. */
+int rdb_pri_handover_queue(struct rdb_primary *p);
+void rdb_pri_handover_answer(struct rdb_primary *p, const struct rdb_frame *f);
+/* Protection is being dropped: true if a handover in flight took it
+ * over (the guest kept stopped); false: drop on as usual. */
+bool rdb_pri_handover_lost(struct rdb_primary *p, const char *why);
+void rdb_pri_handover_tick(struct rdb_primary *p, uint64_t now);
 
 #endif

@@ -29,6 +29,7 @@ static const char *const msg_names[RDB_MSG__MAX] = {
 	[RDB_MSG_FLOWS] = "FLOWS",
 	[RDB_MSG_VERIFY] = "VERIFY",
 	[RDB_MSG_DISK_BASE] = "DISK_BASE",
+	[RDB_MSG_HANDOVER] = "HANDOVER",
 };
 
 const char *rdb_msg_name(enum rdb_msg_type t)
@@ -472,6 +473,23 @@ int rdb_proto_put_error(struct rdb_buf *out, const char *msg)
 	return put1(out, RDB_MSG_ERROR, 0, msg, n > 1024 ? 1024 : n);
 }
 
+int rdb_proto_put_handover(struct rdb_buf *out, uint64_t epoch,
+			   enum rdb_handover_verb verb, const char *reason)
+{
+	uint8_t b[1 + 256];
+	size_t n = reason ? strlen(reason) : 0;
+
+	if (verb < RDB_HANDOVER_REQUEST || verb > RDB_HANDOVER_REFUSED ||
+	    (n && verb != RDB_HANDOVER_REFUSED))
+		return -EINVAL;
+	if (n > sizeof(b) - 1)
+		n = sizeof(b) - 1;
+	b[0] = (uint8_t)verb;
+	if (n)
+		memcpy(b + 1, reason, n);
+	return put1(out, RDB_MSG_HANDOVER, epoch, b, 1 + n);
+}
+
 /* ---- decoding ---- */
 
 void rdb_proto_decoder_init(struct rdb_proto_decoder *d)
@@ -824,6 +842,30 @@ int rdb_msg_text_parse(const struct rdb_frame *f, char *text, size_t textlen)
 		text[i] = c >= 0x20 && c < 0x7f ? (char)c : '?';
 	}
 	text[n] = 0;
+	return 0;
+}
+
+int rdb_msg_handover_parse(const struct rdb_frame *f,
+			   enum rdb_handover_verb *verb, char *reason,
+			   size_t reasonlen)
+{
+	size_t n;
+
+	if (f->type != RDB_MSG_HANDOVER || f->len < 1 || f->len > 257 ||
+	    reasonlen == 0)
+		return -EPROTO;
+	if (f->payload[0] < RDB_HANDOVER_REQUEST ||
+	    f->payload[0] > RDB_HANDOVER_REFUSED ||
+	    (f->len > 1 && f->payload[0] != RDB_HANDOVER_REFUSED))
+		return -EPROTO;
+	*verb = (enum rdb_handover_verb)f->payload[0];
+	n = f->len - 1 < reasonlen - 1 ? f->len - 1 : reasonlen - 1;
+	for (size_t i = 0; i < n; i++) {
+		uint8_t c = f->payload[1 + i];
+
+		reason[i] = c >= 0x20 && c < 0x7f ? (char)c : '?';
+	}
+	reason[n] = 0;
 	return 0;
 }
 

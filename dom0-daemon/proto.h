@@ -44,6 +44,14 @@
  *                generation; it may differ from that protection's
  *                committed state only in the extents listed, each
  *                2^shift bytes, ascending; or why there is no base)
+ *   HANDOVER   = verb:u8 reason:bytes         (feature HANDOVER; epoch in
+ *                header: the last epoch of the protection.  verb 1,
+ *                primary -> backup, after that epoch's EPOCH_END: the
+ *                guest stays stopped after it, go live from it; verb 2,
+ *                backup -> primary: taken, this host runs the VM from
+ *                that epoch; verb 3, backup -> primary: refused, with
+ *                the reason, the primary resumes its guest.  reason is
+ *                empty but for verb 3)
  *   DISK_WRITE = offset:u64 data:bytes       (epoch in header, like PAGES)
  *   DISK_ZERO  = offset:u64 length:u64       (write-zeroes and trim)
  *   DISK_FLUSH = (empty)                     (the guest flushed its cache)
@@ -107,6 +115,7 @@ enum rdb_msg_type {
 	RDB_MSG_FLOWS,
 	RDB_MSG_VERIFY,		/* feature VERIFY: the epoch's page digest */
 	RDB_MSG_DISK_BASE,	/* feature RESYNC: what the backup's disk is */
+	RDB_MSG_HANDOVER,	/* feature HANDOVER: a planned switchover */
 	RDB_MSG__MAX
 };
 
@@ -126,9 +135,11 @@ enum rdb_page_enc {
 #define RDB_FEATURE_DISKREF (1u << 3)	/* page enc 4: a disk block's reference */
 #define RDB_FEATURE_VERIFY (1u << 4)	/* VERIFY frames (a test/debug mode) */
 #define RDB_FEATURE_RESYNC (1u << 5)	/* DISK_SETUP's base, DISK_BASE */
+#define RDB_FEATURE_HANDOVER (1u << 6)	/* HANDOVER frames (migrate) */
 #define RDB_FEATURES_KNOWN (RDB_FEATURE_XORRLE | RDB_FEATURE_LZ4 | \
 			    RDB_FEATURE_FLOWS | RDB_FEATURE_DISKREF | \
-			    RDB_FEATURE_VERIFY | RDB_FEATURE_RESYNC)
+			    RDB_FEATURE_VERIFY | RDB_FEATURE_RESYNC | \
+			    RDB_FEATURE_HANDOVER)
 /* Body bounds of the length-prefixed encodings. */
 #define RDB_PAGE_XORRLE_MAX RDB_PAGE_SIZE
 #define RDB_PAGE_LZ4_MAX (RDB_PAGE_SIZE + RDB_PAGE_SIZE / 255 + 16)
@@ -298,6 +309,18 @@ struct rdb_disk_base {
 	char reason[256];		/* generation 0 */
 };
 int rdb_msg_disk_base_parse(const struct rdb_frame *f, struct rdb_disk_base *out);
+
+enum rdb_handover_verb {
+	RDB_HANDOVER_REQUEST = 1,	/* primary: go live from this epoch */
+	RDB_HANDOVER_TAKEN = 2,		/* backup: the VM runs here now */
+	RDB_HANDOVER_REFUSED = 3,	/* backup: not going live (reason) */
+};
+int rdb_proto_put_handover(struct rdb_buf *out, uint64_t epoch,
+			   enum rdb_handover_verb verb, const char *reason);
+/* reason: printable ASCII (others become '?'), "" but for REFUSED. */
+int rdb_msg_handover_parse(const struct rdb_frame *f,
+			   enum rdb_handover_verb *verb, char *reason,
+			   size_t reasonlen);
 uint64_t rdb_disk_base_extent(const struct rdb_disk_base *b, uint32_t i);
 /* DISK_WRITE: data and len point into the frame; DISK_ZERO: data NULL;
  * DISK_FLUSH: 0, 0.  Empty writes and zero-length ranges are -EPROTO. */

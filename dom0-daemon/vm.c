@@ -19,6 +19,8 @@ static const char *const state_names[RDB_VM_STATE__MAX] = {
 	[RDB_VM_FAILED] = "failed",
 	[RDB_VM_DECIDING] = "deciding",
 	[RDB_VM_FENCED] = "fenced",
+	[RDB_VM_MIGRATING] = "migrating",
+	[RDB_VM_MIGRATED] = "migrated",
 };
 
 static const char *const role_names[RDB_ROLE__MAX] = {

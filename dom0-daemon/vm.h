@@ -11,6 +11,10 @@
  *   PROTECTED  ──peer lost (on_peer_loss = witness | manual)──► DECIDING
  *   DECIDING   ──won──► DEGRADED (primary) / FAILING_OVER (backup)
  *   DECIDING   ──lost──► FENCED (primary: guest stopped) / DEGRADED (backup)
+ *   PROTECTED  ──operator migrate──► MIGRATING (primary: guest stopped
+ *              after its last epoch) ──backup took it──► MIGRATED, or
+ *              ──refused──► PROTECTED; the backup goes FAILING_OVER ──►
+ *              FAILED_OVER as for a failover, from that epoch
  *   any        ──operator unprotect──► UNPROTECTED
  *   any        ──unrecoverable error──► FAILED
  *
@@ -45,6 +49,8 @@ enum rdb_vm_state {
 	RDB_VM_FAILED,
 	RDB_VM_DECIDING,	/* peer lost: who runs is being decided */
 	RDB_VM_FENCED,		/* the other side runs: this copy stopped */
+	RDB_VM_MIGRATING,	/* primary: handing the VM over (migrate) */
+	RDB_VM_MIGRATED,	/* primary: the backup runs it; QEMU quit here */
 	RDB_VM_STATE__MAX
 };
 

@@ -16,6 +16,11 @@
  * received) and the JSON lists every mark with next_ms, the time from the
  * mark to the next value that arrived (-1: none).  A harness signals just
  * before it pulls the power; next_ms is then the outage the client saw.
+ * Each mark also has stall_ms: the largest gap between two consecutive
+ * arrivals (or from the last one to the end) whose end falls within
+ * --mark-window seconds (default 5) after the mark: the stall an event
+ * that begins at the mark (a planned switchover) caused, apart from
+ * others in the same run.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -37,6 +42,7 @@ struct mark {
 	double at;			/* monotonic seconds */
 	unsigned long long after;	/* last value before the mark */
 	double next;			/* arrival of the next value; 0: none */
+	double stall;			/* longest gap ending in its window */
 };
 
 static volatile sig_atomic_t stop;
@@ -106,6 +112,7 @@ int main(int argc, char **argv)
 	const char *host = "127.0.0.1";
 	int port = 7000, fd = -1;
 	double duration = 30, connect_timeout = 20, stall_timeout = 20;
+	double mark_window = 5;
 	unsigned long long values = 0, first = 0, last = 0, gaps = 0, dups = 0,
 		regressions = 0, corrupt = 0, after_stall = 0, stall_after = 0;
 	double t_end, last_arrival = 0, max_stall = 0, t0;
@@ -128,6 +135,8 @@ int main(int argc, char **argv)
 			connect_timeout = atof(argv[i + 1]);
 		else if (!strcmp(argv[i], "--stall-timeout"))
 			stall_timeout = atof(argv[i + 1]);
+		else if (!strcmp(argv[i], "--mark-window"))
+			mark_window = atof(argv[i + 1]);
 	}
 	signal(SIGINT, on_sig);
 	signal(SIGTERM, on_sig);
@@ -221,9 +230,13 @@ int main(int argc, char **argv)
 				after_stall = 0;
 			}
 			after_stall++;
-			for (int m = 0; m < nmarks; m++)
+			for (int m = 0; m < nmarks; m++) {
 				if (!marks[m].next)
 					marks[m].next = t;
+				if (last_arrival && t <= marks[m].at + mark_window &&
+				    t - last_arrival > marks[m].stall)
+					marks[m].stall = t - last_arrival;
+			}
 			last_arrival = t;
 			last = n;
 			values++;
@@ -238,6 +251,14 @@ int main(int argc, char **argv)
 		stall_after = last;
 		after_stall = 0;
 	}
+	for (int m = 0; m < nmarks; m++) {
+		double end = now_s();
+
+		if (end > marks[m].at + mark_window)
+			end = marks[m].at + mark_window;
+		if (last_arrival && end - last_arrival > marks[m].stall)
+			marks[m].stall = end - last_arrival;
+	}
 	printf("{\"values\":%llu,\"first\":%llu,\"last\":%llu,\"gaps\":%llu,"
 	       "\"dups\":%llu,\"regressions\":%llu,\"corrupt\":%llu,"
 	       "\"max_stall_ms\":%.1f,\"max_stall_after\":%llu,"
@@ -246,9 +267,10 @@ int main(int argc, char **argv)
 	       values, first, last, gaps, dups, regressions, corrupt,
 	       max_stall * 1000, stall_after, after_stall, lost ? "true" : "false");
 	for (int m = 0; m < nmarks; m++)
-		printf("%s{\"after\":%llu,\"next_ms\":%.1f}", m ? "," : "",
-		       marks[m].after,
-		       marks[m].next ? (marks[m].next - marks[m].at) * 1000 : -1.0);
+		printf("%s{\"after\":%llu,\"next_ms\":%.1f,\"stall_ms\":%.1f}",
+		       m ? "," : "", marks[m].after,
+		       marks[m].next ? (marks[m].next - marks[m].at) * 1000 : -1.0,
+		       marks[m].stall * 1000);
 	printf("]}\n");
 	return (gaps || dups || regressions || corrupt || lost || !values) ? 1 : 0;
 }

@@ -442,6 +442,75 @@ static void test_every_field_round_trips(void **state)
 	rdb_buf_dispose(&wire);
 }
 
+/* Feature HANDOVER: the three verbs round-trip with their epoch; only a
+ * refusal carries a reason, and a verb out of range is refused both ways. */
+static void test_handover_round_trip_and_checks(void **state)
+{
+	struct rdb_proto_decoder d;
+	enum rdb_handover_verb v;
+	struct rdb_buf wire;
+	struct rdb_frame f;
+	char why[64];
+
+	rdb_buf_init(&wire);
+	rdb_proto_decoder_init(&d);
+	assert_int_equal(rdb_proto_put_handover(&wire, 812, RDB_HANDOVER_REQUEST,
+						NULL), 0);
+	assert_int_equal(rdb_proto_put_handover(&wire, 812, RDB_HANDOVER_TAKEN,
+						""), 0);
+	assert_int_equal(rdb_proto_put_handover(&wire, 812, RDB_HANDOVER_REFUSED,
+						"the witness\tsays no"), 0);
+	assert_int_equal(rdb_proto_put_handover(&wire, 1, RDB_HANDOVER_TAKEN,
+						"why"), -EINVAL);
+	assert_int_equal(rdb_proto_put_handover(&wire, 1, 0, NULL), -EINVAL);
+	assert_int_equal(rdb_proto_put_handover(&wire, 1, 4, NULL), -EINVAL);
+	rdb_proto_decoder_feed(&d, wire.data, wire.len);
+
+	assert_int_equal(rdb_proto_decoder_next(&d, &f), 1);
+	assert_string_equal(rdb_msg_name(f.type), "HANDOVER");
+	assert_true(f.epoch == 812);
+	assert_int_equal(rdb_msg_handover_parse(&f, &v, why, sizeof(why)), 0);
+	assert_int_equal(v, RDB_HANDOVER_REQUEST);
+	assert_string_equal(why, "");
+	assert_int_equal(rdb_proto_decoder_next(&d, &f), 1);
+	assert_int_equal(rdb_msg_handover_parse(&f, &v, why, sizeof(why)), 0);
+	assert_int_equal(v, RDB_HANDOVER_TAKEN);
+	assert_int_equal(rdb_proto_decoder_next(&d, &f), 1);
+	assert_int_equal(rdb_msg_handover_parse(&f, &v, why, sizeof(why)), 0);
+	assert_int_equal(v, RDB_HANDOVER_REFUSED);
+	assert_string_equal(why, "the witness?says no");
+	/* a short buffer truncates the reason, never overruns */
+	assert_int_equal(rdb_msg_handover_parse(&f, &v, why, 4), 0);
+	assert_string_equal(why, "the");
+	assert_int_equal(rdb_proto_decoder_next(&d, &f), 0);
+	rdb_proto_decoder_dispose(&d);
+	rdb_buf_dispose(&wire);
+
+	{
+		uint8_t p[4] = { 0 };
+		struct rdb_frame h = { .type = RDB_MSG_HANDOVER, .payload = p };
+
+		h.len = 0;			/* no verb */
+		assert_int_equal(rdb_msg_handover_parse(&h, &v, why, sizeof(why)),
+				 -EPROTO);
+		h.len = 1;			/* verb 0 */
+		assert_int_equal(rdb_msg_handover_parse(&h, &v, why, sizeof(why)),
+				 -EPROTO);
+		p[0] = 4;			/* verb 4 */
+		assert_int_equal(rdb_msg_handover_parse(&h, &v, why, sizeof(why)),
+				 -EPROTO);
+		p[0] = 2;
+		p[1] = 'x';
+		h.len = 2;			/* TAKEN with a reason */
+		assert_int_equal(rdb_msg_handover_parse(&h, &v, why, sizeof(why)),
+				 -EPROTO);
+		h.type = RDB_MSG_ERROR;		/* not a HANDOVER */
+		h.len = 1;
+		assert_int_equal(rdb_msg_handover_parse(&h, &v, why, sizeof(why)),
+				 -EPROTO);
+	}
+}
+
 /* Feature RESYNC: DISK_SETUP names the base offered, DISK_BASE answers
  * with the extents that may differ, or why there is no base; lists out
  * of order, too long or beyond the disk's reach are refused both ways. */
@@ -820,6 +889,7 @@ int main(void)
 		cmocka_unit_test(test_ack_checked),
 		cmocka_unit_test(test_flows_round_trip_and_checks),
 		cmocka_unit_test(test_disk_base_round_trip_and_checks),
+		cmocka_unit_test(test_handover_round_trip_and_checks),
 		cmocka_unit_test(test_versions_are_negotiated),
 		cmocka_unit_test(test_header_fields_checked),
 		cmocka_unit_test(test_truncated_and_padded_payloads),

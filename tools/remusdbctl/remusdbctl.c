@@ -39,6 +39,9 @@ static void usage(FILE *f)
 		"  failover NAME [--force]         fail over now (on the backup's host); with a\n"
 		"                                  witness it decides first; --force skips it:\n"
 		"                                  the operator's word that the primary is dead\n"
+		"  migrate NAME [--timeout S]      hand the VM over to its backup at the next\n"
+		"                                  checkpoint (on the primary's host), and\n"
+		"                                  wait until it runs there\n"
 		"  unprotect NAME [--force]        stop protecting (on the primary's host);\n"
 		"                                  --force also ends a pending decision (runs\n"
 		"                                  the VM here) or resumes a fenced guest\n"
@@ -328,6 +331,69 @@ static int do_capture(int argc, char **argv)
 	return ex;
 }
 
+/* migrate NAME [--timeout S]: asks, then follows the handover to its end
+ * (the VM leaves `migrating`): 0 once migrated, 1 if it stayed here. */
+static int do_migrate(int argc, char **argv)
+{
+	double timeout = 30;
+	uint64_t deadline;
+	json_t *reply;
+	const char *msg;
+	int ex = 0;
+
+	if (argc != 1 && !(argc == 3 && !strcmp(argv[1], "--timeout"))) {
+		usage(stderr);
+		return 2;
+	}
+	if (argc == 3) {
+		char *end;
+
+		timeout = strtod(argv[2], &end);
+		if (end == argv[2] || *end || !isfinite(timeout) || timeout <= 0 ||
+		    timeout > 3600) {
+			fprintf(stderr, "remusdbctl: --timeout %s: want seconds in "
+				"0..3600\n", argv[2]);
+			return 2;
+		}
+	}
+	reply = call(cmd("migrate", json_pack("{s:s}", "name", argv[0])), &ex);
+	if (!reply)
+		return ex;
+	msg = json_string_value(json_object_get(json_object_get(reply, "result"),
+						"message"));
+	printf("%s: %s\n", argv[0], msg ? msg : "handing over");
+	json_decref(reply);
+	deadline = rdb_now_ns() + (uint64_t)(timeout * RDB_NS_PER_S);
+	quiet = true;
+	for (;;) {
+		json_t *vm;
+		const char *st;
+
+		ex = 0;
+		reply = call(cmd("status", json_pack("{s:s}", "name", argv[0])), &ex);
+		vm = reply ? json_array_get(json_object_get(
+				json_object_get(reply, "result"), "vms"), 0) : NULL;
+		st = vm ? json_string_value(json_object_get(vm, "state")) : NULL;
+		if (st && strcmp(st, "migrating") != 0) {
+			const char *why = json_string_value(
+				json_object_get(vm, "state_reason"));
+			bool ok = !strcmp(st, "migrated");
+
+			fprintf(ok ? stdout : stderr, "%s: %s (%s)\n", argv[0], st,
+				why ? why : "");
+			json_decref(reply);
+			return ok ? 0 : 1;
+		}
+		json_decref(reply);
+		if (rdb_now_ns() >= deadline) {
+			fprintf(stderr, "remusdbctl: %s still %s after %.0f s\n",
+				argv[0], st ? st : "unknown", timeout);
+			return 1;
+		}
+		usleep(20000);
+	}
+}
+
 static int do_wait(int argc, char **argv)
 {
 	double timeout = 60;
@@ -429,6 +495,8 @@ int main(int argc, char **argv)
 		return do_named("failover", argc - 1, argv + 1, "failed over");
 	if (!strcmp(argv[0], "unprotect"))
 		return do_named("unprotect", argc - 1, argv + 1, "unprotected");
+	if (!strcmp(argv[0], "migrate") && argc >= 2)
+		return do_migrate(argc - 1, argv + 1);
 	if (!strcmp(argv[0], "wait"))
 		return do_wait(argc - 1, argv + 1);
 	if (!strcmp(argv[0], "inject"))

@@ -1,0 +1,257 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * A planned switchover (remusdbctl migrate; docs/operations.md): the
+ * protected VM moves to its backup at an epoch boundary, with the
+ * guarantees of a power pull and without the failure detector.
+ *
+ *   1. migrate asks for it: state MIGRATING.
+ *   2. At the next checkpoint N the guest is not resumed (no LOADED to
+ *      QEMU): it stays stopped after N, so N is the guest's whole state.
+ *      N goes to the backup as usual, then HANDOVER(request, N).
+ *   3. The backup commits N (ACK N: the output of N leaves here), wins
+ *      the VM at the witness if there is one, answers HANDOVER(taken, N)
+ *      and restores from N as a failover would, minus the rollback: no
+ *      epoch was lost, so no flow check and no failover event.
+ *   4. taken: this QEMU is killed (SIGKILL: it must never run again, and
+ *      a stopped guest loses nothing), then the protection is undone:
+ *      state MIGRATED.  refused: LOADED is sent after all, the guest
+ *      runs on here, protected, state PROTECTED again.
+ *
+ * The link lost between 2 and 4: whether the backup went live is not
+ * known.  With the witness, the usual decision settles it (drop: the
+ * guest runs with its output held until the witness says).  Without
+ * one, the guest stays stopped here (QEMU keeps waiting for LOADED) and
+ * the state is FENCED until the operator decides: unprotect --force
+ * resumes it here.
+ */
+#define RDB_COMPONENT "primary"
+#include "primary_int.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* From HANDOVER sent to the backup's answer (a witness claim, a write). */
+#define HANDOVER_DEADLINE_NS (10 * RDB_NS_PER_S)
+/* A killed QEMU that is not our child: how long to watch it go. */
+#define KILL_WAIT_NS (2 * RDB_NS_PER_S)
+
+int rdb_primary_migrate(struct rdb_vm *vm, char *msg, size_t msglen)
+{
+	struct rdb_primary *p = vm->pri;
+
+	if (!p)
+		return -ENOENT;
+	if (p->ho_wanted) {
+		snprintf(msg, msglen, "%s is being handed over already (%s)",
+			 vm->name, vm->state_reason);
+		return -EALREADY;
+	}
+	if (vm->state != RDB_VM_PROTECTED || !p->colo_active) {
+		snprintf(msg, msglen, "%s is %s, not protected: only a protected "
+			 "VM can be handed over to its backup", vm->name,
+			 rdb_vm_state_name(vm->state));
+		return -EINVAL;
+	}
+	if (!(p->features & RDB_FEATURE_HANDOVER)) {
+		snprintf(msg, msglen, "the backup %s does not know HANDOVER (an "
+			 "older remusdbd): upgrade it, or use a failover drill",
+			 vm->cfg.peer);
+		return -EOPNOTSUPP;
+	}
+	p->ho_wanted = true;
+	p->ho_start_ns = rdb_now_ns();
+	rdb_vm_set_state(vm, RDB_VM_MIGRATING, "operator migrate: handing the "
+			 "VM over to %s at the next checkpoint", vm->cfg.peer);
+	snprintf(msg, msglen, "handing over to %s at the next checkpoint",
+		 vm->cfg.peer);
+	return 0;
+}
+
+bool rdb_pri_handover_at(struct rdb_primary *p, uint64_t epoch)
+{
+	if (!p->ho_wanted || p->ho_sent || epoch == 0)
+		return false;
+	p->ho_sent = true;
+	p->ho_epoch = epoch;
+	p->ho_sent_ns = rdb_now_ns();
+	return true;
+}
+
+int rdb_pri_handover_queue(struct rdb_primary *p)
+{
+	int rc;
+
+	/* behind the epoch's own frames, which may still be encoded */
+	rc = rdb_proto_put_handover(rdb_pri_epoch_out(p), p->ho_epoch,
+				    RDB_HANDOVER_REQUEST, NULL);
+	if (rc == 0)
+		LOGVM(INFO, p->vm->name, "guest stopped after epoch %llu (%.1f ms "
+		      "after migrate): handing it over to %s",
+		      (unsigned long long)p->ho_epoch,
+		      (double)(p->ho_sent_ns - p->ho_start_ns) / RDB_NS_PER_MS,
+		      p->vm->cfg.peer);
+	return rc;
+}
+
+static void ho_reset(struct rdb_primary *p)
+{
+	p->ho_wanted = p->ho_sent = false;
+	p->ho_epoch = p->ho_sent_ns = 0;
+}
+
+/* A process that is not our child is gone, or a zombie (it runs no more). */
+static bool gone(pid_t pid)
+{
+	char path[64], buf[256], *rp;
+	FILE *f;
+	bool z = false;
+
+	if (kill(pid, 0) < 0 && errno == ESRCH)
+		return true;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return true;
+	if (fgets(buf, sizeof(buf), f) && (rp = strrchr(buf, ')')) && rp[1])
+		z = rp[2] == 'Z' || rp[2] == 'X';
+	fclose(f);
+	return z;
+}
+
+/*
+ * This host's QEMU of the VM never runs again.  SIGKILL: its guest is
+ * stopped after the epoch the backup runs from, so nothing is lost, and
+ * a QEMU told to quit could still leave COLO and run the guest on its
+ * way out.  0, or why it could not be killed (then it is still stopped:
+ * its stream stays open, so it keeps waiting for LOADED).
+ */
+static int kill_qemu(struct rdb_primary *p, pid_t *pid_out)
+{
+	uint64_t deadline = rdb_now_ns() + KILL_WAIT_NS;
+	pid_t pid = p->restored_qemu.pid > 0 ? p->restored_qemu.pid :
+		    p->qemu_pid;
+
+	*pid_out = pid;
+	if (pid <= 0)
+		return -ESRCH;
+	if (kill(pid, SIGKILL) < 0)
+		return -errno;
+	if (p->restored_qemu.pid > 0) {
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		p->restored_qemu.pid = -1;
+		return 0;
+	}
+	while (!gone(pid)) {
+		if (rdb_now_ns() > deadline)
+			return -ETIMEDOUT;
+		usleep(1000);
+	}
+	return 0;
+}
+
+static void migrated(struct rdb_primary *p)
+{
+	struct rdb_vm *vm = p->vm;
+	uint64_t epoch = p->ho_epoch, took = rdb_now_ns() - p->ho_start_ns;
+	pid_t pid = 0;
+	int rc = kill_qemu(p, &pid);
+
+	if (rc < 0) {
+		/* still stopped in COLO: keep it so (stream open), say so */
+		LOGVM(ERROR, vm->name, "the backup runs the VM from epoch %llu, "
+		      "but this host's QEMU (pid %d) could not be killed: %s; "
+		      "its guest stays stopped while remusdbd runs: kill it",
+		      (unsigned long long)epoch, (int)pid, strerror(-rc));
+		p->fenced = true;
+		rdb_pri_close_peer(p);
+		ho_reset(p);
+		rdb_vm_set_state(vm, RDB_VM_MIGRATED, "handed over to %s at epoch "
+				 "%llu; this host's stopped QEMU (pid %d) could not "
+				 "be killed: %s", vm->cfg.peer,
+				 (unsigned long long)epoch, (int)pid, strerror(-rc));
+		return;
+	}
+	p->fenced = true;	/* nothing more leaves here */
+	p->migrated = true;
+	ho_reset(p);
+	if (!rdb_pri_protection_cleanup(p))
+		LOGVM(ERROR, vm->name, "this host's disk image could not be "
+		      "synced after the handover: protecting the VM back here "
+		      "will copy the whole disk");
+	rdb_vm_set_state(vm, RDB_VM_MIGRATED, "the VM runs on %s from epoch %llu "
+			 "(handed over %.1f ms after migrate); this host's QEMU "
+			 "(pid %d) is killed", vm->cfg.peer,
+			 (unsigned long long)epoch, (double)took / RDB_NS_PER_MS,
+			 (int)pid);
+}
+
+void rdb_pri_handover_answer(struct rdb_primary *p, const struct rdb_frame *f)
+{
+	struct rdb_vm *vm = p->vm;
+	enum rdb_handover_verb verb;
+	char why[260];
+	int rc;
+
+	if (!(p->features & RDB_FEATURE_HANDOVER) ||
+	    rdb_msg_handover_parse(f, &verb, why, sizeof(why)) < 0 ||
+	    verb == RDB_HANDOVER_REQUEST || !p->ho_sent ||
+	    f->epoch != p->ho_epoch) {
+		rdb_pri_drop_protection(p, "the backup's HANDOVER answers no "
+					"handover of ours");
+		return;
+	}
+	if (verb == RDB_HANDOVER_TAKEN) {
+		migrated(p);
+		return;
+	}
+	/* refused: the guest runs on here, protected as before */
+	ho_reset(p);
+	rc = rdb_pri_resume_after_epoch(p);
+	if (rc < 0) {
+		char w[400];
+
+		snprintf(w, sizeof(w), "the backup refused the handover (%s), and "
+			 "the guest could not be resumed: %s", why, strerror(-rc));
+		rdb_pri_drop_protection(p, w);
+		return;
+	}
+	rdb_vm_set_state(vm, RDB_VM_PROTECTED, "the backup refused the "
+			 "handover: %s; the guest runs on here, protected", why);
+}
+
+bool rdb_pri_handover_lost(struct rdb_primary *p, const char *why)
+{
+	struct rdb_vm *vm = p->vm;
+	uint64_t epoch = p->ho_epoch;
+	bool sent = p->ho_sent;
+
+	ho_reset(p);
+	if (!sent || vm->peer_loss == RDB_PEER_LOSS_WITNESS)
+		return false;	/* the decision settles it: drop() */
+	/* Not known whether the backup runs it: the guest stays stopped
+	 * (QEMU waits for LOADED on the stream, which stays open). */
+	p->fenced = true;
+	p->ho_stopped = true;
+	p->colo_active = false;	/* (the stream stays open: see above) */
+	rdb_pri_close_peer(p);
+	rdb_vm_set_state(vm, RDB_VM_FENCED, "%s while handing the VM over at "
+			 "epoch %llu: the backup %s may run it; the guest stays "
+			 "stopped here (on_peer_loss = %s: no witness to ask).  "
+			 "`remusdbctl unprotect --force %s` resumes it here, only "
+			 "if the backup does not run it", why,
+			 (unsigned long long)epoch, vm->cfg.peer,
+			 rdb_peer_loss_name(vm->peer_loss), vm->name);
+	return true;
+}
+
+void rdb_pri_handover_tick(struct rdb_primary *p, uint64_t now)
+{
+	if (p->ho_sent && now - p->ho_sent_ns > HANDOVER_DEADLINE_NS)
+		rdb_pri_drop_protection(p, "the backup did not answer the "
+					"handover in 10 s");
+}

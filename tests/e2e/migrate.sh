@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# A planned switchover there and back (remusdbctl migrate): the guest
+# streams 1, 2, 3, ... over one TCP connection; the operator migrates the
+# protected VM to its backup at 25 ms epochs, protects it back to the
+# old host, and migrates it home again.  The client must see the
+# sequence contiguous on its one connection (no gap, no repeat), and no
+# stall above 100 ms around either handover.  After each one the old
+# host's QEMU is gone (one running copy) and the witness names the new
+# owner.
+#
+# Output: build/e2e/<run>/result.json.  Exit 0 pass, 1 fail, 77 skipped.
+set -u
+. "$(dirname "$0")/../lib/common.sh"
+. "$(dirname "$0")/../lib/netns.sh"
+. "$(dirname "$0")/../lib/cluster.sh"
+
+run=${RDB_RUN:-mg$$}
+ckpt=${CKPT_MS:-25}
+stall_max_ms=${STALL_MAX_MS:-100}
+trap 'cluster_down "$run"' EXIT
+rdb_require_root
+
+cluster_up "$run" "$ckpt" || rdb_fail "setup failed (logs in $CL_DIR)"
+ip netns exec "$(netns_name "$run" cli)" "$RDB_HELPERS/seqcheck" \
+	--host "$CL_GUEST_IP" --port "$CL_SEQ_PORT" --duration 120 \
+	--connect-timeout 20 --stall-timeout 20 --mark-window 3 \
+	>"$CL_DIR/seqcheck.json" 2>"$CL_DIR/seqcheck.log" &
+checker=$!
+wait_for 20 "first values at the client" \
+	grep -q '^first ' "$CL_DIR/seqcheck.log" || rdb_fail "client got nothing"
+sleep 3
+
+qemu_pid=$(cat "$CL_DIR/pri/qemu.pid")
+kill -0 "$qemu_pid" || rdb_fail "no primary QEMU"
+
+# ---- there: pri -> bak ----
+kill -USR1 "$checker"
+cl_ctl pri migrate "$CL_VM" --timeout 30 > "$CL_DIR/migrate-1.out" ||
+	rdb_fail "migrate to bak failed: $(cat "$CL_DIR/migrate-1.out")"
+cat "$CL_DIR/migrate-1.out"
+cl_ctl bak wait "$CL_VM" failed-over --timeout 30 ||
+	rdb_fail "the backup does not run the VM (see $CL_DIR/bak/remusdbd.log)"
+# one running copy: the old primary's QEMU is gone, the witness agrees
+wait_for 5 "the old primary's QEMU gone" \
+	sh -c "! kill -0 $qemu_pid 2>/dev/null || grep -q '^State:.*Z' /proc/$qemu_pid/status" ||
+	rdb_fail "the old primary's QEMU (pid $qemu_pid) still runs"
+case "$(cl_witness_get)" in
+*owner=bak\ state=running*) ;;
+*) rdb_fail "the witness does not name bak as the owner: $(cl_witness_get)" ;;
+esac
+grep -q "protected -> migrating.*operator migrate" "$CL_DIR/pri/remusdbd.log" &&
+grep -q "migrating -> migrated.*the VM runs on 10.78.0.2:7788 from epoch" "$CL_DIR/pri/remusdbd.log" &&
+grep -q "protected -> failing-over.*planned migration" "$CL_DIR/bak/remusdbd.log" ||
+	rdb_fail "the handover's state changes are not logged"
+# nothing of the guest was rolled back: no failover event, no flow check
+grep -q "failover event sent" "$CL_DIR/bak/remusdbd.log" &&
+	rdb_fail "a failover event went to a guest that lost nothing"
+cl_ctl bak status "$CL_VM" --json > "$CL_DIR/bak-status-1.json"
+sleep 3
+
+# ---- protect it back to pri, then home again: bak -> pri ----
+cl_ctl bak protect "$CL_VM" peer=10.78.0.1:7788 || rdb_fail "protect back refused"
+cl_ctl bak wait "$CL_VM" protected --timeout 60 || rdb_fail "not protected back"
+cl_ctl pri wait "$CL_VM" protected --timeout 10 || rdb_fail "pri is not the backup"
+grep -q "handed-over copy attached here is detached" "$CL_DIR/pri/remusdbd.log" ||
+	rdb_fail "the handed-over entry on pri was not replaced by the backup role"
+sleep 3
+rq=$(pgrep -f "qemu-system.*$CL_DIR/bak/" | head -n 1)
+[ -n "$rq" ] || rdb_fail "no restored QEMU on bak"
+kill -USR1 "$checker"
+cl_ctl bak migrate "$CL_VM" --timeout 30 > "$CL_DIR/migrate-2.out" ||
+	rdb_fail "migrate home failed: $(cat "$CL_DIR/migrate-2.out")"
+cat "$CL_DIR/migrate-2.out"
+cl_ctl pri wait "$CL_VM" failed-over --timeout 30 ||
+	rdb_fail "pri does not run the VM again (see $CL_DIR/pri/remusdbd.log)"
+wait_for 5 "bak's QEMU gone" sh -c "! kill -0 $rq 2>/dev/null" ||
+	rdb_fail "bak's QEMU (pid $rq) still runs"
+case "$(cl_witness_get)" in
+*owner=pri\ state=running*) ;;
+*) rdb_fail "the witness does not name pri as the owner: $(cl_witness_get)" ;;
+esac
+cl_ctl pri status "$CL_VM" --json > "$CL_DIR/pri-status-2.json"
+sleep 3
+kill -INT "$checker" 2>/dev/null
+wait_pid 15 "$checker"
+
+jq -n --slurpfile c "$CL_DIR/seqcheck.json" --arg max "$stall_max_ms" \
+	--slurpfile b "$CL_DIR/bak-status-1.json" --slurpfile p "$CL_DIR/pri-status-2.json" '
+	$c[0] as $c |
+	{ gaps: $c.gaps, dups: $c.dups, regressions: $c.regressions,
+	  corrupt: $c.corrupt, connection_lost: $c.connection_lost,
+	  values: $c.values, max_stall_ms: $c.max_stall_ms,
+	  first_value_after_migrate_ms: [$c.marks[] | .next_ms],
+	  restore_ms: [$b[0].vms[0].failover_ms, $p[0].vms[0].failover_ms],
+	  epoch_ms: 25,
+	  invariants_ok: ($c.gaps == 0 and $c.dups == 0 and $c.regressions == 0
+			  and $c.corrupt == 0 and ($c.connection_lost | not)
+			  and $c.values_after_stall > 0
+			  and ([$c.marks[] | .next_ms >= 0] | all)),
+	  stall_ok: ([$c.marks[] | .stall_ms <= ($max | tonumber)] | all) }' > "$CL_DIR/result.json" ||
+	rdb_fail "no result from the client"
+cat "$CL_DIR/result.json"
+[ "$(jq -r .invariants_ok "$CL_DIR/result.json")" = true ] ||
+	rdb_fail "sequence broken across the handovers (logs in $CL_DIR)"
+[ "$(jq -r .stall_ok "$CL_DIR/result.json")" = true ] ||
+	rdb_fail "the client stalled $(jq -c .migrate_stall_ms "$CL_DIR/result.json") ms around the handovers (limit $stall_max_ms ms)"
+echo "PASS: migrated there and back at ${ckpt} ms epochs: sequence contiguous on one connection, client stalls $(jq -c .migrate_stall_ms "$CL_DIR/result.json") ms"
+
