@@ -101,10 +101,16 @@ struct rdb_backup {
 	 * guest after epoch ho_epoch and asks this host to run it */
 	bool handover;			/* asked, not answered yet */
 	bool planned;			/* the restore is a handover's */
+	bool prepared;			/* its QEMU waits (handover_prepare) */
 	uint64_t ho_epoch;
+	struct rdb_buf ho_out;		/* OUTPUT of epoch ho_out_epoch */
+	uint64_t ho_out_epoch, ho_out_frames;
 	bool fault_restore_fail;	/* tests: rdb_backup_inject */
 	struct restore_job *restore_job;	/* a restore under way */
 	uint64_t failover_t0;
+	uint64_t running_ns;		/* restored guest runs, no frame yet */
+	uint64_t t_built, t_fed;	/* restore_load's steps (its log) */
+	size_t stream_bytes;
 };
 
 /* A connection that has not said HELLO yet (with a link key: whose TLS
@@ -541,6 +547,9 @@ static int handle_epoch_end(struct rdb_backup *b, const struct rdb_frame *f)
 }
 
 static int handle_handover(struct rdb_backup *b, const struct rdb_frame *f);
+static int handle_output(struct rdb_backup *b, const struct rdb_frame *f);
+static void prepared(struct rdb_backup *b, int rc);
+static int handover_prepare(struct rdb_backup *b);
 
 static int handle_msg(struct rdb_backup *b, const struct rdb_frame *f)
 {
@@ -586,6 +595,8 @@ static int handle_msg(struct rdb_backup *b, const struct rdb_frame *f)
 		return handle_epoch_end(b, f);
 	case RDB_MSG_HANDOVER:
 		return handle_handover(b, f);
+	case RDB_MSG_OUTPUT:
+		return handle_output(b, f);
 	case RDB_MSG_HEARTBEAT:
 		return 0;
 	case RDB_MSG_UNPROTECT:
@@ -838,6 +849,71 @@ static int handover_refuse(struct rdb_backup *b, uint64_t epoch, const char *why
 	return rc;
 }
 
+/*
+ * After TAKEN, the old primary passes on what came for the guest there
+ * after it stopped (INPUT), then closes.  The link is no protection link
+ * any more (heartbeats and failover ignore it: b->fd is -1); its frames
+ * are read here for at most 2 s.
+ */
+static void drain_end(struct rdb_backup *b)
+{
+	if (b->linger_timer)
+		rdb_evloop_del_timer(b->d->loop, b->linger_timer);
+	b->linger_timer = 0;
+	close_link(b);
+}
+
+static void on_drain(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
+{
+	struct rdb_backup *b = opaque;
+	struct rdb_output_iter it;
+	struct rdb_frame f;
+	const uint8_t *fr;
+	size_t len;
+	uint64_t n = 0;
+	int rc = rdb_proto_decoder_read_fd(&b->dec, fd);
+
+	while (rdb_proto_decoder_next(&b->dec, &f) == 1) {
+		if (f.type != RDB_MSG_INPUT || rdb_msg_output_begin(&f, &it) < 0)
+			continue;	/* heartbeats, and nothing else matters */
+		while (rdb_msg_output_next(&it, &fr, &len) == 1) {
+			rdb_nic_to_guest(&b->nic, fr, len);
+			n++;
+		}
+	}
+	if (n)
+		LOGVM(INFO, b->vm->name, "gave the guest %llu frames that reached "
+		      "the old primary after its guest stopped",
+		      (unsigned long long)n);
+	if (rc < 0 && rc != -EAGAIN)
+		drain_end(b);
+}
+
+static uint64_t on_drain_end(struct rdb_evloop *loop, uint64_t id, void *opaque)
+{
+	struct rdb_backup *b = opaque;
+
+	b->linger_timer = 0;
+	drain_end(b);
+	return 0;
+}
+
+static void drain_start(struct rdb_backup *b)
+{
+	int fd = b->fd;
+
+	rdb_evloop_del_fd(b->d->loop, fd);
+	b->fd = -1;
+	b->linger_fd = fd;
+	if (rdb_evloop_add_fd(b->d->loop, fd, RDB_EV_READ, on_drain, b) < 0 ||
+	    rdb_evloop_add_timer(b->d->loop, 2 * RDB_NS_PER_S, on_drain_end, b,
+				 &b->linger_timer) < 0) {
+		rdb_evloop_del_fd(b->d->loop, fd);
+		close(fd);
+		b->linger_fd = -1;
+	}
+}
+
 /* This host runs the VM from the handed-over epoch: say so, then restore. */
 static void handover_go(struct rdb_backup *b)
 {
@@ -883,8 +959,90 @@ static void handover_decided(struct rdb_backup *b,
 		break;
 	}
 	b->handover = false;
+	rdb_buf_reset(&b->ho_out);	/* the primary sends it after all */
+	b->ho_out_frames = 0;
 	if (handover_refuse(b, b->ho_epoch, why) < 0)
 		link_lost(b, "out of memory refusing a handover");
+}
+
+/* OUTPUT: the primary's held output of the epoch it hands over, kept
+ * until this host goes live (then sent before the guest runs) or not. */
+static int handle_output(struct rdb_backup *b, const struct rdb_frame *f)
+{
+	struct rdb_output_iter it;
+	const uint8_t *fr;
+	size_t len;
+	uint64_t n = 0;
+	int rc;
+
+	if (!(b->st.features & RDB_FEATURE_HANDOVER) || b->handover ||
+	    !b->have_committed || f->epoch != b->vm->st.committed_epoch ||
+	    rdb_msg_output_begin(f, &it) < 0)
+		return -EPROTO;
+	while ((rc = rdb_msg_output_next(&it, &fr, &len)) == 1)
+		n++;
+	if (rc < 0)
+		return rc;
+	if (b->ho_out_epoch != f->epoch) {
+		rdb_buf_reset(&b->ho_out);
+		b->ho_out_frames = 0;
+	}
+	b->ho_out_epoch = f->epoch;
+	b->ho_out_frames += n;
+	return rdb_buf_append(&b->ho_out, f->payload, f->len);
+}
+
+/*
+ * A RARP from the guest's MAC, as QEMU's announce-self sends, from this
+ * host's NIC: switches learn at once that frames for the guest come here
+ * now, before the restored guest says anything.  Sent once this host
+ * won the VM (what clients send meanwhile waits in the NIC for the
+ * guest, instead of reaching the copy that stopped).
+ */
+static void announce_early(struct rdb_backup *b)
+{
+	uint8_t f[60] = { 0 };
+	unsigned m[6];
+
+	if (!b->vm->cfg.mac || sscanf(b->vm->cfg.mac, "%x:%x:%x:%x:%x:%x",
+				      &m[0], &m[1], &m[2], &m[3], &m[4],
+				      &m[5]) != 6)
+		return;
+	memset(f, 0xff, 6);			/* broadcast */
+	for (int i = 0; i < 6; i++) {
+		f[6 + i] = (uint8_t)m[i];	/* source: the guest */
+		f[22 + i] = (uint8_t)m[i];	/* sender hardware address */
+		f[32 + i] = (uint8_t)m[i];	/* target hardware address */
+	}
+	f[12] = 0x80; f[13] = 0x35;		/* RARP */
+	f[15] = 1;				/* Ethernet */
+	f[16] = 0x08; f[17] = 0x00;		/* IPv4 */
+	f[18] = 6; f[19] = 4;
+	f[21] = 3;				/* reverse request */
+	rdb_nic_to_wire(&b->nic, f, sizeof(f));
+}
+
+/* The handed-over output leaves from here: the client's answers to it
+ * then come to this host, where the guest is about to run. */
+static void send_handed_output(struct rdb_backup *b)
+{
+	struct rdb_frame f = { .type = RDB_MSG_OUTPUT, .payload = b->ho_out.data,
+			       .len = (uint32_t)b->ho_out.len };
+	struct rdb_output_iter it;
+	const uint8_t *fr;
+	size_t len;
+
+	if (b->ho_out.len && b->ho_out_epoch == b->vm->st.committed_epoch &&
+	    rdb_msg_output_begin(&f, &it) == 0) {
+		while (rdb_msg_output_next(&it, &fr, &len) == 1)
+			rdb_nic_to_wire(&b->nic, fr, len);
+		LOGVM(INFO, b->vm->name, "sent the %llu output frames the primary "
+		      "handed over with epoch %llu",
+		      (unsigned long long)b->ho_out_frames,
+		      (unsigned long long)b->ho_out_epoch);
+	}
+	rdb_buf_dispose(&b->ho_out);
+	b->ho_out_frames = 0;
 }
 
 static int handle_handover(struct rdb_backup *b, const struct rdb_frame *f)
@@ -894,8 +1052,11 @@ static int handle_handover(struct rdb_backup *b, const struct rdb_frame *f)
 	char why[260];
 
 	if (!(b->st.features & RDB_FEATURE_HANDOVER) ||
-	    rdb_msg_handover_parse(f, &verb, why, sizeof(why)) < 0 ||
-	    verb != RDB_HANDOVER_REQUEST || b->handover || b->deciding)
+	    rdb_msg_handover_parse(f, &verb, why, sizeof(why)) < 0)
+		return -EPROTO;
+	if (verb == RDB_HANDOVER_PREPARE && !b->handover && !b->deciding)
+		return handover_prepare(b);
+	if (verb != RDB_HANDOVER_REQUEST || b->handover || b->deciding)
 		return -EPROTO;
 	if (!b->have_committed || f->epoch != vm->st.committed_epoch ||
 	    vm->state != RDB_VM_PROTECTED) {
@@ -908,6 +1069,10 @@ static int handle_handover(struct rdb_backup *b, const struct rdb_frame *f)
 	}
 	b->handover = true;
 	b->ho_epoch = f->epoch;
+	if (b->ho_out_epoch != f->epoch) {
+		rdb_buf_reset(&b->ho_out);	/* of another epoch: stale */
+		b->ho_out_frames = 0;
+	}
 	LOGVM(INFO, vm->name, "the primary %s hands the VM over after epoch "
 	      "%llu (planned migration)%s", b->primary_node,
 	      (unsigned long long)f->epoch,
@@ -990,6 +1155,14 @@ static void on_guest_frame(void *opaque, const uint8_t *frame, size_t len)
 {
 	struct rdb_backup *b = opaque;
 
+	if (b->running_ns) {
+		/* how long the restored guest took to say anything (under
+		 * TCG: its code translated afresh, tens of ms) */
+		LOGVM(INFO, b->vm->name, "the restored guest's first frame, %.1f "
+		      "ms after it runs", (double)(rdb_now_ns() - b->running_ns) /
+		      RDB_NS_PER_MS);
+		b->running_ns = 0;
+	}
 	if (rdb_flowcheck_from_guest(&b->fc, frame, len, rdb_now_ns()))
 		rdb_nic_to_wire(&b->nic, frame, len);
 	fc_rearm(b);
@@ -1104,28 +1277,37 @@ static void stop_disk_server(struct rdb_backup *b)
  * protected again to the old primary by copying only what may differ
  * (docs/resync.md).  Failing here costs only that: the failover goes on.
  */
-static void record_restored(struct rdb_backup *b)
+static int wmap_fresh(struct rdb_backup *b, char *err, size_t errlen)
+{
+	struct rdb_wmap m;
+	int rc;
+
+	snprintf(b->wmap_path, sizeof(b->wmap_path), "%s/%s/written.map",
+		 b->d->cfg.state_dir, b->vm->name);
+	rc = rdb_wmap_open(&m, b->wmap_path, b->disk.size, true, err, errlen);
+	if (rc == -EINVAL && unlink(b->wmap_path) == 0)
+		rc = rdb_wmap_open(&m, b->wmap_path, b->disk.size, true, err,
+				   errlen);
+	if (rc == 0) {
+		rdb_wmap_reset(&m);	/* from this restore on */
+		rdb_wmap_close(&m);
+	}
+	return rc;
+}
+
+/* wmap_ready: the written map was made fresh already (a prepared
+ * handover: before its disk server started). */
+static void record_restored(struct rdb_backup *b, bool wmap_ready)
 {
 	struct rdb_vm *vm = b->vm;
 	struct rdb_lineage l = { 0 };
 	char err[300] = "";
 	int rc;
 
-	snprintf(b->wmap_path, sizeof(b->wmap_path), "%s/%s/written.map",
-		 b->d->cfg.state_dir, vm->name);
-	{
-		struct rdb_wmap m;
-
-		rc = rdb_wmap_open(&m, b->wmap_path, b->disk.size, true, err,
-				   sizeof(err));
-		if (rc == -EINVAL && unlink(b->wmap_path) == 0)
-			rc = rdb_wmap_open(&m, b->wmap_path, b->disk.size, true,
-					   err, sizeof(err));
-		if (rc == 0) {
-			rdb_wmap_reset(&m);	/* from this restore on */
-			rdb_wmap_close(&m);
-		}
-	}
+	if (wmap_ready)
+		rc = b->wmap_path[0] ? 0 : -ENOENT;
+	else
+		rc = wmap_fresh(b, err, sizeof(err));
 	if (rc == 0) {
 		l.role = RDB_LINEAGE_RESTORED;
 		l.generation = b->generation;
@@ -1144,26 +1326,14 @@ static void record_restored(struct rdb_backup *b)
 	}
 }
 
-/* The replica, as of the last committed epoch, made durable and served
- * to the restored QEMU on run_dir/NAME.disk. */
-static int failover_disk(struct rdb_backup *b, char *drive, size_t len)
+/* The replica served on run_dir/NAME.disk (drive: QEMU's -drive), its
+ * guest's writes from now on in the written map. */
+static int serve_replica(struct rdb_backup *b, char *drive, size_t len)
 {
 	struct rdb_vm *vm = b->vm;
 	char sock[108], err[300];
 	int rc;
 
-	if (!rdb_diskbuf_consistent(&b->disk)) {
-		LOGVM(ERROR, vm->name, "disk replica %s is inconsistent (an epoch's "
-		      "writes were applied only in part: %s); not serving it",
-		      b->disk_path, rdb_diskbuf_error(&b->disk));
-		return -EIO;
-	}
-	rc = rdb_diskbuf_sync(&b->disk);
-	if (rc < 0) {
-		LOGVM(ERROR, vm->name, "disk replica: %s", rdb_diskbuf_error(&b->disk));
-		return rc;
-	}
-	record_restored(b);
 	snprintf(sock, sizeof(sock), "%s/%s.disk", b->d->cfg.run_dir, vm->name);
 	rc = rdb_disk_serve_child(vm->name, b->disk_path, sock,
 				  b->wmap_path[0] ? b->wmap_path : NULL,
@@ -1177,6 +1347,29 @@ static int failover_disk(struct rdb_backup *b, char *drive, size_t len)
 		LOGVM(INFO, vm->name, "disk replica %s served on %s", b->disk_path,
 		      sock);
 	return rc;
+}
+
+/* The replica, as of the last committed epoch, made durable and served
+ * to the restored QEMU on run_dir/NAME.disk (already served, when a
+ * handover prepared it). */
+static int failover_disk(struct rdb_backup *b, char *drive, size_t len)
+{
+	struct rdb_vm *vm = b->vm;
+	int rc;
+
+	if (!rdb_diskbuf_consistent(&b->disk)) {
+		LOGVM(ERROR, vm->name, "disk replica %s is inconsistent (an epoch's "
+		      "writes were applied only in part: %s); not serving it",
+		      b->disk_path, rdb_diskbuf_error(&b->disk));
+		return -EIO;
+	}
+	rc = rdb_diskbuf_sync(&b->disk);
+	if (rc < 0) {
+		LOGVM(ERROR, vm->name, "disk replica: %s", rdb_diskbuf_error(&b->disk));
+		return rc;
+	}
+	record_restored(b, b->prepared);
+	return b->prepared ? 0 : serve_replica(b, drive, len);
 }
 
 static int failover_net(struct rdb_backup *b)
@@ -1241,48 +1434,119 @@ static void send_failover_event(struct rdb_backup *b, const char *path,
 		      "the guest's answer will not be seen");
 }
 
-/* Starts QEMU from the last committed epoch; the guest runs on return 0. */
-static int restore_vm(struct rdb_backup *b, uint64_t t0, const char *drive)
+/* The restored QEMU's sockets and files: NAME.* in run_dir, NAME/ in
+ * state_dir. */
+struct restore_paths {
+	char qmp[108], wd[108], in[108], ev[108], ser[108];
+	char log[512], con[512];
+};
+
+static void restore_paths(struct rdb_backup *b, struct restore_paths *rp)
+{
+	const char *run = b->d->cfg.run_dir, *state = b->d->cfg.state_dir;
+	const char *n = b->vm->name;
+
+	snprintf(rp->qmp, sizeof(rp->qmp), "%s/%s.qmp", run, n);
+	snprintf(rp->wd, sizeof(rp->wd), "%s/%s.wd.qmp", run, n);
+	snprintf(rp->in, sizeof(rp->in), "%s/%s.incoming", run, n);
+	snprintf(rp->ev, sizeof(rp->ev), "%s/%s.event", run, n);
+	snprintf(rp->ser, sizeof(rp->ser), "%s/%s.serial.sock", run, n);
+	snprintf(rp->log, sizeof(rp->log), "%s/%s/qemu.log", state, n);
+	snprintf(rp->con, sizeof(rp->con), "%s/%s/console.log", state, n);
+}
+
+/*
+ * Starts the QEMU that will run the VM here, waiting for its incoming
+ * stream on run_dir/NAME.incoming: the RAM image mapped, the replica's
+ * drive (drive) and the NIC attached.  Nothing of the guest runs yet.
+ * A handover does this ahead of time (prepare), a failover at once.
+ */
+static int restore_spawn(struct rdb_backup *b, const char *drive,
+			 uint64_t *qmp_ns)
 {
 	struct rdb_vm *vm = b->vm;
 	struct rdb_daemon *d = b->d;
-	struct rdb_restore_block *rb = NULL;
-	struct rdb_restore_spec spec;
-	char qmp_path[108], wd_path[108], in_path[108], log_path[512];
-	char con_path[512], ev_path[108], ser_path[108];
-	char uri[160], status[32];
-	uint64_t deadline = t0 + RESTORE_DEADLINE_NS, ram_bytes = 0;
-	uint64_t t_spawn = 0, t_qmp = 0, t_fed = 0, t_run = 0;
-	const struct rdb_committed *c = rdb_stage_committed(&b->st);
+	struct restore_paths rp;
+	uint64_t deadline = rdb_now_ns() + RESTORE_DEADLINE_NS, ram_bytes = 0;
+	uint64_t t = rdb_now_ns();
 	const char *image;
-	uint8_t *stream = NULL;
-	size_t stream_len = 0;
+	char uri[160];
 	char **argv = NULL;
-	int rc, fd = -1;
+	int rc;
 
-	snprintf(qmp_path, sizeof(qmp_path), "%s/%s.qmp", d->cfg.run_dir, vm->name);
-	snprintf(wd_path, sizeof(wd_path), "%s/%s.wd.qmp", d->cfg.run_dir, vm->name);
-	snprintf(in_path, sizeof(in_path), "%s/%s.incoming", d->cfg.run_dir, vm->name);
-	snprintf(log_path, sizeof(log_path), "%s/%s/qemu.log", d->cfg.state_dir, vm->name);
-	snprintf(con_path, sizeof(con_path), "%s/%s/console.log", d->cfg.state_dir, vm->name);
-	snprintf(ser_path, sizeof(ser_path), "%s/%s.serial.sock", d->cfg.run_dir, vm->name);
-	snprintf(ev_path, sizeof(ev_path), "%s/%s.event", d->cfg.run_dir, vm->name);
+	restore_paths(b, &rp);
 	image = rdb_ramimage_path(&b->img, RDB_RESTORE_SHARED_BLOCK);
 	if (!image) {
 		LOGVM(ERROR, vm->name, "no %s block to restore from",
 		      RDB_RESTORE_SHARED_BLOCK);
 		return -ENOENT;
 	}
+	for (size_t i = 0; i < b->setup.nblocks; i++)
+		if (strcmp(b->setup.blocks[i].idstr, RDB_RESTORE_SHARED_BLOCK) == 0)
+			ram_bytes = b->setup.blocks[i].used_length;
+	rc = rdb_restore_argv(d->cfg.qemu_binary, vm->cfg.qemu_arg.v,
+			      vm->cfg.qemu_arg.n, image, ram_bytes, rp.qmp,
+			      rp.wd, b->nic.path, rp.con, rp.ser, drive,
+			      vm->cfg.event_port ? rp.ev : NULL, &argv);
+	if (rc < 0)
+		return rc;
+	rc = rdb_qemu_spawn(argv, rp.log, &d->guest_cpus, &b->qemu);
+	rdb_restore_argv_free(argv);
+	if (rc < 0) {
+		LOGVM(ERROR, vm->name, "starting %s: %s", d->cfg.qemu_binary, strerror(-rc));
+		return rc;
+	}
+	rc = rdb_qmp_connect(&b->qmp, rp.qmp, vm->name,
+			     rdb_now_ns() + QEMU_START_DEADLINE_NS);
+	if (rc < 0) {
+		LOGVM(ERROR, vm->name, "QMP of the restored QEMU: %s (see %s)",
+		      strerror(-rc), rp.log);
+		return rc;
+	}
+	b->qmp_open = true;
+	if (qmp_ns)
+		*qmp_ns = rdb_now_ns() - t;
+	if (b->fault_restore_fail) {
+		b->fault_restore_fail = false;
+		LOGVM(WARN, vm->name, "fault injection: the restore fails after "
+		      "QEMU started");
+		return -EIO;
+	}
+	rc = rdb_qmp_set_capability(&b->qmp, "x-ignore-shared", true, deadline);
+	if (rc == 0) {
+		snprintf(uri, sizeof(uri), "unix:%s", rp.in);
+		rc = rdb_qmp_migrate_incoming(&b->qmp, uri, deadline);
+	}
+	if (rc < 0)
+		LOGVM(ERROR, vm->name, "the restored QEMU's incoming stream: %s",
+		      rc == -EREMOTEIO ? rdb_qmp_last_error(&b->qmp) : strerror(-rc));
+	return rc;
+}
 
+/* Loads the last committed epoch into the QEMU restore_spawn started;
+ * the guest runs on return 0. */
+static int restore_load(struct rdb_backup *b)
+{
+	struct rdb_vm *vm = b->vm;
+	struct rdb_restore_block *rb;
+	struct rdb_restore_spec spec;
+	struct restore_paths rp;
+	uint64_t deadline = rdb_now_ns() + RESTORE_DEADLINE_NS;
+	const struct rdb_committed *c = rdb_stage_committed(&b->st);
+	uint8_t *stream = NULL;
+	size_t stream_len = 0;
+	char status[32];
+	int rc, fd = -1;
+
+	restore_paths(b, &rp);
 	rb = calloc(b->setup.nblocks, sizeof(*rb));
 	if (!rb)
 		return -ENOMEM;
 	for (size_t i = 0; i < b->setup.nblocks; i++) {
 		rb[i].idstr = b->setup.blocks[i].idstr;
 		rb[i].used_length = b->setup.blocks[i].used_length;
-		rb[i].shared = strcmp(rb[i].idstr, RDB_RESTORE_SHARED_BLOCK) == 0;
-		if (rb[i].shared)
-			ram_bytes = rb[i].used_length;
+		rb[i].shared = strcmp(rb[i].idstr,
+					  RDB_RESTORE_SHARED_BLOCK) == 0;
 		rb[i].data = rdb_ramimage_base(&b->img, i);
 	}
 	spec = (struct rdb_restore_spec){
@@ -1298,41 +1562,8 @@ static int restore_vm(struct rdb_backup *b, uint64_t t0, const char *drive)
 		LOGVM(ERROR, vm->name, "building the restore stream: %s", strerror(-rc));
 		goto out;
 	}
-	rc = rdb_restore_argv(d->cfg.qemu_binary, vm->cfg.qemu_arg.v,
-			      vm->cfg.qemu_arg.n, image, ram_bytes, qmp_path,
-			      wd_path, b->nic.path, con_path, ser_path, drive,
-			      vm->cfg.event_port ? ev_path : NULL, &argv);
-	if (rc < 0)
-		goto out;
-	t_spawn = rdb_now_ns();
-	rc = rdb_qemu_spawn(argv, log_path, &d->guest_cpus, &b->qemu);
-	if (rc < 0) {
-		LOGVM(ERROR, vm->name, "starting %s: %s", d->cfg.qemu_binary, strerror(-rc));
-		goto out;
-	}
-	rc = rdb_qmp_connect(&b->qmp, qmp_path, vm->name,
-			     rdb_now_ns() + QEMU_START_DEADLINE_NS);
-	if (rc < 0) {
-		LOGVM(ERROR, vm->name, "QMP of the restored QEMU: %s (see %s)",
-		      strerror(-rc), log_path);
-		goto out;
-	}
-	b->qmp_open = true;
-	t_qmp = rdb_now_ns();
-	if (b->fault_restore_fail) {
-		b->fault_restore_fail = false;
-		LOGVM(WARN, vm->name, "fault injection: the restore fails after "
-		      "QEMU started");
-		rc = -EIO;
-		goto out;
-	}
-	rc = rdb_qmp_set_capability(&b->qmp, "x-ignore-shared", true, deadline);
-	if (rc == 0) {
-		snprintf(uri, sizeof(uri), "unix:%s", in_path);
-		rc = rdb_qmp_migrate_incoming(&b->qmp, uri, deadline);
-	}
-	if (rc == 0)
-		rc = rdb_sock_connect_unix(in_path, deadline, &fd);
+	b->t_built = rdb_now_ns();
+	rc = rdb_sock_connect_unix(rp.in, deadline, &fd);
 	if (rc == 0)
 		rc = rdb_restore_stream_send(fd, stream, stream_len, deadline);
 	if (fd >= 0) {
@@ -1340,12 +1571,13 @@ static int restore_vm(struct rdb_backup *b, uint64_t t0, const char *drive)
 		close(fd);
 		fd = -1;
 	}
-	t_fed = rdb_now_ns();
 	if (rc < 0) {
 		LOGVM(ERROR, vm->name, "feeding the restore stream: %s",
 		      rc == -EREMOTEIO ? rdb_qmp_last_error(&b->qmp) : strerror(-rc));
 		goto out;
 	}
+	b->t_fed = rdb_now_ns();
+	b->stream_bytes = stream_len;
 	/* QEMU starts the guest by itself once the stream is loaded. */
 	for (;;) {
 		rc = rdb_qmp_query_status(&b->qmp, status, sizeof(status), deadline);
@@ -1358,7 +1590,7 @@ static int restore_vm(struct rdb_backup *b, uint64_t t0, const char *drive)
 		    strcmp(status, "paused") != 0 &&
 		    strcmp(status, "finish-migrate") != 0) {
 			LOGVM(ERROR, vm->name, "restored QEMU is %s, not running "
-			      "(see %s)", status, log_path);
+			      "(see %s)", status, rp.log);
 			rc = -EIO;
 			goto out;
 		}
@@ -1366,26 +1598,42 @@ static int restore_vm(struct rdb_backup *b, uint64_t t0, const char *drive)
 			rc = -ETIMEDOUT;
 			goto out;
 		}
-		usleep(2000);
+		usleep(1000);
 	}
-	t_run = rdb_now_ns();
 	rc = rdb_qmp_announce_self(&b->qmp, deadline);
 	if (rc < 0)
 		LOGVM(WARN, vm->name, "announce-self: %s", strerror(-rc));
-	LOGVM(INFO, vm->name, "restore: stream built in %.1f ms, QEMU's QMP up "
-	      "%.1f ms after its start, stream fed in %.1f ms, guest running "
-	      "%.1f ms later", (double)(t_spawn - t0) / RDB_NS_PER_MS,
-	      (double)(t_qmp - t_spawn) / RDB_NS_PER_MS,
-	      (double)(t_fed - t_qmp) / RDB_NS_PER_MS,
-	      (double)(t_run - t_fed) / RDB_NS_PER_MS);
 	/* (the failover event goes out from the loop: restored()) */
 	rc = 0;
 out:
-	if (fd >= 0)
-		close(fd);
-	rdb_restore_argv_free(argv);
 	free(stream);
 	free(rb);
+	return rc;
+}
+
+/* Starts QEMU (unless a handover prepared it) and loads the last
+ * committed epoch; the guest runs on return 0. */
+static int restore_vm(struct rdb_backup *b, uint64_t t0, const char *drive)
+{
+	uint64_t qmp_ns = 0, t2;
+	int rc = 0;
+
+	if (!b->prepared)
+		rc = restore_spawn(b, drive, &qmp_ns);
+	if (rc < 0)
+		return rc;
+	t2 = rdb_now_ns();
+	rc = restore_load(b);
+	if (rc == 0)
+		LOGVM(INFO, b->vm->name, "restore: %s %.1f ms after the decision "
+		      "(QMP up in %.1f ms); stream of %zu KiB built in %.1f ms, "
+		      "fed in %.1f ms, the guest running %.1f ms later",
+		      b->prepared ? "QEMU prepared, used" : "QEMU started",
+		      (double)(t2 - t0) / RDB_NS_PER_MS,
+		      (double)qmp_ns / RDB_NS_PER_MS, b->stream_bytes >> 10,
+		      (double)(b->t_built - t2) / RDB_NS_PER_MS,
+		      (double)(b->t_fed - b->t_built) / RDB_NS_PER_MS,
+		      (double)(rdb_now_ns() - b->t_fed) / RDB_NS_PER_MS);
 	return rc;
 }
 
@@ -1402,6 +1650,7 @@ struct restore_job {
 	struct rdb_backup *b;
 	uint64_t t0;
 	char drive[400];
+	bool prepare;			/* restore_spawn only: a handover's */
 	int rc;
 	pthread_t thread;
 	int pipe_rd, pipe_wr;
@@ -1412,7 +1661,9 @@ static void *restore_thread(void *opaque)
 	struct restore_job *j = opaque;
 	char one = 1;
 
-	j->rc = restore_vm(j->b, j->t0, j->drive[0] ? j->drive : NULL);
+	j->rc = j->prepare ? restore_spawn(j->b, j->drive[0] ? j->drive : NULL,
+					   NULL) :
+		restore_vm(j->b, j->t0, j->drive[0] ? j->drive : NULL);
 	while (write(j->pipe_wr, &one, 1) < 0 && errno == EINTR)
 		;
 	return NULL;
@@ -1462,7 +1713,13 @@ static void on_restore_done(struct rdb_evloop *loop, int fd, unsigned ev,
 		return;
 	pthread_join(j->thread, NULL);
 	b->restore_job = NULL;
+	if (j->prepare) {
+		restore_job_free(loop, j);
+		prepared(b, rc);
+		return;
+	}
 	restore_job_free(loop, j);
+	b->prepared = false;	/* used (or killed: failover_failed) */
 	if (rc < 0) {
 		failover_failed(b, rc);
 		return;
@@ -1483,13 +1740,15 @@ static void on_restore_done(struct rdb_evloop *loop, int fd, unsigned ev,
 		}
 	}
 	vm->st.failover_ns = rdb_now_ns() - b->failover_t0;
+	b->running_ns = rdb_now_ns();
 	rdb_vm_set_state(vm, RDB_VM_FAILED_OVER,
 			 "running from epoch %llu, restored in %.1f ms",
 			 (unsigned long long)vm->st.committed_epoch,
 			 (double)vm->st.failover_ns / RDB_NS_PER_MS);
 }
 
-static int restore_start(struct rdb_backup *b, uint64_t t0, const char *drive)
+static int restore_start(struct rdb_backup *b, uint64_t t0, const char *drive,
+			 bool prepare)
 {
 	struct restore_job *j = calloc(1, sizeof(*j));
 	int fds[2], rc;
@@ -1502,6 +1761,7 @@ static int restore_start(struct rdb_backup *b, uint64_t t0, const char *drive)
 	}
 	j->b = b;
 	j->t0 = t0;
+	j->prepare = prepare;
 	j->pipe_rd = fds[0];
 	j->pipe_wr = fds[1];
 	snprintf(j->drive, sizeof(j->drive), "%s", drive ? drive : "");
@@ -1522,16 +1782,114 @@ static int restore_start(struct rdb_backup *b, uint64_t t0, const char *drive)
 	return 0;
 }
 
-/* Waits for a restore under way (teardown: the thread uses b). */
+/* Waits for a restore under way (teardown: the thread uses b); a
+ * prepare's outcome is taken as on the loop. */
 static void restore_wait(struct rdb_backup *b)
 {
 	struct restore_job *j = b->restore_job;
+	bool prepare;
+	int rc;
 
 	if (!j)
 		return;
 	pthread_join(j->thread, NULL);
 	b->restore_job = NULL;
+	prepare = j->prepare;
+	rc = j->rc;
 	restore_job_free(b->d->loop, j);
+	if (prepare)
+		prepared(b, rc);
+}
+
+/* Undoes a prepare: its QEMU (its guest never ran), the replica's
+ * server, the NIC. */
+static void unprepare(struct rdb_backup *b)
+{
+	if (b->qmp_open) {
+		rdb_qmp_close(&b->qmp);
+		b->qmp_open = false;
+	}
+	if (b->qemu.pid > 0)
+		rdb_qemu_kill(&b->qemu, rdb_now_ns());
+	stop_disk_server(b);
+	rdb_nic_close(&b->nic);
+	b->prepared = false;
+}
+
+static void ready_answer(struct rdb_backup *b, const char *why)
+{
+	if (b->fd < 0 || b->vm->state != RDB_VM_PROTECTED)
+		return;		/* nothing to hand over to here any more */
+	if (rdb_proto_put_handover(&b->out, 0, RDB_HANDOVER_READY, why) == 0)
+		want_write(b);
+}
+
+/* The prepare job is done: its QEMU waits for a stream, or it failed. */
+static void prepared(struct rdb_backup *b, int rc)
+{
+	struct rdb_vm *vm = b->vm;
+	char why[200];
+
+	if (rc < 0) {
+		unprepare(b);
+		snprintf(why, sizeof(why), "no QEMU prepared (%s): the handover "
+			 "will start one", strerror(-rc));
+		LOGVM(WARN, vm->name, "%s", why);
+		ready_answer(b, why);
+		return;
+	}
+	b->prepared = true;
+	LOGVM(INFO, vm->name, "a QEMU waits for the handover (pid %d)",
+	      (int)b->qemu.pid);
+	ready_answer(b, "");
+}
+
+/*
+ * HANDOVER(prepare): the primary is about to hand the VM over.  What a
+ * restore needs before the state is final starts now, on the restore
+ * thread: the replica's disk server, the NIC, a QEMU waiting for its
+ * incoming stream.  The handover then only loads the last epoch into it
+ * (restore_load).  Answered with READY, prepared or not (a failed
+ * prepare leaves a plain restore).  A failover meanwhile uses it too.
+ */
+static int handover_prepare(struct rdb_backup *b)
+{
+	struct rdb_vm *vm = b->vm;
+	char drive[400] = "", err[300] = "";
+	int rc = 0;
+
+	if (b->restore_job)
+		return 0;		/* READY when it is done */
+	if (b->prepared) {
+		ready_answer(b, "");
+		return 0;
+	}
+	if (!b->have_committed || vm->state != RDB_VM_PROTECTED) {
+		snprintf(err, sizeof(err), "not prepared: this host is %s",
+			 rdb_vm_state_name(vm->state));
+		ready_answer(b, err);
+		return 0;
+	}
+	if (b->has_disk) {
+		if (wmap_fresh(b, err, sizeof(err)) < 0) {
+			LOGVM(WARN, vm->name, "no written map (%s): protecting the "
+			      "VM again after the handover copies the whole disk",
+			      err);
+			b->wmap_path[0] = 0;
+		}
+		rc = serve_replica(b, drive, sizeof(drive));
+	}
+	if (rc == 0)
+		rc = failover_net(b);
+	if (rc == 0)
+		rc = restore_start(b, rdb_now_ns(), drive[0] ? drive : NULL, true);
+	if (rc < 0) {
+		prepared(b, rc);
+		return 0;
+	}
+	LOGVM(INFO, vm->name, "preparing for a handover: replica served, NIC "
+	      "open, a QEMU starting");
+	return 0;
 }
 
 int rdb_backup_failover(struct rdb_vm *vm, const char *why)
@@ -1549,9 +1907,14 @@ int rdb_backup_failover(struct rdb_vm *vm, const char *why)
 		LOGVM(ERROR, vm->name, "cannot fail over: no committed checkpoint");
 		return -ENODATA;
 	}
+	/* a prepare under way: its QEMU will do (or it failed) */
+	restore_wait(b);
 	rdb_vm_set_state(vm, RDB_VM_FAILING_OVER, "%s", why);
 	b->failover_t0 = t0;
-	close_link(b);
+	if (b->planned && b->fd >= 0)
+		drain_start(b);
+	else
+		close_link(b);
 	/* The epoch in flight never committed: it must leave no trace. */
 	rdb_stage_discard(&b->st);
 	drive[0] = 0;
@@ -1567,11 +1930,23 @@ int rdb_backup_failover(struct rdb_vm *vm, const char *why)
 				    (uint64_t)vm->cfg.failover_fence_ms * RDB_NS_PER_MS,
 				    t0);
 	}
+	/* A prepared handover's NIC is open: the output goes first, so the
+	 * network learns where the guest is now before the disk's sync
+	 * (what clients send it meanwhile reaches the stopped old copy) */
+	if (b->planned && b->prepared) {
+		announce_early(b);
+		send_handed_output(b);
+	}
 	rc = b->has_disk ? failover_disk(b, drive, sizeof(drive)) : 0;
-	if (rc == 0)
+	if (rc == 0 && !b->prepared)
 		rc = failover_net(b);
+	if (rc == 0 && !(b->planned && b->prepared))
+		announce_early(b);
+	if (rc == 0 && b->planned)
+		send_handed_output(b);	/* (cold: sent now; else nothing left) */
+	rdb_buf_dispose(&b->ho_out);
 	if (rc == 0)
-		rc = restore_start(b, t0, drive[0] ? drive : NULL);
+		rc = restore_start(b, t0, drive[0] ? drive : NULL, false);
 	if (rc < 0) {
 		failover_failed(b, rc);
 		return rc;
@@ -1698,6 +2073,8 @@ static void on_pending(struct rdb_evloop *loop, int fd, unsigned ev,
 	 * protection would recreate the RAM image that QEMU maps. */
 	if (old && old->role == RDB_ROLE_BACKUP && old->bak &&
 	    !old->bak->restore_job && old->bak->qemu.pid > 0 &&
+	    !(old->bak->prepared && old->state != RDB_VM_FAILED_OVER &&
+	      old->state != RDB_VM_FAILING_OVER) &&
 	    rdb_qemu_poll_exit(&old->bak->qemu, &(int){ 0 }) == 0) {
 		snprintf(why, sizeof(why), "a restored copy of VM %s runs on this "
 			 "host (QEMU pid %d, state %s): stop it before protecting "
@@ -1845,6 +2222,11 @@ void rdb_backup_teardown(struct rdb_vm *vm)
 	loop = b->d->loop;
 	restore_wait(b);
 	decide_end(b);
+	/* a QEMU prepared for a handover that did not come: its guest
+	 * never ran, it goes with the backup role */
+	if (b->prepared && vm->state != RDB_VM_FAILED_OVER &&
+	    vm->state != RDB_VM_FAILING_OVER)
+		unprepare(b);
 	if (b->hb_timer)
 		rdb_evloop_del_timer(loop, b->hb_timer);
 	if (b->linger_timer)
@@ -1871,6 +2253,7 @@ void rdb_backup_teardown(struct rdb_vm *vm)
 		rdb_vm_setup_dispose(&b->setup);
 	rdb_proto_decoder_dispose(&b->dec);
 	rdb_buf_dispose(&b->out);
+	rdb_buf_dispose(&b->ho_out);
 	free(b);
 	vm->bak = NULL;
 }
@@ -1933,6 +2316,16 @@ void rdb_backup_housekeeping(struct rdb_vm *vm)
 
 	if (!b || b->restore_job || b->qemu.pid <= 0)
 		return;
+	if (b->prepared && vm->state != RDB_VM_FAILED_OVER &&
+	    vm->state != RDB_VM_FAILING_OVER) {
+		if (rdb_qemu_poll_exit(&b->qemu, &status) == 1) {
+			LOGVM(WARN, vm->name, "the QEMU prepared for a handover "
+			      "exited (status 0x%x): a failover or handover "
+			      "starts another", status);
+			unprepare(b);
+		}
+		return;
+	}
 	if (rdb_qemu_poll_exit(&b->qemu, &status) == 1) {
 		rdb_vm_set_state(vm, RDB_VM_FAILED, "the restored QEMU exited "
 				 "(status 0x%x; see %s/%s/qemu.log)", status,

@@ -696,6 +696,8 @@ static bool wire_frame(void *opaque, const uint8_t *frame, size_t len)
 {
 	struct rdb_primary *p = opaque;
 
+	if (rdb_pri_handover_input(p, frame, len))
+		return false;
 	if (p->cp && p->colo_active)
 		rdb_flowbuf_from_wire(&p->fb, frame, len);
 	return true;
@@ -1719,6 +1721,8 @@ static struct rdb_primary *primary_alloc(struct rdb_daemon *d, struct rdb_vm *vm
 	rdb_buf_init(&p->batch);
 	rdb_buf_init(&p->enc_batch);
 	rdb_buf_init(&p->held);
+	rdb_buf_init(&p->ho_frames);
+	rdb_buf_init(&p->ho_input);
 	p->pool_fd = -1;
 	p->cap_fd = -1;
 	rdb_qemu_proc_init(&p->restored_qemu);
@@ -2434,6 +2438,8 @@ void rdb_primary_teardown(struct rdb_vm *vm)
 	rdb_buf_dispose(&p->batch);
 	rdb_buf_dispose(&p->enc_batch);
 	rdb_buf_dispose(&p->held);
+	rdb_buf_dispose(&p->ho_frames);
+	rdb_buf_dispose(&p->ho_input);
 	free(p->enc_runs);
 	free(p->enc_dev);
 	free(p->runs);

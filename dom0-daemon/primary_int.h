@@ -194,11 +194,16 @@ struct rdb_primary {
 	uint64_t guest_cmd_ns, guest_want_ns, guest_timer;
 
 	/* a planned switchover (primary_migrate.c) */
-	bool ho_wanted;			/* migrate: at the next checkpoint */
+	bool ho_preparing;		/* migrate: the backup prepares */
+	bool ho_wanted;			/* prepared: at the next checkpoint */
 	bool ho_sent;			/* HANDOVER sent: the guest stays stopped */
 	bool ho_stopped;		/* link lost in it: kept stopped (FENCED) */
 	bool migrated;			/* the backup runs it; QEMU killed here */
 	uint64_t ho_epoch, ho_start_ns, ho_sent_ns;
+	struct rdb_buf ho_frames;	/* output handed over (OUTPUT format) */
+	uint64_t ho_nframes;
+	struct rdb_buf ho_input;	/* for the guest, after it stopped */
+	uint64_t ho_ninput;
 
 	/* capture mode: see rdb_primary_capture */
 	int cap_fd;
@@ -251,5 +256,9 @@ void rdb_pri_handover_answer(struct rdb_primary *p, const struct rdb_frame *f);
  * over (the guest kept stopped); false: drop on as usual. */
 bool rdb_pri_handover_lost(struct rdb_primary *p, const char *why);
 void rdb_pri_handover_tick(struct rdb_primary *p, uint64_t now);
+/* A frame for the guest while it is stopped for a handover: kept for the
+ * host that takes the VM (true), or not handover time (false). */
+bool rdb_pri_handover_input(struct rdb_primary *p, const uint8_t *frame,
+			    size_t len);
 
 #endif

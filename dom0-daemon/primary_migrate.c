@@ -4,7 +4,10 @@
  * protected VM moves to its backup at an epoch boundary, with the
  * guarantees of a power pull and without the failure detector.
  *
- *   1. migrate asks for it: state MIGRATING.
+ *   1. migrate asks for it: state MIGRATING, HANDOVER(prepare) to the
+ *      backup, which starts what a restore needs ahead of time (the
+ *      replica's server, the NIC, a QEMU waiting for its stream) and
+ *      answers READY.  The guest runs on meanwhile, protected.
  *   2. At the next checkpoint N the guest is not resumed (no LOADED to
  *      QEMU): it stays stopped after N, so N is the guest's whole state.
  *      N goes to the backup as usual, then HANDOVER(request, N).
@@ -45,7 +48,7 @@ int rdb_primary_migrate(struct rdb_vm *vm, char *msg, size_t msglen)
 
 	if (!p)
 		return -ENOENT;
-	if (p->ho_wanted) {
+	if (p->ho_wanted || p->ho_preparing) {
 		snprintf(msg, msglen, "%s is being handed over already (%s)",
 			 vm->name, vm->state_reason);
 		return -EALREADY;
@@ -62,12 +65,17 @@ int rdb_primary_migrate(struct rdb_vm *vm, char *msg, size_t msglen)
 			 vm->cfg.peer);
 		return -EOPNOTSUPP;
 	}
-	p->ho_wanted = true;
+	if (rdb_proto_put_handover(&p->out, 0, RDB_HANDOVER_PREPARE, NULL) < 0) {
+		snprintf(msg, msglen, "out of memory");
+		return -ENOMEM;
+	}
+	rdb_pri_peer_want_write(p);
+	p->ho_preparing = true;
 	p->ho_start_ns = rdb_now_ns();
-	rdb_vm_set_state(vm, RDB_VM_MIGRATING, "operator migrate: handing the "
-			 "VM over to %s at the next checkpoint", vm->cfg.peer);
-	snprintf(msg, msglen, "handing over to %s at the next checkpoint",
-		 vm->cfg.peer);
+	rdb_vm_set_state(vm, RDB_VM_MIGRATING, "operator migrate: the backup "
+			 "%s prepares, then the VM is handed over to it at a "
+			 "checkpoint", vm->cfg.peer);
+	snprintf(msg, msglen, "handing over to %s", vm->cfg.peer);
 	return 0;
 }
 
@@ -81,25 +89,135 @@ bool rdb_pri_handover_at(struct rdb_primary *p, uint64_t epoch)
 	return true;
 }
 
+/* Appends a frame as an OUTPUT/INPUT record; false if there is no room
+ * (the frame is lost like a dropped one: TCP sends it again). */
+static bool record(struct rdb_buf *b, const uint8_t *frame, size_t len)
+{
+	uint8_t *at = rdb_buf_reserve(b, 4 + len);
+
+	if (!at)
+		return false;
+	at[0] = (uint8_t)(len >> 24);
+	at[1] = (uint8_t)(len >> 16);
+	at[2] = (uint8_t)(len >> 8);
+	at[3] = (uint8_t)len;
+	memcpy(at + 4, frame, len);
+	b->len += 4 + len;
+	return true;
+}
+
+static void collect(void *opaque, const uint8_t *frame, size_t len)
+{
+	struct rdb_primary *p = opaque;
+
+	if (record(&p->ho_frames, frame, len))
+		p->ho_nframes++;
+}
+
+/* Frames for the guest kept this long at most (then dropped): what
+ * arrives in the few ms until the backup has announced the guest. */
+#define HO_INPUT_MAX (4u << 20)
+
+bool rdb_pri_handover_input(struct rdb_primary *p, const uint8_t *frame,
+			    size_t len)
+{
+	if (!p->ho_sent)
+		return false;
+	if (p->ho_input.len + 4 + len <= HO_INPUT_MAX &&
+	    record(&p->ho_input, frame, len))
+		p->ho_ninput++;
+	return true;	/* never to the stopped guest */
+}
+
+/* What reached the guest here while it was stopped goes to the host that
+ * runs it now: a client's request sent in those milliseconds would
+ * otherwise be lost with this copy, and wait for its TCP's retransmission
+ * timer (200 ms at least; seen: commit gaps of 170-340 ms). */
+static void send_input(struct rdb_primary *p)
+{
+	if (p->peer_fd < 0 || !p->ho_input.len)
+		return;
+	if (rdb_proto_put_input(&p->out, p->ho_epoch, p->ho_input.data,
+				p->ho_input.len) < 0 ||
+	    rdb_buf_write_all_fd(&p->out, p->peer_fd, rdb_now_ns() +
+				 200 * RDB_NS_PER_MS) < 0)
+		LOGVM(WARN, p->vm->name, "the %llu frames for the guest that "
+		      "came here after it stopped did not reach the backup",
+		      (unsigned long long)p->ho_ninput);
+	else
+		LOGVM(INFO, p->vm->name, "passed the backup %llu frames for the "
+		      "guest that came here after it stopped",
+		      (unsigned long long)p->ho_ninput);
+}
+
+/* Every output frame still held here goes back to the buffer it came
+ * from (the handover failed or is undecided: this host may release it);
+ * what came for the guest meanwhile goes to it, here. */
+static void ho_frames_hold_again(struct rdb_primary *p)
+{
+	const uint8_t *at = p->ho_input.data, *end = at + p->ho_input.len;
+
+	while (end - at >= 4) {
+		size_t n = (size_t)at[0] << 24 | (size_t)at[1] << 16 |
+			   (size_t)at[2] << 8 | at[3];
+
+		rdb_nic_to_guest(&p->nic, at + 4, n);
+		at += 4 + n;
+	}
+	rdb_buf_reset(&p->ho_input);
+	p->ho_ninput = 0;
+	at = p->ho_frames.data;
+	end = at + p->ho_frames.len;
+
+	while (end - at >= 4) {
+		size_t n = (size_t)at[0] << 24 | (size_t)at[1] << 16 |
+			   (size_t)at[2] << 8 | at[3];
+
+		rdb_netbuf_hold(&p->nb, p->ho_epoch, at + 4, n);
+		at += 4 + n;
+	}
+	rdb_buf_reset(&p->ho_frames);
+	p->ho_nframes = 0;
+}
+
 int rdb_pri_handover_queue(struct rdb_primary *p)
 {
-	int rc;
+	struct rdb_buf *out = rdb_pri_epoch_out(p);
+	int rc = 0;
 
+	/*
+	 * The output still held (the last epochs') is released by the host
+	 * that goes live, not here: sent from here, the client's answers
+	 * (its TCP ACKs) would come back to this host's stopped guest, and
+	 * the restored guest, never seeing them, would wait for its own
+	 * retransmission timers (seen: 60-100 ms more stall).  Kept here
+	 * until the answer, in case it is a refusal.
+	 */
+	rdb_buf_reset(&p->ho_frames);
+	p->ho_nframes = 0;
+	rdb_flowbuf_release(&p->fb, UINT64_MAX, collect, p);
+	rdb_netbuf_release(&p->nb, UINT64_MAX, collect, p);
+	if (p->ho_frames.len)
+		rc = rdb_proto_put_output(out, p->ho_epoch, p->ho_frames.data,
+					  p->ho_frames.len);
 	/* behind the epoch's own frames, which may still be encoded */
-	rc = rdb_proto_put_handover(rdb_pri_epoch_out(p), p->ho_epoch,
-				    RDB_HANDOVER_REQUEST, NULL);
+	if (rc == 0)
+		rc = rdb_proto_put_handover(out, p->ho_epoch,
+					    RDB_HANDOVER_REQUEST, NULL);
 	if (rc == 0)
 		LOGVM(INFO, p->vm->name, "guest stopped after epoch %llu (%.1f ms "
-		      "after migrate): handing it over to %s",
-		      (unsigned long long)p->ho_epoch,
+		      "after migrate): handing it over to %s with %llu held "
+		      "output frames", (unsigned long long)p->ho_epoch,
 		      (double)(p->ho_sent_ns - p->ho_start_ns) / RDB_NS_PER_MS,
-		      p->vm->cfg.peer);
+		      p->vm->cfg.peer, (unsigned long long)p->ho_nframes);
 	return rc;
 }
 
 static void ho_reset(struct rdb_primary *p)
 {
-	p->ho_wanted = p->ho_sent = false;
+	rdb_buf_dispose(&p->ho_input);
+	p->ho_ninput = 0;
+	p->ho_preparing = p->ho_wanted = p->ho_sent = false;
 	p->ho_epoch = p->ho_sent_ns = 0;
 }
 
@@ -157,9 +275,14 @@ static int kill_qemu(struct rdb_primary *p, pid_t *pid_out)
 static void migrated(struct rdb_primary *p)
 {
 	struct rdb_vm *vm = p->vm;
-	uint64_t epoch = p->ho_epoch, took = rdb_now_ns() - p->ho_start_ns;
+	uint64_t epoch = p->ho_epoch, took = rdb_now_ns() - p->ho_sent_ns;
+	uint64_t t = rdb_now_ns();
 	pid_t pid = 0;
-	int rc = kill_qemu(p, &pid);
+	int rc;
+
+	send_input(p);
+	rc = kill_qemu(p, &pid);
+	t = rdb_now_ns() - t;
 
 	if (rc < 0) {
 		/* still stopped in COLO: keep it so (stream open), say so */
@@ -169,6 +292,7 @@ static void migrated(struct rdb_primary *p)
 		      (unsigned long long)epoch, (int)pid, strerror(-rc));
 		p->fenced = true;
 		rdb_pri_close_peer(p);
+		rdb_buf_reset(&p->ho_frames);	/* the backup sends them */
 		ho_reset(p);
 		rdb_vm_set_state(vm, RDB_VM_MIGRATED, "handed over to %s at epoch "
 				 "%llu; this host's stopped QEMU (pid %d) could not "
@@ -178,16 +302,18 @@ static void migrated(struct rdb_primary *p)
 	}
 	p->fenced = true;	/* nothing more leaves here */
 	p->migrated = true;
+	rdb_buf_dispose(&p->ho_frames);	/* the backup sends them */
+	p->ho_nframes = 0;
 	ho_reset(p);
 	if (!rdb_pri_protection_cleanup(p))
 		LOGVM(ERROR, vm->name, "this host's disk image could not be "
 		      "synced after the handover: protecting the VM back here "
 		      "will copy the whole disk");
 	rdb_vm_set_state(vm, RDB_VM_MIGRATED, "the VM runs on %s from epoch %llu "
-			 "(handed over %.1f ms after migrate); this host's QEMU "
-			 "(pid %d) is killed", vm->cfg.peer,
+			 "(taken %.1f ms after its guest stopped here); this host's QEMU "
+			 "(pid %d) is killed (gone in %.1f ms)", vm->cfg.peer,
 			 (unsigned long long)epoch, (double)took / RDB_NS_PER_MS,
-			 (int)pid);
+			 (int)pid, (double)t / RDB_NS_PER_MS);
 }
 
 void rdb_pri_handover_answer(struct rdb_primary *p, const struct rdb_frame *f)
@@ -197,10 +323,28 @@ void rdb_pri_handover_answer(struct rdb_primary *p, const struct rdb_frame *f)
 	char why[260];
 	int rc;
 
+	if ((p->features & RDB_FEATURE_HANDOVER) &&
+	    rdb_msg_handover_parse(f, &verb, why, sizeof(why)) == 0 &&
+	    verb == RDB_HANDOVER_READY) {
+		if (!p->ho_preparing)
+			return;		/* late: the handover went on without */
+		p->ho_preparing = false;
+		p->ho_wanted = true;
+		if (why[0])
+			LOGVM(WARN, vm->name, "the backup is not prepared (%s): "
+			      "handing over all the same, the client's stall "
+			      "includes a QEMU's start there", why);
+		else
+			LOGVM(INFO, vm->name, "the backup is prepared (%.0f ms): "
+			      "handing over at the next checkpoint",
+			      (double)(rdb_now_ns() - p->ho_start_ns) /
+			      RDB_NS_PER_MS);
+		return;
+	}
 	if (!(p->features & RDB_FEATURE_HANDOVER) ||
 	    rdb_msg_handover_parse(f, &verb, why, sizeof(why)) < 0 ||
-	    verb == RDB_HANDOVER_REQUEST || !p->ho_sent ||
-	    f->epoch != p->ho_epoch) {
+	    (verb != RDB_HANDOVER_TAKEN && verb != RDB_HANDOVER_REFUSED) ||
+	    !p->ho_sent || f->epoch != p->ho_epoch) {
 		rdb_pri_drop_protection(p, "the backup's HANDOVER answers no "
 					"handover of ours");
 		return;
@@ -209,8 +353,11 @@ void rdb_pri_handover_answer(struct rdb_primary *p, const struct rdb_frame *f)
 		migrated(p);
 		return;
 	}
-	/* refused: the guest runs on here, protected as before */
+	/* refused: the guest runs on here, protected as before; its held
+	 * output is committed (ACK of the epoch came first) and leaves */
+	ho_frames_hold_again(p);
 	ho_reset(p);
+	rdb_pri_release_output(p, vm->st.committed_epoch);
 	rc = rdb_pri_resume_after_epoch(p);
 	if (rc < 0) {
 		char w[400];
@@ -230,6 +377,7 @@ bool rdb_pri_handover_lost(struct rdb_primary *p, const char *why)
 	uint64_t epoch = p->ho_epoch;
 	bool sent = p->ho_sent;
 
+	ho_frames_hold_again(p);	/* the decision says where they go */
 	ho_reset(p);
 	if (!sent || vm->peer_loss == RDB_PEER_LOSS_WITNESS)
 		return false;	/* the decision settles it: drop() */
@@ -251,6 +399,12 @@ bool rdb_pri_handover_lost(struct rdb_primary *p, const char *why)
 
 void rdb_pri_handover_tick(struct rdb_primary *p, uint64_t now)
 {
+	if (p->ho_preparing && now - p->ho_start_ns > HANDOVER_DEADLINE_NS) {
+		LOGVM(WARN, p->vm->name, "the backup did not say it is prepared "
+		      "in 10 s: handing over all the same");
+		p->ho_preparing = false;
+		p->ho_wanted = true;
+	}
 	if (p->ho_sent && now - p->ho_sent_ns > HANDOVER_DEADLINE_NS)
 		rdb_pri_drop_protection(p, "the backup did not answer the "
 					"handover in 10 s");

@@ -30,6 +30,8 @@ static const char *const msg_names[RDB_MSG__MAX] = {
 	[RDB_MSG_VERIFY] = "VERIFY",
 	[RDB_MSG_DISK_BASE] = "DISK_BASE",
 	[RDB_MSG_HANDOVER] = "HANDOVER",
+	[RDB_MSG_OUTPUT] = "OUTPUT",
+	[RDB_MSG_INPUT] = "INPUT",
 };
 
 const char *rdb_msg_name(enum rdb_msg_type t)
@@ -479,8 +481,8 @@ int rdb_proto_put_handover(struct rdb_buf *out, uint64_t epoch,
 	uint8_t b[1 + 256];
 	size_t n = reason ? strlen(reason) : 0;
 
-	if (verb < RDB_HANDOVER_REQUEST || verb > RDB_HANDOVER_REFUSED ||
-	    (n && verb != RDB_HANDOVER_REFUSED))
+	if (verb < RDB_HANDOVER_REQUEST || verb > RDB_HANDOVER_READY ||
+	    (n && verb != RDB_HANDOVER_REFUSED && verb != RDB_HANDOVER_READY))
 		return -EINVAL;
 	if (n > sizeof(b) - 1)
 		n = sizeof(b) - 1;
@@ -488,6 +490,48 @@ int rdb_proto_put_handover(struct rdb_buf *out, uint64_t epoch,
 	if (n)
 		memcpy(b + 1, reason, n);
 	return put1(out, RDB_MSG_HANDOVER, epoch, b, 1 + n);
+}
+
+static int put_frames(struct rdb_buf *out, enum rdb_msg_type type,
+		      uint64_t epoch, const uint8_t *recs, size_t len)
+{
+	size_t at = 0;
+
+	while (at < len) {
+		size_t take = 0;
+		int rc;
+
+		/* whole records, as many as one frame holds (at least one) */
+		while (at + take + 4 <= len) {
+			size_t r = 4 + get32(recs + at + take);
+
+			if (r - 4 == 0 || r - 4 > RDB_OUTPUT_MAX_FRAME ||
+			    at + take + r > len)
+				return -EINVAL;
+			if (take && take + r > RDB_PROTO_MAX_PAYLOAD)
+				break;
+			take += r;
+		}
+		if (take == 0)
+			return -EINVAL;
+		rc = put1(out, type, epoch, recs + at, take);
+		if (rc < 0)
+			return rc;
+		at += take;
+	}
+	return 0;
+}
+
+int rdb_proto_put_output(struct rdb_buf *out, uint64_t epoch,
+			 const uint8_t *recs, size_t len)
+{
+	return put_frames(out, RDB_MSG_OUTPUT, epoch, recs, len);
+}
+
+int rdb_proto_put_input(struct rdb_buf *out, uint64_t epoch,
+			const uint8_t *recs, size_t len)
+{
+	return put_frames(out, RDB_MSG_INPUT, epoch, recs, len);
 }
 
 /* ---- decoding ---- */
@@ -845,6 +889,34 @@ int rdb_msg_text_parse(const struct rdb_frame *f, char *text, size_t textlen)
 	return 0;
 }
 
+int rdb_msg_output_begin(const struct rdb_frame *f, struct rdb_output_iter *it)
+{
+	if ((f->type != RDB_MSG_OUTPUT && f->type != RDB_MSG_INPUT) ||
+	    f->len == 0)
+		return -EPROTO;
+	it->p = f->payload;
+	it->end = f->payload + f->len;
+	return 0;
+}
+
+int rdb_msg_output_next(struct rdb_output_iter *it, const uint8_t **frame,
+			size_t *len)
+{
+	uint32_t n;
+
+	if (it->p == it->end)
+		return 0;
+	if (it->end - it->p < 4)
+		return -EPROTO;
+	n = get32(it->p);
+	if (n == 0 || n > RDB_OUTPUT_MAX_FRAME || (size_t)(it->end - it->p) - 4 < n)
+		return -EPROTO;
+	*frame = it->p + 4;
+	*len = n;
+	it->p += 4 + n;
+	return 1;
+}
+
 int rdb_msg_handover_parse(const struct rdb_frame *f,
 			   enum rdb_handover_verb *verb, char *reason,
 			   size_t reasonlen)
@@ -855,8 +927,9 @@ int rdb_msg_handover_parse(const struct rdb_frame *f,
 	    reasonlen == 0)
 		return -EPROTO;
 	if (f->payload[0] < RDB_HANDOVER_REQUEST ||
-	    f->payload[0] > RDB_HANDOVER_REFUSED ||
-	    (f->len > 1 && f->payload[0] != RDB_HANDOVER_REFUSED))
+	    f->payload[0] > RDB_HANDOVER_READY ||
+	    (f->len > 1 && f->payload[0] != RDB_HANDOVER_REFUSED &&
+	     f->payload[0] != RDB_HANDOVER_READY))
 		return -EPROTO;
 	*verb = (enum rdb_handover_verb)f->payload[0];
 	n = f->len - 1 < reasonlen - 1 ? f->len - 1 : reasonlen - 1;

@@ -50,8 +50,23 @@
  *                guest stays stopped after it, go live from it; verb 2,
  *                backup -> primary: taken, this host runs the VM from
  *                that epoch; verb 3, backup -> primary: refused, with
- *                the reason, the primary resumes its guest.  reason is
- *                empty but for verb 3)
+ *                the reason, the primary resumes its guest; verb 4,
+ *                primary -> backup, epoch 0: a handover is coming,
+ *                prepare a restore; verb 5, backup -> primary, epoch 0:
+ *                ready for it (reason empty) or not prepared (why).
+ *                reason is empty but for verbs 3 and 5)
+ *   OUTPUT     = { len:u32 frame[len] }*     (feature HANDOVER, primary ->
+ *                backup, between a handover epoch's EPOCH_END and its
+ *                HANDOVER request; epoch in header: that epoch.  The
+ *                guest's output still held for epochs up to it, oldest
+ *                first: the host that goes live sends it, so that the
+ *                client's answers to it reach the guest where it runs.
+ *                1 <= len <= 69632; several frames may follow)
+ *   INPUT      = { len:u32 frame[len] }*     (feature HANDOVER, primary ->
+ *                backup, after HANDOVER taken, same epoch: frames for
+ *                the guest that reached the primary after its guest
+ *                stopped, before the network learnt where it runs now;
+ *                the backup gives them to the guest)
  *   DISK_WRITE = offset:u64 data:bytes       (epoch in header, like PAGES)
  *   DISK_ZERO  = offset:u64 length:u64       (write-zeroes and trim)
  *   DISK_FLUSH = (empty)                     (the guest flushed its cache)
@@ -116,6 +131,8 @@ enum rdb_msg_type {
 	RDB_MSG_VERIFY,		/* feature VERIFY: the epoch's page digest */
 	RDB_MSG_DISK_BASE,	/* feature RESYNC: what the backup's disk is */
 	RDB_MSG_HANDOVER,	/* feature HANDOVER: a planned switchover */
+	RDB_MSG_OUTPUT,		/* feature HANDOVER: held output handed over */
+	RDB_MSG_INPUT,		/* feature HANDOVER: input the old copy caught */
 	RDB_MSG__MAX
 };
 
@@ -310,14 +327,33 @@ struct rdb_disk_base {
 };
 int rdb_msg_disk_base_parse(const struct rdb_frame *f, struct rdb_disk_base *out);
 
+/* OUTPUT: frames in the payload's format (len:u32 frame) are appended by
+ * the caller; put cuts them into frames on record boundaries. */
+int rdb_proto_put_output(struct rdb_buf *out, uint64_t epoch,
+			 const uint8_t *recs, size_t len);
+int rdb_proto_put_input(struct rdb_buf *out, uint64_t epoch,
+			const uint8_t *recs, size_t len);
+struct rdb_output_iter {
+	const uint8_t *p, *end;
+};
+/* OUTPUT or INPUT */
+int rdb_msg_output_begin(const struct rdb_frame *f, struct rdb_output_iter *it);
+/* 1: *frame, *len set; 0: done; -EPROTO. */
+int rdb_msg_output_next(struct rdb_output_iter *it, const uint8_t **frame,
+			size_t *len);
+#define RDB_OUTPUT_MAX_FRAME (65536u + 4096u)
+
 enum rdb_handover_verb {
 	RDB_HANDOVER_REQUEST = 1,	/* primary: go live from this epoch */
 	RDB_HANDOVER_TAKEN = 2,		/* backup: the VM runs here now */
 	RDB_HANDOVER_REFUSED = 3,	/* backup: not going live (reason) */
+	RDB_HANDOVER_PREPARE = 4,	/* primary: a handover is coming */
+	RDB_HANDOVER_READY = 5,		/* backup: prepared, or why not */
 };
 int rdb_proto_put_handover(struct rdb_buf *out, uint64_t epoch,
 			   enum rdb_handover_verb verb, const char *reason);
-/* reason: printable ASCII (others become '?'), "" but for REFUSED. */
+/* reason: printable ASCII (others become '?'), "" but for REFUSED and
+ * READY. */
 int rdb_msg_handover_parse(const struct rdb_frame *f,
 			   enum rdb_handover_verb *verb, char *reason,
 			   size_t reasonlen);

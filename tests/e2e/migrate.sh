@@ -6,7 +6,8 @@
 # sequence contiguous on its one connection (no gap, no repeat), and no
 # stall above 100 ms around either handover.  After each one the old
 # host's QEMU is gone (one running copy) and the witness names the new
-# owner.
+# owner.  First, with the witness down, the backup refuses the handover:
+# the guest runs on where it was, protected, the sequence unbroken.
 #
 # Output: build/e2e/<run>/result.json.  Exit 0 pass, 1 fail, 77 skipped.
 set -u
@@ -20,6 +21,12 @@ stall_max_ms=${STALL_MAX_MS:-100}
 trap 'cluster_down "$run"' EXIT
 rdb_require_root
 
+# CPU placement as in failover-seq.sh (the deployment the pause figures
+# assume): the daemons on CPU 0, the guest's QEMU on CPU 1, the one the
+# backup restores too (guest_cpus).
+if [ "$(nproc)" -ge 2 ]; then
+	export CL_DAEMON_CPUS=0 CL_GUEST_CPUS=1 CL_BAK_CPUS=0-1
+fi
 cluster_up "$run" "$ckpt" || rdb_fail "setup failed (logs in $CL_DIR)"
 ip netns exec "$(netns_name "$run" cli)" "$RDB_HELPERS/seqcheck" \
 	--host "$CL_GUEST_IP" --port "$CL_SEQ_PORT" --duration 120 \
@@ -32,6 +39,23 @@ sleep 3
 
 qemu_pid=$(cat "$CL_DIR/pri/qemu.pid")
 kill -0 "$qemu_pid" || rdb_fail "no primary QEMU"
+# a mark with nothing happening: the stall a client sees anyway (its
+# window, 3 s, ends before the first handover)
+kill -USR1 "$checker"
+sleep 3.5
+
+# ---- refused: the witness is down, the backup cannot claim the VM ----
+cl_stop_witness
+cl_ctl pri migrate "$CL_VM" --timeout 30 > "$CL_DIR/migrate-0.out" 2>&1 &&
+	rdb_fail "migrate succeeded with the witness down: $(cat "$CL_DIR/migrate-0.out")"
+cat "$CL_DIR/migrate-0.out"
+grep -q "protected (the backup refused the handover: the witness did not answer" \
+	"$CL_DIR/migrate-0.out" || rdb_fail "no refusal with its reason"
+cl_ctl pri wait "$CL_VM" protected --timeout 5 || rdb_fail "not protected after the refusal"
+cl_ctl bak wait "$CL_VM" protected --timeout 5 || rdb_fail "the backup left protected"
+kill -0 "$qemu_pid" || rdb_fail "the primary's QEMU is gone after a refusal"
+cl_start_witness || rdb_fail "the witness did not come back"
+sleep 2
 
 # ---- there: pri -> bak ----
 kill -USR1 "$checker"
@@ -90,14 +114,16 @@ jq -n --slurpfile c "$CL_DIR/seqcheck.json" --arg max "$stall_max_ms" \
 	{ gaps: $c.gaps, dups: $c.dups, regressions: $c.regressions,
 	  corrupt: $c.corrupt, connection_lost: $c.connection_lost,
 	  values: $c.values, max_stall_ms: $c.max_stall_ms,
-	  first_value_after_migrate_ms: [$c.marks[] | .next_ms],
+	  quiet_stall_ms: $c.marks[0].stall_ms,
+	  migrate_stall_ms: [$c.marks[1:][] | .stall_ms],
+	  first_value_after_migrate_ms: [$c.marks[1:][] | .next_ms],
 	  restore_ms: [$b[0].vms[0].failover_ms, $p[0].vms[0].failover_ms],
 	  epoch_ms: 25,
 	  invariants_ok: ($c.gaps == 0 and $c.dups == 0 and $c.regressions == 0
 			  and $c.corrupt == 0 and ($c.connection_lost | not)
 			  and $c.values_after_stall > 0
 			  and ([$c.marks[] | .next_ms >= 0] | all)),
-	  stall_ok: ([$c.marks[] | .stall_ms <= ($max | tonumber)] | all) }' > "$CL_DIR/result.json" ||
+	  stall_ok: ([$c.marks[1:][] | .stall_ms <= ($max | tonumber)] | all) }' > "$CL_DIR/result.json" ||
 	rdb_fail "no result from the client"
 cat "$CL_DIR/result.json"
 [ "$(jq -r .invariants_ok "$CL_DIR/result.json")" = true ] ||

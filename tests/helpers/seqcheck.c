@@ -20,7 +20,7 @@
  * arrivals (or from the last one to the end) whose end falls within
  * --mark-window seconds (default 5) after the mark: the stall an event
  * that begins at the mark (a planned switchover) caused, apart from
- * others in the same run.
+ * others in the same run; stall_end_ms is when it ended, after the mark.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -43,6 +43,7 @@ struct mark {
 	unsigned long long after;	/* last value before the mark */
 	double next;			/* arrival of the next value; 0: none */
 	double stall;			/* longest gap ending in its window */
+	double stall_end;		/* when it ended (monotonic s) */
 };
 
 static volatile sig_atomic_t stop;
@@ -234,8 +235,10 @@ int main(int argc, char **argv)
 				if (!marks[m].next)
 					marks[m].next = t;
 				if (last_arrival && t <= marks[m].at + mark_window &&
-				    t - last_arrival > marks[m].stall)
+				    t - last_arrival > marks[m].stall) {
 					marks[m].stall = t - last_arrival;
+					marks[m].stall_end = t;
+				}
 			}
 			last_arrival = t;
 			last = n;
@@ -256,8 +259,10 @@ int main(int argc, char **argv)
 
 		if (end > marks[m].at + mark_window)
 			end = marks[m].at + mark_window;
-		if (last_arrival && end - last_arrival > marks[m].stall)
+		if (last_arrival && end - last_arrival > marks[m].stall) {
 			marks[m].stall = end - last_arrival;
+			marks[m].stall_end = end;
+		}
 	}
 	printf("{\"values\":%llu,\"first\":%llu,\"last\":%llu,\"gaps\":%llu,"
 	       "\"dups\":%llu,\"regressions\":%llu,\"corrupt\":%llu,"
@@ -267,10 +272,13 @@ int main(int argc, char **argv)
 	       values, first, last, gaps, dups, regressions, corrupt,
 	       max_stall * 1000, stall_after, after_stall, lost ? "true" : "false");
 	for (int m = 0; m < nmarks; m++)
-		printf("%s{\"after\":%llu,\"next_ms\":%.1f,\"stall_ms\":%.1f}",
+		printf("%s{\"after\":%llu,\"next_ms\":%.1f,\"stall_ms\":%.1f,"
+		       "\"stall_end_ms\":%.1f}",
 		       m ? "," : "", marks[m].after,
 		       marks[m].next ? (marks[m].next - marks[m].at) * 1000 : -1.0,
-		       marks[m].stall * 1000);
+		       marks[m].stall * 1000,
+		       marks[m].stall_end ? (marks[m].stall_end - marks[m].at) * 1000 :
+		       -1.0);
 	printf("]}\n");
 	return (gaps || dups || regressions || corrupt || lost || !values) ? 1 : 0;
 }

@@ -460,10 +460,16 @@ static void test_handover_round_trip_and_checks(void **state)
 						""), 0);
 	assert_int_equal(rdb_proto_put_handover(&wire, 812, RDB_HANDOVER_REFUSED,
 						"the witness\tsays no"), 0);
+	assert_int_equal(rdb_proto_put_handover(&wire, 0, RDB_HANDOVER_PREPARE,
+						NULL), 0);
+	assert_int_equal(rdb_proto_put_handover(&wire, 0, RDB_HANDOVER_READY,
+						"no QEMU prepared"), 0);
 	assert_int_equal(rdb_proto_put_handover(&wire, 1, RDB_HANDOVER_TAKEN,
 						"why"), -EINVAL);
 	assert_int_equal(rdb_proto_put_handover(&wire, 1, 0, NULL), -EINVAL);
-	assert_int_equal(rdb_proto_put_handover(&wire, 1, 4, NULL), -EINVAL);
+	assert_int_equal(rdb_proto_put_handover(&wire, 1, 6, NULL), -EINVAL);
+	assert_int_equal(rdb_proto_put_handover(&wire, 1, RDB_HANDOVER_PREPARE,
+						"why"), -EINVAL);
 	rdb_proto_decoder_feed(&d, wire.data, wire.len);
 
 	assert_int_equal(rdb_proto_decoder_next(&d, &f), 1);
@@ -482,6 +488,13 @@ static void test_handover_round_trip_and_checks(void **state)
 	/* a short buffer truncates the reason, never overruns */
 	assert_int_equal(rdb_msg_handover_parse(&f, &v, why, 4), 0);
 	assert_string_equal(why, "the");
+	assert_int_equal(rdb_proto_decoder_next(&d, &f), 1);
+	assert_int_equal(rdb_msg_handover_parse(&f, &v, why, sizeof(why)), 0);
+	assert_int_equal(v, RDB_HANDOVER_PREPARE);
+	assert_int_equal(rdb_proto_decoder_next(&d, &f), 1);
+	assert_int_equal(rdb_msg_handover_parse(&f, &v, why, sizeof(why)), 0);
+	assert_int_equal(v, RDB_HANDOVER_READY);
+	assert_string_equal(why, "no QEMU prepared");
 	assert_int_equal(rdb_proto_decoder_next(&d, &f), 0);
 	rdb_proto_decoder_dispose(&d);
 	rdb_buf_dispose(&wire);
@@ -496,7 +509,7 @@ static void test_handover_round_trip_and_checks(void **state)
 		h.len = 1;			/* verb 0 */
 		assert_int_equal(rdb_msg_handover_parse(&h, &v, why, sizeof(why)),
 				 -EPROTO);
-		p[0] = 4;			/* verb 4 */
+		p[0] = 6;			/* verb 6 */
 		assert_int_equal(rdb_msg_handover_parse(&h, &v, why, sizeof(why)),
 				 -EPROTO);
 		p[0] = 2;
@@ -509,6 +522,85 @@ static void test_handover_round_trip_and_checks(void **state)
 		assert_int_equal(rdb_msg_handover_parse(&h, &v, why, sizeof(why)),
 				 -EPROTO);
 	}
+}
+
+/* OUTPUT: held frames, cut into frames on record boundaries; a record
+ * running past the payload, empty or too long is refused. */
+static void test_output_round_trip_and_checks(void **state)
+{
+	struct rdb_proto_decoder d;
+	struct rdb_output_iter it;
+	struct rdb_buf wire, recs;
+	struct rdb_frame f;
+	const uint8_t *fr;
+	size_t len, total = 0, nframes = 0, msgs = 0;
+	static uint8_t big[60000];
+	uint8_t hdr[4];
+
+	rdb_buf_init(&wire);
+	rdb_buf_init(&recs);
+	/* 300 frames of 60000 bytes: 18 MB, more than one message holds */
+	for (int i = 0; i < 300; i++) {
+		big[0] = (uint8_t)i;
+		hdr[0] = 0; hdr[1] = 0; hdr[2] = 60000 >> 8; hdr[3] = 60000 & 0xff;
+		assert_int_equal(rdb_buf_append(&recs, hdr, 4), 0);
+		assert_int_equal(rdb_buf_append(&recs, big, sizeof(big)), 0);
+	}
+	assert_int_equal(rdb_proto_put_output(&wire, 77, recs.data, recs.len), 0);
+	/* a record that runs past the end, or is empty */
+	assert_int_equal(rdb_proto_put_output(&wire, 77, recs.data, 100), -EINVAL);
+	memset(hdr, 0, 4);
+	assert_int_equal(rdb_proto_put_output(&wire, 77, hdr, 4), -EINVAL);
+	rdb_proto_decoder_init(&d);
+	rdb_proto_decoder_feed(&d, wire.data, wire.len);
+	while (rdb_proto_decoder_next(&d, &f) == 1) {
+		assert_string_equal(rdb_msg_name(f.type), "OUTPUT");
+		assert_true(f.epoch == 77);
+		assert_true(f.len <= RDB_PROTO_MAX_PAYLOAD);
+		assert_int_equal(rdb_msg_output_begin(&f, &it), 0);
+		while (rdb_msg_output_next(&it, &fr, &len) == 1) {
+			assert_int_equal(len, 60000);
+			assert_int_equal(fr[0], (uint8_t)nframes);
+			nframes++;
+			total += len;
+		}
+		msgs++;
+	}
+	assert_int_equal(nframes, 300);
+	/* INPUT: the same records, its own type */
+	rdb_buf_reset(&wire);
+	assert_int_equal(rdb_proto_put_input(&wire, 78, recs.data, 64 + 4 + 60000), -EINVAL);
+	assert_int_equal(rdb_proto_put_input(&wire, 78, recs.data, 4 + 60000), 0);
+	rdb_proto_decoder_feed(&d, wire.data, wire.len);
+	assert_int_equal(rdb_proto_decoder_next(&d, &f), 1);
+	assert_string_equal(rdb_msg_name(f.type), "INPUT");
+	assert_int_equal(rdb_msg_output_begin(&f, &it), 0);
+	assert_int_equal(rdb_msg_output_next(&it, &fr, &len), 1);
+	assert_int_equal(len, 60000);
+	assert_int_equal(rdb_msg_output_next(&it, &fr, &len), 0);
+	assert_true(total == 300u * 60000u);
+	assert_true(msgs >= 2);
+	rdb_proto_decoder_dispose(&d);
+
+	{
+		uint8_t p[12] = { 0, 0, 0, 9, 1, 2, 3 };
+		struct rdb_frame h = { .type = RDB_MSG_OUTPUT, .payload = p };
+
+		h.len = 7;			/* says 9, holds 3 */
+		assert_int_equal(rdb_msg_output_begin(&h, &it), 0);
+		assert_int_equal(rdb_msg_output_next(&it, &fr, &len), -EPROTO);
+		h.len = 2;			/* no room for a length */
+		assert_int_equal(rdb_msg_output_begin(&h, &it), 0);
+		assert_int_equal(rdb_msg_output_next(&it, &fr, &len), -EPROTO);
+		p[3] = 0;			/* an empty frame */
+		h.len = 4;
+		assert_int_equal(rdb_msg_output_begin(&h, &it), 0);
+		assert_int_equal(rdb_msg_output_next(&it, &fr, &len), -EPROTO);
+		h.len = 0;
+		assert_int_equal(rdb_msg_output_begin(&h, &it), -EPROTO);
+	}
+	rdb_buf_dispose(&recs);
+	rdb_buf_dispose(&wire);
 }
 
 /* Feature RESYNC: DISK_SETUP names the base offered, DISK_BASE answers
@@ -890,6 +982,7 @@ int main(void)
 		cmocka_unit_test(test_flows_round_trip_and_checks),
 		cmocka_unit_test(test_disk_base_round_trip_and_checks),
 		cmocka_unit_test(test_handover_round_trip_and_checks),
+		cmocka_unit_test(test_output_round_trip_and_checks),
 		cmocka_unit_test(test_versions_are_negotiated),
 		cmocka_unit_test(test_header_fields_checked),
 		cmocka_unit_test(test_truncated_and_padded_payloads),
