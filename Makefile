@@ -7,7 +7,8 @@
 #   make drill-pg   DRILLS=K power pulls of a PostgreSQL VM under load
 #                   -> build/drill/pg-report.json (default K=3)
 #   make bench      benchmarks -> build/bench/checkpoint.json, link.json,
-#                   codec.json, pgbench.json, sysbench.json
+#                   codec.json, pgbench.json, sysbench.json, readtrack.json,
+#                   reprotect.json
 #   make kmod       remusdb.ko for the test guest's kernel -> build/kmod/
 #   make dbms       the patched DBMS servers (dbms-patches/), cached by
 #                   source+patch hash -> build/dbms/
@@ -167,6 +168,7 @@ bench: setup all kmod dbms
 	RDB_BUILD=$(B) bash tests/bench/pgbench.sh
 	RDB_BUILD=$(B) bash tests/bench/sysbench.sh
 	RDB_BUILD=$(B) bash tests/bench/readtrack.sh
+	RDB_BUILD=$(B) bash tests/bench/reprotect.sh
 
 fuzz: setup
 	bash tests/run-fuzz.sh

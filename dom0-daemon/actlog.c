@@ -324,9 +324,9 @@ static int image_sync_failed(struct rdb_actlog *al, int rc, const char *what)
  * replica's initial copy has all of it), the header made invalid, the
  * bitmap written, then the header with gen, each synced before the next.
  */
-static int arm(struct rdb_actlog *al, uint64_t gen, uint64_t e0, uint64_t e1)
+/* Arms the log for gen with the n extents from e0 (n may be 0). */
+static int arm(struct rdb_actlog *al, uint64_t gen, uint64_t e0, uint64_t n)
 {
-	uint64_t n = e1 - e0 + 1;
 	const char *what = "invalidating it";
 	int rc;
 
@@ -355,7 +355,7 @@ static int arm(struct rdb_actlog *al, uint64_t gen, uint64_t e0, uint64_t e1)
 		}
 	}
 	forget_all(al);
-	for (uint64_t e = e0; rc == 0 && e <= e1; e++)
+	for (uint64_t e = e0; rc == 0 && e < e0 + n; e++)
 		slot_add(al, e, UINT64_MAX, 0);
 	if (rc == 0) {
 		what = "writing its bitmap";
@@ -445,7 +445,7 @@ int rdb_actlog_before(struct rdb_actlog *al, bool recording, uint64_t gen,
 		return add(al, committed_pos, e0, e1);
 	if (recording && gen && gen > al->gen && gen > al->dead_gen &&
 	    !al->image_lost)
-		return arm(al, gen, e0, e1);
+		return arm(al, gen, e0, e1 - e0 + 1);
 	/* not recording, or for a generation the log will not arm: the
 	 * change goes untracked, so the log must claim nothing */
 	rc = invalidate(al);
@@ -460,6 +460,14 @@ int rdb_actlog_before(struct rdb_actlog *al, bool recording, uint64_t gen,
 			   "for this generation, or armed for a later one, "
 			   "before (it never arms a generation twice)");
 	return rc;
+}
+
+int rdb_actlog_arm_idle(struct rdb_actlog *al, bool recording, uint64_t gen)
+{
+	if (!recording || !gen || gen <= al->gen || gen <= al->dead_gen ||
+	    al->image_lost)
+		return 0;
+	return arm(al, gen, 0, 0);
 }
 
 void rdb_actlog_after(struct rdb_actlog *al, uint64_t off, uint64_t len,

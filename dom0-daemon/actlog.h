@@ -195,6 +195,18 @@ void rdb_actlog_dispose(struct rdb_actlog *al);	/* idempotent */
  */
 int rdb_actlog_before(struct rdb_actlog *al, bool recording, uint64_t gen,
 		      uint64_t committed_pos, uint64_t off, uint64_t len);
+/*
+ * Recording for gen, and no change of gen seen yet (the first one arms
+ * the log for it, or leaves gen dead): arms it now with no extent set,
+ * the image synced first.  Without it, a protection whose guest never
+ * wrote (a read-mostly disk) would leave the log invalid, and a resync
+ * after a failover would copy the whole disk.  The claim holds: every
+ * extent's durable content is what the initial copy read (it read after
+ * `record` went on), and no change came since.  0, or as an arming's
+ * failure (the log then invalid, gen dead).  The disk server calls it
+ * on its tick.
+ */
+int rdb_actlog_arm_idle(struct rdb_actlog *al, bool recording, uint64_t gen);
 /* After the change completed (or failed: some of it may be in the image):
  * pos is the ring's head after its last record, RDB_ACTLOG_NEVER if it
  * was not put there whole. */

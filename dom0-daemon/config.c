@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define OFF(type, field) offsetof(struct type, field)
 
@@ -599,6 +600,60 @@ json_t *rdb_vm_config_to_json(const struct rdb_vm_config *c)
 		}
 	}
 	return o;
+}
+
+int rdb_vm_config_write_file(const struct rdb_vm_config *c, const char *path,
+			     char *err, size_t errlen)
+{
+	char tmp[600];
+	FILE *f;
+	int rc = 0;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "w");
+	if (!f) {
+		rc = -errno;
+		snprintf(err, errlen, "%s: %s", tmp, strerror(-rc));
+		return rc;
+	}
+	fprintf(f, "# written by remusdbd: the VM as this host serves it\n");
+	for (size_t i = 0; i < rdb_vm_config_table.n; i++) {
+		const struct rdb_option *opt = &rdb_vm_config_table.opts[i];
+		const char *field = (const char *)c + opt->offset;
+
+		switch (opt->type) {
+		case RDB_OPT_BOOL:
+			fprintf(f, "%s = %s\n", opt->name,
+				*(const bool *)field ? "true" : "false");
+			break;
+		case RDB_OPT_U32:
+			fprintf(f, "%s = %u\n", opt->name, *(const uint32_t *)field);
+			break;
+		case RDB_OPT_STRING:
+			if (*(char *const *)field && **(char *const *)field)
+				fprintf(f, "%s = %s\n", opt->name,
+					*(char *const *)field);
+			break;
+		case RDB_OPT_STRLIST: {
+			const struct rdb_strlist *l = (const struct rdb_strlist *)field;
+
+			for (size_t k = 0; k < l->n; k++)
+				fprintf(f, "%s = %s\n", opt->name, l->v[k]);
+			break;
+		}
+		}
+	}
+	if (fflush(f) != 0 || fsync(fileno(f)) < 0)
+		rc = -errno;
+	if (fclose(f) != 0 && rc == 0)
+		rc = -errno;
+	if (rc == 0 && rename(tmp, path) < 0)
+		rc = -errno;
+	if (rc < 0) {
+		snprintf(err, errlen, "%s: %s", path, strerror(-rc));
+		unlink(tmp);
+	}
+	return rc;
 }
 
 int rdb_vm_config_from_json(json_t *obj, struct rdb_vm_config *c, char *err,

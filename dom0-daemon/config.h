@@ -135,6 +135,11 @@ const char *rdb_peer_loss_name(enum rdb_peer_loss p);
 int rdb_vm_config_take_protection(struct rdb_vm_config *dst,
 				  const struct rdb_vm_config *src);
 json_t *rdb_vm_config_to_json(const struct rdb_vm_config *c);
+/* c as a VM file (key = value lines, rdb_config_load_file reads it back;
+ * empty strings left out), written to a temporary file, synced and
+ * renamed over path. */
+int rdb_vm_config_write_file(const struct rdb_vm_config *c, const char *path,
+			     char *err, size_t errlen);
 /* The daemon's intake: applies every key of obj (strings, numbers,
  * booleans, string arrays), then rdb_vm_config_check and
  * rdb_vm_config_supported. */

@@ -577,6 +577,11 @@ static uint64_t on_retire_tick(struct rdb_evloop *loop, uint64_t id,
 	(void)loop;
 	(void)id;
 	daemon_sync_failed(s);
+	if (rdb_actlog_arm_idle(&s->al, atomic_load(&s->ring.sh->record),
+				atomic_load(&s->ring.sh->al_gen)) < 0 &&
+	    atomic_load(&s->ring.sh->record))
+		give_up(s, RDB_DRING_ACTLOG, "its activity log could neither "
+			"be armed nor invalidated");
 	if (rdb_actlog_retire_due(&s->al, now, atomic_load(&s->ring.sh->al_gen),
 				  atomic_load(&s->ring.sh->committed_pos))) {
 		s->rt_covered = rdb_actlog_retire_begin(&s->al, now);

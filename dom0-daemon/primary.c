@@ -279,6 +279,8 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 	p->epoch_flow_recs = p->epoch_flow_bytes = 0;
 	if (vm->st.checkpoints == 0)
 		vm->st.first_ckpt_ns = now;
+	if (epoch == 0)
+		vm->st.initial_mem_bytes = vm->st.bytes - vm->st.colo_start_bytes;
 	vm->st.last_ckpt_ns = now;
 	vm->st.checkpoints = epoch + 1;
 	if (handover) {
@@ -905,6 +907,11 @@ static void on_peer_msg(struct rdb_primary *p, const struct rdb_frame *f)
 		rdb_pri_release_output(p, f->epoch);
 		disk_committed(p, f->epoch);
 		if (vm->state == RDB_VM_PROTECTING) {
+			uint64_t now = p->last_peer_rx_ns;
+
+			vm->st.initial_ns = now - vm->st.protect_start_ns;
+			if (vm->st.colo_start_ns)
+				vm->st.initial_mem_ns = now - vm->st.colo_start_ns;
 			if (p->base_gen)
 				resync_committed(p);
 			rdb_vm_set_state(vm, RDB_VM_PROTECTED, "backup committed "
@@ -1553,6 +1560,8 @@ static int start_colo(struct rdb_primary *p, char *err, size_t errlen)
 	struct colo_job *j;
 	int fds[2], rc;
 
+	vm->st.colo_start_ns = rdb_now_ns();
+	vm->st.colo_start_bytes = vm->st.bytes;
 	snprintf(p->mig_path, sizeof(p->mig_path), "%s/%s.colo",
 		 p->d->cfg.run_dir, vm->name);
 	rc = rdb_sock_listen_unix(p->mig_path, &p->mig_listen_fd);
@@ -2094,6 +2103,9 @@ static int begin_protection(struct rdb_vm *vm, enum rdb_peer_loss peer_loss,
 
 	vm->peer_loss = peer_loss;
 	vm->pri->registered[0] = 0;
+	vm->st.protect_start_ns = rdb_now_ns();
+	vm->st.colo_start_ns = vm->st.initial_mem_bytes = 0;
+	vm->st.initial_ns = vm->st.initial_mem_ns = 0;
 	/* A new protection, told apart from every other one (the witness's
 	 * decision, the guest's failover event): 64 random bits. */
 	if (getrandom(&vm->pri->generation, sizeof(vm->pri->generation), 0) !=
@@ -2289,6 +2301,19 @@ int rdb_primary_reprotect(struct rdb_daemon *d, const char *name, json_t *set,
 	      "%016llx) is this host's primary now: disk %s, QEMU pid %d",
 	      (unsigned long long)h.epoch, (unsigned long long)h.generation,
 	      disk[0] ? disk : "(none)", (int)h.qemu.pid);
+	{
+		/* the VM file as this host serves it, for the operator's
+		 * later protect (after an unprotect) or attach */
+		char path[600], e2[300];
+
+		snprintf(path, sizeof(path), "%s/%s/vm.conf", d->cfg.state_dir,
+			 vm->name);
+		if (rdb_vm_config_write_file(&vm->cfg, path, e2, sizeof(e2)) < 0)
+			LOGVM(WARN, vm->name, "the VM file as served here: %s", e2);
+		else
+			LOGVM(INFO, vm->name, "the VM file as served here: %s "
+			      "(remusdbctl protect/attach take it)", path);
+	}
 	rdb_vm_set_state(vm, RDB_VM_PROTECTING, "operator protect: the VM "
 			 "restored here, to backup %s", vm->cfg.peer);
 	return begin_protection(vm, peer_loss, true, err, errlen);

@@ -93,6 +93,11 @@ struct rdb_vm_stats {
 	 * blocks that could differ, and how long it took to queue */
 	uint64_t resync_bytes, resync_blocks, copy_ns;
 	bool resynced;			/* the last copy was a resync */
+	/* primary: the last protection's start, its COLO start (the memory
+	 * copy), epoch 0's page bytes and the time to its ACK (0: not yet) */
+	uint64_t protect_start_ns, colo_start_ns, initial_mem_bytes;
+	uint64_t colo_start_bytes;	/* st.bytes then (the count goes on) */
+	uint64_t initial_ns, initial_mem_ns;
 };
 
 struct rdb_daemon;

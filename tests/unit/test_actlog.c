@@ -533,6 +533,53 @@ static void test_arm_and_add(void **state)
 	store_dispose(&st);
 }
 
+/* Armed idle: a protection with no change yet leaves a log that vouches
+ * for the whole (synced) image; a later change adds to it; a generation
+ * already armed, dead, or not recorded is left alone. */
+static void test_arm_idle(void **state)
+{
+	struct store st;
+	struct rdb_actlog al;
+	struct rdb_actlog_view v;
+
+	(void)state;
+	store_init(&st, 2);
+	load(&al, &st, 4);
+	image_write(&st, 0, BS, &next_id);		/* before protection */
+	assert_int_equal(rdb_actlog_arm_idle(&al, false, 3), 0);	/* not recording */
+	assert_int_equal(rdb_actlog_armed_gen(&al), 0);
+	assert_int_equal(rdb_actlog_arm_idle(&al, true, 0), 0);	/* no generation */
+	assert_int_equal(rdb_actlog_armed_gen(&al), 0);
+	assert_int_equal(rdb_actlog_arm_idle(&al, true, 3), 0);
+	assert_int_equal(st.img.npend, 0);		/* the image synced */
+	durable_view(&st, &v);
+	assert_int_equal(v.generation, 3);
+	assert_int_equal(v.nr_set, 0);
+	rdb_actlog_view_dispose(&v);
+	/* armed already: nothing written */
+	st.syncs = st.writes = 0;
+	assert_int_equal(rdb_actlog_arm_idle(&al, true, 3), 0);
+	assert_int_equal(st.syncs + st.writes, 0);
+	/* the first change adds its extent to the armed log */
+	assert_int_equal(rdb_actlog_before(&al, true, 3, 0, 2 * MIB, 10), 0);
+	durable_view(&st, &v);
+	assert_int_equal(v.generation, 3);
+	assert_int_equal(v.nr_set, 1);
+	assert_true(rdb_actlog_view_test(&v, 2));
+	rdb_actlog_view_dispose(&v);
+	rdb_actlog_after(&al, 2 * MIB, 10, 5);
+	/* an unrecorded change kills generation 3: never armed again */
+	assert_int_equal(rdb_actlog_before(&al, false, 3, 0, MIB, 10), 0);
+	assert_int_equal(rdb_actlog_armed_gen(&al), 0);
+	assert_int_equal(rdb_actlog_arm_idle(&al, true, 3), 0);
+	assert_int_equal(rdb_actlog_armed_gen(&al), 0);
+	/* a later generation is */
+	assert_int_equal(rdb_actlog_arm_idle(&al, true, 4), 0);
+	assert_int_equal(rdb_actlog_armed_gen(&al), 4);
+	rdb_actlog_dispose(&al);
+	store_dispose(&st);
+}
+
 /* Retired: only what is committed and covered by the sync; lazily. */
 static void test_retire(void **state)
 {
@@ -967,6 +1014,9 @@ static void commit(struct model *m)
 static void retire_tick(struct model *m)
 {
 	m->now += (uint64_t)(rand_r(&m->seed) % 600) * 1000000;
+	/* the disk server's tick arms a protection no change armed yet */
+	if (rdb_actlog_arm_idle(&m->al, m->record, m->al_gen) < 0)
+		given_up(m, true);
 	if (m->retiring || !rdb_actlog_retire_due(&m->al, m->now, m->al_gen,
 						  m->cp))
 		return;
@@ -1132,6 +1182,7 @@ int main(void)
 		cmocka_unit_test(test_torn_bitmap_page),
 		cmocka_unit_test(test_read_and_invalidate_file),
 		cmocka_unit_test(test_arm_and_add),
+		cmocka_unit_test(test_arm_idle),
 		cmocka_unit_test(test_retire),
 		cmocka_unit_test(test_full),
 		cmocka_unit_test(test_unrecorded_change_invalidates),

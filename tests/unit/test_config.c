@@ -154,6 +154,45 @@ static void test_vm_file_with_lists_and_errors(void **state)
 	rdb_config_dispose(&rdb_vm_config_table, &c);
 }
 
+/* A VM file written by the daemon (a restored VM protected again) reads
+ * back as the same config: every option, lists and spaced values kept. */
+static void test_vm_file_written_reads_back(void **state)
+{
+	struct rdb_vm_config c, c2;
+	char err[256], path[64];
+	json_t *a, *b;
+
+	rdb_config_defaults(&rdb_vm_config_table, &c);
+	const char *p = write_tmp("name = db1\nqmp = /run/q.sock\n"
+				  "net_socket = /run/n\npeer = 10.0.0.2:7788\n"
+				  "checkpoint_ms = 40\ncompression = false\n"
+				  "qemu_arg = -append\n"
+				  "qemu_arg = console=ttyS0 remusdb.run=\"a b\"\n");
+	assert_int_equal(rdb_config_load_file(&rdb_vm_config_table, p, &c, err,
+					      sizeof(err)), 0);
+	unlink(p);
+	strcpy(path, "/tmp/rdb-vmfile-XXXXXX");
+	close(mkstemp(path));
+	assert_int_equal(rdb_vm_config_write_file(&c, path, err, sizeof(err)), 0);
+	rdb_config_defaults(&rdb_vm_config_table, &c2);
+	assert_int_equal(rdb_config_load_file(&rdb_vm_config_table, path, &c2, err,
+					      sizeof(err)), 0);
+	unlink(path);
+	a = rdb_vm_config_to_json(&c);
+	b = rdb_vm_config_to_json(&c2);
+	assert_true(json_equal(a, b));
+	assert_string_equal(c2.qemu_arg.v[1], "console=ttyS0 remusdb.run=\"a b\"");
+	assert_int_equal(rdb_vm_config_check(&c2, err, sizeof(err)), 0);
+	json_decref(a);
+	json_decref(b);
+	/* nowhere to write: an error naming the file */
+	assert_true(rdb_vm_config_write_file(&c, "/nonexistent/dir/vm.conf", err,
+					     sizeof(err)) < 0);
+	assert_non_null(strstr(err, "/nonexistent/dir/vm.conf"));
+	rdb_config_dispose(&rdb_vm_config_table, &c);
+	rdb_config_dispose(&rdb_vm_config_table, &c2);
+}
+
 static void test_mode_and_protection_options(void **state)
 {
 	struct rdb_vm_config a, b;
@@ -288,6 +327,7 @@ int main(void)
 		cmocka_unit_test(test_vm_file_with_lists_and_errors),
 		cmocka_unit_test(test_mode_and_protection_options),
 		cmocka_unit_test(test_peer_loss_policy),
+		cmocka_unit_test(test_vm_file_written_reads_back),
 		cmocka_unit_test(test_ctl_dispatch),
 		cmocka_unit_test(test_ctl_peer_policy),
 	};
