@@ -23,6 +23,12 @@
 # reported, not asserted.
 #
 #   REPROTECT_RAM_MB (1024), REPROTECT_CHANGED_MB (100)
+#   REPROTECT_TEST=1: the end-to-end test's mode (tests/e2e/resync-sparse.sh):
+#   after the resync, the disks are compared and the resync's bytes
+#   checked (at most 2x what was written since the failover plus the old
+#   primary's logged extents; under 1/8 of the disk and under 1/4 of its
+#   data, what a whole copy sends); exit 1
+#   if not; no full-copy row.
 set -u
 cd "$(dirname "$0")/../.."
 . tests/lib/common.sh
@@ -31,11 +37,12 @@ cd "$(dirname "$0")/../.."
 rdb_require_root
 out=build/bench
 mkdir -p "$out"
-run=reprotect
+run=${RDB_RUN:-reprotect}
+test_mode=${REPROTECT_TEST:-}
 ram_mb=${REPROTECT_RAM_MB:-1024}
 changed_mb=${REPROTECT_CHANGED_MB:-100}
 data_mb=512
-cached_mb=384
+cached_mb=${REPROTECT_CACHED_MB:-384}
 img=$RDB_ROOT/build/e2e/$run.disk.img
 trap 'cluster_down "$run"; rm -f "$img"' EXIT
 
@@ -80,6 +87,36 @@ cl_ctl bak protect "$CL_VM" peer=10.78.0.1:7788 || rdb_fail "protect by name ref
 cl_ctl bak wait "$CL_VM" protected --timeout 300 || rdb_fail "not protected back"
 cl_ctl bak status "$CL_VM" --json > "$CL_DIR/resync.json"
 sleep 2
+if [ -n "$test_mode" ]; then
+	# the guest is idle (its writes synced before the repair): once an
+	# epoch after this one is committed, the replica is the disk
+	e0=$(cl_ctl bak status "$CL_VM" --json | jq '.vms[0].checkpoints + 1')
+	wait_for 10 "epoch $e0 committed" \
+		bash -c "[ \$($RDB_BUILD/remusdbctl --socket $CL_DIR/bak/ctl.sock status $CL_VM --json | jq .vms[0].committed_epoch) -ge $e0 ]" ||
+		rdb_fail "checkpoints stopped"
+	equal=true
+	cmp "$CL_DIR/bak/state/$CL_VM/disk.img" "$CL_DIR/pri/$CL_VM.disk.img" || equal=false
+	jq --argjson equal "$equal" --argjson changed "$changed_mb" --argjson data "$data_mb" '
+		.vms[0].disk.initial_copy as $c |
+		{ resync: $c.resync, resync_bytes: $c.bytes,
+		  written_since_failover_bytes: ($c.written_since_restore_blocks * 4096),
+		  old_primary_log_bytes: ($c.old_primary_log_extents * 1048576),
+		  changed_bytes: ($changed * 1048576), disk_size: .vms[0].disk.size,
+		  disk_data_bytes: ($data * 1048576), disks_equal: $equal,
+		  initial_state: .vms[0].initial_state,
+		  ok: ($equal and $c.resync == true
+		       and $c.bytes <= 2 * ($c.written_since_restore_blocks * 4096)
+				       + $c.old_primary_log_extents * 1048576
+		       and $c.written_since_restore_blocks * 4096 >= $changed * 1048576
+		       and $c.bytes * 8 < .vms[0].disk.size
+		       and $c.bytes * 4 < ($data + $changed) * 1048576) }' \
+		"$CL_DIR/resync.json" > "$CL_DIR/result.json" || rdb_fail "no result"
+	cat "$CL_DIR/result.json"
+	jq -e .ok "$CL_DIR/result.json" >/dev/null ||
+		rdb_fail "the resync copied too much, or the disks differ (see $CL_DIR)"
+	echo "PASS: a 4 GiB disk with $data_mb MiB of data, $changed_mb MiB written after the failover: resync of $(jq -r '.resync_bytes / 1048576 | floor' "$CL_DIR/result.json") MiB, disks equal"
+	exit 0
+fi
 
 rdb_log "bench: reprotect, the same VM copied whole"
 cl_ctl bak unprotect "$CL_VM" || rdb_fail "unprotect"
