@@ -291,6 +291,7 @@ static void migrated(struct rdb_primary *p)
 		      "its guest stays stopped while remusdbd runs: kill it",
 		      (unsigned long long)epoch, (int)pid, strerror(-rc));
 		p->fenced = true;
+		p->colo_active = false;	/* (its end is no drop: no decision) */
 		rdb_pri_close_peer(p);
 		rdb_buf_reset(&p->ho_frames);	/* the backup sends them */
 		ho_reset(p);
