@@ -19,43 +19,33 @@ set -u
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/netns.sh"
 . "$(dirname "$0")/../lib/cluster.sh"
+. "$(dirname "$0")/../lib/crashfs.sh"
 
 run=${RDB_RUN:-fd$$}
 records=${FD_RECORDS:-300}
-crashfs=$RDB_ROOT/build/harness/crashfs
-crash=$RDB_ROOT/build/e2e/$run.crashfs	# backing/ and mnt/
+CRASH=$RDB_ROOT/build/e2e/$run.crashfs	# backing/ and mnt/
 cleanup() {
 	local rc=$?
-	[ -f "$crash/pid" ] && kill -9 "$(cat "$crash/pid")" 2>/dev/null
-	umount -l "$crash/mnt" 2>/dev/null
-	[ "$rc" = 0 ] && rm -rf "$crash"
+	crashfs_cleanup "$rc"
 	(exit $rc)
 	cluster_down "$run"
 }
 trap cleanup EXIT
 
 rdb_require_root
-[ -x "$crashfs" ] || rdb_fail "$crashfs missing (make all)"
-[ -c /dev/fuse ] || rdb_fail "/dev/fuse missing: crashfs cannot mount"
+crashfs_check
 [ -x "$RDB_HELPERS/diskseq" ] || rdb_fail "$RDB_HELPERS/diskseq missing (make all)"
 guest=$RDB_ROOT/build/guest-disk
 bash "$RDB_ROOT/tools/mkguest.sh" --out "$guest" --static "$RDB_HELPERS/diskseq" \
 	--module virtio_blk >&2 || rdb_fail "guest build failed"
 
-# Mounted before the hosts start: \`ip netns exec\` gives each daemon a
-# copy of the mounts as they are then (the disk server must see it).
-umount -l "$crash/mnt" 2>/dev/null
-rm -rf "$crash"
-mkdir -p "$crash/backing" "$crash/mnt"
-truncate -s 64M "$crash/backing/disk.img"
-"$crashfs" "$crash/backing" "$crash/mnt" 2>>"$crash/crashfs.log" &
-echo $! > "$crash/pid"
-disown $!
-wait_for 10 "crashfs mounted" test -f "$crash/mnt/disk.img" ||
-	rdb_fail "crashfs did not mount ($(tail -n 2 "$crash/crashfs.log"))"
+# Mounted before the hosts start (the disk server must see it).
+crashfs_fresh
+truncate -s 64M "$CRASH/backing/disk.img"
+crashfs_up || rdb_fail "crashfs did not mount"
 cluster_hosts_up "$run" || rdb_fail "hosts setup failed (logs in $CL_DIR)"
 
-export CL_GUEST=$guest CL_DISK_IMAGE=$crash/mnt/disk.img CL_DISK_AT=$crash/mnt/disk.img
+export CL_GUEST=$guest CL_DISK_IMAGE=$CRASH/mnt/disk.img CL_DISK_AT=$CRASH/mnt/disk.img
 CL_GUEST_RUN="/usr/bin/diskseq /dev/vda 5" CL_NO_PROTECT=1 cluster_vm_up 25 ||
 	rdb_fail "VM setup failed (logs in $CL_DIR)"
 con=$CL_DIR/pri/console.log
@@ -71,16 +61,13 @@ flushes=$(jq '.vms[0].disk.flushes' <<<"$st")
 # is outside the host's namespace; once the disk server is dead no sync
 # can come, so killing it next is the same instant for the disk).
 cluster_pull_power "$run"
-kill -9 "$(cat "$crash/pid")"
-wait_for 10 "crashfs gone" sh -c "! kill -0 $(cat "$crash/pid") 2>/dev/null" ||
-	rdb_fail "crashfs survived the power pull"
-umount -l "$crash/mnt" 2>/dev/null
+crashfs_pull
 
 # The last record the guest was told is durable, as the console shows it
 # (the console log is the host's file: it outlives the guest).
 last=$(grep -ao '^durable [0-9]*' "$con" | tail -n 1 | cut -d' ' -f2)
 [ -n "$last" ] && [ "$last" -ge "$records" ] || rdb_fail "no durable records on the console"
-img=$crash/backing/disk.img
+img=$CRASH/backing/disk.img
 missing=0 first_missing=
 for ((n = 1; n <= last; n++)); do
 	# header: "RDBSEQ01" then N (little endian); the last byte: N & 0xff

@@ -24,49 +24,30 @@ set -u
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/netns.sh"
 . "$(dirname "$0")/../lib/cluster.sh"
+. "$(dirname "$0")/../lib/crashfs.sh"
 
 run=${RDB_RUN:-fb$$}
 clients=${LEDGER_CLIENTS:-4}
 total_s=${TOTAL_S:-75}
-crashfs=$RDB_ROOT/build/harness/crashfs
-crash=$RDB_ROOT/build/e2e/$run.crashfs	# backing/ and mnt/
+CRASH=$RDB_ROOT/build/e2e/$run.crashfs	# backing/ and mnt/
 cleanup() {
 	local rc=$?
-	[ -f "$crash/pid" ] && kill -9 "$(cat "$crash/pid")" 2>/dev/null
-	umount -l "$crash/mnt" 2>/dev/null
-	[ "$rc" = 0 ] && rm -rf "$crash"
+	crashfs_cleanup "$rc"
 	(exit $rc)
 	cluster_down "$run"
 }
 trap cleanup EXIT
-# crashfs_up: mounted before a daemon starts (`ip netns exec` gives it a
-# copy of the mounts as they are then)
-crashfs_up() {
-	umount -l "$crash/mnt" 2>/dev/null
-	"$crashfs" "$crash/backing" "$crash/mnt" 2>>"$crash/crashfs.log" &
-	echo $! > "$crash/pid"
-	disown $!
-	wait_for 10 "crashfs mounted" test -f "$crash/mnt/disk.img"
-}
-crashfs_pull() {
-	kill -9 "$(cat "$crash/pid")"
-	wait_for 10 "crashfs gone" sh -c "! kill -0 $(cat "$crash/pid") 2>/dev/null" ||
-		rdb_fail "crashfs survived the power pull"
-	umount -l "$crash/mnt" 2>/dev/null
-}
 
 rdb_require_root
 [ -x build/workload/ledger ] || rdb_fail "build/workload/ledger missing (make all)"
-[ -x "$crashfs" ] || rdb_fail "$crashfs missing (make all)"
-[ -c /dev/fuse ] || rdb_fail "/dev/fuse missing: crashfs cannot mount"
+crashfs_check
 cl_use_pg_guest || rdb_fail "PostgreSQL guest build failed"
-rm -rf "$crash"
-mkdir -p "$crash/backing" "$crash/mnt"
-cp --sparse=always "$CL_DISK_IMAGE" "$crash/backing/disk.img" && sync "$crash/backing/disk.img" ||
+crashfs_fresh
+cp --sparse=always "$CL_DISK_IMAGE" "$CRASH/backing/disk.img" && sync "$CRASH/backing/disk.img" ||
 	rdb_fail "copying the disk image"
-crashfs_up || rdb_fail "crashfs did not mount ($(tail -n 2 "$crash/crashfs.log"))"
+crashfs_up || rdb_fail "crashfs did not mount"
 cluster_hosts_up "$run" || rdb_fail "hosts setup failed (logs in $CL_DIR)"
-CL_DISK_AT=$crash/mnt/disk.img cluster_vm_up 25 ||
+CL_DISK_AT=$CRASH/mnt/disk.img cluster_vm_up 25 ||
 	rdb_fail "protected PostgreSQL VM did not come up (logs in $CL_DIR)"
 clix() { ip netns exec "$(netns_name "$run" cli)" "$@"; }
 cl_wait_pg || rdb_fail "PostgreSQL not reachable from the client"
@@ -118,10 +99,10 @@ echo "protected back to the old host: $(grep -o 'resync queued.*' "$CL_DIR/bak/r
 bak_console=$CL_DIR/bak/state/$CL_VM/console.log
 # which blocks differ, and whether the survivor's written map has them
 differing() {
-	cmp -l "$CL_DIR/bak/state/$CL_VM/disk.img" "$crash/mnt/disk.img" 2>/dev/null |
+	cmp -l "$CL_DIR/bak/state/$CL_VM/disk.img" "$CRASH/mnt/disk.img" 2>/dev/null |
 		awk '{print int(($1-1)/4096)}' | uniq > "$CL_DIR/differing-blocks.txt"
 	python3 - "$CL_DIR/bak/state/$CL_VM/written.map" "$CL_DIR/differing-blocks.txt" \
-		"$CL_DIR/bak/state/$CL_VM/disk.img" "$crash/mnt/disk.img" \
+		"$CL_DIR/bak/state/$CL_VM/disk.img" "$CRASH/mnt/disk.img" \
 		> "$CL_DIR/differing-blocks-why.txt" <<-'EOP'
 	import sys
 	m = open(sys.argv[1], 'rb').read()[4096:]
@@ -137,7 +118,7 @@ differing() {
 	EOP
 }
 cl_frozen_disks_equal bak "$CL_DIR/bak/run/$CL_VM.serial.sock" "$bak_console" \
-	"$CL_DIR/bak/state/$CL_VM/disk.img" "$crash/mnt/disk.img" differing
+	"$CL_DIR/bak/state/$CL_VM/disk.img" "$CRASH/mnt/disk.img" differing
 disk_equal=$CL_DISK_EQUAL
 sleep 5
 
