@@ -106,6 +106,7 @@ struct rdb_backup {
 	struct rdb_buf ho_out;		/* OUTPUT of epoch ho_out_epoch */
 	uint64_t ho_out_epoch, ho_out_frames;
 	bool fault_restore_fail;	/* tests: rdb_backup_inject */
+	bool fault_handover_cut;	/* the link cut as a handover arrives */
 	struct restore_job *restore_job;	/* a restore under way */
 	uint64_t failover_t0;
 	uint64_t running_ns;		/* restored guest runs, no frame yet */
@@ -1066,6 +1067,17 @@ static int handle_handover(struct rdb_backup *b, const struct rdb_frame *f)
 			 (unsigned long long)vm->st.committed_epoch,
 			 (unsigned long long)f->epoch);
 		return handover_refuse(b, f->epoch, why);
+	}
+	if (b->fault_handover_cut) {
+		/* the worst moment: the primary's guest is stopped, epoch N
+		 * is committed here, nobody has answered */
+		b->fault_handover_cut = false;
+		LOGVM(WARN, vm->name, "fault injection: the replication link is "
+		      "cut as the handover of epoch %llu arrives",
+		      (unsigned long long)f->epoch);
+		primary_lost(b, "the replication link was cut (fault injection) "
+			     "as the primary handed the VM over");
+		return 0;
 	}
 	b->handover = true;
 	b->ho_epoch = f->epoch;
@@ -2420,6 +2432,10 @@ int rdb_backup_inject(struct rdb_vm *vm, const char *fault)
 		return -ENOENT;
 	if (strcmp(fault, "restore-fail") == 0) {
 		vm->bak->fault_restore_fail = true;
+		return 0;
+	}
+	if (strcmp(fault, "handover-cut") == 0) {
+		vm->bak->fault_handover_cut = true;
 		return 0;
 	}
 	return -EINVAL;

@@ -236,7 +236,8 @@ static int ctl_inject(void *opaque, json_t *req, json_t **reply_out)
 		*reply_out = json_string("unknown fault (known: stop-in-pause, "
 					 "stop-in-disk-pause and stop-in-initial-state "
 					 "on a primary, "
-					 "restore-fail on a backup)");
+					 "restore-fail and handover-cut on a "
+					 "backup)");
 		return -EINVAL;
 	}
 	return 0;
