@@ -12,6 +12,7 @@
 #   make kmod       remusdb.ko for the test guest's kernel -> build/kmod/
 #   make dbms       the patched DBMS servers (dbms-patches/), cached by
 #                   source+patch hash -> build/dbms/
+#   make man        the manual pages -> build/man/ (checked: no warnings)
 #   make fuzz       libFuzzer on the stream, protocol and NBD decoders
 #                   (FUZZ_SECONDS each, default 60)
 #
@@ -56,7 +57,7 @@ KMOD_KDIR := /usr/src/linux-headers-$(KMOD_KVER)
 # Workloads run on the host against the guest's DBMS (libpq: dynamic).
 WORKLOAD_BINS := build/workload/ledger
 
-.PHONY: all setup qemu guest check unit e2e demo drill drill-pg bench fuzz clean kmod dbms
+.PHONY: all setup qemu guest check unit e2e demo drill drill-pg bench fuzz clean kmod dbms man
 
 all: $(B)/remusdbd $(B)/remusdbctl $(HELPER_BINS) $(BENCH_BINS) $(WORKLOAD_BINS) build/dbms/fakekmod.so \
 	build/harness/crashfs
@@ -138,6 +139,7 @@ unit: $(TEST_BINS)
 
 check: setup
 	$(MAKE) SAN=1 all unit
+	$(MAKE) SAN=1 man
 	$(MAKE) kmod
 	$(MAKE) dbms
 	bash tests/run-dbms.sh
@@ -169,6 +171,11 @@ bench: setup all kmod dbms
 	RDB_BUILD=$(B) bash tests/bench/sysbench.sh
 	RDB_BUILD=$(B) bash tests/bench/readtrack.sh
 	RDB_BUILD=$(B) bash tests/bench/reprotect.sh
+
+# remusdbd(8), remusdbctl(8), remusdb.conf(5), remusdb-vm.conf(5) ->
+# build/man/, checked: no groff or man -l warning, every option listed
+man: $(B)/remusdbctl
+	RDB_BUILD=$(B) bash tests/run-man.sh
 
 fuzz: setup
 	bash tests/run-fuzz.sh

@@ -74,6 +74,8 @@ pkgs=(
 	libmariadb-dev mariadb-client sysbench
 	# remusdb.ko for the test guest's pinned kernel (tools/mkguest.sh)
 	linux-headers-6.1.0-56-amd64
+	# the manual pages' check (make man: groff and man -l, no warnings)
+	groff-base man-db
 )
 missing=()
 for p in "${pkgs[@]}"; do
