@@ -12,7 +12,8 @@
 #   make kmod       remusdb.ko for the test guest's kernel -> build/kmod/
 #   make dbms       the patched DBMS servers (dbms-patches/), cached by
 #                   source+patch hash -> build/dbms/
-#   make man        the manual pages -> build/man/ (checked: no warnings)
+#   make man        the manual pages -> build/man/ (checked: no warnings),
+#                   and remusdbctl's bash completion checked
 #   make fuzz       libFuzzer on the stream, protocol and NBD decoders
 #                   (FUZZ_SECONDS each, default 60)
 #
@@ -176,6 +177,7 @@ bench: setup all kmod dbms
 # build/man/, checked: no groff or man -l warning, every option listed
 man: $(B)/remusdbctl
 	RDB_BUILD=$(B) bash tests/run-man.sh
+	RDB_BUILD=$(B) bash tests/run-completion.sh
 
 fuzz: setup
 	bash tests/run-fuzz.sh

@@ -74,8 +74,9 @@ pkgs=(
 	libmariadb-dev mariadb-client sysbench
 	# remusdb.ko for the test guest's pinned kernel (tools/mkguest.sh)
 	linux-headers-6.1.0-56-amd64
-	# the manual pages' check (make man: groff and man -l, no warnings)
-	groff-base man-db
+	# the manual pages' check (make man: groff and man -l, no warnings),
+	# remusdbctl's bash completion and its test
+	groff-base man-db bash-completion
 )
 missing=()
 for p in "${pkgs[@]}"; do
