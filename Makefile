@@ -12,8 +12,9 @@
 #   make kmod       remusdb.ko for the test guest's kernel -> build/kmod/
 #   make dbms       the patched DBMS servers (dbms-patches/), cached by
 #                   source+patch hash -> build/dbms/
-#   make man        the manual pages -> build/man/ (checked: no warnings),
-#                   and remusdbctl's bash completion checked
+#   make man        the manual pages -> build/man/ (checked: no warnings);
+#                   also checks remusdbctl's bash completion and the
+#                   systemd unit (verify, Type=notify, watchdog)
 #   make fuzz       libFuzzer on the stream, protocol and NBD decoders
 #                   (FUZZ_SECONDS each, default 60)
 #
@@ -175,9 +176,10 @@ bench: setup all kmod dbms
 
 # remusdbd(8), remusdbctl(8), remusdb.conf(5), remusdb-vm.conf(5) ->
 # build/man/, checked: no groff or man -l warning, every option listed
-man: $(B)/remusdbctl
+man: $(B)/remusdbctl $(B)/remusdbd
 	RDB_BUILD=$(B) bash tests/run-man.sh
 	RDB_BUILD=$(B) bash tests/run-completion.sh
+	RDB_BUILD=$(B) bash tests/run-systemd.sh
 
 fuzz: setup
 	bash tests/run-fuzz.sh

@@ -29,6 +29,8 @@ struct rdb_daemon {
 	uint64_t metrics_timer;
 	cpu_set_t cpus;			/* where remusdbd runs (`cpus`) */
 	cpu_set_t guest_cpus;		/* where the QEMU it starts runs */
+	uint64_t sd_watchdog_ns;	/* systemd's WatchdogSec; 0: none */
+	uint64_t sd_last_ping_ns;
 };
 
 #endif

@@ -28,6 +28,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <getopt.h>
+#include "sdnotify.h"
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -310,6 +311,12 @@ static uint64_t on_housekeeping(struct rdb_evloop *loop, uint64_t id, void *opaq
 	uint64_t now = rdb_now_ns();
 
 	rdb_watchdog_beat(d->wd);
+	/* systemd's watchdog (WatchdogSec): pinged from this loop, at half
+	 * its period, so a stalled loop gets the service restarted */
+	if (d->sd_watchdog_ns && now - d->sd_last_ping_ns >= d->sd_watchdog_ns / 2) {
+		rdb_sd_notify("WATCHDOG=1");
+		d->sd_last_ping_ns = now;
+	}
 	for (struct rdb_vm *vm = d->vms; vm; vm = vm->next)
 		if (vm->role == RDB_ROLE_BACKUP)
 			rdb_backup_housekeeping(vm);
@@ -524,7 +531,12 @@ int main(int argc, char **argv)
 		LOG(WARN, "the replication link is plaintext and unauthenticated: "
 		    "whoever reaches %s can overwrite the VMs backed up here",
 		    d.cfg.listen);
+	d.sd_watchdog_ns = rdb_sd_watchdog_ns();
+	if (rdb_sd_notify("READY=1\nSTATUS=serving; see remusdbctl status") < 0)
+		LOG(WARN, "could not tell systemd this daemon is ready "
+		    "($NOTIFY_SOCKET %s)", getenv("NOTIFY_SOCKET"));
 	rc = rdb_evloop_run(d.loop) < 0;
+	rdb_sd_notify("STOPPING=1");
 out:
 	while (d.vms) {
 		struct rdb_vm *vm = d.vms;

@@ -75,8 +75,8 @@ pkgs=(
 	# remusdb.ko for the test guest's pinned kernel (tools/mkguest.sh)
 	linux-headers-6.1.0-56-amd64
 	# the manual pages' check (make man: groff and man -l, no warnings),
-	# remusdbctl's bash completion and its test
-	groff-base man-db bash-completion
+	# remusdbctl's bash completion and its test, the systemd unit's check
+	groff-base man-db bash-completion systemd
 )
 missing=()
 for p in "${pkgs[@]}"; do
