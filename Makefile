@@ -14,7 +14,8 @@
 #                   source+patch hash -> build/dbms/
 #   make man        the manual pages -> build/man/ (checked: no warnings);
 #                   also checks remusdbctl's bash completion and the
-#                   systemd unit (verify, Type=notify, watchdog)
+#                   systemd unit (verify, Type=notify, watchdog) and
+#                   the Grafana dashboard (PromQL, metric names)
 #   make fuzz       libFuzzer on the stream, protocol and NBD decoders
 #                   (FUZZ_SECONDS each, default 60)
 #
@@ -40,7 +41,7 @@ SANFLAGS :=
 endif
 
 ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) $(SANFLAGS) $(INCS) $(PKG_CFLAGS) -MMD -MP
-LDLIBS  := $(PKG_LIBS) -lpthread
+LDLIBS  := $(PKG_LIBS) -lpthread -lm
 
 MAIN_SRCS := dom0-daemon/main.c
 LIB_SRCS := $(filter-out $(MAIN_SRCS),$(wildcard dom0-daemon/*.c dom0-daemon/lib/*.c hypervisor/qemu/*.c))
@@ -180,6 +181,7 @@ man: $(B)/remusdbctl $(B)/remusdbd
 	RDB_BUILD=$(B) bash tests/run-man.sh
 	RDB_BUILD=$(B) bash tests/run-completion.sh
 	RDB_BUILD=$(B) bash tests/run-systemd.sh
+	bash tests/run-dashboard.sh
 
 fuzz: setup
 	bash tests/run-fuzz.sh

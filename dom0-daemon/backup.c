@@ -109,6 +109,10 @@ struct rdb_backup {
 	bool fault_handover_cut;	/* the link cut as a handover arrives */
 	struct restore_job *restore_job;	/* a restore under way */
 	uint64_t failover_t0;
+	/* the last failover as remusdbctl drill reports it: how long the
+	 * primary had been silent when it began, of which deciding took
+	 * fo_decide_ns (0: no decision) */
+	uint64_t fo_silent_ns, fo_decide_ns;
 	uint64_t running_ns;		/* restored guest runs, no frame yet */
 	uint64_t t_built, t_fed;	/* restore_load's steps (its log) */
 	size_t stream_bytes;
@@ -1921,6 +1925,8 @@ int rdb_backup_failover(struct rdb_vm *vm, const char *why)
 	}
 	/* a prepare under way: its QEMU will do (or it failed) */
 	restore_wait(b);
+	b->fo_silent_ns = t0 - b->last_rx_ns;
+	b->fo_decide_ns = vm->state == RDB_VM_DECIDING ? t0 - b->decide_start_ns : 0;
 	rdb_vm_set_state(vm, RDB_VM_FAILING_OVER, "%s", why);
 	b->failover_t0 = t0;
 	if (b->planned && b->fd >= 0)
@@ -2356,28 +2362,40 @@ void rdb_backup_housekeeping(struct rdb_vm *vm)
 	}
 }
 
-void rdb_backup_metrics_write(const struct rdb_vm *vm, FILE *f)
+void rdb_backup_metrics(const struct rdb_vm *vm, struct rdb_prom *p)
 {
 	const struct rdb_backup *b = vm->bak;
+	const enum rdb_prom_type C = RDB_PROM_COUNTER, G = RDB_PROM_GAUGE;
 	const struct rdb_flowcheck_stats *st;
-	const char *n = vm->name;
+	static const char *const H = "Flows checked at failover, by verdict.";
 
-	if (b && (b->st.features & RDB_FEATURE_DISKREF))
-		fprintf(f, "remusdb_diskref_pages_verified_total{vm=\"%s\"} %llu\n",
-			n, (unsigned long long)b->st.diskrefs);
-	if (!b || !rdb_vm_config_commit_protection(&vm->cfg))
+	if (!b)
+		return;
+	rdb_prom_add(p, "remusdb_peer_link_up", G,
+		     "1 while the replication link from the primary is connected.",
+		     b->fd >= 0, NULL);
+	rdb_prom_add(p, "remusdb_peer_last_heard_seconds", G,
+		     "Seconds since the primary was last heard on the replication link.",
+		     (double)(rdb_now_ns() - b->last_rx_ns) / RDB_NS_PER_S, NULL);
+	if (b->st.features & RDB_FEATURE_DISKREF)
+		rdb_prom_add(p, "remusdb_diskref_pages_verified_total", C,
+			     "Disk-reference pages checked against the replica.",
+			     (double)b->st.diskrefs, NULL);
+	if (!rdb_vm_config_commit_protection(&vm->cfg))
 		return;
 	st = &b->fc.st;
-	fprintf(f, "remusdb_flows_known{vm=\"%s\"} %u\n", n,
-		rdb_flowcheck_flows(&b->fc));
-	fprintf(f, "remusdb_failover_flows_total{vm=\"%s\",verdict=\"consistent\"} %llu\n",
-		n, (unsigned long long)st->consistent);
-	fprintf(f, "remusdb_failover_flows_total{vm=\"%s\",verdict=\"reset\"} %llu\n",
-		n, (unsigned long long)st->reset);
-	fprintf(f, "remusdb_failover_flows_total{vm=\"%s\",verdict=\"unanswered\"} %llu\n",
-		n, (unsigned long long)st->unanswered);
-	fprintf(f, "remusdb_failover_fence_seconds{vm=\"%s\"} %.3f\n", n,
-		(double)st->fence_ns / RDB_NS_PER_S);
+	rdb_prom_add(p, "remusdb_flows_known", G,
+		     "TCP flows known to the backup's failover check.",
+		     (double)rdb_flowcheck_flows(&b->fc), NULL);
+	rdb_prom_add(p, "remusdb_failover_flows_total", C, H,
+		     (double)st->consistent, "verdict", "consistent", NULL);
+	rdb_prom_add(p, "remusdb_failover_flows_total", C, H,
+		     (double)st->reset, "verdict", "reset", NULL);
+	rdb_prom_add(p, "remusdb_failover_flows_total", C, H,
+		     (double)st->unanswered, "verdict", "unanswered", NULL);
+	rdb_prom_add(p, "remusdb_failover_fence_seconds", G,
+		     "How long the last failover fenced unchecked flows.",
+		     (double)st->fence_ns / RDB_NS_PER_S, NULL);
 }
 
 void rdb_backup_status(const struct rdb_vm *vm, json_t *o)
@@ -2392,6 +2410,16 @@ void rdb_backup_status(const struct rdb_vm *vm, json_t *o)
 	json_object_set_new(o, "qemu_pid", json_integer(b->qemu.pid));
 	json_object_set_new(o, "guest_nic_connected", json_boolean(rdb_nic_connected(&b->nic)));
 	json_object_set_new(o, "mode", json_string(vm->cfg.mode ? vm->cfg.mode : "plain"));
+	if (b->failover_t0)
+		json_object_set_new(o, "last_failover", json_pack(
+			"{s:b, s:f, s:f, s:f, s:f, s:I}",
+			"planned", b->planned,
+			"primary_silent_ms", (double)b->fo_silent_ns / RDB_NS_PER_MS,
+			"decision_ms", (double)b->fo_decide_ns / RDB_NS_PER_MS,
+			"restore_ms", (double)vm->st.failover_ns / RDB_NS_PER_MS,
+			"silent_to_running_ms", vm->st.failover_ns ?
+				(double)(b->fo_silent_ns + vm->st.failover_ns) / RDB_NS_PER_MS : -1.0,
+			"epoch", (json_int_t)vm->st.committed_epoch));
 	if (b->st.features & RDB_FEATURE_DISKREF)
 		json_object_set_new(o, "diskref_pages_verified",
 				    json_integer((json_int_t)b->st.diskrefs));

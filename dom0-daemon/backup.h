@@ -23,6 +23,7 @@
 #include <jansson.h>
 
 #include "nic.h"
+#include "prom.h"
 #include "qemu/launch.h"
 
 struct rdb_daemon;
@@ -44,7 +45,7 @@ int rdb_backup_operator_failover(struct rdb_vm *vm, bool force, char *msg,
 				 size_t msglen);
 void rdb_backup_teardown(struct rdb_vm *vm);
 /* Prometheus lines of the flow check (commit protection only). */
-void rdb_backup_metrics_write(const struct rdb_vm *vm, FILE *f);
+void rdb_backup_metrics(const struct rdb_vm *vm, struct rdb_prom *p);
 void rdb_backup_status(const struct rdb_vm *vm, json_t *o);
 /* What a restored VM's new primary role takes over (reprotect.c). */
 struct rdb_handover {

@@ -120,7 +120,7 @@ static const struct rdb_option daemon_opts[] = {
 	{ "qemu_binary", RDB_OPT_STRING, OFF(rdb_daemon_config, qemu_binary), "qemu-system-x86_64", 0, 0, NULL,
 	  "QEMU started on failover" },
 	{ "metrics_file", RDB_OPT_STRING, OFF(rdb_daemon_config, metrics_file), "", 0, 0, NULL,
-	  "Prometheus text file rewritten every second; empty: off" },
+	  "metrics in the Prometheus text format, rewritten every second (atomically: write and rename); name it *.prom in node_exporter's textfile directory (/var/lib/prometheus/node-exporter/remusdb.prom on Debian); empty: off" },
 	{ "node_name", RDB_OPT_STRING, OFF(rdb_daemon_config, node_name), "", 0, 0, v_name_or_empty,
 	  "this host's name at the witness ([A-Za-z0-9_.-], 1-64); empty: the hostname. Unique per host" },
 	{ "witness", RDB_OPT_STRING, OFF(rdb_daemon_config, witness), "", 0, 0, v_witness,

@@ -5,6 +5,7 @@
 
 #include <sched.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "config.h"
 #include "evloop.h"
@@ -26,6 +27,7 @@ struct rdb_daemon {
 	struct rdb_linksec *linksec;	/* every replication link's TLS */
 	int repl_listen_fd;		/* backups accept primaries here */
 	uint64_t started_ns;
+	time_t started_unix;		/* the same, wall clock */
 	uint64_t metrics_timer;
 	cpu_set_t cpus;			/* where remusdbd runs (`cpus`) */
 	cpu_set_t guest_cpus;		/* where the QEMU it starts runs */

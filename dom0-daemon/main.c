@@ -35,6 +35,7 @@
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define DEFAULT_CONFIG "/etc/remusdb/remusdbd.conf"
@@ -268,8 +269,32 @@ static int ctl_capture(void *opaque, json_t *req, json_t **reply_out)
 	return 0;
 }
 
+/* epochs NAME [count]: the primary's last checkpoints, one per column
+ * entry (rdb_vm_epochs_json); a backup records none. */
+static int ctl_epochs(void *opaque, json_t *req, json_t **reply_out)
+{
+	struct rdb_vm *vm = vm_arg(opaque, req, reply_out);
+	json_t *count = json_object_get(json_object_get(req, "args"), "count");
+	json_int_t n = count ? json_integer_value(count) : 400;
+
+	if (!vm)
+		return -ENOENT;
+	if (vm->role != RDB_ROLE_PRIMARY) {
+		*reply_out = json_sprintf("%s is backed up here: its checkpoints "
+					  "are recorded on the primary", vm->name);
+		return -EINVAL;
+	}
+	if (n < 1 || n > RDB_PAUSE_RING) {
+		*reply_out = json_sprintf("count: want 1..%d", RDB_PAUSE_RING);
+		return -EINVAL;
+	}
+	*reply_out = rdb_vm_epochs_json(vm, (unsigned)n);
+	return *reply_out ? 0 : -ENOMEM;
+}
+
 static const struct rdb_ctl_handler handlers[] = {
 	{ "capture", ctl_capture },
+	{ "epochs", ctl_epochs },
 	{ "status", ctl_status },
 	{ "protect", ctl_protect },
 	{ "reprotect", ctl_reprotect },
@@ -282,26 +307,59 @@ static const struct rdb_ctl_handler handlers[] = {
 
 /* ---- housekeeping ---- */
 
+/* The metrics file, Prometheus text format (prom.h): collected into a
+ * registry so each family's samples stay together across VMs, written
+ * to a temporary file and renamed over the old one, so a scraper (node
+ * exporter's textfile collector) never reads half of it. */
 static void write_metrics(struct rdb_daemon *d)
 {
+	static int last_err;
+	struct rdb_prom p;
+	unsigned nvm[2] = { 0, 0 };
 	char tmp[600];
 	FILE *f;
+	int rc;
 
 	if (!d->cfg.metrics_file || !d->cfg.metrics_file[0])
 		return;
+	rdb_prom_init(&p);
+	for (struct rdb_vm *vm = d->vms; vm; vm = vm->next) {
+		nvm[vm->role == RDB_ROLE_PRIMARY]++;
+		rdb_vm_metrics(vm, &p);
+		if (vm->role == RDB_ROLE_PRIMARY)
+			rdb_primary_metrics(vm, &p);
+		else
+			rdb_backup_metrics(vm, &p);
+	}
+	rdb_prom_set_base(&p, NULL);
+	rdb_prom_add(&p, "remusdb_vms", RDB_PROM_GAUGE,
+		     "VMs this daemon serves, by role.", nvm[1], "role", "primary", NULL);
+	rdb_prom_add(&p, "remusdb_vms", RDB_PROM_GAUGE,
+		     "VMs this daemon serves, by role.", nvm[0], "role", "backup", NULL);
+	rdb_prom_add(&p, "remusdb_start_time_seconds", RDB_PROM_GAUGE,
+		     "When remusdbd started, seconds since the epoch.",
+		     (double)d->started_unix, NULL);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", d->cfg.metrics_file);
 	f = fopen(tmp, "w");
-	if (!f)
-		return;
-	for (struct rdb_vm *vm = d->vms; vm; vm = vm->next) {
-		rdb_vm_metrics_write(vm, f);
-		if (vm->role == RDB_ROLE_PRIMARY)
-			rdb_primary_metrics_write(vm, f);
-		else
-			rdb_backup_metrics_write(vm, f);
+	if (!f) {
+		rc = -errno;
+	} else {
+		rc = rdb_prom_write(&p, f);
+		if (fclose(f) != 0 && rc == 0)
+			rc = -errno;
+		if (rc == 0 && rename(tmp, d->cfg.metrics_file) < 0)
+			rc = -errno;
+		if (rc < 0)
+			unlink(tmp);
 	}
-	if (fclose(f) == 0)
-		rename(tmp, d->cfg.metrics_file);
+	rdb_prom_dispose(&p);
+	/* once per kind of failure, not every second */
+	if (rc < 0 && rc != last_err)
+		LOG(WARN, "cannot write the metrics file %s: %s",
+			     d->cfg.metrics_file, strerror(-rc));
+	else if (rc == 0 && last_err)
+		LOG(INFO, "the metrics file %s is written again", d->cfg.metrics_file);
+	last_err = rc;
 }
 
 static uint64_t on_housekeeping(struct rdb_evloop *loop, uint64_t id, void *opaque)
@@ -487,6 +545,7 @@ int main(int argc, char **argv)
 		return 2;
 	signal(SIGPIPE, SIG_IGN);
 	d.started_ns = rdb_now_ns();
+	d.started_unix = time(NULL);
 
 	if (make_dir(d.cfg.run_dir) < 0 || make_dir(d.cfg.state_dir) < 0)
 		goto out;

@@ -189,7 +189,7 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 {
 	struct rdb_primary *p = opaque;
 	struct rdb_vm *vm = p->vm;
-	uint64_t now, t0 = rdb_now_ns();
+	uint64_t now, pause_ns, t0 = rdb_now_ns();
 	bool handover;
 	int rc;
 
@@ -248,14 +248,15 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 	if (rc < 0)
 		return rc;
 	now = rdb_now_ns();
+	pause_ns = 0;
 	if (handover) {
 		p->in_pause = false;	/* (not a pause: not recorded) */
 	} else if (p->in_pause) {
-		rdb_vm_pause_recorded(vm, now - p->ckpt_start_ns,
-				      p->pause_work_ns + (now - t0));
+		pause_ns = now - p->ckpt_start_ns;
+		rdb_vm_pause_recorded(vm, pause_ns, p->pause_work_ns + (now - t0));
 		p->in_pause = false;
 	}
-	rdb_vm_epoch_ended(vm, epoch, now);
+	rdb_vm_epoch_ended(vm, epoch, now, pause_ns);
 	if (p->cap_left && epoch > 0)
 		rdb_pri_capture_epoch(p, epoch);
 	if (p->pool && epoch > 0) {
@@ -270,6 +271,8 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 						     p->epoch_flow_recs,
 						     p->epoch_bytes + p->epoch_disk_bytes +
 						     p->epoch_flow_bytes + len);
+		rdb_vm_epoch_framed(vm, epoch, p->epoch_bytes + p->epoch_disk_bytes +
+				    p->epoch_flow_bytes + len);
 		vm->st.bytes += len;
 	}
 	if (rc < 0)

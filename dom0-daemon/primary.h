@@ -21,6 +21,8 @@
 
 #include <jansson.h>
 
+#include "prom.h"
+
 struct rdb_daemon;
 struct rdb_vm;
 struct rdb_vm_config;
@@ -65,7 +67,7 @@ void rdb_primary_teardown(struct rdb_vm *vm);
 void rdb_primary_status(const struct rdb_vm *vm, json_t *o);
 /* Prometheus lines of commit protection's output path (nothing in plain
  * mode). */
-void rdb_primary_metrics_write(const struct rdb_vm *vm, FILE *f);
+void rdb_primary_metrics(const struct rdb_vm *vm, struct rdb_prom *p);
 /*
  * Capture mode (benchmarks): the next `epochs` checkpoints' dirty pages,
  * as QEMU sent them, are appended to path (created; mode 0600), after

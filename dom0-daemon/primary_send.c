@@ -121,6 +121,7 @@ static int finish_encoded(struct rdb_primary *p)
 					     recs + p->enc_disk_recs,
 					     bytes + p->enc_disk_bytes +
 					     p->enc_dev_len);
+	rdb_vm_epoch_framed(vm, p->enc_epoch, bytes + p->enc_disk_bytes + p->enc_dev_len);
 	if (rc == 0 && p->held.len)
 		rc = rdb_buf_append(&p->out, p->held.data, p->held.len);
 	rdb_buf_reset(&p->held);

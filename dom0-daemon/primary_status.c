@@ -166,46 +166,99 @@ void rdb_primary_status(const struct rdb_vm *vm, json_t *o)
 	}
 }
 
-void rdb_primary_metrics_write(const struct rdb_vm *vm, FILE *f)
+void rdb_primary_metrics(const struct rdb_vm *vm, struct rdb_prom *prom)
 {
 	const struct rdb_primary *p = vm->pri;
-	const struct rdb_flowbuf_stats *st;
-	const char *n = vm->name;
+	const enum rdb_prom_type C = RDB_PROM_COUNTER, G = RDB_PROM_GAUGE;
 
-	if (p && p->ridx) {
+	if (!p)
+		return;
+	rdb_prom_add(prom, "remusdb_output_held_frames", G,
+		     "Guest packets held until their checkpoint commits.",
+		     (double)(rdb_netbuf_frames(&p->nb) + rdb_flowbuf_frames(&p->fb)), NULL);
+	rdb_prom_add(prom, "remusdb_output_held_bytes", G,
+		     "Bytes of guest packets held until their checkpoint commits.",
+		     (double)(rdb_netbuf_bytes(&p->nb) + rdb_flowbuf_bytes(&p->fb)), NULL);
+	rdb_prom_add(prom, "remusdb_replication_queue_bytes", G,
+		     "Bytes queued for the backup, not yet written to the link.",
+		     (double)p->out.len, NULL);
+	if (p->has_disk) {
+		const struct rdb_dring_shared *ds = rdb_disk_stats(&p->disk);
+		static const char *const H = "Guest disk requests served, by operation.";
+
+		rdb_prom_add(prom, "remusdb_disk_requests_total", C, H,
+			     (double)atomic_load(&ds->reads), "op", "read", NULL);
+		rdb_prom_add(prom, "remusdb_disk_requests_total", C, H,
+			     (double)atomic_load(&ds->writes), "op", "write", NULL);
+		rdb_prom_add(prom, "remusdb_disk_requests_total", C, H,
+			     (double)atomic_load(&ds->flushes), "op", "flush", NULL);
+		rdb_prom_add(prom, "remusdb_disk_requests_total", C, H,
+			     (double)atomic_load(&ds->zeroes), "op", "write_zeroes", NULL);
+		rdb_prom_add(prom, "remusdb_disk_request_errors_total", C,
+			     "Guest disk requests answered with an error.",
+			     (double)atomic_load(&ds->errors), NULL);
+		rdb_prom_add(prom, "remusdb_disk_server_restarts_total", C,
+			     "Restarts of the disk server process.",
+			     (double)p->disk.restarts, NULL);
+		rdb_prom_add(prom, "remusdb_disk_ring_bytes", G,
+			     "Size of the disk change ring between the disk server and remusdbd.",
+			     (double)p->disk.ring_bytes, NULL);
+		rdb_prom_add(prom, "remusdb_disk_ring_used_bytes", G,
+			     "Bytes of disk changes in the ring, not yet taken by remusdbd.",
+			     (double)rdb_dring_used(&p->disk.ring), NULL);
+		rdb_prom_add(prom, "remusdb_disk_ring_waits_total", C,
+			     "Guest writes that waited for room in the disk change ring.",
+			     (double)atomic_load(&ds->room_waits), NULL);
+		rdb_prom_add(prom, "remusdb_disk_changes_lost", G,
+			     "1 when disk changes were lost to replication (protection must be restarted).",
+			     atomic_load(&ds->lost) != 0, NULL);
+		rdb_prom_add(prom, "remusdb_activity_log_extents", G,
+			     "Disk extents in the activity log (may differ after a power pull).",
+			     (double)atomic_load(&ds->al_active), NULL);
+		rdb_prom_add(prom, "remusdb_activity_log_syncs_total", C,
+			     "Synchronous writes of the activity log.",
+			     (double)atomic_load(&ds->al_log_syncs), NULL);
+	}
+	if (p->ridx) {
 		struct rdb_readidx_stats rs;
 
 		rdb_readidx_stats(p->ridx, &rs);
-		fprintf(f, "remusdb_read_index_entries{vm=\"%s\"} %llu\n"
-			"remusdb_read_index_bytes{vm=\"%s\"} %llu\n"
-			"remusdb_read_index_hits_total{vm=\"%s\"} %llu\n"
-			"remusdb_read_index_lookups_total{vm=\"%s\"} %llu\n",
-			n, (unsigned long long)rs.entries,
-			n, (unsigned long long)rs.mem_bytes,
-			n, (unsigned long long)rs.hits,
-			n, (unsigned long long)rs.lookups);
+		rdb_prom_add(prom, "remusdb_read_index_entries", G,
+			     "Guest pages known to hold a disk block (read tracking).",
+			     (double)rs.entries, NULL);
+		rdb_prom_add(prom, "remusdb_read_index_bytes", G,
+			     "Memory used by the read-tracking index.",
+			     (double)rs.mem_bytes, NULL);
+		rdb_prom_add(prom, "remusdb_read_index_lookups_total", C,
+			     "Dirty pages looked up in the read-tracking index.",
+			     (double)rs.lookups, NULL);
+		rdb_prom_add(prom, "remusdb_read_index_hits_total", C,
+			     "Dirty pages sent as disk references.",
+			     (double)rs.hits, NULL);
 	}
-	if (!p || !p->cp)
-		return;
-	st = &p->fb.st;
-	fprintf(f, "remusdb_output_frames_total{vm=\"%s\",path=\"at_once\"} %llu\n",
-		n, (unsigned long long)st->now_frames);
-	fprintf(f, "remusdb_output_bytes_total{vm=\"%s\",path=\"at_once\"} %llu\n",
-		n, (unsigned long long)st->now_bytes);
-	fprintf(f, "remusdb_output_frames_total{vm=\"%s\",path=\"held_marked\"} %llu\n",
-		n, (unsigned long long)st->marked_frames);
-	fprintf(f, "remusdb_output_bytes_total{vm=\"%s\",path=\"held_marked\"} %llu\n",
-		n, (unsigned long long)st->marked_bytes);
-	fprintf(f, "remusdb_output_frames_total{vm=\"%s\",path=\"held_behind\"} %llu\n",
-		n, (unsigned long long)st->behind_frames);
-	fprintf(f, "remusdb_output_bytes_total{vm=\"%s\",path=\"held_behind\"} %llu\n",
-		n, (unsigned long long)st->behind_bytes);
-	fprintf(f, "remusdb_output_frames_total{vm=\"%s\",path=\"held_synack\"} %llu\n",
-		n, (unsigned long long)st->synack_frames);
-	fprintf(f, "remusdb_output_frames_total{vm=\"%s\",path=\"held_ack\"} %llu\n",
-		n, (unsigned long long)st->ack_frames);
-	fprintf(f, "remusdb_output_dropped_frames_total{vm=\"%s\"} %llu\n",
-		n, (unsigned long long)st->dropped);
-	fprintf(f, "remusdb_output_flows{vm=\"%s\"} %u\n", n,
-		rdb_flowbuf_flows(&p->fb));
+	if (p->cp) {
+		const struct rdb_flowbuf_stats *st = &p->fb.st;
+		static const char *const HF = "Guest packets by commit-protection path.";
+		static const char *const HB = "Guest packet bytes by commit-protection path.";
+		const struct { const char *path; uint64_t frames, bytes; } paths[] = {
+			{ "at_once", st->now_frames, st->now_bytes },
+			{ "held_marked", st->marked_frames, st->marked_bytes },
+			{ "held_behind", st->behind_frames, st->behind_bytes },
+			{ "held_synack", st->synack_frames, 0 },
+			{ "held_ack", st->ack_frames, 0 },
+		};
+
+		for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
+			rdb_prom_add(prom, "remusdb_output_frames_total", C, HF,
+				     (double)paths[i].frames, "path", paths[i].path, NULL);
+		for (size_t i = 0; i < 3; i++)
+			rdb_prom_add(prom, "remusdb_output_bytes_total", C, HB,
+				     (double)paths[i].bytes, "path", paths[i].path, NULL);
+		rdb_prom_add(prom, "remusdb_output_dropped_frames_total", C,
+			     "Guest packets dropped by the output buffer.",
+			     (double)st->dropped, NULL);
+		rdb_prom_add(prom, "remusdb_output_flows", G,
+			     "TCP flows tracked by commit protection.",
+			     (double)rdb_flowbuf_flows(&p->fb), NULL);
+	}
 }

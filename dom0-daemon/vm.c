@@ -6,6 +6,7 @@
 #include "log.h"
 
 #include <stdarg.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -126,6 +127,7 @@ void rdb_vm_pause_recorded(struct rdb_vm *vm, uint64_t pause_ns,
 	vm->st.pause_ns[vm->st.npause % RDB_PAUSE_RING] = pause_ns;
 	vm->st.work_ns[vm->st.npause % RDB_PAUSE_RING] = work_ns;
 	vm->st.npause++;
+	rdb_prom_hist_observe(&vm->st.pause_hist, pause_ns);
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -152,9 +154,64 @@ uint64_t rdb_vm_pause_percentile(const struct rdb_vm *vm, unsigned p)
 	return percentile(vm->st.pause_ns, vm->st.npause, p);
 }
 
-void rdb_vm_epoch_ended(struct rdb_vm *vm, uint64_t epoch, uint64_t now_ns)
+void rdb_vm_epoch_ended(struct rdb_vm *vm, uint64_t epoch, uint64_t now_ns,
+			uint64_t pause_ns)
 {
+	struct rdb_epoch_rec *r = &vm->st.epochs[epoch % RDB_PAUSE_RING];
+
+	/* epoch 0 begins a protection: the last one's records go */
+	if (epoch == 0)
+		memset(vm->st.epochs, 0, sizeof(vm->st.epochs));
 	vm->st.epoch_end_ns[epoch % RDB_PAUSE_RING] = now_ns;
+	*r = (struct rdb_epoch_rec){ .epoch = epoch, .end_ns = now_ns,
+				     .pause_ns = pause_ns, .valid = true };
+}
+
+void rdb_vm_epoch_framed(struct rdb_vm *vm, uint64_t epoch, uint64_t bytes)
+{
+	struct rdb_epoch_rec *r = &vm->st.epochs[epoch % RDB_PAUSE_RING];
+
+	if (r->valid && r->epoch == epoch)
+		r->bytes = bytes;
+}
+
+json_t *rdb_vm_epochs_json(const struct rdb_vm *vm, unsigned count)
+{
+	const struct rdb_vm_stats *st = &vm->st;
+	json_t *o, *ep = json_array(), *t = json_array(), *pause = json_array(),
+	       *bytes = json_array(), *ack = json_array();
+	uint64_t newest = 0, mono_now = rdb_now_ns();
+	struct timespec real;
+	double real_now;
+	bool any = false;
+
+	clock_gettime(CLOCK_REALTIME, &real);
+	real_now = (double)real.tv_sec + (double)real.tv_nsec / 1e9;
+	for (unsigned i = 0; i < RDB_PAUSE_RING; i++)
+		if (st->epochs[i].valid && (!any || st->epochs[i].epoch > newest)) {
+			newest = st->epochs[i].epoch;
+			any = true;
+		}
+	if (count > RDB_PAUSE_RING)
+		count = RDB_PAUSE_RING;
+	for (uint64_t e = any && newest + 1 > count ? newest + 1 - count : 0;
+	     any && e <= newest; e++) {
+		const struct rdb_epoch_rec *r = &st->epochs[e % RDB_PAUSE_RING];
+
+		if (!r->valid || r->epoch != e)
+			continue;
+		json_array_append_new(ep, json_integer((json_int_t)e));
+		/* the monotonic clock, placed on the wall clock now */
+		json_array_append_new(t, json_real(real_now -
+				(double)(mono_now - r->end_ns) / 1e9));
+		json_array_append_new(pause, json_real((double)r->pause_ns / 1e6));
+		json_array_append_new(bytes, json_integer((json_int_t)r->bytes));
+		json_array_append_new(ack, r->ack_ns ? json_real((double)r->ack_ns / 1e6) :
+				      json_null());
+	}
+	o = json_pack("{s:s, s:o, s:o, s:o, s:o, s:o}", "vm", vm->name, "epoch", ep,
+		      "t", t, "pause_ms", pause, "bytes", bytes, "ack_ms", ack);
+	return o;
 }
 
 void rdb_vm_epoch_acked(struct rdb_vm *vm, uint64_t epoch, uint64_t now_ns)
@@ -165,7 +222,10 @@ void rdb_vm_epoch_acked(struct rdb_vm *vm, uint64_t epoch, uint64_t now_ns)
 		return;
 	vm->st.epoch_end_ns[epoch % RDB_PAUSE_RING] = 0;
 	vm->st.ack_ns[vm->st.nack % RDB_PAUSE_RING] = now_ns - end;
+	if (vm->st.epochs[epoch % RDB_PAUSE_RING].epoch == epoch)
+		vm->st.epochs[epoch % RDB_PAUSE_RING].ack_ns = now_ns - end;
 	vm->st.nack++;
+	rdb_prom_hist_observe(&vm->st.ack_hist, now_ns - end);
 }
 
 uint64_t rdb_vm_ack_percentile(const struct rdb_vm *vm, unsigned p)
@@ -177,6 +237,7 @@ void rdb_vm_commit_recorded(struct rdb_vm *vm, uint64_t ns)
 {
 	vm->st.commit_ns[vm->st.ncommit % RDB_PAUSE_RING] = ns;
 	vm->st.ncommit++;
+	rdb_prom_hist_observe(&vm->st.commit_hist, ns);
 }
 
 uint64_t rdb_vm_commit_percentile(const struct rdb_vm *vm, unsigned p)
@@ -293,66 +354,116 @@ json_t *rdb_vm_status_json(const struct rdb_vm *vm)
 	return o;
 }
 
-void rdb_vm_metrics_write(const struct rdb_vm *vm, FILE *f)
+/* Counters and gauges of every VM; the role's own are added by
+ * rdb_primary_metrics / rdb_backup_metrics after this. */
+void rdb_vm_metrics(const struct rdb_vm *vm, struct rdb_prom *p)
 {
-	const char *n = vm->name, *role = rdb_vm_role_name(vm->role);
+	const struct rdb_vm_stats *st = &vm->st;
+	const enum rdb_prom_type C = RDB_PROM_COUNTER, G = RDB_PROM_GAUGE;
 
-	for (int s = 0; s < RDB_VM_STATE__MAX; s++) {
-		fprintf(f, "remusdb_vm_state_transitions_total{vm=\"%s\",role=\"%s\",state=\"%s\"} %llu\n",
-			n, role, state_names[s],
-			(unsigned long long)vm->st.transitions[s]);
-		fprintf(f, "remusdb_vm_state{vm=\"%s\",role=\"%s\",state=\"%s\"} %d\n",
-			n, role, state_names[s], vm->state == (enum rdb_vm_state)s);
+	rdb_prom_set_base(p, "vm", vm->name, "role", rdb_vm_role_name(vm->role), NULL);
+	for (int s = 0; s < RDB_VM_STATE__MAX; s++)
+		rdb_prom_add(p, "remusdb_vm_state", G,
+			     "1 for the state the VM is in, 0 for the others.",
+			     vm->state == (enum rdb_vm_state)s, "state", state_names[s], NULL);
+	rdb_prom_add(p, "remusdb_vm_state_seconds", G,
+		     "Seconds since the VM entered its current state.",
+		     (double)(rdb_now_ns() - vm->state_since_ns) / RDB_NS_PER_S, NULL);
+	for (int s = 0; s < RDB_VM_STATE__MAX; s++)
+		rdb_prom_add(p, "remusdb_vm_state_transitions_total", C,
+			     "Times the VM entered each state.",
+			     (double)st->transitions[s], "state", state_names[s], NULL);
+	rdb_prom_add(p, "remusdb_checkpoints_total", C,
+		     "Checkpoints whose state reached the backup (primary) or was applied (backup).",
+		     (double)st->checkpoints, NULL);
+	rdb_prom_add(p, "remusdb_committed_epoch", G,
+		     "Last checkpoint epoch acknowledged (primary) or applied (backup).",
+		     (double)st->committed_epoch, NULL);
+	rdb_prom_add(p, "remusdb_replicated_pages_total", C,
+		     "Memory pages sent (primary) or applied (backup).",
+		     (double)st->pages, NULL);
+	rdb_prom_add(p, "remusdb_replicated_bytes_total", C,
+		     "Replication payload bytes sent (primary) or received (backup).",
+		     (double)st->bytes, NULL);
+	rdb_prom_add(p, "remusdb_disk_replicated_writes_total", C,
+		     "Guest disk writes replicated (primary).",
+		     (double)st->disk_ops, NULL);
+	rdb_prom_add(p, "remusdb_disk_replicated_bytes_total", C,
+		     "Guest disk write bytes replicated (primary) or applied to the replica (backup).",
+		     (double)st->disk_bytes, NULL);
+	rdb_prom_add(p, "remusdb_disk_syncs_total", C,
+		     "fdatasyncs of the disk replica (backup).",
+		     (double)st->disk_syncs, NULL);
+	rdb_prom_add(p, "remusdb_marked_frames_total", C,
+		     "Guest packets marked for commit protection (primary).",
+		     (double)st->marked_frames, NULL);
+	rdb_prom_add(p, "remusdb_failover_decisions_total", C,
+		     "Failover decisions at the witness: started, won, lost.",
+		     (double)st->decisions, "outcome", "started", NULL);
+	rdb_prom_add(p, "remusdb_failover_decisions_total", C,
+		     "Failover decisions at the witness: started, won, lost.",
+		     (double)st->decisions_won, "outcome", "won", NULL);
+	rdb_prom_add(p, "remusdb_failover_decisions_total", C,
+		     "Failover decisions at the witness: started, won, lost.",
+		     (double)st->decisions_lost, "outcome", "lost", NULL);
+	rdb_prom_add(p, "remusdb_witness_errors_total", C,
+		     "Requests to the failover witness that failed.",
+		     (double)st->witness_errors, NULL);
+	rdb_prom_add(p, "remusdb_hold_pauses_total", C,
+		     "Guest pauses at the output hold bound while the backup was unheard (primary).",
+		     (double)st->hold_pauses, NULL);
+	rdb_prom_add(p, "remusdb_deadline_misses_total", C,
+		     "Checkpoints that missed their deadline.",
+		     (double)st->deadline_misses, NULL);
+	rdb_prom_add(p, "remusdb_watchdog_trips_total", C,
+		     "Times the guest-freeze watchdog tripped.",
+		     (double)st->watchdog_trips, NULL);
+	if (vm->role == RDB_ROLE_PRIMARY) {
+		rdb_prom_add_hist(p, "remusdb_checkpoint_pause_seconds",
+				  "Guest pause per checkpoint, from the stop request to the state sent (primary).",
+				  &st->pause_hist, NULL);
+		rdb_prom_add_hist(p, "remusdb_checkpoint_ack_wait_seconds",
+				  "From a checkpoint's pause end to the backup's acknowledgement: how long its output is held beyond the epoch.",
+				  &st->ack_hist, NULL);
+	} else {
+		rdb_prom_add_hist(p, "remusdb_checkpoint_commit_seconds",
+				  "Time to commit a checkpoint at the backup (disk replay, syncs, pages).",
+				  &st->commit_hist, NULL);
 	}
-	fprintf(f, "remusdb_checkpoints_total{vm=\"%s\",role=\"%s\"} %llu\n",
-		n, role, (unsigned long long)vm->st.checkpoints);
-	fprintf(f, "remusdb_decisions_total{vm=\"%s\",role=\"%s\",outcome=\"started\"} %llu\n"
-		"remusdb_decisions_total{vm=\"%s\",role=\"%s\",outcome=\"won\"} %llu\n"
-		"remusdb_decisions_total{vm=\"%s\",role=\"%s\",outcome=\"lost\"} %llu\n",
-		n, role, (unsigned long long)vm->st.decisions,
-		n, role, (unsigned long long)vm->st.decisions_won,
-		n, role, (unsigned long long)vm->st.decisions_lost);
-	fprintf(f, "remusdb_witness_errors_total{vm=\"%s\",role=\"%s\"} %llu\n",
-		n, role, (unsigned long long)vm->st.witness_errors);
-	fprintf(f, "remusdb_hold_pauses_total{vm=\"%s\",role=\"%s\"} %llu\n",
-		n, role, (unsigned long long)vm->st.hold_pauses);
-	fprintf(f, "remusdb_committed_epoch{vm=\"%s\",role=\"%s\"} %llu\n",
-		n, role, (unsigned long long)vm->st.committed_epoch);
-	fprintf(f, "remusdb_replicated_bytes_total{vm=\"%s\",role=\"%s\"} %llu\n",
-		n, role, (unsigned long long)vm->st.bytes);
-	{
+	if (st->failover_ns)
+		rdb_prom_add(p, "remusdb_failover_seconds", G,
+			     "The last failover, from detection to the guest running (backup).",
+			     (double)st->failover_ns / RDB_NS_PER_S, NULL);
+	if (st->protect_start_ns) {
+		const char *kind = st->resynced ? "resync" : "full";
+
+		rdb_prom_add(p, "remusdb_initial_copy_bytes", G,
+			     "Disk bytes sent by the last protection's initial copy (full copy or resync).",
+			     (double)st->resync_bytes, "kind", kind, NULL);
+		if (st->initial_ns)
+			rdb_prom_add(p, "remusdb_initial_copy_seconds", G,
+				     "The last protection's initial copy, disk and memory, to the first acknowledged checkpoint.",
+				     (double)st->initial_ns / RDB_NS_PER_S, "kind", kind, NULL);
+	}
+	if (st->codec.in_bytes) {
 		static const char *const enc[RDB_PAGE_ENC__MAX] = {
 			"raw", "zero", "xor_rle", "lz4", "diskref",
 		};
-		const struct rdb_codec_stats *c = &vm->st.codec;
+		const struct rdb_codec_stats *c = &st->codec;
 
-		for (int i = 0; vm->st.codec.in_bytes && i < RDB_PAGE_ENC__MAX; i++) {
-			fprintf(f, "remusdb_pages_encoded_total{vm=\"%s\",encoding=\"%s\"} %llu\n",
-				n, enc[i], (unsigned long long)c->pages[i]);
-			fprintf(f, "remusdb_page_bytes_encoded_total{vm=\"%s\",encoding=\"%s\"} %llu\n",
-				n, enc[i], (unsigned long long)c->out_bytes[i]);
+		for (int i = 0; i < RDB_PAGE_ENC__MAX; i++) {
+			rdb_prom_add(p, "remusdb_pages_encoded_total", C,
+				     "Memory pages sent, by encoding.",
+				     (double)c->pages[i], "encoding", enc[i], NULL);
+			rdb_prom_add(p, "remusdb_page_encoded_bytes_total", C,
+				     "Bytes of memory pages sent, by encoding.",
+				     (double)c->out_bytes[i], "encoding", enc[i], NULL);
 		}
-		if (vm->st.codec.in_bytes) {
-			fprintf(f, "remusdb_page_cache_hits_total{vm=\"%s\"} %llu\n",
-				n, (unsigned long long)c->cache_hits);
-			fprintf(f, "remusdb_page_cache_misses_total{vm=\"%s\"} %llu\n",
-				n, (unsigned long long)c->cache_misses);
-		}
+		rdb_prom_add(p, "remusdb_page_cache_hits_total", C,
+			     "Dirty pages found in the delta cache.",
+			     (double)c->cache_hits, NULL);
+		rdb_prom_add(p, "remusdb_page_cache_misses_total", C,
+			     "Dirty pages not in the delta cache.",
+			     (double)c->cache_misses, NULL);
 	}
-	fprintf(f, "remusdb_marked_frames_total{vm=\"%s\",role=\"%s\"} %llu\n",
-		n, role, (unsigned long long)vm->st.marked_frames);
-	fprintf(f, "remusdb_disk_ops_total{vm=\"%s\",role=\"%s\"} %llu\n",
-		n, role, (unsigned long long)vm->st.disk_ops);
-	fprintf(f, "remusdb_disk_bytes_total{vm=\"%s\",role=\"%s\"} %llu\n",
-		n, role, (unsigned long long)vm->st.disk_bytes);
-	fprintf(f, "remusdb_pause_seconds{vm=\"%s\",quantile=\"0.5\"} %.6f\n",
-		n, (double)rdb_vm_pause_percentile(vm, 50) / RDB_NS_PER_S);
-	fprintf(f, "remusdb_pause_seconds{vm=\"%s\",quantile=\"0.99\"} %.6f\n",
-		n, (double)rdb_vm_pause_percentile(vm, 99) / RDB_NS_PER_S);
-	fprintf(f, "remusdb_ack_seconds{vm=\"%s\",quantile=\"0.5\"} %.6f\n",
-		n, (double)rdb_vm_ack_percentile(vm, 50) / RDB_NS_PER_S);
-	fprintf(f, "remusdb_ack_seconds{vm=\"%s\",quantile=\"0.99\"} %.6f\n",
-		n, (double)rdb_vm_ack_percentile(vm, 99) / RDB_NS_PER_S);
-	fprintf(f, "remusdb_watchdog_trips_total{vm=\"%s\"} %llu\n",
-		n, (unsigned long long)vm->st.watchdog_trips);
 }

@@ -32,6 +32,7 @@
 
 #include "config.h"
 #include "pagecodec.h"
+#include "prom.h"
 
 enum rdb_vm_role {
 	RDB_ROLE_PRIMARY,
@@ -56,6 +57,17 @@ enum rdb_vm_state {
 
 /* The last RDB_PAUSE_RING pauses, for p50/p99 on demand. */
 #define RDB_PAUSE_RING 4096
+
+/* One checkpoint as the primary saw it (remusdbctl epochs, the drill
+ * report): kept for the last RDB_PAUSE_RING epochs, by epoch. */
+struct rdb_epoch_rec {
+	uint64_t epoch;
+	uint64_t end_ns;	/* its pause ended (monotonic) */
+	uint64_t pause_ns;	/* the guest's pause; 0: none (a handover) */
+	uint64_t bytes;		/* its frames' payload, as in EPOCH_END */
+	uint64_t ack_ns;	/* pause end -> ACK; 0: not acknowledged */
+	bool valid;
+};
 
 struct rdb_vm_stats {
 	uint64_t transitions[RDB_VM_STATE__MAX];
@@ -98,6 +110,10 @@ struct rdb_vm_stats {
 	uint64_t protect_start_ns, colo_start_ns, initial_mem_bytes;
 	uint64_t colo_start_bytes;	/* st.bytes then (the count goes on) */
 	uint64_t initial_ns, initial_mem_ns;
+	/* since the VM was added: pauses, ACK waits (primary), commits
+	 * (backup), for the metrics file's histograms */
+	struct rdb_prom_hist pause_hist, ack_hist, commit_hist;
+	struct rdb_epoch_rec epochs[RDB_PAUSE_RING];	/* by epoch % ring */
 };
 
 struct rdb_daemon;
@@ -137,8 +153,12 @@ void rdb_vm_set_state(struct rdb_vm *vm, enum rdb_vm_state s,
  * and the time our own code ran inside it. */
 void rdb_vm_pause_recorded(struct rdb_vm *vm, uint64_t pause_ns,
 			   uint64_t work_ns);
-/* Called after checkpoint epoch's pause ended, and when its ACK came. */
-void rdb_vm_epoch_ended(struct rdb_vm *vm, uint64_t epoch, uint64_t now_ns);
+/* Called after checkpoint epoch's pause ended (pause_ns: its length, 0
+ * when the guest was not paused for it), after its EPOCH_END was framed
+ * with bytes of payload, and when its ACK came. */
+void rdb_vm_epoch_ended(struct rdb_vm *vm, uint64_t epoch, uint64_t now_ns,
+			uint64_t pause_ns);
+void rdb_vm_epoch_framed(struct rdb_vm *vm, uint64_t epoch, uint64_t bytes);
 void rdb_vm_epoch_acked(struct rdb_vm *vm, uint64_t epoch, uint64_t now_ns);
 /* p in [0,100]; 0 when nothing recorded. */
 uint64_t rdb_vm_pause_percentile(const struct rdb_vm *vm, unsigned p);
@@ -146,9 +166,14 @@ uint64_t rdb_vm_ack_percentile(const struct rdb_vm *vm, unsigned p);
 void rdb_vm_commit_recorded(struct rdb_vm *vm, uint64_t ns);
 uint64_t rdb_vm_commit_percentile(const struct rdb_vm *vm, unsigned p);
 uint64_t rdb_vm_work_percentile(const struct rdb_vm *vm, unsigned p);
+/* The last count (at most RDB_PAUSE_RING) epochs' records, oldest first,
+ * as columns: {"epoch": [...], "t": [unix seconds at pause end], "pause_ms",
+ * "bytes", "ack_ms" (null: not acknowledged)}. NULL on ENOMEM. */
+json_t *rdb_vm_epochs_json(const struct rdb_vm *vm, unsigned count);
 
 json_t *rdb_vm_status_json(const struct rdb_vm *vm);
 /* Appends Prometheus text-format lines for this VM to f. */
-void rdb_vm_metrics_write(const struct rdb_vm *vm, FILE *f);
+/* Adds the VM's samples to the registry, with labels vm and role. */
+void rdb_vm_metrics(const struct rdb_vm *vm, struct rdb_prom *p);
 
 #endif

@@ -2,7 +2,8 @@
 # The PostgreSQL power-pull drill: K times, a protected PostgreSQL VM under
 # the ledger workload and pgbench loses its primary's power at a random
 # moment (tests/e2e/pg-failover.sh, a fresh pair of hosts each time).
-# Writes build/drill/pg-report.json; exits non-zero if any commit was
+# Writes build/drill/pg-report.json and, per drill, a report with plots
+# (build/drill/pg-drill-K/report.html); exits non-zero if any commit was
 # lost, any invariant failed or pg_amcheck found corruption.
 #
 #   tests/drill-pg.sh [--drills K]      (default DRILLS or 3)
@@ -23,6 +24,10 @@ for i in $(seq 1 "$k"); do
 	f=build/e2e/drillpg$i/result.json
 	if [ -s "$f" ]; then
 		results+=("$f")
+		# its report with plots (made and checked by the test)
+		[ -d "build/e2e/drillpg$i/report" ] && rm -rf "build/drill/pg-drill-$i" &&
+			cp -r "build/e2e/drillpg$i/report" "build/drill/pg-drill-$i" &&
+			echo "drill $i: build/drill/pg-drill-$i/report.html"
 	else
 		jq -n --argjson rc $rc '{invariants_ok: false, amcheck_ok: false,
 			error: "drill did not complete", rc: $rc}' > "build/drill/pg-drill-$i-error.json"

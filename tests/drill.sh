@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The power-pull drill: a protected VM streaming a sequence to a client,
 # the primary's power pulled at a random moment, the backup taking over.
-# Writes build/drill/report.json; exits non-zero if an invariant failed.
+# Writes build/drill/report.json and build/drill/report.html (with plots:
+# the client across the pull, the checkpoint pauses, bytes per epoch);
+# exits non-zero if an invariant failed.
 #
 #   tests/drill.sh [--demo]     --demo narrates for a human, then runs
 #                               one PostgreSQL drill (tests/drill-pg.sh)
@@ -44,6 +46,13 @@ What happened:
   invariants                  : \(if .invariants_ok then "OK" else "VIOLATED" end)"' build/drill/report.json 2>/dev/null ||
 		cat build/drill/report.json
 	echo "Report: build/drill/report.json; logs: build/e2e/drill/"
+fi
+# the report with plots (tools/drill-report.sh): build/drill/report.html
+if [ -f build/e2e/drill/result.json ] &&
+   bash tools/drill-report.sh build/e2e/drill build/drill >/dev/null; then
+	echo "Report with plots: build/drill/report.html (throughput.png, pauses.png, epoch-bytes.png)"
+else
+	echo "drill: no report with plots (see above)" >&2
 fi
 seq_ok=false
 [ "$(jq -r .invariants_ok build/drill/report.json)" = true ] && seq_ok=true

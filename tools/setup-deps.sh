@@ -77,6 +77,11 @@ pkgs=(
 	# the manual pages' check (make man: groff and man -l, no warnings),
 	# remusdbctl's bash completion and its test, the systemd unit's check
 	groff-base man-db bash-completion systemd
+	# the metrics file's check: promtool's lint and a real scrape through
+	# node_exporter's textfile collector (tests/lib/metrics.sh)
+	prometheus prometheus-node-exporter
+	# the drill report's plots (tools/drill-report.sh)
+	gnuplot-nox
 )
 missing=()
 for p in "${pkgs[@]}"; do

@@ -15,6 +15,7 @@ set -u
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/netns.sh"
 . "$(dirname "$0")/../lib/cluster.sh"
+. "$(dirname "$0")/../lib/drillreport.sh"
 
 run=${RDB_RUN:-fo$$}
 ckpt=${CKPT_MS:-25}
@@ -41,15 +42,24 @@ fi
 total_s=$(awk -v a="$before_s" -v b="$after_s" 'BEGIN{printf "%d", a + b + 25}')
 ip netns exec "$(netns_name "$run" cli)" "$RDB_HELPERS/seqcheck" \
 	--host "$CL_GUEST_IP" --port "$CL_SEQ_PORT" --duration "$total_s" \
-	--connect-timeout 20 --stall-timeout 20 \
+	--connect-timeout 20 --stall-timeout 20 --timeline "$CL_DIR/timeline.txt" \
 	>"$CL_DIR/seqcheck.json" 2>"$CL_DIR/seqcheck.log" &
 checker=$!
 wait_for 20 "first values at the client" \
 	grep -q '^first ' "$CL_DIR/seqcheck.log" || rdb_fail "client got nothing"
+# the operator's drill on the backup, armed before the pull
+cl_ctl bak drill "$CL_VM" --timeout 90 --out "$CL_DIR/ctl-drill.json" \
+	>"$CL_DIR/ctl-drill.log" 2>&1 &
+driller=$!
+wait_for 10 "remusdbctl drill armed" grep -q "drill armed" "$CL_DIR/ctl-drill.log" ||
+	rdb_fail "remusdbctl drill did not arm: $(cat "$CL_DIR/ctl-drill.log")"
 sleep "$before_s"
 # The primary's own numbers, just before it dies.
 cl_ctl pri status "$CL_VM" --json > "$CL_DIR/pri-status.json" ||
 	rdb_fail "primary not answering before the pull"
+# the checkpoints before the pull, for the report's plots
+cl_ctl pri epochs "$CL_VM" --count 4096 --json > "$CL_DIR/epochs.json" ||
+	rdb_fail "the primary gave no epochs"
 cluster_pull_power "$run"
 # Marked once the links are down: the next value to arrive after the
 # mark ends the outage the client saw (seqcheck's marks[0].next_ms).
@@ -57,6 +67,7 @@ kill -USR1 "$checker"
 echo "pulled the primary's power at +${before_s}s"
 cl_ctl bak wait "$CL_VM" failed-over --timeout 30 ||
 	rdb_fail "backup did not fail over (see $CL_DIR/bak/remusdbd.log)"
+asked=$(date +%s.%N)
 cl_ctl bak status "$CL_VM" --json > "$CL_DIR/bak-status.json"
 # Let the client see the guest carry on, then stop it.
 sleep "$after_s"
@@ -65,7 +76,7 @@ wait_pid 15 "$checker"
 checker_rc=$?
 
 jq -n --slurpfile c "$CL_DIR/seqcheck.json" --slurpfile s "$CL_DIR/bak-status.json" \
-	--slurpfile p "$CL_DIR/pri-status.json" --arg ckpt "$ckpt" '
+	--slurpfile p "$CL_DIR/pri-status.json" --arg ckpt "$ckpt" --argjson asked "$asked" '
 	$c[0] as $c | ($s[0].vms[0]) as $v | ($p[0].vms[0]) as $pv |
 	{ gaps: $c.gaps, dups: $c.dups, regressions: $c.regressions,
 	  corrupt: $c.corrupt, connection_lost: $c.connection_lost,
@@ -77,6 +88,9 @@ jq -n --slurpfile c "$CL_DIR/seqcheck.json" --slurpfile s "$CL_DIR/bak-status.js
 	  epoch_ms: ($ckpt | tonumber),
 	  checkpoints_per_s: $pv.checkpoints_per_s,
 	  pause_ms_p50: $pv.pause_ms_p50, pause_ms_p99: $pv.pause_ms_p99,
+	  pull_at: $c.marks[0].at_real,
+	  running_at: ($asked - $v.state_age_ms / 1000),
+	  failover_at: ($asked - $v.state_age_ms / 1000 - $v.failover_ms / 1000),
 	  invariants_ok: ($c.gaps == 0 and $c.dups == 0 and $c.regressions == 0
 			  and $c.corrupt == 0 and ($c.connection_lost | not)
 			  and $c.values_after_stall > 0
@@ -85,6 +99,24 @@ jq -n --slurpfile c "$CL_DIR/seqcheck.json" --slurpfile s "$CL_DIR/bak-status.js
 cat "$CL_DIR/result.json"
 [ "$(jq -r .invariants_ok "$CL_DIR/result.json")" = true ] ||
 	rdb_fail "invariant violated (logs in $CL_DIR)"
+# The drill report: the plots are made from what was recorded, and show
+# the client streaming before the pull and again after the restore.
+drill_report_check "$CL_DIR" "$CL_DIR/report"
+# remusdbctl drill's record of the same failover, from the backup: the
+# restore and epoch as status says, detection at least the failure
+# timeout, and its least client stall within what the client measured
+wait_pid 30 "$driller" || rdb_fail "remusdbctl drill failed: $(tail -n 3 "$CL_DIR/ctl-drill.log")"
+cat "$CL_DIR/ctl-drill.log"
+jq -e --slurpfile r "$CL_DIR/result.json" --slurpfile s "$CL_DIR/bak-status.json" '
+	($s[0].vms[0]) as $v | $r[0] as $r |
+	.outcome == "failed-over" and .committed_epoch == $v.committed_epoch and
+	(.restore_ms - $v.failover_ms | fabs) < 0.01 and
+	.detection_ms >= 1000 and .detection_ms < 5000 and
+	.client_stall_ms_at_least >= .detection_ms and
+	.client_stall_ms_at_least <= $r.failover_ms + 150 and
+	(.running_at - $r.running_at | fabs) < 0.2 and
+	([.states[].state] | index("failed-over")) != null' "$CL_DIR/ctl-drill.json" >/dev/null ||
+	rdb_fail "remusdbctl drill's report disagrees with the test's: $(cat "$CL_DIR/ctl-drill.json")"
 if [ -n "$placed" ]; then
 	rq=$(pgrep -f "qemu-system.*$CL_DIR/bak/" | head -n 1)
 	[ -n "$rq" ] || rdb_fail "no restored QEMU on the backup"

@@ -2,12 +2,15 @@
 # Two protected VMs on the same pair of daemons: one remusdbd per host
 # serves every VM on it.  Both guests stream to the client; the primary
 # loses power; both must come back on the backup, each on its own TCP
-# connection, each sequence contiguous.  Before that, vm2's QEMU is
+# connection, each sequence contiguous.  Both daemons' metrics files,
+# with two VMs in them, pass promtool's lint and a real scrape through
+# node_exporter's textfile collector, and say what status says.  Before that, vm2's QEMU is
 # silent on QMP while its protection starts: vm1 must not notice.
 set -u
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/netns.sh"
 . "$(dirname "$0")/../lib/cluster.sh"
+. "$(dirname "$0")/../lib/metrics.sh"
 
 run=${RDB_RUN:-tv$$}
 trap 'cluster_down "$run"' EXIT
@@ -50,6 +53,30 @@ cl_ctl pri protect "$CL_DIR/vm2.conf" || rdb_fail "protect vm2 was refused"
 cl_ctl pri wait vm2 protected --timeout 90 || rdb_fail "vm2 not protected"
 cl_ctl bak wait vm2 protected --timeout 10 || rdb_fail "vm2 not protected on the backup"
 
+# The metrics files (rewritten every second) with both VMs protected.
+mval() { metrics_value "$CL_DIR/$1/scrape.txt" "${@:2}"; }
+sleep 2
+for side in pri bak; do
+	metrics_lint "$CL_DIR/$side/metrics.prom" || rdb_fail "the $side metrics file fails promtool's lint"
+	metrics_scrape "$(netns_name "$run" "$side")" "$CL_DIR/$side/metrics.prom" \
+		"$CL_DIR/$side/scrape.txt" || rdb_fail "node_exporter did not serve the $side metrics file"
+done
+[ "$(mval pri remusdb_vms role=primary)" = 2 ] || rdb_fail "the primary's metrics do not count two VMs"
+for vm in vm1 vm2; do
+	[ "$(mval pri remusdb_vm_state vm=$vm role=primary state=protected)" = 1 ] &&
+	[ "$(mval pri remusdb_vm_state vm=$vm role=primary state=protecting)" = 0 ] &&
+	[ "$(mval bak remusdb_vm_state vm=$vm role=backup state=protected)" = 1 ] &&
+	[ "$(mval bak remusdb_peer_link_up vm=$vm role=backup)" = 1 ] ||
+		rdb_fail "the metrics do not show $vm protected on both hosts"
+	n=$(mval pri remusdb_checkpoints_total vm=$vm role=primary)
+	c=$(mval pri remusdb_checkpoint_pause_seconds_count vm=$vm role=primary)
+	s=$(cl_ctl pri status "$vm" --json | jq '.vms[0].checkpoints')
+	echo "metrics: $vm checkpoints_total $n, pauses $c; status now $s"
+	# the file is at most a second (40 checkpoints) older than status
+	[ "${n:-0}" -gt 0 ] && [ "$n" -le "$s" ] && [ "$(( s - n ))" -le 200 ] &&
+		[ "${c:-0}" -gt 0 ] || rdb_fail "$vm's checkpoint counts in the metrics disagree with status"
+done
+
 pids=()
 for ip in 10.77.0.100 10.77.0.101; do
 	ip netns exec "$(netns_name "$run" cli)" "$RDB_HELPERS/seqcheck" \
@@ -73,6 +100,20 @@ sleep 6
 for p in "${pids[@]}"; do kill -INT "$p"; done
 for p in "${pids[@]}"; do wait_pid 15 "$p"; done
 cl_ctl bak status
+# the backup's metrics after the failover: both VMs failed over
+sleep 2
+metrics_lint "$CL_DIR/bak/metrics.prom" || rdb_fail "the backup's metrics file fails promtool's lint after the failover"
+metrics_scrape "$(netns_name "$run" bak)" "$CL_DIR/bak/metrics.prom" "$CL_DIR/bak/scrape.txt" ||
+	rdb_fail "node_exporter did not serve the backup's metrics file after the failover"
+for vm in vm1 vm2; do
+	[ "$(mval bak remusdb_vm_state vm=$vm role=backup state=failed-over)" = 1 ] &&
+	[ "$(mval bak remusdb_vm_state_transitions_total vm=$vm role=backup state=failed-over)" = 1 ] ||
+		rdb_fail "the backup's metrics do not show $vm failed over"
+	f=$(mval bak remusdb_failover_seconds vm=$vm role=backup)
+	echo "metrics: $vm failover_seconds $f"
+	awk -v f="${f:-0}" 'BEGIN { exit !(f > 0 && f < 30) }' ||
+		rdb_fail "$vm's failover time is not in the backup's metrics"
+done
 ok=true
 for ip in 10.77.0.100 10.77.0.101; do
 	jq -c --arg ip "$ip" '{ip: $ip, values, gaps, dups, regressions, corrupt,

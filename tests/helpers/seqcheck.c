@@ -21,6 +21,11 @@
  * --mark-window seconds (default 5) after the mark: the stall an event
  * that begins at the mark (a planned switchover) caused, apart from
  * others in the same run; stall_end_ms is when it ended, after the mark.
+ * at_real is the mark's wall-clock time (CLOCK_REALTIME seconds).
+ *
+ * --timeline FILE writes the values' arrival rate over the run, for the
+ * drill report's plot: "REAL_S VALUES_PER_S" per 100 ms bin from the
+ * connection on (REAL_S the bin's start, CLOCK_REALTIME seconds).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -40,6 +45,7 @@
 
 struct mark {
 	double at;			/* monotonic seconds */
+	double at_real;			/* the same, CLOCK_REALTIME */
 	unsigned long long after;	/* last value before the mark */
 	double next;			/* arrival of the next value; 0: none */
 	double stall;			/* longest gap ending in its window */
@@ -88,7 +94,7 @@ static void take_mark(struct mark *marks, int *n, unsigned long long last)
 		real, last);
 	if (*n >= MAX_MARKS)
 		return;
-	marks[*n] = (struct mark){ .at = mono, .after = last };
+	marks[*n] = (struct mark){ .at = mono, .at_real = real, .after = last };
 	(*n)++;
 }
 
@@ -124,6 +130,10 @@ int main(int argc, char **argv)
 	struct sigaction usr1 = { .sa_handler = on_usr1 };
 	struct mark marks[MAX_MARKS];
 	int nmarks = 0;
+	const char *timeline = NULL;
+	unsigned *bins = NULL;
+	size_t nbins = 0;
+	double conn_mono = 0, conn_real = 0;
 
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--host"))
@@ -138,6 +148,16 @@ int main(int argc, char **argv)
 			stall_timeout = atof(argv[i + 1]);
 		else if (!strcmp(argv[i], "--mark-window"))
 			mark_window = atof(argv[i + 1]);
+		else if (!strcmp(argv[i], "--timeline"))
+			timeline = argv[i + 1];
+	}
+	if (timeline) {
+		nbins = (size_t)(duration * 10) + 2;
+		bins = calloc(nbins, sizeof(*bins));
+		if (!bins || duration <= 0 || duration > 86400) {
+			fprintf(stderr, "seqcheck: --timeline wants a duration in 0..86400 s\n");
+			return 2;
+		}
 	}
 	signal(SIGINT, on_sig);
 	signal(SIGTERM, on_sig);
@@ -167,6 +187,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	fprintf(stderr, "seqcheck: connected to %s:%d\n", host, port);
+	conn_mono = now_s();
+	conn_real = clock_s(CLOCK_REALTIME);
 	t_end = now_s() + duration;
 	while (!stop && now_s() < t_end) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
@@ -243,6 +265,12 @@ int main(int argc, char **argv)
 			last_arrival = t;
 			last = n;
 			values++;
+			if (bins) {
+				size_t b = (size_t)((t - conn_mono) * 10);
+
+				if (b < nbins)
+					bins[b]++;
+			}
 		}
 	}
 	take_mark(marks, &nmarks, last);
@@ -264,6 +292,20 @@ int main(int argc, char **argv)
 			marks[m].stall_end = end;
 		}
 	}
+	if (bins) {
+		FILE *tf = fopen(timeline, "w");
+		size_t used = (size_t)((now_s() - conn_mono) * 10) + 1;
+
+		if (!tf) {
+			fprintf(stderr, "seqcheck: %s: %s\n", timeline, strerror(errno));
+		} else {
+			fprintf(tf, "# real_s values_per_s (100 ms bins)\n");
+			for (size_t b = 0; b < used && b < nbins; b++)
+				fprintf(tf, "%.3f %u\n", conn_real + (double)b / 10, bins[b] * 10);
+			fclose(tf);
+		}
+		free(bins);
+	}
 	printf("{\"values\":%llu,\"first\":%llu,\"last\":%llu,\"gaps\":%llu,"
 	       "\"dups\":%llu,\"regressions\":%llu,\"corrupt\":%llu,"
 	       "\"max_stall_ms\":%.1f,\"max_stall_after\":%llu,"
@@ -273,12 +315,12 @@ int main(int argc, char **argv)
 	       max_stall * 1000, stall_after, after_stall, lost ? "true" : "false");
 	for (int m = 0; m < nmarks; m++)
 		printf("%s{\"after\":%llu,\"next_ms\":%.1f,\"stall_ms\":%.1f,"
-		       "\"stall_end_ms\":%.1f}",
+		       "\"stall_end_ms\":%.1f,\"at_real\":%.3f}",
 		       m ? "," : "", marks[m].after,
 		       marks[m].next ? (marks[m].next - marks[m].at) * 1000 : -1.0,
 		       marks[m].stall * 1000,
 		       marks[m].stall_end ? (marks[m].stall_end - marks[m].at) * 1000 :
-		       -1.0);
+		       -1.0, marks[m].at_real);
 	printf("]}\n");
 	return (gaps || dups || regressions || corrupt || lost || !values) ? 1 : 0;
 }

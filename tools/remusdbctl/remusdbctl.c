@@ -16,10 +16,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define DEFAULT_SOCKET "/run/remusdb/remusdbd.sock"
 #define CALL_DEADLINE_NS (30 * RDB_NS_PER_S)
+#define REPLY_MAX (16u << 20)
 
 static const char *sock_path = DEFAULT_SOCKET;
 /* `wait` polls: it reports the last failure once, not every 50 ms. */
@@ -47,6 +49,14 @@ static void usage(FILE *f)
 		"                                  the VM here) or resumes a fenced guest\n"
 		"  wait NAME STATE [--timeout S]   wait until the VM is in STATE\n"
 		"  inject NAME FAULT               fault injection for tests (stop-in-pause, ...)\n"
+		"  drill NAME [--timeout S] [--out FILE]\n"
+		"                                  on the backup's host: arm, then record the\n"
+		"                                  failover when the operator pulls the\n"
+		"                                  primary's power (a JSON report)\n"
+		"  epochs NAME [--count N] [--json]\n"
+		"                                  the last N checkpoints (default 40, at most\n"
+		"                                  4096) on the primary: time, guest pause,\n"
+		"                                  bytes sent, wait for the backup's ACK\n"
 		"  capture NAME FILE EPOCHS        write the next EPOCHS epochs' dirty pages\n"
 		"                                  to FILE (a codec benchmark corpus)\n"
 		"  config --dump-defaults [vm]     every option with its default\n");
@@ -57,18 +67,20 @@ static json_t *call(json_t *req, int *exit_out)
 {
 	uint64_t deadline = rdb_now_ns() + CALL_DEADLINE_NS;
 	char *text = json_dumps(req, JSON_COMPACT);
-	char buf[65536];
-	size_t have = 0;
+	/* a reply is one line: `epochs` can be a few hundred KiB */
+	size_t have = 0, cap = 65536;
+	char *buf = malloc(cap), *nl = NULL;
 	json_t *reply;
 	int fd, rc;
 
 	json_decref(req);
-	rc = rdb_sock_connect_unix(sock_path, deadline, &fd);
+	rc = buf ? rdb_sock_connect_unix(sock_path, deadline, &fd) : -ENOMEM;
 	if (rc < 0) {
 		if (!quiet)
 			fprintf(stderr, "remusdbctl: cannot reach remusdbd at %s: %s\n",
 				sock_path, strerror(-rc));
 		free(text);
+		free(buf);
 		*exit_out = 3;
 		return NULL;
 	}
@@ -76,17 +88,27 @@ static json_t *call(json_t *req, int *exit_out)
 	if (rc == 0)
 		rc = rdb_sock_write_all(fd, "\n", 1, deadline);
 	free(text);
-	while (rc == 0 && !memchr(buf, '\n', have)) {
+	while (rc == 0 && !(nl = memchr(buf, '\n', have))) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 		uint64_t now = rdb_now_ns();
 		ssize_t r;
 
-		if (now >= deadline || have == sizeof(buf)) {
+		if (now >= deadline) {
 			rc = -ETIMEDOUT;
 			break;
 		}
+		if (have == cap) {
+			char *nb = cap < REPLY_MAX ? realloc(buf, cap * 2) : NULL;
+
+			if (!nb) {
+				rc = -EMSGSIZE;
+				break;
+			}
+			buf = nb;
+			cap *= 2;
+		}
 		poll(&p, 1, (int)((deadline - now) / RDB_NS_PER_MS) + 1);
-		r = read(fd, buf + have, sizeof(buf) - have);
+		r = read(fd, buf + have, cap - have);
 		if (r == 0)
 			rc = -ECONNRESET;
 		else if (r > 0)
@@ -99,10 +121,12 @@ static json_t *call(json_t *req, int *exit_out)
 		if (!quiet)
 			fprintf(stderr, "remusdbctl: remusdbd at %s: %s\n", sock_path,
 				strerror(-rc));
+		free(buf);
 		*exit_out = 3;
 		return NULL;
 	}
-	reply = json_loadb(buf, (size_t)((char *)memchr(buf, '\n', have) - buf), 0, NULL);
+	reply = json_loadb(buf, (size_t)(nl - buf), 0, NULL);
+	free(buf);
 	if (!json_is_object(reply)) {
 		if (!quiet)
 			fprintf(stderr, "remusdbctl: malformed reply from remusdbd\n");
@@ -331,6 +355,255 @@ static int do_capture(int argc, char **argv)
 	return ex;
 }
 
+/* epochs NAME [--count N] [--json]: the primary's last checkpoints. */
+static int do_epochs(int argc, char **argv)
+{
+	const char *name = NULL;
+	bool as_json = false;
+	long n = 40;
+	json_t *reply, *r, *ep;
+	size_t i;
+	int ex = 0;
+
+	for (int a = 0; a < argc; a++) {
+		char *end;
+
+		if (!strcmp(argv[a], "--json")) {
+			as_json = true;
+		} else if (!strcmp(argv[a], "--count") && a + 1 < argc) {
+			n = strtol(argv[++a], &end, 10);
+			if (*end || n < 1 || n > 4096) {
+				fprintf(stderr, "remusdbctl: --count: want 1..4096\n");
+				return 2;
+			}
+		} else if (!name && argv[a][0] != '-') {
+			name = argv[a];
+		} else {
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (!name) {
+		usage(stderr);
+		return 2;
+	}
+	reply = call(cmd("epochs", json_pack("{s:s, s:i}", "name", name, "count", (int)n)), &ex);
+	if (!reply)
+		return ex;
+	r = json_object_get(reply, "result");
+	if (as_json) {
+		json_dumpf(r, stdout, JSON_COMPACT);
+		putchar('\n');
+		json_decref(reply);
+		return 0;
+	}
+	printf("%10s %-23s %9s %10s %9s\n", "EPOCH", "PAUSE ENDED (UTC)", "PAUSE ms",
+	       "BYTES", "ACK ms");
+	json_array_foreach(json_object_get(r, "epoch"), i, ep) {
+		double t = json_real_value(json_array_get(json_object_get(r, "t"), i));
+		json_t *ack = json_array_get(json_object_get(r, "ack_ms"), i);
+		time_t sec = (time_t)t;
+		struct tm tm;
+		char when[32], ackbuf[32] = "-";
+
+		gmtime_r(&sec, &tm);
+		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+		if (json_is_number(ack))
+			snprintf(ackbuf, sizeof(ackbuf), "%.2f", json_number_value(ack));
+		printf("%10lld %s.%03d %9.2f %10lld %9s\n",
+		       (long long)json_integer_value(ep), when,
+		       (int)((t - (double)sec) * 1000),
+		       json_number_value(json_array_get(json_object_get(r, "pause_ms"), i)),
+		       (long long)json_integer_value(json_array_get(json_object_get(r, "bytes"), i)),
+		       ackbuf);
+	}
+	json_decref(reply);
+	return 0;
+}
+
+static double wall_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The VM's status object from one status call (the reply to free in
+ * *reply_out), or NULL. */
+static json_t *vm_status(const char *name, json_t **reply_out, int *ex)
+{
+	json_t *reply = call(cmd("status", json_pack("{s:s}", "name", name)), ex);
+
+	*reply_out = reply;
+	return reply ? json_array_get(json_object_get(json_object_get(reply, "result"),
+						      "vms"), 0) : NULL;
+}
+
+/* drill NAME [--timeout S] [--out FILE]: on the backup, while the VM is
+ * protected: armed, it follows the VM through the operator's power pull
+ * to failed-over and writes what the backup saw.  Every state's entry
+ * time comes from the daemon (state_age_ms), not from this poll. */
+static int do_drill(int argc, char **argv)
+{
+	const char *name = NULL, *out = NULL;
+	double timeout = 600, armed_at, t;
+	char outbuf[256], when[32], last_state[32] = "";
+	json_t *reply, *vm, *states = json_array(), *report = NULL, *lf;
+	const char *st;
+	uint64_t deadline;
+	time_t now;
+	int ex = 0, rc = 1;
+	FILE *f;
+
+	for (int a = 0; a < argc; a++) {
+		char *end;
+
+		if (!strcmp(argv[a], "--timeout") && a + 1 < argc) {
+			timeout = strtod(argv[++a], &end);
+			if (*end || !isfinite(timeout) || timeout <= 0 || timeout > 86400) {
+				fprintf(stderr, "remusdbctl: --timeout: want seconds in 0..86400\n");
+				json_decref(states);
+				return 2;
+			}
+		} else if (!strcmp(argv[a], "--out") && a + 1 < argc) {
+			out = argv[++a];
+		} else if (!name && argv[a][0] != '-') {
+			name = argv[a];
+		} else {
+			usage(stderr);
+			json_decref(states);
+			return 2;
+		}
+	}
+	if (!name) {
+		usage(stderr);
+		json_decref(states);
+		return 2;
+	}
+	vm = vm_status(name, &reply, &ex);
+	if (!vm) {
+		json_decref(states);
+		json_decref(reply);
+		return ex ? ex : 1;
+	}
+	st = json_string_value(json_object_get(vm, "state"));
+	if (strcmp(json_string_value(json_object_get(vm, "role")) ?: "", "backup") ||
+	    strcmp(st ?: "", "protected")) {
+		fprintf(stderr, "remusdbctl: drill runs on the backup's host while %s is "
+			"protected; here it is %s and %s\n", name,
+			json_string_value(json_object_get(vm, "role")), st);
+		json_decref(states);
+		json_decref(reply);
+		return 1;
+	}
+	armed_at = wall_s();
+	printf("%s: drill armed on this backup (epoch %lld, primary heard %lld ms ago).\n"
+	       "Pull the primary's power now; waiting up to %.0f s for the failover.\n",
+	       name, (long long)json_integer_value(json_object_get(vm, "committed_epoch")),
+	       (long long)json_integer_value(json_object_get(vm, "last_heard_ms")), timeout);
+	fflush(stdout);
+	snprintf(last_state, sizeof(last_state), "%s", st);
+	json_array_append_new(states, json_pack("{s:s, s:f}", "state", st, "at",
+		armed_at - (double)json_integer_value(json_object_get(vm, "state_age_ms")) / 1000));
+	json_decref(reply);
+	deadline = rdb_now_ns() + (uint64_t)(timeout * RDB_NS_PER_S);
+	quiet = true;
+	for (;;) {
+		usleep(20000);
+		ex = 0;
+		t = wall_s();
+		vm = vm_status(name, &reply, &ex);
+		st = vm ? json_string_value(json_object_get(vm, "state")) : NULL;
+		if (st && strcmp(st, last_state)) {
+			double at = t - (double)json_integer_value(json_object_get(vm,
+						"state_age_ms")) / 1000;
+
+			json_array_append_new(states, json_pack("{s:s, s:f, s:s}", "state", st,
+				"at", at, "reason", json_string_value(json_object_get(vm,
+						"state_reason")) ?: ""));
+			printf("  +%.3f s  %s (%s)\n", at - armed_at, st,
+			       json_string_value(json_object_get(vm, "state_reason")));
+			fflush(stdout);
+			snprintf(last_state, sizeof(last_state), "%s", st);
+		}
+		if (st && (!strcmp(st, "failed-over") || !strcmp(st, "failed") ||
+			   !strcmp(st, "degraded")))
+			break;
+		json_decref(reply);
+		reply = NULL;
+		if (rdb_now_ns() >= deadline) {
+			fprintf(stderr, "remusdbctl: %s: no failover within %.0f s "
+				"(still %s); nothing recorded\n", name, timeout, last_state);
+			json_decref(states);
+			return 1;
+		}
+	}
+	lf = json_object_get(vm, "last_failover");
+	{
+		double running = json_real_value(json_array_get(states,
+				json_array_size(states) - 1) ? json_object_get(json_array_get(states,
+				json_array_size(states) - 1), "at") : NULL);
+		double restore = json_number_value(json_object_get(lf, "restore_ms"));
+		double silent = json_number_value(json_object_get(lf, "primary_silent_ms"));
+		double started = running - restore / 1000;
+		double heard = started - silent / 1000;
+
+		report = json_pack("{s:s, s:s, s:f, s:O, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:O, s:O}",
+			"vm", name, "outcome", st, "armed_at", armed_at, "states", states,
+			"primary_last_heard_at", heard,
+			"failover_started_at", started,
+			"running_at", running,
+			"detection_ms", silent - json_number_value(json_object_get(lf, "decision_ms")),
+			"decision_ms", json_number_value(json_object_get(lf, "decision_ms")),
+			"restore_ms", restore,
+			"client_stall_ms_at_least", (running - heard) * 1000,
+			"committed_epoch", json_object_get(vm, "committed_epoch"),
+			"last_failover", lf ? lf : json_null());
+	}
+	if (!report || strcmp(st, "failed-over")) {
+		fprintf(stderr, "remusdbctl: %s ended %s, not failed-over (%s)\n", name, st,
+			json_string_value(json_object_get(vm, "state_reason")));
+		rc = 1;
+	} else {
+		rc = 0;
+	}
+	if (report && !out) {
+		struct tm tm;
+
+		now = (time_t)armed_at;
+		gmtime_r(&now, &tm);
+		strftime(when, sizeof(when), "%Y%m%dT%H%M%SZ", &tm);
+		snprintf(outbuf, sizeof(outbuf), "remusdb-drill-%s-%s.json", name, when);
+		out = outbuf;
+	}
+	if (report) {
+		f = fopen(out, "w");
+		if (!f || json_dumpf(report, f, JSON_INDENT(2)) < 0 || fputc('\n', f) == EOF ||
+		    fclose(f) != 0) {
+			fprintf(stderr, "remusdbctl: cannot write the report %s: %s\n", out,
+				strerror(errno));
+			rc = 1;
+		} else {
+			printf("%s: %s. Primary last heard -> failover: %.0f ms (detection %.0f ms, "
+			       "decision %.0f ms); restore %.1f ms from epoch %lld; clients "
+			       "saw no new output for at least %.0f ms.\nReport: %s\n", name, st,
+			       json_real_value(json_object_get(report, "detection_ms")) +
+			       json_real_value(json_object_get(report, "decision_ms")),
+			       json_real_value(json_object_get(report, "detection_ms")),
+			       json_real_value(json_object_get(report, "decision_ms")),
+			       json_real_value(json_object_get(report, "restore_ms")),
+			       (long long)json_integer_value(json_object_get(report, "committed_epoch")),
+			       json_real_value(json_object_get(report, "client_stall_ms_at_least")),
+			       out);
+		}
+	}
+	json_decref(report);
+	json_decref(states);
+	json_decref(reply);
+	return rc;
+}
+
 /* migrate NAME [--timeout S]: asks, then follows the handover to its end
  * (the VM leaves `migrating`): 0 once migrated, 1 if it stayed here. */
 static int do_migrate(int argc, char **argv)
@@ -501,6 +774,10 @@ int main(int argc, char **argv)
 		return do_wait(argc - 1, argv + 1);
 	if (!strcmp(argv[0], "inject"))
 		return do_inject(argc - 1, argv + 1);
+	if (!strcmp(argv[0], "drill"))
+		return do_drill(argc - 1, argv + 1);
+	if (!strcmp(argv[0], "epochs"))
+		return do_epochs(argc - 1, argv + 1);
 	if (!strcmp(argv[0], "capture"))
 		return do_capture(argc - 1, argv + 1);
 	if (!strcmp(argv[0], "config") && argc >= 2 && !strcmp(argv[1], "--dump-defaults")) {
