@@ -39,7 +39,7 @@ B       := build
 SANFLAGS :=
 endif
 
-ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) $(SANFLAGS) $(INCS) $(PKG_CFLAGS) -MMD -MP
+ALL_CFLAGS = $(CSTD) $(WARN) $(CPPFLAGS) $(CFLAGS) $(SANFLAGS) $(INCS) $(PKG_CFLAGS) -MMD -MP
 LDLIBS  := $(PKG_LIBS) -lpthread
 
 MAIN_SRCS := dom0-daemon/main.c
@@ -73,14 +73,14 @@ $(B)/librdb.a: $(LIB_OBJS)
 	rm -f $@ && ar rcs $@ $^
 
 $(B)/remusdbd: $(B)/obj/dom0-daemon/main.o $(B)/librdb.a
-	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) $(SANFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(B)/remusdbctl: $(CTL_SRCS:%.c=$(B)/obj/%.o) $(B)/librdb.a
-	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) $(SANFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(B)/bench/%: $(B)/obj/tests/bench/%.o $(B)/librdb.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) $(SANFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # Helpers run inside the guest or in test namespaces: static, no sanitizer.
 build/helpers/%: tests/helpers/%.c
@@ -125,7 +125,7 @@ kmod:
 
 $(B)/tests/%: $(B)/obj/tests/unit/%.o $(B)/librdb.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $< $(B)/librdb.a \
+	$(CC) $(CFLAGS) $(SANFLAGS) $(LDFLAGS) -o $@ $< $(B)/librdb.a \
 		$(patsubst %,-Wl$(comma)--wrap=%,$(shell sed -n 's/.*RDB-WRAP:\(.*\)\*\/.*/\1/p;s/.*RDB-WRAP:\(.*\)$$/\1/p' tests/unit/$*.c)) \
 		-lcmocka $(LDLIBS)
 comma := ,
