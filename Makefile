@@ -17,6 +17,9 @@
 #                   systemd unit (verify, Type=notify, watchdog)
 #   make fuzz       libFuzzer on the stream, protocol and NBD decoders
 #                   (FUZZ_SECONDS each, default 60)
+#   make deb        Debian packages -> build/deb/: remusdb (hosts),
+#                   remusdb-dkms and remusdb-guest (the guest); packaging
+#                   in tools/debian (tools/mkdeb.sh)
 #
 # Conventions: every .c under dom0-daemon/ and hypervisor/ except main files
 # goes into librdb.a.  A unit test is tests/unit/test_NAME.c; a line
@@ -59,7 +62,8 @@ KMOD_KDIR := /usr/src/linux-headers-$(KMOD_KVER)
 # Workloads run on the host against the guest's DBMS (libpq: dynamic).
 WORKLOAD_BINS := build/workload/ledger
 
-.PHONY: all setup qemu guest check unit e2e demo drill drill-pg bench fuzz clean kmod dbms man
+.PHONY: all setup qemu guest check unit e2e demo drill drill-pg bench fuzz clean kmod dbms man \
+	deb
 
 all: $(B)/remusdbd $(B)/remusdbctl $(HELPER_BINS) $(BENCH_BINS) $(WORKLOAD_BINS) build/dbms/fakekmod.so \
 	build/harness/crashfs
@@ -183,6 +187,11 @@ man: $(B)/remusdbctl $(B)/remusdbd
 
 fuzz: setup
 	bash tests/run-fuzz.sh
+
+# A copy of the tree with tools/debian as debian/, built by
+# dpkg-buildpackage -b (remusdbd and remusdbctl by this Makefile)
+deb: setup
+	bash tools/mkdeb.sh
 
 clean:
 	rm -rf build

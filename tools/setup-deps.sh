@@ -77,6 +77,8 @@ pkgs=(
 	# the manual pages' check (make man: groff and man -l, no warnings),
 	# remusdbctl's bash completion and its test, the systemd unit's check
 	groff-base man-db bash-completion systemd
+	# make deb (dpkg-dev above)
+	debhelper dh-dkms
 )
 missing=()
 for p in "${pkgs[@]}"; do
