@@ -20,6 +20,10 @@
 #   make deb        Debian packages -> build/deb/: remusdb (hosts),
 #                   remusdb-dkms and remusdb-guest (the guest); packaging
 #                   in tools/debian (tools/mkdeb.sh)
+#   make check-packaging
+#                   make deb, then install them in a clean Debian root,
+#                   boot it with systemd and run the unit there; DKMS
+#                   builds remusdb.ko for the guest's kernel
 #
 # Conventions: every .c under dom0-daemon/ and hypervisor/ except main files
 # goes into librdb.a.  A unit test is tests/unit/test_NAME.c; a line
@@ -63,7 +67,7 @@ KMOD_KDIR := /usr/src/linux-headers-$(KMOD_KVER)
 WORKLOAD_BINS := build/workload/ledger
 
 .PHONY: all setup qemu guest check unit e2e demo drill drill-pg bench fuzz clean kmod dbms man \
-	deb
+	deb check-packaging
 
 all: $(B)/remusdbd $(B)/remusdbctl $(HELPER_BINS) $(BENCH_BINS) $(WORKLOAD_BINS) build/dbms/fakekmod.so \
 	build/harness/crashfs
@@ -192,6 +196,11 @@ fuzz: setup
 # dpkg-buildpackage -b (remusdbd and remusdbctl by this Makefile)
 deb: setup
 	bash tools/mkdeb.sh
+
+# The packages in a clean debootstrapped root (cached), systemd booted in
+# a container there (tests/run-packaging.sh)
+check-packaging: deb
+	bash tests/run-packaging.sh
 
 clean:
 	rm -rf build

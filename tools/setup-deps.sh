@@ -77,8 +77,9 @@ pkgs=(
 	# the manual pages' check (make man: groff and man -l, no warnings),
 	# remusdbctl's bash completion and its test, the systemd unit's check
 	groff-base man-db bash-completion systemd
-	# make deb (dpkg-dev above)
-	debhelper dh-dkms
+	# make deb (dpkg-dev above), and make check-packaging: a clean root
+	# booted with systemd in a container (the root cached zstd-compressed)
+	debhelper dh-dkms debootstrap systemd-container zstd
 )
 missing=()
 for p in "${pkgs[@]}"; do
