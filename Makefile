@@ -1,7 +1,8 @@
 # RemusDB — top-level build.  GNU make; C11; dependencies from Debian.
 #
 #   make            build remusdbd, remusdbctl and the tools (build/)
-#   make check      install deps, build with ASan+UBSan, run unit + e2e tests
+#   make check      install deps, build with ASan+UBSan, run unit + e2e
+#                   tests, the manual pages' and packaging checks
 #   make demo       install deps, build, run a protected VM and a failover drill
 #   make drill      the power-pull drill -> build/drill/report.json
 #   make drill-pg   DRILLS=K power pulls of a PostgreSQL VM under load
@@ -18,6 +19,13 @@
 #                   the Grafana dashboard (PromQL, metric names)
 #   make fuzz       libFuzzer on the stream, protocol and NBD decoders
 #                   (FUZZ_SECONDS each, default 60)
+#   make deb        Debian packages -> build/deb/: remusdb (hosts),
+#                   remusdb-dkms and remusdb-guest (the guest); packaging
+#                   in tools/debian (tools/mkdeb.sh)
+#   make check-packaging
+#                   make deb, then install them in a clean Debian root,
+#                   boot it with systemd and run the unit there; DKMS
+#                   builds remusdb.ko for the guest's kernel
 #
 # Conventions: every .c under dom0-daemon/ and hypervisor/ except main files
 # goes into librdb.a.  A unit test is tests/unit/test_NAME.c; a line
@@ -40,7 +48,7 @@ B       := build
 SANFLAGS :=
 endif
 
-ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) $(SANFLAGS) $(INCS) $(PKG_CFLAGS) -MMD -MP
+ALL_CFLAGS = $(CSTD) $(WARN) $(CPPFLAGS) $(CFLAGS) $(SANFLAGS) $(INCS) $(PKG_CFLAGS) -MMD -MP
 LDLIBS  := $(PKG_LIBS) -lpthread -lm
 
 MAIN_SRCS := dom0-daemon/main.c
@@ -60,7 +68,8 @@ KMOD_KDIR := /usr/src/linux-headers-$(KMOD_KVER)
 # Workloads run on the host against the guest's DBMS (libpq: dynamic).
 WORKLOAD_BINS := build/workload/ledger
 
-.PHONY: all setup qemu guest check unit e2e demo drill drill-pg bench fuzz clean kmod dbms man
+.PHONY: all setup qemu guest check unit e2e demo drill drill-pg bench fuzz clean kmod dbms man \
+	deb check-packaging
 
 all: $(B)/remusdbd $(B)/remusdbctl $(HELPER_BINS) $(BENCH_BINS) $(WORKLOAD_BINS) build/dbms/fakekmod.so \
 	build/harness/crashfs
@@ -74,14 +83,14 @@ $(B)/librdb.a: $(LIB_OBJS)
 	rm -f $@ && ar rcs $@ $^
 
 $(B)/remusdbd: $(B)/obj/dom0-daemon/main.o $(B)/librdb.a
-	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) $(SANFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(B)/remusdbctl: $(CTL_SRCS:%.c=$(B)/obj/%.o) $(B)/librdb.a
-	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) $(SANFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(B)/bench/%: $(B)/obj/tests/bench/%.o $(B)/librdb.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) $(SANFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # Helpers run inside the guest or in test namespaces: static, no sanitizer.
 build/helpers/%: tests/helpers/%.c
@@ -126,7 +135,7 @@ kmod:
 
 $(B)/tests/%: $(B)/obj/tests/unit/%.o $(B)/librdb.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(SANFLAGS) -o $@ $< $(B)/librdb.a \
+	$(CC) $(CFLAGS) $(SANFLAGS) $(LDFLAGS) -o $@ $< $(B)/librdb.a \
 		$(patsubst %,-Wl$(comma)--wrap=%,$(shell sed -n 's/.*RDB-WRAP:\(.*\)\*\/.*/\1/p;s/.*RDB-WRAP:\(.*\)$$/\1/p' tests/unit/$*.c)) \
 		-lcmocka $(LDLIBS)
 comma := ,
@@ -143,6 +152,7 @@ unit: $(TEST_BINS)
 check: setup
 	$(MAKE) SAN=1 all unit
 	$(MAKE) SAN=1 man
+	$(MAKE) check-packaging
 	$(MAKE) kmod
 	$(MAKE) dbms
 	bash tests/run-dbms.sh
@@ -185,6 +195,16 @@ man: $(B)/remusdbctl $(B)/remusdbd
 
 fuzz: setup
 	bash tests/run-fuzz.sh
+
+# A copy of the tree with tools/debian as debian/, built by
+# dpkg-buildpackage -b (remusdbd and remusdbctl by this Makefile)
+deb: setup
+	bash tools/mkdeb.sh
+
+# The packages in a clean debootstrapped root (cached), systemd booted in
+# a container there (tests/run-packaging.sh)
+check-packaging: deb
+	bash tests/run-packaging.sh
 
 clean:
 	rm -rf build

@@ -82,6 +82,9 @@ pkgs=(
 	prometheus prometheus-node-exporter
 	# the drill report's plots (tools/drill-report.sh)
 	gnuplot-nox
+	# make deb (dpkg-dev above), and make check-packaging: a clean root
+	# booted with systemd in a container (the root cached zstd-compressed)
+	debhelper dh-dkms debootstrap systemd-container zstd
 )
 missing=()
 for p in "${pkgs[@]}"; do
