@@ -44,7 +44,7 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: remusdbd [-c CONFIG] [-o KEY=VALUE]...\n"
+	fprintf(f, "usage: remusdbd [-c CONFIG] [-o KEY=VALUE]... | -h | --help\n"
 		"  -c CONFIG   daemon configuration (default %s; missing file = defaults)\n"
 		"  -o KEY=VAL  override one option (see remusdbctl config --dump-defaults)\n",
 		DEFAULT_CONFIG);
@@ -498,7 +498,12 @@ int main(int argc, char **argv)
 	if (argc > 1 && strcmp(argv[1], "--disk-server") == 0)
 		return rdb_disksrv_main(argc - 1, argv + 1);
 	rdb_log_setup("remusdbd", RDB_LOG_INFO);
-	rdb_config_defaults(&rdb_daemon_config_table, &d.cfg);
+	/* --help as operators type it (getopt knows only -h) */
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+		if (!strcmp(argv[i], "--help")) {
+			usage(stdout);
+			return 0;
+		}
 	while ((opt = getopt(argc, argv, "c:o:h")) != -1) {
 		if (opt == 'c') {
 			config_path = optarg;
@@ -508,10 +513,12 @@ int main(int argc, char **argv)
 			return opt == 'h' ? 0 : 2;
 		}
 	}
+	rdb_config_defaults(&rdb_daemon_config_table, &d.cfg);
 	if (config_given || access(config_path, F_OK) == 0) {
 		if (rdb_config_load_file(&rdb_daemon_config_table, config_path,
 					 &d.cfg, err, sizeof(err)) < 0) {
 			fprintf(stderr, "remusdbd: %s\n", err);
+			rdb_config_dispose(&rdb_daemon_config_table, &d.cfg);
 			return 2;
 		}
 	}
@@ -524,12 +531,14 @@ int main(int argc, char **argv)
 			continue;
 		if (!eq) {
 			fprintf(stderr, "remusdbd: -o wants KEY=VALUE, got %s\n", optarg);
+			rdb_config_dispose(&rdb_daemon_config_table, &d.cfg);
 			return 2;
 		}
 		*eq = 0;
 		if (rdb_config_set(&rdb_daemon_config_table, &d.cfg, optarg,
 				   eq + 1, err, sizeof(err)) < 0) {
 			fprintf(stderr, "remusdbd: %s\n", err);
+			rdb_config_dispose(&rdb_daemon_config_table, &d.cfg);
 			return 2;
 		}
 	}
@@ -538,11 +547,15 @@ int main(int argc, char **argv)
 	if (rdb_linksec_create(d.cfg.link_security, d.cfg.link_psk_file,
 			       &d.linksec, err, sizeof(err)) < 0) {
 		fprintf(stderr, "remusdbd: replication link: %s\n", err);
+		rdb_config_dispose(&rdb_daemon_config_table, &d.cfg);
 		return 2;
 	}
 	/* Before any thread or child: they all inherit it. */
-	if (placement_setup(&d) < 0)
+	if (placement_setup(&d) < 0) {
+		rdb_linksec_destroy(d.linksec);
+		rdb_config_dispose(&rdb_daemon_config_table, &d.cfg);
 		return 2;
+	}
 	signal(SIGPIPE, SIG_IGN);
 	d.started_ns = rdb_now_ns();
 	d.started_unix = time(NULL);

@@ -25,5 +25,13 @@ for kind in "" vm; do
 	have=$(grep -c '^\.TP' "$page")
 	[ "$want" = "$have" ] || { echo "man: $page lists $have options, the daemon has $want"; fail=1; }
 done
+# what the pages document: both programs answer --help and -h with their
+# usage on stdout, exit 0
+for prog in remusdbd remusdbctl; do
+	for h in --help -h; do
+		u=$("${RDB_BUILD:-build}/$prog" $h 2>/dev/null) && [ "${u#usage: $prog}" != "$u" ] ||
+			{ echo "man: $prog $h does not print its usage"; fail=1; }
+	done
+done
 [ $fail = 0 ] && echo "man: $(ls "$out" | wc -l) pages, no warnings"
 exit $fail
