@@ -77,6 +77,11 @@ pkgs=(
 	# the manual pages' check (make man: groff and man -l, no warnings),
 	# remusdbctl's bash completion and its test, the systemd unit's check
 	groff-base man-db bash-completion systemd
+	# libvirt domains (remusdbctl enroll, docs/libvirt.md): remusdbctl links
+	# libvirt and libxml2; tests/e2e/libvirt-drill.sh runs a libvirtd (the
+	# monolithic daemon of Debian 12) per host; diff shows what enroll changes
+	libvirt-dev libxml2-dev libvirt-daemon libvirt-daemon-driver-qemu
+	libvirt-clients diffutils
 )
 missing=()
 for p in "${pkgs[@]}"; do
