@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # A libvirt domain, protected and failed over (issue 13, docs/libvirt.md).
 #
-# The primary's host runs a libvirtd of its own (a mount namespace with a
-# private /run and the libvirt directories bind-mounted from the run's
-# directory, inside the primary's network namespace; QEMU as root, see
-# docs/libvirt.md "Permissions").  The test guest is defined there as a
+# The primary's host runs a libvirtd of its own (tests/lib/libvirt.sh: a
+# mount namespace with a private /run and the libvirt directories
+# bind-mounted from the run's directory, inside the primary's network
+# namespace; QEMU as root, see docs/libvirt.md "Permissions").  The test guest is defined there as a
 # plain libvirt domain (a raw disk image, a bridge NIC), then:
 #   - enroll without a terminal and without --yes is refused, nothing changes;
 #   - enroll --yes; enroll again says so and changes nothing;
@@ -25,20 +25,11 @@ set -u
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/netns.sh"
 . "$(dirname "$0")/../lib/cluster.sh"
+. "$(dirname "$0")/../lib/libvirt.sh"
 
 run=${RDB_RUN:-lv$$}
 before_s=${PULL_AFTER_S:-}
 after_s=${AFTER_S:-8}
-LV_DIRS="/var/lib/libvirt /var/log/libvirt /var/cache/libvirt"
-
-lv_down() {
-	local d
-	# the mount points this test made on the host (empty: the mounts
-	# were in the libvirtd's own namespace, gone with it)
-	[ -f "${CL_DIR:-/nonexistent}/lv-made-dirs" ] &&
-		while read -r d; do rmdir "$d" 2>/dev/null; done < "$CL_DIR/lv-made-dirs"
-	return 0
-}
 trap 'cluster_down "$run"; lv_down' EXIT
 
 rdb_require_root
@@ -51,58 +42,11 @@ t0=$(date +%s%N)
 ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 
 cluster_hosts_up "$run" || rdb_fail "setup failed (logs in $CL_DIR)"
-PRI_NS=$(netns_name "$run" pri)
+lv_host_up pri || rdb_fail "no libvirtd on the primary"
 LV=$CL_DIR/pri/lv
-URI="qemu+unix:///system?socket=$LV/sock/libvirt-sock"
-virsh_pri() { virsh -q -c "$URI" "$@"; }
+URI=$LV_URI_pri
+virsh_pri() { lv_virsh pri "$@"; }
 ctl_pri() { cl_ctl pri "$@" --connect "$URI"; }
-
-# ---- a libvirtd on the primary's host ----
-mkdir -p "$LV"/{etc,lib,log,cache,sock}
-cp -a /etc/libvirt/. "$LV/etc/"
-cat > "$LV/etc/libvirtd.conf" <<EOC
-unix_sock_dir = "$LV/sock"
-auth_unix_rw = "none"
-auth_unix_ro = "none"
-log_outputs = "3:file:/var/log/libvirt/libvirtd.log"
-EOC
-# QEMU as root: remusdbd's run_dir is 0700 root (docs/libvirt.md); no
-# cgroups of the host's; QEMU's output to a file (no virtlogd)
-cat > "$LV/etc/qemu.conf" <<EOC
-user = "root"
-group = "root"
-cgroup_controllers = [ ]
-stdio_handler = "file"
-EOC
-# libvirtd resolves the user libvirt-qemu at start whatever qemu.conf says;
-# Debian's libvirt-daemon-system creates it, which this test host need not
-# have installed: the namespace gets a passwd and group that have it (only
-# read at libvirtd's start: a host that replaces its /etc/passwd later
-# detaches the bind mount, harmlessly)
-cp /etc/passwd "$LV/passwd"
-cp /etc/group "$LV/group"
-if ! grep -q '^libvirt-qemu:' /etc/passwd; then
-	echo 'libvirt-qemu:x:64055:64055:Libvirt Qemu,,,:/var/lib/libvirt:/usr/sbin/nologin' >> "$LV/passwd"
-	grep -q '^libvirt-qemu:' /etc/group || echo 'libvirt-qemu:x:64055:' >> "$LV/group"
-fi
-for d in $LV_DIRS; do
-	[ -d "$d" ] || { mkdir -p "$d" && echo "$d" >> "$CL_DIR/lv-made-dirs"; }
-done
-ip netns exec "$PRI_NS" unshare -m --propagation private -- bash -c '
-	set -e
-	mount -t tmpfs -o mode=755 tmpfs /run
-	mkdir -p /run/lock /run/libvirt
-	mount --bind "$1/etc" /etc/libvirt
-	mount --bind "$1/lib" /var/lib/libvirt
-	mount --bind "$1/log" /var/log/libvirt
-	mount --bind "$1/cache" /var/cache/libvirt
-	mount --bind "$1/passwd" /etc/passwd
-	mount --bind "$1/group" /etc/group
-	exec libvirtd -f /etc/libvirt/libvirtd.conf' lvns "$LV" >"$LV/libvirtd.out" 2>&1 &
-echo $! > "$CL_DIR/pri/libvirtd.pid"	# killed with the host (cluster_down)
-disown $!
-wait_for 20 "libvirtd on the primary" virsh_pri list --all ||
-	rdb_fail "libvirtd did not start (see $LV/libvirtd.out, $LV/log/libvirtd.log)"
 echo "libvirtd up on the primary's host after $(ms_since "$t0") ms"
 
 # ---- the domain, as an operator has it: a raw image, a bridge NIC ----
@@ -111,38 +55,7 @@ truncate -s 64M "$img"
 # data the backup's replica must end up with (holes are skipped)
 head -c 1048576 /dev/urandom | dd of="$img" bs=1M seek=8 conv=notrunc status=none
 sync "$img"
-cat > "$CL_DIR/vm1.domain.xml" <<EOX
-<domain type='qemu'>
-  <name>vm1</name>
-  <memory unit='MiB'>256</memory>
-  <vcpu>1</vcpu>
-  <os>
-    <type arch='x86_64' machine='pc'>hvm</type>
-    <kernel>$CL_GUEST/vmlinuz</kernel>
-    <initrd>$CL_GUEST/initrd.img</initrd>
-    <cmdline>console=ttyS0 panic=-1 quiet remusdb.ip=$CL_GUEST_IP/24 remusdb.run=&quot;/usr/bin/seqsrv --port $CL_SEQ_PORT&quot;</cmdline>
-  </os>
-  <on_poweroff>destroy</on_poweroff>
-  <on_crash>destroy</on_crash>
-  <devices>
-    <emulator>$RDB_QEMU</emulator>
-    <disk type='file' device='disk'>
-      <driver name='qemu' type='raw'/>
-      <source file='$img'/>
-      <target dev='vda' bus='virtio'/>
-    </disk>
-    <interface type='bridge'>
-      <mac address='$CL_GUEST_MAC'/>
-      <source bridge='vmbr0'/>
-      <model type='virtio'/>
-    </interface>
-    <serial type='file'>
-      <source path='$CL_DIR/pri/console.log'/>
-      <target port='0'/>
-    </serial>
-  </devices>
-</domain>
-EOX
+lv_test_domain "$img" "$CL_DIR/pri/console.log" > "$CL_DIR/vm1.domain.xml"
 virsh_pri define "$CL_DIR/vm1.domain.xml" >/dev/null || rdb_fail "virsh define"
 virsh_pri dumpxml --inactive vm1 > "$CL_DIR/vm1.defined.xml"
 

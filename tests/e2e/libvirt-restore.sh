@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# A libvirt domain failed over *into the backup's libvirt* (issue 13,
+# second stage; docs/libvirt.md "Restore through libvirt").
+#
+# Both hosts run a libvirtd of their own (tests/lib/libvirt.sh); the
+# backup's has RemusDB's qemu hook (tools/libvirt/qemu-hook).  The test
+# guest's domain is defined on both hosts (the same definition: UUID, PCI
+# addresses) and enrolled on each with that host's remusdbd sockets; the
+# primary's is attached, started and protected with
+# libvirt_restore=<the backup's libvirt>.  The primary's power is pulled;
+# then:
+#   - the client's sequence is contiguous across the failover, on one
+#     connection;
+#   - `virsh list` on the backup shows the domain running, and remusdbd
+#     says it restored it through libvirt;
+#   - that QEMU is libvirt's (-incoming defer, its RAM file under
+#     libvirt's memory directory) and its RAM file is the committed image
+#     itself (the hook's hard link: same inode);
+#   - `virsh destroy` on the backup: remusdbd notices its VM's QEMU is
+#     gone (state failed, with the reason), though it is not its child.
+#
+# Output: build/e2e/<run>/result.json.  Exit 0 pass, 1 fail, 77 skipped.
+set -u
+. "$(dirname "$0")/../lib/common.sh"
+. "$(dirname "$0")/../lib/netns.sh"
+. "$(dirname "$0")/../lib/cluster.sh"
+. "$(dirname "$0")/../lib/libvirt.sh"
+
+run=${RDB_RUN:-lr$$}
+before_s=${PULL_AFTER_S:-}
+after_s=${AFTER_S:-8}
+trap 'cluster_down "$run"; lv_down' EXIT
+
+rdb_require_root
+for c in libvirtd virsh unshare; do
+	command -v $c >/dev/null || rdb_skip "$c (tools/setup-deps.sh)"
+done
+[ -x "$RDB_HELPERS/seqsrv" ] || rdb_fail "build/helpers missing (make all)"
+[ -f "$RDB_ROOT/build/guest/vmlinuz" ] || rdb_build_guest
+t0=$(date +%s%N)
+ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
+
+cluster_hosts_up "$run" || rdb_fail "setup failed (logs in $CL_DIR)"
+lv_host_up pri || rdb_fail "no libvirtd on the primary"
+lv_host_up bak "$RDB_ROOT/tools/libvirt/qemu-hook" "$CL_DIR/bak/state/lvram" ||
+	rdb_fail "no libvirtd on the backup"
+echo "libvirtd up on both hosts after $(ms_since "$t0") ms"
+
+# ---- the domain on both hosts, enrolled on each ----
+img=$CL_DIR/pri/vm1.img
+truncate -s 64M "$img"
+head -c 1048576 /dev/urandom | dd of="$img" bs=1M seek=8 conv=notrunc status=none
+sync "$img"
+lv_test_domain "$img" "$CL_DIR/pri/console.log" > "$CL_DIR/vm1.domain.xml"
+lv_virsh pri define "$CL_DIR/vm1.domain.xml" >/dev/null || rdb_fail "virsh define (primary)"
+# the backup's: the same machine (UUID, addresses), its own paths
+lv_virsh pri dumpxml --inactive vm1 | sed "s|$CL_DIR/pri/|$CL_DIR/bak/|g" > "$CL_DIR/vm1.bak-domain.xml"
+lv_virsh bak define "$CL_DIR/vm1.bak-domain.xml" >/dev/null || rdb_fail "virsh define (backup)"
+cl_ctl pri enroll vm1 --yes --tap vmtap0 --connect "$LV_URI_pri" >"$CL_DIR/enroll-pri.out" 2>&1 ||
+	rdb_fail "enroll on the primary: $(tail -1 "$CL_DIR/enroll-pri.out")"
+cl_ctl bak enroll vm1 --yes --tap vmtap0 --connect "$LV_URI_bak" >"$CL_DIR/enroll-bak.out" 2>&1 ||
+	rdb_fail "enroll on the backup: $(tail -1 "$CL_DIR/enroll-bak.out")"
+uuid=$(lv_virsh pri domuuid vm1)
+[ "$(lv_virsh bak domuuid vm1)" = "$uuid" ] || rdb_fail "the two definitions differ"
+
+# ---- attach, start, protect (restore through the backup's libvirt) ----
+cl_ctl pri attach vm1 peer=10.78.0.2:7788 --connect "$LV_URI_pri" || rdb_fail "attach vm1"
+lv_virsh pri start vm1 >/dev/null || rdb_fail "virsh start (see $CL_DIR/pri/lv/log/qemu/vm1.log)"
+wait_for 90 "the guest ready on its console" grep -q REMUSDB-GUEST-READY "$CL_DIR/pri/console.log" ||
+	rdb_fail "guest did not boot"
+cl_ctl pri protect vm1 peer=10.78.0.2:7788 "libvirt_restore=$LV_URI_bak" --connect "$LV_URI_pri" ||
+	rdb_fail "protect vm1"
+cl_ctl pri wait vm1 protected --timeout 90 || rdb_fail "the primary never protected vm1"
+cl_ctl bak wait vm1 protected --timeout 10 || rdb_fail "the backup never had vm1"
+[ -z "$(lv_virsh bak list --name | sed '/^$/d')" ] || rdb_fail "the backup's libvirt runs something already"
+
+# ---- the power pull, with the client watching ----
+[ -n "$before_s" ] || before_s=$(awk -v r=$RANDOM 'BEGIN{printf "%.3f", 3 + (r % 4000) / 1000}')
+total_s=$(awk -v a="$before_s" -v b="$after_s" 'BEGIN{printf "%d", a + b + 25}')
+ip netns exec "$(netns_name "$run" cli)" "$RDB_HELPERS/seqcheck" \
+	--host "$CL_GUEST_IP" --port "$CL_SEQ_PORT" --duration "$total_s" \
+	--connect-timeout 20 --stall-timeout 20 \
+	>"$CL_DIR/seqcheck.json" 2>"$CL_DIR/seqcheck.log" &
+checker=$!
+wait_for 20 "first values at the client" \
+	grep -q '^first ' "$CL_DIR/seqcheck.log" || rdb_fail "client got nothing"
+sleep "$before_s"
+cl_ctl pri status vm1 --json > "$CL_DIR/pri-status.json" ||
+	rdb_fail "primary not answering before the pull"
+cluster_pull_power "$run"
+kill -USR1 "$checker"
+echo "pulled the primary's power (remusdbd, libvirtd and its QEMU) at +${before_s}s"
+cl_ctl bak wait vm1 failed-over --timeout 30 ||
+	rdb_fail "backup did not fail over (see $CL_DIR/bak/remusdbd.log)"
+cl_ctl bak status vm1 --json > "$CL_DIR/bak-status.json"
+sleep "$after_s"
+kill -INT "$checker" 2>/dev/null
+wait_pid 15 "$checker"
+checker_rc=$?
+
+jq -n --slurpfile c "$CL_DIR/seqcheck.json" --slurpfile s "$CL_DIR/bak-status.json" \
+	--slurpfile p "$CL_DIR/pri-status.json" '
+	$c[0] as $c | ($s[0].vms[0]) as $v | ($p[0].vms[0]) as $pv |
+	{ gaps: $c.gaps, dups: $c.dups, regressions: $c.regressions,
+	  corrupt: $c.corrupt, connection_lost: $c.connection_lost,
+	  values: $c.values, last: $c.last,
+	  values_after_failover: $c.values_after_stall,
+	  failover_ms: ($c.marks[0].next_ms // -1),
+	  restore_ms: $v.failover_ms, restored_by: $v.restored_by,
+	  committed_epoch: $v.committed_epoch,
+	  checkpoints_per_s: $pv.checkpoints_per_s,
+	  invariants_ok: ($c.gaps == 0 and $c.dups == 0 and $c.regressions == 0
+			  and $c.corrupt == 0 and ($c.connection_lost | not)
+			  and $c.values_after_stall > 0
+			  and ($c.marks[0].next_ms // -1) >= 0) }' > "$CL_DIR/result.json" ||
+	rdb_fail "no result from the client (rc $checker_rc)"
+cat "$CL_DIR/result.json"
+[ "$(jq -r .invariants_ok "$CL_DIR/result.json")" = true ] ||
+	rdb_fail "invariant violated (logs in $CL_DIR)"
+
+# ---- the backup's libvirt runs the domain ----
+[ "$(jq -r .restored_by "$CL_DIR/result.json")" = libvirt ] ||
+	rdb_fail "the backup restored vm1 into its own QEMU, not through libvirt (see $CL_DIR/bak/remusdbd.log)"
+lv_virsh bak list > "$CL_DIR/bak-virsh-list.txt"
+cat "$CL_DIR/bak-virsh-list.txt"
+grep -Eq '^ *[0-9]+ +vm1 +running$' "$CL_DIR/bak-virsh-list.txt" ||
+	rdb_fail "virsh list on the backup does not show vm1 running"
+qpid=$(jq -r '.vms[0].qemu_pid' "$CL_DIR/bak-status.json")
+tr '\0' '\n' < "/proc/$qpid/cmdline" > "$CL_DIR/bak-qemu.argv" ||
+	rdb_fail "no QEMU $qpid on the backup"
+grep -qx -- "-incoming" "$CL_DIR/bak-qemu.argv" && grep -qx "$uuid" "$CL_DIR/bak-qemu.argv" ||
+	rdb_fail "the backup's QEMU is not the domain's restore (see $CL_DIR/bak-qemu.argv)"
+ram=$(ls "$CL_DIR"/bak/state/lvram/libvirt/qemu/*-vm1/pc.ram 2>/dev/null | head -n 1)
+[ -n "$ram" ] && [ "$(stat -c %i "$ram")" = "$(stat -c %i "$CL_DIR/bak/state/vm1/pc.ram.img")" ] ||
+	rdb_fail "the domain's RAM file is not the committed image (the hook's link)"
+echo "the backup's libvirt runs vm1 (QEMU $qpid), its RAM the committed image ($ram)"
+
+# ---- remusdbd watches libvirt's QEMU ----
+lv_virsh bak destroy vm1 >/dev/null || rdb_fail "virsh destroy on the backup"
+cl_ctl bak wait vm1 failed --timeout 10 ||
+	rdb_fail "the backup did not notice the domain's QEMU went away"
+grep -q "failed-over -> failed.*the restored QEMU exited" "$CL_DIR/bak/remusdbd.log" ||
+	rdb_fail "no log line for the domain's QEMU exit"
+echo "PASS: restored through the backup's libvirt; sequence contiguous (client outage $(jq -r .failover_ms "$CL_DIR/result.json") ms, restore $(jq -r .restore_ms "$CL_DIR/result.json") ms); whole test $(ms_since "$t0") ms"
