@@ -80,7 +80,7 @@ int rdb_lvrestore_xml(const struct rdb_lvrestore *r, const char *def,
 	}
 	if (!names(def, "unix:", r->qmp, ",server=on") ||
 	    !names(def, "addr.path=", r->net, ",") ||
-	    (r->disk && !names(def, "socket='", r->disk, "'"))) {
+	    (r->disk && !names(def, "&quot;path&quot;:&quot;", r->disk, "&quot;"))) {
 		snprintf(err, errlen, "domain %s is enrolled for other sockets "
 			 "than this host's remusdbd serves (%s, %s%s%s): enroll it "
 			 "with this host's run_dir", r->name, r->qmp, r->net,

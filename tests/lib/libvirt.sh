@@ -14,6 +14,13 @@
 #   lv_virsh pri|bak ARGS...    virsh on that host's libvirtd
 #   lv_down                     for the EXIT trap, after cluster_down
 #                               (which kills the daemons with their hosts)
+#   lv_pair_protected           after cluster_hosts_up: libvirtd on both
+#                               hosts (the backup's with RemusDB's hook), the
+#                               test guest's domain defined on both (same
+#                               UUID and addresses) and enrolled on each,
+#                               attached, started and protected on the
+#                               primary with libvirt_restore = the backup's
+#                               libvirt.  Sets LV_UUID.
 #
 # QEMU runs as root (docs/libvirt.md "Permissions"), outside the host's
 # cgroups, its output to a file (no virtlogd).  libvirtd resolves the
@@ -127,4 +134,33 @@ lv_test_domain() {
   </devices>
 </domain>
 EOX
+}
+
+lv_pair_protected() {
+	local img=$CL_DIR/pri/vm1.img
+	lv_host_up pri "$RDB_ROOT/tools/libvirt/qemu-hook" "$CL_DIR/pri/state/lvram" || return 1
+	lv_host_up bak "$RDB_ROOT/tools/libvirt/qemu-hook" "$CL_DIR/bak/state/lvram" || return 1
+	truncate -s 64M "$img"
+	head -c 1048576 /dev/urandom | dd of="$img" bs=1M seek=8 conv=notrunc status=none
+	sync "$img"
+	lv_test_domain "$img" "$CL_DIR/pri/console.log" > "$CL_DIR/vm1.domain.xml"
+	lv_virsh pri define "$CL_DIR/vm1.domain.xml" >/dev/null || return 1
+	# the backup's: the same machine (UUID, addresses), its own paths
+	lv_virsh pri dumpxml --inactive vm1 | sed "s|$CL_DIR/pri/|$CL_DIR/bak/|g" \
+		> "$CL_DIR/vm1.bak-domain.xml"
+	lv_virsh bak define "$CL_DIR/vm1.bak-domain.xml" >/dev/null || return 1
+	cl_ctl pri enroll vm1 --yes --tap vmtap0 --connect "$LV_URI_pri" \
+		>"$CL_DIR/enroll-pri.out" 2>&1 || { rdb_log "enroll (pri): $(tail -1 "$CL_DIR/enroll-pri.out")"; return 1; }
+	cl_ctl bak enroll vm1 --yes --tap vmtap0 --connect "$LV_URI_bak" \
+		>"$CL_DIR/enroll-bak.out" 2>&1 || { rdb_log "enroll (bak): $(tail -1 "$CL_DIR/enroll-bak.out")"; return 1; }
+	LV_UUID=$(lv_virsh pri domuuid vm1)
+	[ "$(lv_virsh bak domuuid vm1)" = "$LV_UUID" ] || { rdb_log "the two definitions differ"; return 1; }
+	cl_ctl pri attach vm1 peer=10.78.0.2:7788 --connect "$LV_URI_pri" || return 1
+	lv_virsh pri start vm1 >/dev/null || { rdb_log "virsh start (see $CL_DIR/pri/lv/log/qemu/vm1.log)"; return 1; }
+	wait_for 90 "the guest ready on its console" grep -q REMUSDB-GUEST-READY "$CL_DIR/pri/console.log" ||
+		return 1
+	cl_ctl pri protect vm1 peer=10.78.0.2:7788 "libvirt_restore=$LV_URI_bak" --connect "$LV_URI_pri" ||
+		return 1
+	cl_ctl pri wait vm1 protected --timeout 90 || return 1
+	cl_ctl bak wait vm1 protected --timeout 10
 }

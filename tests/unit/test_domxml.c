@@ -137,16 +137,8 @@ static void test_enroll_plain_domain(void **state)
 	char *x = enrolled(plain, &params);
 	const char *d = strstr(x, "<devices>");
 
-	/* the disk: an NBD disk on remusdbd's socket, target and PCI
-	 * address as they were */
-	has(d, "<disk type=\"network\" device=\"disk\">\n"
-	       "      <driver name=\"qemu\" type=\"raw\" cache=\"none\" discard=\"unmap\"/>\n"
-	       "      <source protocol=\"nbd\">\n"
-	       "        <host transport=\"unix\" socket=\"/run/remusdb/db1.disk\"/>\n"
-	       "      </source>\n"
-	       "      <target dev=\"vda\" bus=\"virtio\"/>\n"
-	       "      <address type=\"pci\" domain=\"0x0000\" bus=\"0x00\" slot=\"0x04\" function=\"0x0\"/>\n"
-	       "    </disk>");
+	/* the disk and the NIC leave libvirt's devices */
+	assert_null(strstr(d, "<disk"));
 	has(d, "<emulator>/opt/remusdb/bin/qemu-system-x86_64</emulator>");
 	/* no <interface> left among the devices: the NIC is remusdbd's */
 	assert_null(strstr(d, "<interface"));
@@ -163,6 +155,17 @@ static void test_enroll_plain_domain(void **state)
 	       "    <qemu:arg value=\"unix:/run/remusdb/db1.wd.qmp,server=on,wait=off\"/>\n"
 	       "    <qemu:arg value=\"-netdev\"/>\n"
 	       "    <qemu:arg value=\"stream,id=net0,server=off,addr.type=unix,addr.path=/run/remusdb/db1.net,reconnect-ms=100\"/>\n"
+	       /* the disk: an NBD node on remusdbd's socket that holds the
+		* guest's requests across a reconnect, the device where the
+		* disk was, booting first (<os><boot dev='hd'/>) */
+	       "    <qemu:arg value=\"-blockdev\"/>\n"
+	       "    <qemu:arg value=\"{&quot;driver&quot;:&quot;nbd&quot;,&quot;server&quot;:{&quot;type&quot;:&quot;unix&quot;,"
+	       "&quot;path&quot;:&quot;/run/remusdb/db1.disk&quot;},&quot;node-name&quot;:&quot;rdbdisk0&quot;,"
+	       "&quot;reconnect-delay&quot;:15,&quot;discard&quot;:&quot;unmap&quot;}\"/>\n"
+	       "    <qemu:arg value=\"-device\"/>\n"
+	       "    <qemu:arg value=\"{&quot;driver&quot;:&quot;virtio-blk-pci&quot;,&quot;drive&quot;:&quot;rdbdisk0&quot;,"
+	       "&quot;id&quot;:&quot;rdbblk0&quot;,&quot;bus&quot;:&quot;pci.0&quot;,&quot;addr&quot;:&quot;0x4&quot;,"
+	       "&quot;bootindex&quot;:1}\"/>\n"
 	       "    <qemu:arg value=\"-device\"/>\n"
 	       "    <qemu:arg value=\"{&quot;driver&quot;:&quot;virtio-net-pci&quot;,&quot;netdev&quot;:&quot;net0&quot;,&quot;mac&quot;:&quot;52:54:00:6b:3c:01&quot;,&quot;id&quot;:&quot;rdbnic0&quot;,&quot;bus&quot;:&quot;pci.0&quot;,&quot;addr&quot;:&quot;0x3&quot;}\"/>\n"
 	       "  </qemu:commandline>\n</domain>");
@@ -213,12 +216,13 @@ static void test_enroll_bare_domain(void **state)
 	x = enrolled(bare, &p);
 	has(x, "</os>\n  <features>\n    <acpi/>\n  </features>");
 	has(x, "<devices>\n    <emulator>/opt/remusdb/bin/qemu-system-x86_64</emulator>\n"
-	       "    <disk type=\"network\" device=\"disk\">\n"
-	       "      <source protocol=\"nbd\">");
+	       "  </devices>");
+	/* no PCI addresses given: free slots, the disk's first; the disk
+	 * boots first (no <os><boot>, no kernel), then the NIC */
+	has(x, "&quot;bus&quot;:&quot;pci.0&quot;,&quot;addr&quot;:&quot;0x3&quot;,&quot;bootindex&quot;:1}");
 	has(x, "<qemu:arg value=\"timestamp=on\"/>\n    <qemu:arg value=\"-qmp\"/>");
-	/* no PCI address given: the first free slot */
 	has(x, "&quot;driver&quot;:&quot;e1000&quot;");
-	has(x, "&quot;addr&quot;:&quot;0x3&quot;,&quot;bootindex&quot;:2}");
+	has(x, "&quot;addr&quot;:&quot;0x4&quot;,&quot;bootindex&quot;:2}");
 	has(x, "tap=\"vmtap0\"");
 	has(x, "<remusdb:undo added=\"metadata emulator features acpi\">");
 	free(x);
@@ -309,6 +313,7 @@ static void test_enroll_refusals(void **state)
 			 "    </disk>\n    <controller type='usb'");
 	char *qcow = edit("type='raw' cache", "type='qcow2' cache");
 	char *block = edit("<disk type='file' device='disk'>", "<disk type='block' device='disk'>");
+	char *sata = edit("<target dev='vda' bus='virtio'/>", "<target dev='sda' bus='sata'/>");
 	char *c1 = edit("<interface type='bridge'>", "<!--");
 	char *nonic = edit_in(c1, "</interface>", "-->");
 	char *vnet = edit("<source bridge='br0'/>", "<source bridge='br0'/><target dev='vnet7'/>");
@@ -320,6 +325,7 @@ static void test_enroll_refusals(void **state)
 	refused(two, &params, -ENOTSUP, "domain db1 has 2 disks (vda, hdc)");
 	refused(qcow, &params, -ENOTSUP, "disk vda is qcow2");
 	refused(block, &params, -ENOTSUP, "type='block'");
+	refused(sata, &params, -ENOTSUP, "disk sda is on bus 'sata'");
 	refused(nonic, &params, -ENOTSUP, "0 network interfaces");
 	refused(vnet, &no_tap, -EINVAL, "--tap NAME: a tap on bridge br0");
 	refused(bad_name, &params, -EINVAL, "domain name 'db 1'");
@@ -332,6 +338,7 @@ static void test_enroll_refusals(void **state)
 	free(two);
 	free(qcow);
 	free(block);
+	free(sata);
 	free(c1);
 	free(nonic);
 	free(vnet);

@@ -244,22 +244,14 @@ static xmlNodePtr new_after(xmlNodePtr parent, const char *name,
 
 /* ---- enroll ---- */
 
-struct nic {
-	char device[32], mac[18], tap[16], bus[32], addr[32], boot[16];
-	char bridge[256], network[256];
-};
-
-static bool libvirt_tap_name(const char *t)
-{
-	return !strncmp(t, "vnet", 4) || !strncmp(t, "macvtap", 7) ||
-	       !strncmp(t, "macvlan", 7) || !strncmp(t, "vif", 3);
-}
-
-/* A PCI slot on bus 0 no <address> of the domain uses, from 0x03 on. */
-static int free_slot(xmlNodePtr devices)
+/* A PCI slot on bus 0 no <address> of the domain uses (nor TAKEN),
+ * from 0x03 on. */
+static int free_slot(xmlNodePtr devices, int taken)
 {
 	bool used[32] = { false };
 
+	if (taken >= 0 && taken < 32)
+		used[taken] = true;
 	for (xmlNodePtr d = devices->children; d; d = d->next) {
 		xmlNodePtr a = child(d, "address", NULL);
 		char bus[16], slot[16];
@@ -277,12 +269,92 @@ static int free_slot(xmlNodePtr devices)
 	return -1;
 }
 
+/*
+ * Where a device that leaves libvirt's <devices> goes on QEMU's command
+ * line: its own <address type='pci'> as QEMU's bus and addr (libvirt names
+ * a PCI controller of index N "pci.N", index 0 of a q35 machine "pcie.0"),
+ * or, without one, a free slot on bus 0 other than TAKEN.  The slot on
+ * bus 0 into *slot_out (-1 on another bus).
+ */
+static int pci_place(xmlNodePtr root, xmlNodePtr devices, xmlNodePtr dev,
+		     const char *what, int taken, char *bus_out, size_t buslen,
+		     char *addr_out, size_t addrlen, int *slot_out, char *err,
+		     size_t errlen)
+{
+	xmlNodePtr a = child(dev, "address", NULL);
+	char machine[64] = "";
+
+	attr(child(child(root, "os", NULL), "type", NULL), "machine", machine,
+	     sizeof(machine));
+	if (slot_out)
+		*slot_out = -1;
+	if (a && attr_is(a, "type", "pci")) {
+		char dom[16], bus[16], slot[16], fn[16];
+		unsigned long b, sl, f;
+
+		attr(a, "domain", dom, sizeof(dom));
+		attr(a, "bus", bus, sizeof(bus));
+		attr(a, "slot", slot, sizeof(slot));
+		attr(a, "function", fn, sizeof(fn));
+		b = strtoul(bus, NULL, 0);
+		sl = strtoul(slot, NULL, 0);
+		f = strtoul(fn, NULL, 0);
+		if (b > 255 || sl > 31 || f > 7) {
+			seterr(err, errlen, "%s's PCI address %s:%s.%s is out of "
+			       "range", what, bus, slot, fn);
+			return -EINVAL;
+		}
+		if (strtoul(dom, NULL, 0) != 0) {
+			seterr(err, errlen, "%s is on PCI domain %s: only domain 0 "
+			       "is supported", what, dom);
+			return -ENOTSUP;
+		}
+		if (b == 0)
+			snprintf(bus_out, buslen, "%s",
+				 strstr(machine, "q35") ? "pcie.0" : "pci.0");
+		else
+			snprintf(bus_out, buslen, "pci.%lu", b);
+		if (f)
+			snprintf(addr_out, addrlen, "0x%lx.0x%lx", sl, f);
+		else
+			snprintf(addr_out, addrlen, "0x%lx", sl);
+		if (slot_out && b == 0)
+			*slot_out = (int)sl;
+		return 0;
+	}
+	{
+		int s = free_slot(devices, taken);
+
+		if (s < 0 || strstr(machine, "q35")) {
+			seterr(err, errlen, "%s has no PCI address: define the "
+			       "domain first (libvirt assigns one)", what);
+			return -EINVAL;
+		}
+		snprintf(bus_out, buslen, "pci.0");
+		snprintf(addr_out, addrlen, "0x%x", s);
+		if (slot_out)
+			*slot_out = s;
+	}
+	return 0;
+}
+
+struct nic {
+	char device[32], mac[18], tap[16], bus[32], addr[32], boot[16];
+	char bridge[256], network[256];
+};
+
+static bool libvirt_tap_name(const char *t)
+{
+	return !strncmp(t, "vnet", 4) || !strncmp(t, "macvtap", 7) ||
+	       !strncmp(t, "macvlan", 7) || !strncmp(t, "vif", 3);
+}
+
 static int read_nic(xmlNodePtr root, xmlNodePtr devices, xmlNodePtr iface,
-		    const struct rdb_enroll_params *p, struct nic *nic,
+		    const struct rdb_enroll_params *p, int taken, struct nic *nic,
 		    char *err, size_t errlen)
 {
-	xmlNodePtr a = child(iface, "address", NULL), boot = child(iface, "boot", NULL);
-	char type[32], model[32] = "rtl8139", machine[64] = "";
+	xmlNodePtr boot = child(iface, "boot", NULL);
+	char type[32], model[32] = "rtl8139";
 	size_t i;
 
 	memset(nic, 0, sizeof(*nic));
@@ -344,52 +416,9 @@ static int read_nic(xmlNodePtr root, xmlNodePtr devices, xmlNodePtr iface,
 			return -EINVAL;
 		}
 	}
-	attr(child(child(root, "os", NULL), "type", NULL), "machine", machine,
-	     sizeof(machine));
-	if (a && attr_is(a, "type", "pci")) {
-		char dom[16], bus[16], slot[16], fn[16];
-		unsigned long b, sl, f;
-
-		attr(a, "domain", dom, sizeof(dom));
-		attr(a, "bus", bus, sizeof(bus));
-		attr(a, "slot", slot, sizeof(slot));
-		attr(a, "function", fn, sizeof(fn));
-		b = strtoul(bus, NULL, 0);
-		sl = strtoul(slot, NULL, 0);
-		f = strtoul(fn, NULL, 0);
-		if (b > 255 || sl > 31 || f > 7) {
-			seterr(err, errlen, "the interface's PCI address %s:%s.%s "
-			       "is out of range", bus, slot, fn);
-			return -EINVAL;
-		}
-		if (strtoul(dom, NULL, 0) != 0) {
-			seterr(err, errlen, "the interface is on PCI domain %s: only "
-			       "domain 0 is supported", dom);
-			return -ENOTSUP;
-		}
-		/* libvirt names a PCI controller of index N "pci.N"; index 0
-		 * of a q35 machine is "pcie.0" */
-		if (b == 0)
-			snprintf(nic->bus, sizeof(nic->bus), "%s",
-				 strstr(machine, "q35") ? "pcie.0" : "pci.0");
-		else
-			snprintf(nic->bus, sizeof(nic->bus), "pci.%lu", b);
-		if (f)
-			snprintf(nic->addr, sizeof(nic->addr), "0x%lx.0x%lx", sl, f);
-		else
-			snprintf(nic->addr, sizeof(nic->addr), "0x%lx", sl);
-	} else {
-		int s = free_slot(devices);
-
-		if (s < 0 || strstr(machine, "q35")) {
-			seterr(err, errlen, "the interface has no PCI address: "
-			       "define the domain first (libvirt assigns one)");
-			return -EINVAL;
-		}
-		snprintf(nic->bus, sizeof(nic->bus), "pci.0");
-		snprintf(nic->addr, sizeof(nic->addr), "0x%x", s);
-	}
-	return 0;
+	return pci_place(root, devices, iface, "the interface", taken, nic->bus,
+			 sizeof(nic->bus), nic->addr, sizeof(nic->addr), NULL,
+			 err, errlen);
 }
 
 static int check_disk(xmlNodePtr disk, char *image, size_t len, char *err,
@@ -417,6 +446,17 @@ static int check_disk(xmlNodePtr disk, char *image, size_t len, char *err,
 		       "(qemu-img convert -O raw)", target, fmt);
 		return -ENOTSUP;
 	}
+	{
+		char bus[32];
+
+		attr(child(disk, "target", NULL), "bus", bus, sizeof(bus));
+		if (strcmp(bus, "virtio")) {
+			seterr(err, errlen, "disk %s is on bus '%s': it becomes "
+			       "remusdbd's virtio-blk device, so only bus='virtio' "
+			       "is supported", target, bus);
+			return -ENOTSUP;
+		}
+	}
 	if (child(disk, "readonly", NULL) || child(disk, "shareable", NULL)) {
 		seterr(err, errlen, "disk %s is read-only or shareable: not "
 		       "supported", target);
@@ -433,47 +473,52 @@ static int check_disk(xmlNodePtr disk, char *image, size_t len, char *err,
 	return 0;
 }
 
-/* The NBD disk that replaces the file disk: its driver, target, address,
- * boot order... kept; its source is remusdbd's socket. */
-static xmlNodePtr nbd_disk(xmlNodePtr orig, const char *sock)
+/*
+ * The disk as QEMU arguments: libvirt 9.0's NBD disk cannot have the NBD
+ * client's reconnect-delay, and without it the guest's disk requests fail
+ * whenever remusdbd's disk server on the socket is replaced (remusdbd
+ * restarting; a restored VM protected again), so the disk leaves
+ * <devices> like the NIC: an nbd block node on remusdbd's socket that
+ * holds requests for 15 s across a reconnect (as remusdbd's own QEMU
+ * does), and a virtio-blk device at the disk's PCI address with its boot
+ * order.  The node's name is the VM's disk_id.
+ */
+struct disk_dev {
+	char bus[32], addr[32], boot[16], discard[16];
+};
+
+static int read_disk(xmlNodePtr root, xmlNodePtr devices, xmlNodePtr disk,
+		     struct disk_dev *dd, int *slot_out, char *err, size_t errlen)
 {
-	xmlNodePtr d = xmlNewNode(NULL, X("disk")), src, host, prev = NULL;
+	xmlNodePtr boot = child(disk, "boot", NULL);
+	char target[32];
 
-	if (!d)
-		return NULL;
-	xmlNewProp(d, X("type"), X("network"));
-	xmlNewProp(d, X("device"), X("disk"));
-	src = xmlNewNode(NULL, X("source"));
-	host = src ? xmlNewChild(src, NULL, X("host"), NULL) : NULL;
-	if (!host) {
-		xmlFreeNode(src);
-		xmlFreeNode(d);
-		return NULL;
-	}
-	xmlNewProp(src, X("protocol"), X("nbd"));
-	xmlNewProp(host, X("transport"), X("unix"));
-	xmlNewProp(host, X("socket"), X(sock));
-	for (xmlNodePtr c = orig->children; c; c = c->next) {
-		xmlNodePtr copy;
+	memset(dd, 0, sizeof(*dd));
+	attr(child(disk, "target", NULL), "dev", target, sizeof(target));
+	attr(child(disk, "driver", NULL), "discard", dd->discard, sizeof(dd->discard));
+	if (boot) {
+		char *end;
 
-		if (c->type != XML_ELEMENT_NODE || is_elem(c, "source", NULL) ||
-		    is_elem(c, "backingStore", NULL) || is_elem(c, "alias", NULL))
-			continue;
-		copy = xmlCopyNode(c, 1);
-		if (!copy)
-			continue;
-		xmlAddChild(d, copy);
-		if (is_elem(c, "driver", NULL))
-			prev = copy;
+		attr(boot, "order", dd->boot, sizeof(dd->boot));
+		if (strtoul(dd->boot, &end, 10) == 0 || *end) {
+			seterr(err, errlen, "disk %s <boot order='%s'>: not a number",
+			       target, dd->boot);
+			return -EINVAL;
+		}
+	} else {
+		/* <os><boot dev='hd'/> (libvirt's default): libvirt gave its
+		 * first disk bootindex 1 */
+		for (xmlNodePtr b = child(child(root, "os", NULL), "boot", NULL); b;
+		     b = b->next)
+			if (is_elem(b, "boot", NULL) && attr_is(b, "dev", "hd"))
+				snprintf(dd->boot, sizeof(dd->boot), "1");
+		if (!child(child(root, "os", NULL), "boot", NULL) &&
+		    !child(child(root, "os", NULL), "kernel", NULL))
+			snprintf(dd->boot, sizeof(dd->boot), "1");
 	}
-	/* libvirt's order: driver, source, ... */
-	if (prev)
-		xmlAddNextSibling(prev, src);
-	else if (d->children)
-		xmlAddPrevSibling(d->children, src);
-	else
-		xmlAddChild(d, src);
-	return d;
+	return pci_place(root, devices, disk, "the disk", -1, dd->bus,
+			 sizeof(dd->bus), dd->addr, sizeof(dd->addr), slot_out,
+			 err, errlen);
 }
 
 static int sock_path(char *buf, size_t len, const char *run_dir,
@@ -515,6 +560,8 @@ int rdb_domxml_enroll(const char *xml, const struct rdb_enroll_params *p,
 	xmlNodePtr root, devices, disk = NULL, iface = NULL, meta, m, undo;
 	xmlNodePtr metadata, features, cmdline, emulator;
 	xmlNsPtr rns, qns;
+	struct disk_dev dd;
+	int disk_slot = -1;
 	struct nic nic;
 	xmlDocPtr doc;
 	size_t ndisks;
@@ -586,7 +633,12 @@ int rdb_domxml_enroll(const char *xml, const struct rdb_enroll_params *p,
 		goto out;
 	}
 	iface = child(devices, "interface", NULL);
-	rc = read_nic(root, devices, iface, p, &nic, err, errlen);
+	if (disk) {
+		rc = read_disk(root, devices, disk, &dd, &disk_slot, err, errlen);
+		if (rc < 0)
+			goto out;
+	}
+	rc = read_nic(root, devices, iface, p, disk_slot, &nic, err, errlen);
 	if (rc == 0)
 		rc = sock_path(qmp, sizeof(qmp), p->run_dir, name, "qmp", err, errlen);
 	if (rc == 0)
@@ -678,14 +730,8 @@ int rdb_domxml_enroll(const char *xml, const struct rdb_enroll_params *p,
 	}
 
 	if (disk) {
-		xmlNodePtr nd = nbd_disk(disk, dsk);
-
-		if (!nd)
-			goto nomem;
 		xmlUnlinkNode(disk);
 		xmlAddChild(undo, disk);	/* the original, kept whole */
-		insert_ordered(devices, nd, device_order,
-			       sizeof(device_order) / sizeof(device_order[0]));
 	}
 	xmlUnlinkNode(iface);
 	xmlAddChild(undo, iface);
@@ -719,6 +765,21 @@ int rdb_domxml_enroll(const char *xml, const struct rdb_enroll_params *p,
 	snprintf(buf, sizeof(buf), "stream,id=net0,server=off,addr.type=unix,"
 		 "addr.path=%s,reconnect-ms=100", net);
 	add_arg(cmdline, qns, undo, rns, buf);
+	if (disk) {
+		add_arg(cmdline, qns, undo, rns, "-blockdev");
+		snprintf(buf, sizeof(buf), "{\"driver\":\"nbd\",\"server\":{\"type\":"
+			 "\"unix\",\"path\":\"%s\"},\"node-name\":\"%s\","
+			 "\"reconnect-delay\":15%s%s%s}", dsk, RDB_DOMXML_DISK_NODE,
+			 dd.discard[0] ? ",\"discard\":\"" : "", dd.discard,
+			 dd.discard[0] ? "\"" : "");
+		add_arg(cmdline, qns, undo, rns, buf);
+		add_arg(cmdline, qns, undo, rns, "-device");
+		snprintf(buf, sizeof(buf), "{\"driver\":\"virtio-blk-pci\",\"drive\":"
+			 "\"%s\",\"id\":\"rdbblk0\",\"bus\":\"%s\",\"addr\":\"%s\"%s%s}",
+			 RDB_DOMXML_DISK_NODE, dd.bus, dd.addr,
+			 dd.boot[0] ? ",\"bootindex\":" : "", dd.boot);
+		add_arg(cmdline, qns, undo, rns, buf);
+	}
 	add_arg(cmdline, qns, undo, rns, "-device");
 	snprintf(buf, sizeof(buf), "{\"driver\":\"%s\",\"netdev\":\"net0\","
 		 "\"mac\":\"%s\",\"id\":\"rdbnic0\",\"bus\":\"%s\",\"addr\":\"%s\"%s%s}",
@@ -807,7 +868,7 @@ int rdb_domxml_unenroll(const char *xml, char **xml_out, char *err,
 {
 	xmlDocPtr doc = parse(xml, err, errlen);
 	xmlNodePtr root, meta, undo, devices, od, oi, cmdline, features;
-	char added[128], emu[1024], sock[108];
+	char added[128], emu[1024];
 	int rc = -EINVAL;
 
 	*xml_out = NULL;
@@ -829,31 +890,15 @@ int rdb_domxml_unenroll(const char *xml, char **xml_out, char *err,
 	attr(undo, "added", added, sizeof(added));
 	od = child(undo, "disk", NULL);
 	oi = child(undo, "interface", NULL);
-	if (od) {
-		xmlNodePtr cur = NULL;
-
-		attr(child(meta, "disk", RDB_DOMXML_NS), "socket", sock, sizeof(sock));
-		for (xmlNodePtr c = devices->children; c && !cur; c = c->next) {
-			char s[108];
-
-			if (is_elem(c, "disk", NULL) &&
-			    attr(child(child(c, "source", NULL), "host", NULL),
-				 "socket", s, sizeof(s)) && !strcmp(s, sock))
-				cur = c;
-		}
-		if (!cur) {
-			seterr(err, errlen, "the domain no longer has the NBD disk "
-			       "on %s that enroll made: undo by hand", sock);
-			goto out;
-		}
-		xmlUnlinkNode(od);
-		xmlReplaceNode(cur, od);
-		xmlFreeNode(cur);
-	}
 	cmdline = child(root, "commandline", RDB_DOMXML_QEMU_NS);
 	rc = remove_args(cmdline, undo, err, errlen);
 	if (rc < 0)
 		goto out;
+	if (od) {
+		xmlUnlinkNode(od);
+		insert_ordered(devices, od, device_order,
+			       sizeof(device_order) / sizeof(device_order[0]));
+	}
 	if (cmdline && has_token(added, "commandline") && no_elements(cmdline))
 		drop(cmdline);
 	if (oi) {

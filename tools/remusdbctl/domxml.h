@@ -6,8 +6,10 @@
  * ours (libxml2 only).  docs/libvirt.md shows an enrolled domain.
  *
  * What enroll changes, all of it undone by unenroll from the metadata:
- *   - the one <disk> (a raw image file) becomes an NBD disk on remusdbd's
- *     unix socket RUN_DIR/NAME.disk;
+ *   - the one <disk> (a raw image file on bus virtio) goes; it comes back
+ *     through <qemu:commandline> as an NBD -blockdev on remusdbd's unix
+ *     socket RUN_DIR/NAME.disk with reconnect-delay (which libvirt 9.0's
+ *     NBD disk lacks) + a virtio-blk -device, same PCI slot and boot order;
  *   - the one <interface> goes; its NIC comes back through
  *     <qemu:commandline> as -netdev stream (RUN_DIR/NAME.net) + -device,
  *     same model, MAC and PCI slot (libvirt has no native type for it);
@@ -27,6 +29,8 @@
 
 #define RDB_DOMXML_NS "https://remusdb.example/xmlns/vm/1"
 #define RDB_DOMXML_QEMU_NS "http://libvirt.org/schemas/domain/qemu/1.0"
+/* the disk's block node: the VM's disk_id */
+#define RDB_DOMXML_DISK_NODE "rdbdisk0"
 
 struct rdb_enroll_params {
 	const char *emulator;		/* absolute path of the patched QEMU */
