@@ -88,7 +88,8 @@ $(B)/remusdbctl: $(CTL_SRCS:%.c=$(B)/obj/%.o) $(B)/librdb.a
 
 # remusdbctl's pure parts (domain XML, the backup's QEMU arguments) under
 # test: libxml2, no libvirt.
-CTL_PURE_OBJS := $(B)/obj/tools/remusdbctl/domxml.o $(B)/obj/tools/remusdbctl/qemuargv.o
+CTL_PURE_OBJS := $(B)/obj/tools/remusdbctl/domxml.o $(B)/obj/tools/remusdbctl/domxml_undo.o \
+	$(B)/obj/tools/remusdbctl/qemuargv.o
 $(B)/obj/tests/unit/test_domxml.o: ALL_CFLAGS += $(CTL_CFLAGS) -Itools/remusdbctl
 $(B)/tests/test_domxml: $(B)/obj/tests/unit/test_domxml.o $(CTL_PURE_OBJS) $(B)/librdb.a
 	@mkdir -p $(dir $@)

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
-/* Enrolling a libvirt domain's XML and back; see domxml.h. */
+/* Enrolling a libvirt domain's XML, and the libxml2 helpers domxml_undo.c
+ * (unenroll, reading) shares; see domxml.h. */
 #include "domxml.h"
+#include "domxml_int.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -12,18 +14,18 @@
 #include <libxml/tree.h>
 #include <libxml/xmlsave.h>
 
-#define X(s) ((const xmlChar *)(s))
-
 /* libvirt's order of <devices> children (virDomainDefFormatInternal): an
  * element put back goes before the first one that follows it here, so
  * unenroll gives back the text libvirt formatted. */
-static const char *const device_order[] = {
+const char *const rdb_dx_device_order[] = {
 	"emulator", "disk", "controller", "lease", "filesystem", "interface",
 	"smartcard", "serial", "parallel", "console", "channel", "input",
 	"tpm", "graphics", "sound", "audio", "video", "hostdev", "redirdev",
 	"redirfilter", "hub", "watchdog", "memballoon", "rng", "panic",
 	"shmem", "memory", "iommu", "vsock", "crypto",
 };
+const size_t rdb_dx_ndevice_order = sizeof(rdb_dx_device_order) /
+	sizeof(rdb_dx_device_order[0]);
 
 /* <interface><model type=...> -> the QEMU device; libvirt's default on
  * x86 without a <model> is rtl8139 (it writes it in at define). */
@@ -34,10 +36,7 @@ static const struct {
 	{ "e1000e", "e1000e" }, { "rtl8139", "rtl8139" },
 };
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
+void rdb_dx_seterr(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -46,7 +45,7 @@ static void seterr(char *err, size_t errlen, const char *fmt, ...)
 	va_end(ap);
 }
 
-static bool is_elem(xmlNodePtr n, const char *name, const char *href)
+bool rdb_dx_is_elem(xmlNodePtr n, const char *name, const char *href)
 {
 	if (!n || n->type != XML_ELEMENT_NODE || strcmp((const char *)n->name, name))
 		return false;
@@ -56,25 +55,25 @@ static bool is_elem(xmlNodePtr n, const char *name, const char *href)
 }
 
 /* The first child element NAME (in namespace HREF; NULL: none). */
-static xmlNodePtr child(xmlNodePtr parent, const char *name, const char *href)
+xmlNodePtr rdb_dx_child(xmlNodePtr parent, const char *name, const char *href)
 {
 	for (xmlNodePtr c = parent ? parent->children : NULL; c; c = c->next)
-		if (is_elem(c, name, href))
+		if (rdb_dx_is_elem(c, name, href))
 			return c;
 	return NULL;
 }
 
-static size_t count(xmlNodePtr parent, const char *name)
+size_t rdb_dx_count(xmlNodePtr parent, const char *name)
 {
 	size_t n = 0;
 
 	for (xmlNodePtr c = parent ? parent->children : NULL; c; c = c->next)
-		n += is_elem(c, name, NULL);
+		n += rdb_dx_is_elem(c, name, NULL);
 	return n;
 }
 
 /* An attribute's value into buf ("" when absent); false if absent. */
-static bool attr(xmlNodePtr n, const char *name, char *buf, size_t len)
+bool rdb_dx_attr(xmlNodePtr n, const char *name, char *buf, size_t len)
 {
 	xmlChar *v = n ? xmlGetNoNsProp(n, X(name)) : NULL;
 
@@ -86,15 +85,15 @@ static bool attr(xmlNodePtr n, const char *name, char *buf, size_t len)
 	return true;
 }
 
-static bool attr_is(xmlNodePtr n, const char *name, const char *want)
+bool rdb_dx_attr_is(xmlNodePtr n, const char *name, const char *want)
 {
 	char v[64];
 
-	return attr(n, name, v, sizeof(v)) && !strcmp(v, want);
+	return rdb_dx_attr(n, name, v, sizeof(v)) && !strcmp(v, want);
 }
 
 /* An element's text into buf, blanks around it removed. */
-static void text(xmlNodePtr n, char *buf, size_t len)
+void rdb_dx_text(xmlNodePtr n, char *buf, size_t len)
 {
 	xmlChar *v = n ? xmlNodeGetContent(n) : NULL;
 	const char *s = v ? (const char *)v : "";
@@ -109,19 +108,19 @@ static void text(xmlNodePtr n, char *buf, size_t len)
 	xmlFree(v);
 }
 
-static xmlDocPtr parse(const char *xml, char *err, size_t errlen)
+xmlDocPtr rdb_dx_parse(const char *xml, char *err, size_t errlen)
 {
 	xmlParserCtxtPtr ctx;
 	xmlDocPtr doc = NULL;
 	xmlNodePtr root;
 
 	if (!xml) {
-		seterr(err, errlen, "no domain XML");
+		rdb_dx_seterr(err, errlen, "no domain XML");
 		return NULL;
 	}
 	ctx = xmlNewParserCtxt();
 	if (!ctx) {
-		seterr(err, errlen, "out of memory");
+		rdb_dx_seterr(err, errlen, "out of memory");
 		return NULL;
 	}
 	/* NOBLANKS: the output is indented afresh, the same way for the
@@ -139,15 +138,15 @@ static xmlDocPtr parse(const char *xml, char *err, size_t errlen)
 		l = strlen(msg);
 		while (l && msg[l - 1] == '\n')
 			msg[--l] = 0;
-		seterr(err, errlen, "malformed domain XML (line %d): %s",
+		rdb_dx_seterr(err, errlen, "malformed domain XML (line %d): %s",
 		       e ? e->line : 0, msg);
 	}
 	xmlFreeParserCtxt(ctx);
 	if (!doc)
 		return NULL;
 	root = xmlDocGetRootElement(doc);
-	if (!is_elem(root, "domain", NULL)) {
-		seterr(err, errlen, "not a libvirt domain: the root element is <%s>",
+	if (!rdb_dx_is_elem(root, "domain", NULL)) {
+		rdb_dx_seterr(err, errlen, "not a libvirt domain: the root element is <%s>",
 		       root ? (const char *)root->name : "nothing");
 		xmlFreeDoc(doc);
 		return NULL;
@@ -155,7 +154,7 @@ static xmlDocPtr parse(const char *xml, char *err, size_t errlen)
 	return doc;
 }
 
-static int dump(xmlDocPtr doc, char **out, char *err, size_t errlen)
+int rdb_dx_dump(xmlDocPtr doc, char **out, char *err, size_t errlen)
 {
 	xmlBufferPtr buf = xmlBufferCreate();
 	xmlSaveCtxtPtr s = buf ? xmlSaveToBuffer(buf, "UTF-8", XML_SAVE_FORMAT |
@@ -174,13 +173,13 @@ static int dump(xmlDocPtr doc, char **out, char *err, size_t errlen)
 	if (buf)
 		xmlBufferFree(buf);
 	if (rc < 0)
-		seterr(err, errlen, "out of memory");
+		rdb_dx_seterr(err, errlen, "out of memory");
 	return rc;
 }
 
-static xmlNodePtr find_meta(xmlNodePtr root)
+xmlNodePtr rdb_dx_find_meta(xmlNodePtr root)
 {
-	return child(child(root, "metadata", NULL), "vm", RDB_DOMXML_NS);
+	return rdb_dx_child(rdb_dx_child(root, "metadata", NULL), "vm", RDB_DOMXML_NS);
 }
 
 static bool name_ok(const char *n)
@@ -198,7 +197,7 @@ static bool name_ok(const char *n)
 
 /* Puts NODE among PARENT's children before the first one ORDER places
  * after NODE's name (at the end if none). */
-static void insert_ordered(xmlNodePtr parent, xmlNodePtr node,
+void rdb_dx_insert_ordered(xmlNodePtr parent, xmlNodePtr node,
 			   const char *const *order, size_t n)
 {
 	size_t mine = n;
@@ -228,7 +227,7 @@ static xmlNodePtr new_after(xmlNodePtr parent, const char *name,
 	if (!e)
 		return NULL;
 	for (size_t i = 0; i < n; i++) {
-		xmlNodePtr a = child(parent, after[i], NULL);
+		xmlNodePtr a = rdb_dx_child(parent, after[i], NULL);
 
 		if (a) {
 			xmlAddNextSibling(a, e);
@@ -253,13 +252,13 @@ static int free_slot(xmlNodePtr devices, int taken)
 	if (taken >= 0 && taken < 32)
 		used[taken] = true;
 	for (xmlNodePtr d = devices->children; d; d = d->next) {
-		xmlNodePtr a = child(d, "address", NULL);
+		xmlNodePtr a = rdb_dx_child(d, "address", NULL);
 		char bus[16], slot[16];
 
-		if (!a || !attr_is(a, "type", "pci"))
+		if (!a || !rdb_dx_attr_is(a, "type", "pci"))
 			continue;
-		attr(a, "bus", bus, sizeof(bus));
-		attr(a, "slot", slot, sizeof(slot));
+		rdb_dx_attr(a, "bus", bus, sizeof(bus));
+		rdb_dx_attr(a, "slot", slot, sizeof(slot));
 		if (strtoul(bus, NULL, 0) == 0 && strtoul(slot, NULL, 0) < 32)
 			used[strtoul(slot, NULL, 0)] = true;
 	}
@@ -281,31 +280,31 @@ static int pci_place(xmlNodePtr root, xmlNodePtr devices, xmlNodePtr dev,
 		     char *addr_out, size_t addrlen, int *slot_out, char *err,
 		     size_t errlen)
 {
-	xmlNodePtr a = child(dev, "address", NULL);
+	xmlNodePtr a = rdb_dx_child(dev, "address", NULL);
 	char machine[64] = "";
 
-	attr(child(child(root, "os", NULL), "type", NULL), "machine", machine,
+	rdb_dx_attr(rdb_dx_child(rdb_dx_child(root, "os", NULL), "type", NULL), "machine", machine,
 	     sizeof(machine));
 	if (slot_out)
 		*slot_out = -1;
-	if (a && attr_is(a, "type", "pci")) {
+	if (a && rdb_dx_attr_is(a, "type", "pci")) {
 		char dom[16], bus[16], slot[16], fn[16];
 		unsigned long b, sl, f;
 
-		attr(a, "domain", dom, sizeof(dom));
-		attr(a, "bus", bus, sizeof(bus));
-		attr(a, "slot", slot, sizeof(slot));
-		attr(a, "function", fn, sizeof(fn));
+		rdb_dx_attr(a, "domain", dom, sizeof(dom));
+		rdb_dx_attr(a, "bus", bus, sizeof(bus));
+		rdb_dx_attr(a, "slot", slot, sizeof(slot));
+		rdb_dx_attr(a, "function", fn, sizeof(fn));
 		b = strtoul(bus, NULL, 0);
 		sl = strtoul(slot, NULL, 0);
 		f = strtoul(fn, NULL, 0);
 		if (b > 255 || sl > 31 || f > 7) {
-			seterr(err, errlen, "%s's PCI address %s:%s.%s is out of "
+			rdb_dx_seterr(err, errlen, "%s's PCI address %s:%s.%s is out of "
 			       "range", what, bus, slot, fn);
 			return -EINVAL;
 		}
 		if (strtoul(dom, NULL, 0) != 0) {
-			seterr(err, errlen, "%s is on PCI domain %s: only domain 0 "
+			rdb_dx_seterr(err, errlen, "%s is on PCI domain %s: only domain 0 "
 			       "is supported", what, dom);
 			return -ENOTSUP;
 		}
@@ -326,7 +325,7 @@ static int pci_place(xmlNodePtr root, xmlNodePtr devices, xmlNodePtr dev,
 		int s = free_slot(devices, taken);
 
 		if (s < 0 || strstr(machine, "q35")) {
-			seterr(err, errlen, "%s has no PCI address: define the "
+			rdb_dx_seterr(err, errlen, "%s has no PCI address: define the "
 			       "domain first (libvirt assigns one)", what);
 			return -EINVAL;
 		}
@@ -353,50 +352,50 @@ static int read_nic(xmlNodePtr root, xmlNodePtr devices, xmlNodePtr iface,
 		    const struct rdb_enroll_params *p, int taken, struct nic *nic,
 		    char *err, size_t errlen)
 {
-	xmlNodePtr boot = child(iface, "boot", NULL);
+	xmlNodePtr boot = rdb_dx_child(iface, "boot", NULL);
 	char type[32], model[32] = "rtl8139";
 	size_t i;
 
 	memset(nic, 0, sizeof(*nic));
-	attr(iface, "type", type, sizeof(type));
+	rdb_dx_attr(iface, "type", type, sizeof(type));
 	if (!strcmp(type, "hostdev") || !strcmp(type, "vhostuser") ||
 	    !strcmp(type, "vdpa")) {
-		seterr(err, errlen, "interface type='%s': its frames do not pass "
+		rdb_dx_seterr(err, errlen, "interface type='%s': its frames do not pass "
 		       "through QEMU, so remusdbd cannot hold them", type);
 		return -ENOTSUP;
 	}
-	attr(child(iface, "model", NULL), "type", model, sizeof(model));
+	rdb_dx_attr(rdb_dx_child(iface, "model", NULL), "type", model, sizeof(model));
 	if (!model[0])
 		snprintf(model, sizeof(model), "rtl8139");
 	for (i = 0; i < sizeof(nic_models) / sizeof(nic_models[0]); i++)
 		if (!strcmp(model, nic_models[i].model))
 			break;
 	if (i == sizeof(nic_models) / sizeof(nic_models[0])) {
-		seterr(err, errlen, "interface model '%s': supported are virtio, "
+		rdb_dx_seterr(err, errlen, "interface model '%s': supported are virtio, "
 		       "e1000, e1000e and rtl8139", model);
 		return -ENOTSUP;
 	}
 	snprintf(nic->device, sizeof(nic->device), "%s", nic_models[i].device);
-	if (!attr(child(iface, "mac", NULL), "address", nic->mac, sizeof(nic->mac)) ||
+	if (!rdb_dx_attr(rdb_dx_child(iface, "mac", NULL), "address", nic->mac, sizeof(nic->mac)) ||
 	    strlen(nic->mac) != 17) {
-		seterr(err, errlen, "the interface has no <mac address=...> (libvirt "
+		rdb_dx_seterr(err, errlen, "the interface has no <mac address=...> (libvirt "
 		       "writes one in when the domain is defined)");
 		return -EINVAL;
 	}
-	attr(child(iface, "source", NULL), "bridge", nic->bridge, sizeof(nic->bridge));
-	attr(child(iface, "source", NULL), "network", nic->network, sizeof(nic->network));
+	rdb_dx_attr(rdb_dx_child(iface, "source", NULL), "bridge", nic->bridge, sizeof(nic->bridge));
+	rdb_dx_attr(rdb_dx_child(iface, "source", NULL), "network", nic->network, sizeof(nic->network));
 	if (p->tap && p->tap[0]) {
 		if (strlen(p->tap) > 15) {
-			seterr(err, errlen, "tap %s: longer than 15 characters", p->tap);
+			rdb_dx_seterr(err, errlen, "tap %s: longer than 15 characters", p->tap);
 			return -EINVAL;
 		}
 		snprintf(nic->tap, sizeof(nic->tap), "%s", p->tap);
 	} else {
 		char t[64];
 
-		attr(child(iface, "target", NULL), "dev", t, sizeof(t));
+		rdb_dx_attr(rdb_dx_child(iface, "target", NULL), "dev", t, sizeof(t));
 		if (!t[0] || libvirt_tap_name(t) || strlen(t) > 15) {
-			seterr(err, errlen, "which tap device carries the guest's "
+			rdb_dx_seterr(err, errlen, "which tap device carries the guest's "
 			       "frames on this host? say --tap NAME: a tap on %s%s "
 			       "that remusdbd writes the guest's frames to",
 			       nic->bridge[0] ? "bridge " : nic->network[0] ?
@@ -409,9 +408,9 @@ static int read_nic(xmlNodePtr root, xmlNodePtr devices, xmlNodePtr iface,
 	if (boot) {
 		char *end;
 
-		attr(boot, "order", nic->boot, sizeof(nic->boot));
+		rdb_dx_attr(boot, "order", nic->boot, sizeof(nic->boot));
 		if (strtoul(nic->boot, &end, 10) == 0 || *end) {
-			seterr(err, errlen, "interface <boot order='%s'>: not a "
+			rdb_dx_seterr(err, errlen, "interface <boot order='%s'>: not a "
 			       "number", nic->boot);
 			return -EINVAL;
 		}
@@ -426,48 +425,48 @@ static int check_disk(xmlNodePtr disk, char *image, size_t len, char *err,
 {
 	char type[32], dev[32], fmt[32], target[32];
 
-	attr(disk, "type", type, sizeof(type));
-	attr(disk, "device", dev, sizeof(dev));
-	attr(child(disk, "driver", NULL), "type", fmt, sizeof(fmt));
-	attr(child(disk, "target", NULL), "dev", target, sizeof(target));
+	rdb_dx_attr(disk, "type", type, sizeof(type));
+	rdb_dx_attr(disk, "device", dev, sizeof(dev));
+	rdb_dx_attr(rdb_dx_child(disk, "driver", NULL), "type", fmt, sizeof(fmt));
+	rdb_dx_attr(rdb_dx_child(disk, "target", NULL), "dev", target, sizeof(target));
 	if (dev[0] && strcmp(dev, "disk")) {
-		seterr(err, errlen, "the domain's disk %s is a %s: remusdbd "
+		rdb_dx_seterr(err, errlen, "the domain's disk %s is a %s: remusdbd "
 		       "replicates one disk (device='disk'), remove it first",
 		       target, dev);
 		return -ENOTSUP;
 	}
 	if (strcmp(type, "file")) {
-		seterr(err, errlen, "disk %s is type='%s': remusdbd serves a raw "
+		rdb_dx_seterr(err, errlen, "disk %s is type='%s': remusdbd serves a raw "
 		       "image file (type='file')", target, type);
 		return -ENOTSUP;
 	}
 	if (fmt[0] && strcmp(fmt, "raw")) {
-		seterr(err, errlen, "disk %s is %s: remusdbd serves raw images "
+		rdb_dx_seterr(err, errlen, "disk %s is %s: remusdbd serves raw images "
 		       "(qemu-img convert -O raw)", target, fmt);
 		return -ENOTSUP;
 	}
 	{
 		char bus[32];
 
-		attr(child(disk, "target", NULL), "bus", bus, sizeof(bus));
+		rdb_dx_attr(rdb_dx_child(disk, "target", NULL), "bus", bus, sizeof(bus));
 		if (strcmp(bus, "virtio")) {
-			seterr(err, errlen, "disk %s is on bus '%s': it becomes "
+			rdb_dx_seterr(err, errlen, "disk %s is on bus '%s': it becomes "
 			       "remusdbd's virtio-blk device, so only bus='virtio' "
 			       "is supported", target, bus);
 			return -ENOTSUP;
 		}
 	}
-	if (child(disk, "readonly", NULL) || child(disk, "shareable", NULL)) {
-		seterr(err, errlen, "disk %s is read-only or shareable: not "
+	if (rdb_dx_child(disk, "readonly", NULL) || rdb_dx_child(disk, "shareable", NULL)) {
+		rdb_dx_seterr(err, errlen, "disk %s is read-only or shareable: not "
 		       "supported", target);
 		return -ENOTSUP;
 	}
-	if (!attr(child(disk, "source", NULL), "file", image, len) || !image[0]) {
-		seterr(err, errlen, "disk %s has no <source file=...>", target);
+	if (!rdb_dx_attr(rdb_dx_child(disk, "source", NULL), "file", image, len) || !image[0]) {
+		rdb_dx_seterr(err, errlen, "disk %s has no <source file=...>", target);
 		return -EINVAL;
 	}
 	if (strlen(image) >= len - 1) {
-		seterr(err, errlen, "disk %s: image path too long", target);
+		rdb_dx_seterr(err, errlen, "disk %s: image path too long", target);
 		return -ENAMETOOLONG;
 	}
 	return 0;
@@ -490,30 +489,30 @@ struct disk_dev {
 static int read_disk(xmlNodePtr root, xmlNodePtr devices, xmlNodePtr disk,
 		     struct disk_dev *dd, int *slot_out, char *err, size_t errlen)
 {
-	xmlNodePtr boot = child(disk, "boot", NULL);
+	xmlNodePtr boot = rdb_dx_child(disk, "boot", NULL);
 	char target[32];
 
 	memset(dd, 0, sizeof(*dd));
-	attr(child(disk, "target", NULL), "dev", target, sizeof(target));
-	attr(child(disk, "driver", NULL), "discard", dd->discard, sizeof(dd->discard));
+	rdb_dx_attr(rdb_dx_child(disk, "target", NULL), "dev", target, sizeof(target));
+	rdb_dx_attr(rdb_dx_child(disk, "driver", NULL), "discard", dd->discard, sizeof(dd->discard));
 	if (boot) {
 		char *end;
 
-		attr(boot, "order", dd->boot, sizeof(dd->boot));
+		rdb_dx_attr(boot, "order", dd->boot, sizeof(dd->boot));
 		if (strtoul(dd->boot, &end, 10) == 0 || *end) {
-			seterr(err, errlen, "disk %s <boot order='%s'>: not a number",
+			rdb_dx_seterr(err, errlen, "disk %s <boot order='%s'>: not a number",
 			       target, dd->boot);
 			return -EINVAL;
 		}
 	} else {
 		/* <os><boot dev='hd'/> (libvirt's default): libvirt gave its
 		 * first disk bootindex 1 */
-		for (xmlNodePtr b = child(child(root, "os", NULL), "boot", NULL); b;
+		for (xmlNodePtr b = rdb_dx_child(rdb_dx_child(root, "os", NULL), "boot", NULL); b;
 		     b = b->next)
-			if (is_elem(b, "boot", NULL) && attr_is(b, "dev", "hd"))
+			if (rdb_dx_is_elem(b, "boot", NULL) && rdb_dx_attr_is(b, "dev", "hd"))
 				snprintf(dd->boot, sizeof(dd->boot), "1");
-		if (!child(child(root, "os", NULL), "boot", NULL) &&
-		    !child(child(root, "os", NULL), "kernel", NULL))
+		if (!rdb_dx_child(rdb_dx_child(root, "os", NULL), "boot", NULL) &&
+		    !rdb_dx_child(rdb_dx_child(root, "os", NULL), "kernel", NULL))
 			snprintf(dd->boot, sizeof(dd->boot), "1");
 	}
 	return pci_place(root, devices, disk, "the disk", -1, dd->bus,
@@ -528,7 +527,7 @@ static int sock_path(char *buf, size_t len, const char *run_dir,
 	int n = snprintf(buf, len, "%s/%s.%s", run_dir, name, suffix);
 
 	if (n < 0 || (size_t)n >= len) {
-		seterr(err, errlen, "%s/%s.%s: longer than a unix socket path "
+		rdb_dx_seterr(err, errlen, "%s/%s.%s: longer than a unix socket path "
 		       "may be (107 bytes)", run_dir, name, suffix);
 		return -ENAMETOOLONG;
 	}
@@ -570,69 +569,69 @@ int rdb_domxml_enroll(const char *xml, const struct rdb_enroll_params *p,
 	*xml_out = NULL;
 	if (!p || !p->emulator || p->emulator[0] != '/' || !p->run_dir ||
 	    p->run_dir[0] != '/') {
-		seterr(err, errlen, "the emulator and remusdbd's run_dir must be "
+		rdb_dx_seterr(err, errlen, "the emulator and remusdbd's run_dir must be "
 		       "absolute paths");
 		return -EINVAL;
 	}
-	doc = parse(xml, err, errlen);
+	doc = rdb_dx_parse(xml, err, errlen);
 	if (!doc)
 		return -EINVAL;
 	root = xmlDocGetRootElement(doc);
-	if (find_meta(root)) {
+	if (rdb_dx_find_meta(root)) {
 		xmlFreeDoc(doc);
 		return 1;
 	}
 	rc = -ENOTSUP;
-	attr(root, "type", dtype, sizeof(dtype));
+	rdb_dx_attr(root, "type", dtype, sizeof(dtype));
 	if (strcmp(dtype, "qemu") && strcmp(dtype, "kvm")) {
-		seterr(err, errlen, "domain type '%s': only QEMU domains (qemu, "
+		rdb_dx_seterr(err, errlen, "domain type '%s': only QEMU domains (qemu, "
 		       "kvm) can be protected", dtype);
 		goto out;
 	}
-	text(child(root, "name", NULL), name, sizeof(name));
+	rdb_dx_text(rdb_dx_child(root, "name", NULL), name, sizeof(name));
 	if (!name_ok(name)) {
-		seterr(err, errlen, "domain name '%s': remusdbd names VMs with "
+		rdb_dx_seterr(err, errlen, "domain name '%s': remusdbd names VMs with "
 		       "[A-Za-z0-9_.-], 1-64 characters", name);
 		rc = -EINVAL;
 		goto out;
 	}
-	devices = child(root, "devices", NULL);
+	devices = rdb_dx_child(root, "devices", NULL);
 	if (!devices) {
-		seterr(err, errlen, "domain %s has no <devices>", name);
+		rdb_dx_seterr(err, errlen, "domain %s has no <devices>", name);
 		rc = -EINVAL;
 		goto out;
 	}
-	ndisks = count(devices, "disk");
+	ndisks = rdb_dx_count(devices, "disk");
 	if (ndisks > 1) {
 		char list[256] = "";
 
 		for (xmlNodePtr c = devices->children; c; c = c->next) {
 			char t[32];
 
-			if (!is_elem(c, "disk", NULL))
+			if (!rdb_dx_is_elem(c, "disk", NULL))
 				continue;
-			attr(child(c, "target", NULL), "dev", t, sizeof(t));
+			rdb_dx_attr(rdb_dx_child(c, "target", NULL), "dev", t, sizeof(t));
 			snprintf(list + strlen(list), sizeof(list) - strlen(list),
 				 "%s%s", list[0] ? ", " : "", t[0] ? t : "?");
 		}
-		seterr(err, errlen, "domain %s has %zu disks (%s): remusdbd "
+		rdb_dx_seterr(err, errlen, "domain %s has %zu disks (%s): remusdbd "
 		       "replicates exactly one; remove the others (CD-ROMs too) "
 		       "before enrolling", name, ndisks, list);
 		goto out;
 	}
 	if (ndisks == 1) {
-		disk = child(devices, "disk", NULL);
+		disk = rdb_dx_child(devices, "disk", NULL);
 		rc = check_disk(disk, image, sizeof(image), err, errlen);
 		if (rc < 0)
 			goto out;
 		rc = -ENOTSUP;
 	}
-	if (count(devices, "interface") != 1) {
-		seterr(err, errlen, "domain %s has %zu network interfaces: remusdbd "
-		       "relays exactly one", name, count(devices, "interface"));
+	if (rdb_dx_count(devices, "interface") != 1) {
+		rdb_dx_seterr(err, errlen, "domain %s has %zu network interfaces: remusdbd "
+		       "relays exactly one", name, rdb_dx_count(devices, "interface"));
 		goto out;
 	}
-	iface = child(devices, "interface", NULL);
+	iface = rdb_dx_child(devices, "interface", NULL);
 	if (disk) {
 		rc = read_disk(root, devices, disk, &dd, &disk_slot, err, errlen);
 		if (rc < 0)
@@ -652,7 +651,7 @@ int rdb_domxml_enroll(const char *xml, const struct rdb_enroll_params *p,
 
 	/* Checked: from here on the tree changes. */
 	rc = -ENOMEM;
-	metadata = child(root, "metadata", NULL);
+	metadata = rdb_dx_child(root, "metadata", NULL);
 	if (!metadata) {
 		metadata = new_after(root, "metadata", meta_after, 5);
 		strcat(added, " metadata");
@@ -691,9 +690,9 @@ int rdb_domxml_enroll(const char *xml, const struct rdb_enroll_params *p,
 	if (!undo)
 		goto nomem;
 
-	emulator = child(devices, "emulator", NULL);
+	emulator = rdb_dx_child(devices, "emulator", NULL);
 	if (emulator) {
-		text(emulator, orig_emu, sizeof(orig_emu));
+		rdb_dx_text(emulator, orig_emu, sizeof(orig_emu));
 		xmlNewProp(undo, X("emulator"), X(orig_emu));
 		xmlNodeSetContent(emulator, NULL);
 		xmlNodeAddContent(emulator, X(p->emulator));
@@ -702,20 +701,20 @@ int rdb_domxml_enroll(const char *xml, const struct rdb_enroll_params *p,
 		if (!emulator)
 			goto nomem;
 		xmlNodeAddContent(emulator, X(p->emulator));
-		insert_ordered(devices, emulator, device_order,
-			       sizeof(device_order) / sizeof(device_order[0]));
+		rdb_dx_insert_ordered(devices, emulator, rdb_dx_device_order,
+			       rdb_dx_ndevice_order);
 		strcat(added, " emulator");
 	}
 
-	features = child(root, "features", NULL);
+	features = rdb_dx_child(root, "features", NULL);
 	if (!features) {
 		features = new_after(root, "features", features_after, 2);
 		strcat(added, " features");
 	}
 	if (!features)
 		goto nomem;
-	if (!child(features, "acpi", NULL)) {
-		xmlNodePtr acpi = xmlNewNode(NULL, X("acpi")), pae = child(features, "pae", NULL);
+	if (!rdb_dx_child(features, "acpi", NULL)) {
+		xmlNodePtr acpi = xmlNewNode(NULL, X("acpi")), pae = rdb_dx_child(features, "pae", NULL);
 
 		if (!acpi)
 			goto nomem;
@@ -743,7 +742,7 @@ int rdb_domxml_enroll(const char *xml, const struct rdb_enroll_params *p,
 	}
 	if (!qns)
 		goto nomem;
-	cmdline = child(root, "commandline", RDB_DOMXML_QEMU_NS);
+	cmdline = rdb_dx_child(root, "commandline", RDB_DOMXML_QEMU_NS);
 	if (!cmdline) {
 		cmdline = xmlNewChild(root, qns, X("commandline"), NULL);
 		strcat(added, " commandline");
@@ -788,269 +787,12 @@ int rdb_domxml_enroll(const char *xml, const struct rdb_enroll_params *p,
 	add_arg(cmdline, qns, undo, rns, buf);
 	if (added[0])
 		xmlNewProp(undo, X("added"), X(added + 1));
-	rc = dump(doc, xml_out, err, errlen);
+	rc = rdb_dx_dump(doc, xml_out, err, errlen);
 	goto out;
 nomem:
-	seterr(err, errlen, "out of memory");
+	rdb_dx_seterr(err, errlen, "out of memory");
 	rc = -ENOMEM;
 out:
-	xmlFreeDoc(doc);
-	return rc;
-}
-
-/* ---- unenroll ---- */
-
-static bool has_token(const char *list, const char *tok)
-{
-	size_t l = strlen(tok);
-
-	for (const char *s = list; (s = strstr(s, tok)); s += l)
-		if ((s == list || s[-1] == ' ') && (s[l] == 0 || s[l] == ' '))
-			return true;
-	return false;
-}
-
-static bool no_elements(xmlNodePtr n)
-{
-	for (xmlNodePtr c = n->children; c; c = c->next)
-		if (c->type == XML_ELEMENT_NODE)
-			return false;
-	return true;
-}
-
-static void drop(xmlNodePtr n)
-{
-	if (n) {
-		xmlUnlinkNode(n);
-		xmlFreeNode(n);
-	}
-}
-
-/* Removes the arguments enroll added (the undo's remusdb:arg list) from
- * the qemu:commandline: the last run of them in a row. */
-static int remove_args(xmlNodePtr cmdline, xmlNodePtr undo, char *err,
-		       size_t errlen)
-{
-	xmlNodePtr want[256], have[1024];
-	size_t nw = 0, nh = 0;
-	char a[1024], b[1024];
-
-	for (xmlNodePtr c = undo->children; c; c = c->next)
-		if (is_elem(c, "arg", RDB_DOMXML_NS) && nw < 256)
-			want[nw++] = c;
-	for (xmlNodePtr c = cmdline ? cmdline->children : NULL; c; c = c->next)
-		if (is_elem(c, "arg", RDB_DOMXML_QEMU_NS) && nh < 1024)
-			have[nh++] = c;
-	if (nw == 0)
-		return 0;
-	for (size_t start = nh >= nw ? nh - nw + 1 : 0; start-- > 0;) {
-		size_t k;
-
-		for (k = 0; k < nw; k++) {
-			attr(want[k], "value", a, sizeof(a));
-			attr(have[start + k], "value", b, sizeof(b));
-			if (strcmp(a, b))
-				break;
-		}
-		if (k == nw) {
-			for (k = 0; k < nw; k++)
-				drop(have[start + k]);
-			return 0;
-		}
-	}
-	seterr(err, errlen, "the <qemu:commandline> no longer holds the %zu "
-	       "arguments enroll added (edited since?): undo by hand", nw);
-	return -EINVAL;
-}
-
-int rdb_domxml_unenroll(const char *xml, char **xml_out, char *err,
-			size_t errlen)
-{
-	xmlDocPtr doc = parse(xml, err, errlen);
-	xmlNodePtr root, meta, undo, devices, od, oi, cmdline, features;
-	char added[128], emu[1024];
-	int rc = -EINVAL;
-
-	*xml_out = NULL;
-	if (!doc)
-		return -EINVAL;
-	root = xmlDocGetRootElement(doc);
-	meta = find_meta(root);
-	if (!meta) {
-		xmlFreeDoc(doc);
-		return 1;
-	}
-	undo = child(meta, "undo", RDB_DOMXML_NS);
-	devices = child(root, "devices", NULL);
-	if (!undo || !devices) {
-		seterr(err, errlen, "the domain's remusdb metadata has no undo "
-		       "record (damaged?): undo by hand");
-		goto out;
-	}
-	attr(undo, "added", added, sizeof(added));
-	od = child(undo, "disk", NULL);
-	oi = child(undo, "interface", NULL);
-	cmdline = child(root, "commandline", RDB_DOMXML_QEMU_NS);
-	rc = remove_args(cmdline, undo, err, errlen);
-	if (rc < 0)
-		goto out;
-	if (od) {
-		xmlUnlinkNode(od);
-		insert_ordered(devices, od, device_order,
-			       sizeof(device_order) / sizeof(device_order[0]));
-	}
-	if (cmdline && has_token(added, "commandline") && no_elements(cmdline))
-		drop(cmdline);
-	if (oi) {
-		xmlUnlinkNode(oi);
-		insert_ordered(devices, oi, device_order,
-			       sizeof(device_order) / sizeof(device_order[0]));
-	}
-	if (attr(undo, "emulator", emu, sizeof(emu))) {
-		xmlNodePtr e = child(devices, "emulator", NULL);
-
-		if (!e) {
-			e = xmlNewNode(NULL, X("emulator"));
-			if (e)
-				insert_ordered(devices, e, device_order,
-					       sizeof(device_order) / sizeof(device_order[0]));
-		}
-		if (e) {
-			xmlNodeSetContent(e, NULL);
-			xmlNodeAddContent(e, X(emu));
-		}
-	} else if (has_token(added, "emulator")) {
-		drop(child(devices, "emulator", NULL));
-	}
-	features = child(root, "features", NULL);
-	if (features && has_token(added, "acpi"))
-		drop(child(features, "acpi", NULL));
-	if (features && has_token(added, "features") && no_elements(features))
-		drop(features);
-	if (has_token(added, "qemu-ns") && !child(root, "commandline", RDB_DOMXML_QEMU_NS)) {
-		/* the declaration enroll put on <domain>, unused now */
-		for (xmlNsPtr *pp = &root->nsDef; *pp; pp = &(*pp)->next)
-			if ((*pp)->href && !strcmp((const char *)(*pp)->href,
-						   RDB_DOMXML_QEMU_NS)) {
-				xmlNsPtr ns = *pp;
-
-				*pp = ns->next;
-				ns->next = NULL;
-				xmlFreeNs(ns);
-				break;
-			}
-	}
-	{
-		xmlNodePtr metadata = meta->parent;
-
-		drop(meta);
-		if (has_token(added, "metadata") && no_elements(metadata))
-			drop(metadata);
-	}
-	rc = dump(doc, xml_out, err, errlen);
-out:
-	xmlFreeDoc(doc);
-	return rc;
-}
-
-/* ---- reading ---- */
-
-static int copy_attr(xmlNodePtr n, const char *name, char *buf, size_t len,
-		     const char *what, char *err, size_t errlen)
-{
-	char v[2048];
-
-	if (!attr(n, name, v, sizeof(v)) || !v[0]) {
-		seterr(err, errlen, "the domain's remusdb metadata lacks %s", what);
-		return -EINVAL;
-	}
-	if (strlen(v) >= len) {
-		seterr(err, errlen, "%s too long: %s", what, v);
-		return -ENAMETOOLONG;
-	}
-	snprintf(buf, len, "%s", v);
-	return 0;
-}
-
-/* libvirt's memory units (formatdomain "Memory Allocation"), to KiB */
-static int to_kib(const char *num, const char *unit, uint64_t *kib)
-{
-	static const struct {
-		const char *u;
-		uint64_t mul, div;
-	} units[] = {
-		{ "", 1, 1 }, { "KiB", 1, 1 }, { "k", 1, 1 }, { "K", 1, 1 },
-		{ "b", 1, 1024 }, { "bytes", 1, 1024 }, { "KB", 1000, 1024 },
-		{ "MB", 1000000, 1024 }, { "M", 1024, 1 }, { "MiB", 1024, 1 },
-		{ "GB", 1000000000, 1024 }, { "G", 1024 * 1024, 1 },
-		{ "GiB", 1024 * 1024, 1 }, { "T", 1024ull * 1024 * 1024, 1 },
-		{ "TiB", 1024ull * 1024 * 1024, 1 },
-	};
-	char *end;
-	unsigned long long v = strtoull(num, &end, 10);
-
-	if (end == num || *end)
-		return -EINVAL;
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-		if (!strcmp(unit, units[i].u)) {
-			*kib = v * units[i].mul / units[i].div;
-			return 0;
-		}
-	return -EINVAL;
-}
-
-int rdb_domxml_read(const char *xml, struct rdb_domxml_vm *vm, char *err,
-		    size_t errlen)
-{
-	xmlDocPtr doc = parse(xml, err, errlen);
-	xmlNodePtr root, meta, mem, d;
-	char num[64], unit[16];
-	int rc;
-
-	memset(vm, 0, sizeof(*vm));
-	if (!doc)
-		return -EINVAL;
-	root = xmlDocGetRootElement(doc);
-	meta = find_meta(root);
-	if (!meta) {
-		text(child(root, "name", NULL), vm->name, sizeof(vm->name));
-		seterr(err, errlen, "domain %s is not enrolled (remusdbctl enroll %s)",
-		       vm->name, vm->name);
-		xmlFreeDoc(doc);
-		return -ENOENT;
-	}
-	text(child(root, "name", NULL), vm->name, sizeof(vm->name));
-	mem = child(root, "memory", NULL);
-	text(mem, num, sizeof(num));
-	attr(mem, "unit", unit, sizeof(unit));
-	rc = to_kib(num, unit, &vm->memory_kib);
-	if (rc < 0)
-		seterr(err, errlen, "domain %s: <memory unit='%s'>%s: not understood",
-		       vm->name, unit, num);
-	if (rc == 0)
-		rc = copy_attr(child(meta, "qmp", RDB_DOMXML_NS), "path", vm->qmp,
-			       sizeof(vm->qmp), "the QMP socket", err, errlen);
-	if (rc == 0)
-		rc = copy_attr(child(meta, "watchdog-qmp", RDB_DOMXML_NS), "path",
-			       vm->watchdog_qmp, sizeof(vm->watchdog_qmp),
-			       "the watchdog's QMP socket", err, errlen);
-	if (rc == 0)
-		rc = copy_attr(child(meta, "net", RDB_DOMXML_NS), "socket",
-			       vm->net_socket, sizeof(vm->net_socket),
-			       "the NIC's socket", err, errlen);
-	if (rc == 0)
-		rc = copy_attr(child(meta, "net", RDB_DOMXML_NS), "mac", vm->mac,
-			       sizeof(vm->mac), "the MAC", err, errlen);
-	if (rc == 0)
-		rc = copy_attr(child(meta, "net", RDB_DOMXML_NS), "tap", vm->tap,
-			       sizeof(vm->tap), "the tap", err, errlen);
-	d = child(meta, "disk", RDB_DOMXML_NS);
-	if (rc == 0 && d)
-		rc = copy_attr(d, "socket", vm->disk_socket, sizeof(vm->disk_socket),
-			       "the disk's socket", err, errlen);
-	if (rc == 0 && d)
-		rc = copy_attr(d, "image", vm->disk, sizeof(vm->disk),
-			       "the disk image", err, errlen);
 	xmlFreeDoc(doc);
 	return rc;
 }
@@ -1058,13 +800,13 @@ int rdb_domxml_read(const char *xml, struct rdb_domxml_vm *vm, char *err,
 int rdb_domxml_normalize(const char *xml, char **xml_out, char *err,
 			 size_t errlen)
 {
-	xmlDocPtr doc = parse(xml, err, errlen);
+	xmlDocPtr doc = rdb_dx_parse(xml, err, errlen);
 	int rc;
 
 	*xml_out = NULL;
 	if (!doc)
 		return -EINVAL;
-	rc = dump(doc, xml_out, err, errlen);
+	rc = rdb_dx_dump(doc, xml_out, err, errlen);
 	xmlFreeDoc(doc);
 	return rc;
 }
