@@ -1499,7 +1499,12 @@ static int restore_spawn(struct rdb_backup *b, const char *drive,
 		if (strcmp(b->setup.blocks[i].idstr, RDB_RESTORE_SHARED_BLOCK) == 0)
 			ram_bytes = b->setup.blocks[i].used_length;
 	b->via_libvirt = false;
-	if (vm->cfg.libvirt_restore && vm->cfg.libvirt_restore[0]) {
+	if (vm->cfg.libvirt_restore && vm->cfg.libvirt_restore[0] &&
+	    vm->cfg.event_port) {
+		LOGVM(WARN, vm->name, "restore through libvirt: the enrolled "
+		      "domain has no failover event port (event_port), so the "
+		      "VM is restored into remusdbd's own QEMU");
+	} else if (vm->cfg.libvirt_restore && vm->cfg.libvirt_restore[0]) {
 		char dir[512], e[400], dsock[108];
 		struct rdb_lvrestore lr = {
 			.uri = vm->cfg.libvirt_restore, .name = vm->name,
