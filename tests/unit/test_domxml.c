@@ -494,6 +494,30 @@ static void test_backup_args(void **state)
 	rdb_qemuargv_free(&b);
 }
 
+/* enroll's own disk (an nbd -blockdev of its own, no format node): its
+ * node is the disk_id, the device stays */
+static void test_backup_args_enrolled_disk(void **state)
+{
+	static const char line[] =
+		"/opt/q -machine pc-i440fx-10.0,memory-backend=pc.ram -m 256 "
+		"-blockdev '{\"driver\":\"nbd\",\"server\":{\"type\":\"unix\",\"path\":"
+		"\"/run/remusdb/vm1.disk\"},\"node-name\":\"rdbdisk0\",\"reconnect-delay\":15}' "
+		"-device '{\"driver\":\"virtio-blk-pci\",\"drive\":\"rdbdisk0\",\"id\":\"rdbblk0\","
+		"\"bus\":\"pci.0\",\"addr\":\"0x3\",\"bootindex\":1}'";
+	struct rdb_strlist a, b;
+	char err[256], id[64];
+
+	assert_int_equal(rdb_qemuargv_split(line, &a, err, sizeof(err)), 0);
+	assert_int_equal(rdb_qemuargv_for_backup(&a, "/run/remusdb/vm1.disk", &b, id,
+						 sizeof(id), err, sizeof(err)), 0);
+	assert_string_equal(id, "rdbdisk0");
+	assert_int_equal(b.n, 6);	/* -machine, -m, -device */
+	assert_false(in(&b, "-blockdev", NULL));
+	assert_true(any(&b, "\"drive\":\"rdbdisk0\""));
+	rdb_qemuargv_free(&a);
+	rdb_qemuargv_free(&b);
+}
+
 static void backup_refused(const char *extra, const char *msg)
 {
 	struct rdb_strlist a, b;
@@ -542,6 +566,7 @@ int main(void)
 		cmocka_unit_test(test_q35_bus_and_units),
 		cmocka_unit_test(test_split_as_libvirt_quotes),
 		cmocka_unit_test(test_backup_args),
+		cmocka_unit_test(test_backup_args_enrolled_disk),
 		cmocka_unit_test(test_backup_args_refusals),
 	};
 
