@@ -50,6 +50,12 @@ endif
 
 ALL_CFLAGS = $(CSTD) $(WARN) $(CPPFLAGS) $(CFLAGS) $(SANFLAGS) $(INCS) $(PKG_CFLAGS) -MMD -MP
 LDLIBS  := $(PKG_LIBS) -lpthread -lm
+# remusdbctl's libvirt domains (tools/remusdbctl/virt.c, domxml.c): libvirt
+# and libxml2 are linked into remusdbctl only, never into the daemon.
+CTL_PKGS := libvirt libxml-2.0
+CTL_CFLAGS := $(shell pkg-config --cflags $(CTL_PKGS) 2>/dev/null)
+CTL_LIBS := $(shell pkg-config --libs $(CTL_PKGS) 2>/dev/null)
+XML_LIBS := $(shell pkg-config --libs libxml-2.0 2>/dev/null)
 
 MAIN_SRCS := dom0-daemon/main.c
 LIB_SRCS := $(filter-out $(MAIN_SRCS),$(wildcard dom0-daemon/*.c dom0-daemon/lib/*.c hypervisor/qemu/*.c))
@@ -85,8 +91,19 @@ $(B)/librdb.a: $(LIB_OBJS)
 $(B)/remusdbd: $(B)/obj/dom0-daemon/main.o $(B)/librdb.a
 	$(CC) $(CFLAGS) $(SANFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+$(B)/obj/tools/remusdbctl/%.o: ALL_CFLAGS += $(CTL_CFLAGS) -Itools/remusdbctl
+
 $(B)/remusdbctl: $(CTL_SRCS:%.c=$(B)/obj/%.o) $(B)/librdb.a
-	$(CC) $(CFLAGS) $(SANFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) $(SANFLAGS) $(LDFLAGS) -o $@ $^ $(CTL_LIBS) $(LDLIBS)
+
+# remusdbctl's pure parts (domain XML, the backup's QEMU arguments) under
+# test: libxml2, no libvirt.
+CTL_PURE_OBJS := $(B)/obj/tools/remusdbctl/domxml.o $(B)/obj/tools/remusdbctl/domxml_undo.o \
+	$(B)/obj/tools/remusdbctl/qemuargv.o
+$(B)/obj/tests/unit/test_domxml.o: ALL_CFLAGS += $(CTL_CFLAGS) -Itools/remusdbctl
+$(B)/tests/test_domxml: $(B)/obj/tests/unit/test_domxml.o $(CTL_PURE_OBJS) $(B)/librdb.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(SANFLAGS) $(LDFLAGS) -o $@ $^ -lcmocka $(XML_LIBS) $(LDLIBS)
 
 $(B)/bench/%: $(B)/obj/tests/bench/%.o $(B)/librdb.a
 	@mkdir -p $(dir $@)

@@ -21,6 +21,7 @@
 #include "witness.h"
 #include "wmap.h"
 #include "qemu/launch.h"
+#include "qemu/lvrestore.h"
 #include "qemu/qmp.h"
 #include "qemu/restore.h"
 #include "remusdb.h"
@@ -84,6 +85,7 @@ struct rdb_backup {
 	struct rdb_qemu_proc qemu;
 	struct rdb_qmp qmp;
 	bool qmp_open;
+	bool via_libvirt;		/* b->qemu is the libvirt domain's */
 	struct rdb_nic nic;
 
 	/* The failover decision (witness.h): the primary's protection
@@ -1500,23 +1502,80 @@ static int restore_spawn(struct rdb_backup *b, const char *drive,
 	for (size_t i = 0; i < b->setup.nblocks; i++)
 		if (strcmp(b->setup.blocks[i].idstr, RDB_RESTORE_SHARED_BLOCK) == 0)
 			ram_bytes = b->setup.blocks[i].used_length;
-	rc = rdb_restore_argv(d->cfg.qemu_binary, vm->cfg.qemu_arg.v,
-			      vm->cfg.qemu_arg.n, image, ram_bytes, rp.qmp,
-			      rp.wd, b->nic.path, rp.con, rp.ser, drive,
-			      vm->cfg.event_port ? rp.ev : NULL, &argv);
-	if (rc < 0)
-		return rc;
-	rc = rdb_qemu_spawn(argv, rp.log, &d->guest_cpus, &b->qemu);
-	rdb_restore_argv_free(argv);
-	if (rc < 0) {
-		LOGVM(ERROR, vm->name, "starting %s: %s", d->cfg.qemu_binary, strerror(-rc));
-		return rc;
+	b->via_libvirt = false;
+	if (vm->cfg.libvirt_restore && vm->cfg.libvirt_restore[0] &&
+	    vm->cfg.event_port) {
+		LOGVM(WARN, vm->name, "restore through libvirt: the enrolled "
+		      "domain has no failover event port (event_port), so the "
+		      "VM is restored into remusdbd's own QEMU");
+	} else if (vm->cfg.libvirt_restore && vm->cfg.libvirt_restore[0]) {
+		char dir[512], e[400], dsock[108];
+		struct rdb_lvrestore lr = {
+			.uri = vm->cfg.libvirt_restore, .name = vm->name,
+			.ram_image = image, .qmp = rp.qmp, .net = b->nic.path,
+			.disk = drive ? dsock : NULL, .work_dir = dir,
+		};
+
+		/* serve_replica's socket */
+		snprintf(dsock, sizeof(dsock), "%s/%s.disk", d->cfg.run_dir, vm->name);
+		snprintf(dir, sizeof(dir), "%s/%s", d->cfg.state_dir, vm->name);
+		rc = rdb_lvrestore_create(&lr, deadline, e, sizeof(e));
+		if (rc == 0) {
+			b->via_libvirt = true;
+			LOGVM(INFO, vm->name, "restore: domain %s created through "
+			      "libvirt at %s in %.1f ms", vm->name,
+			      vm->cfg.libvirt_restore,
+			      (double)(rdb_now_ns() - t) / RDB_NS_PER_MS);
+		} else {
+			LOGVM(WARN, vm->name, "restore through libvirt at %s: %s; "
+			      "restoring into remusdbd's own QEMU instead",
+			      vm->cfg.libvirt_restore, e);
+		}
+	}
+	if (!b->via_libvirt) {
+		rc = rdb_restore_argv(d->cfg.qemu_binary, vm->cfg.qemu_arg.v,
+				      vm->cfg.qemu_arg.n, image, ram_bytes, rp.qmp,
+				      rp.wd, b->nic.path, rp.con, rp.ser, drive,
+				      vm->cfg.event_port ? rp.ev : NULL, &argv);
+		if (rc < 0)
+			return rc;
+		rc = rdb_qemu_spawn(argv, rp.log, &d->guest_cpus, &b->qemu);
+		rdb_restore_argv_free(argv);
+		if (rc < 0) {
+			LOGVM(ERROR, vm->name, "starting %s: %s", d->cfg.qemu_binary,
+			      strerror(-rc));
+			return rc;
+		}
 	}
 	rc = rdb_qmp_connect(&b->qmp, rp.qmp, vm->name,
 			     rdb_now_ns() + QEMU_START_DEADLINE_NS);
+	if (rc == 0 && b->via_libvirt) {
+		/* libvirt's child, not ours: watched through a pidfd */
+		struct ucred cr;
+		socklen_t cl = sizeof(cr);
+
+		if (getsockopt(rdb_qmp_fd(&b->qmp), SOL_SOCKET, SO_PEERCRED, &cr,
+			       &cl) < 0)
+			rc = -errno;
+		else
+			rc = rdb_qemu_adopt(cr.pid, &b->qemu);
+		if (rc < 0)
+			rdb_qmp_close(&b->qmp);
+	}
 	if (rc < 0) {
 		LOGVM(ERROR, vm->name, "QMP of the restored QEMU: %s (see %s)",
-		      strerror(-rc), rp.log);
+		      strerror(-rc), b->via_libvirt ? "libvirt's log of the domain" :
+		      rp.log);
+		if (b->via_libvirt) {
+			char dir[512];
+			struct rdb_lvrestore lr = {
+				.uri = vm->cfg.libvirt_restore, .name = vm->name,
+				.work_dir = dir,
+			};
+
+			snprintf(dir, sizeof(dir), "%s/%s", d->cfg.state_dir, vm->name);
+			rdb_lvrestore_destroy(&lr, rdb_now_ns() + 10 * RDB_NS_PER_S);
+		}
 		return rc;
 	}
 	b->qmp_open = true;
@@ -1992,7 +2051,7 @@ static struct rdb_backup *backup_new(struct rdb_daemon *d, const char *name)
 	rdb_diskbuf_init(&b->disk, 256u << 20);
 	b->disk_pid = -1;
 	b->event_fd = -1;
-	b->qemu.pid = -1;
+	rdb_qemu_proc_init(&b->qemu);
 	rdb_buf_init(&b->out);
 	rdb_proto_decoder_init(&b->dec);
 	rdb_stage_init(&b->st);
@@ -2408,6 +2467,10 @@ void rdb_backup_status(const struct rdb_vm *vm, json_t *o)
 	json_object_set_new(o, "last_heard_ms", json_integer((json_int_t)
 			    ((rdb_now_ns() - b->last_rx_ns) / RDB_NS_PER_MS)));
 	json_object_set_new(o, "qemu_pid", json_integer(b->qemu.pid));
+	/* whose QEMU runs the restored VM: libvirt's domain or remusdbd's */
+	if (b->qemu.pid > 0)
+		json_object_set_new(o, "restored_by", json_string(
+			b->via_libvirt ? "libvirt" : "remusdbd"));
 	json_object_set_new(o, "guest_nic_connected", json_boolean(rdb_nic_connected(&b->nic)));
 	json_object_set_new(o, "mode", json_string(vm->cfg.mode ? vm->cfg.mode : "plain"));
 	if (b->failover_t0)

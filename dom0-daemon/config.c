@@ -200,6 +200,8 @@ static const struct rdb_option vm_opts[] = {
 	  "IPv6 DSCP the guest module marks protected packets with (its dscp parameter; 43 = 0x2b)" },
 	{ "event_port", RDB_OPT_BOOL, OFF(rdb_vm_config, event_port), "false", 0, 0, NULL,
 	  "the VM has the failover event port (virtserialport name=org.remusdb.0 on chardev rdbevent): after a failover the backup tells the guest" },
+	{ "libvirt_restore", RDB_OPT_STRING, OFF(rdb_vm_config, libvirt_restore), "", 0, 0, NULL,
+	  "the backup restores the VM into its libvirt domain of the VM's name (defined and enrolled there, libvirt's qemu hook installed) through libvirt at this URI, e.g. qemu:///system; if that fails, into its own QEMU. Empty: always its own QEMU (docs/libvirt.md)" },
 	{ "qemu_arg", RDB_OPT_STRLIST, OFF(rdb_vm_config, qemu_arg), NULL, 0, 0, NULL,
 	  "one QEMU argument per line, common to both hosts; no -qmp/-netdev/-serial/-incoming; NIC on netdev=net0" },
 };
@@ -531,7 +533,7 @@ static const char *const protection_opts[] = {
 	"peer", "mode", "checkpoint_ms", "checkpoint_deadline_ms", "compression",
 	"page_cache_percent", "compress_threads", "protect_dscp", "event_port",
 	"failover_fence_ms", "on_peer_loss", "hold_bound_ms", "read_tracking",
-	"read_index_mb", "verify_pages",
+	"read_index_mb", "verify_pages", "libvirt_restore",
 };
 
 int rdb_vm_config_take_protection(struct rdb_vm_config *dst,

@@ -90,6 +90,7 @@ struct rdb_vm_config {
 	bool verify_pages;
 	uint32_t protect_dscp;
 	bool event_port;
+	char *libvirt_restore;	/* URI: restore into the libvirt domain */
 	uint32_t failover_fence_ms;
 	char *on_peer_loss;
 	uint32_t hold_bound_ms;

@@ -292,9 +292,24 @@ static int ctl_epochs(void *opaque, json_t *req, json_t **reply_out)
 	return *reply_out ? 0 : -ENOMEM;
 }
 
+/* What remusdbctl needs to know of this daemon's configuration (enroll:
+ * the sockets it makes for a libvirt domain are in run_dir, and the
+ * domain's emulator is the QEMU this host restores VMs with). */
+static int ctl_info(void *opaque, json_t *req, json_t **reply_out)
+{
+	struct rdb_daemon *d = opaque;
+
+	(void)req;
+	*reply_out = json_pack("{s:s, s:s, s:s}", "run_dir", d->cfg.run_dir,
+			       "state_dir", d->cfg.state_dir,
+			       "qemu_binary", d->cfg.qemu_binary);
+	return *reply_out ? 0 : -ENOMEM;
+}
+
 static const struct rdb_ctl_handler handlers[] = {
 	{ "capture", ctl_capture },
 	{ "epochs", ctl_epochs },
+	{ "info", ctl_info },
 	{ "status", ctl_status },
 	{ "protect", ctl_protect },
 	{ "reprotect", ctl_reprotect },

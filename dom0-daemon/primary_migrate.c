@@ -259,8 +259,16 @@ static int kill_qemu(struct rdb_primary *p, pid_t *pid_out)
 	if (kill(pid, SIGKILL) < 0)
 		return -errno;
 	if (p->restored_qemu.pid > 0) {
-		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-			;
+		/* ours to reap, or libvirt's (watched through its pidfd) */
+		if (p->restored_qemu.pidfd < 0)
+			while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+				;
+		else
+			while (rdb_qemu_poll_exit(&p->restored_qemu, NULL) == 0) {
+				if (rdb_now_ns() > deadline)
+					return -ETIMEDOUT;
+				usleep(1000);
+			}
 		p->restored_qemu.pid = -1;
 		return 0;
 	}

@@ -16,6 +16,12 @@ cat > "$tmp/remusdbctl" <<'EOS'
 printf '{\n  "vms": [\n    {\n      "name": "db1",\n      "state": "protected"\n    },\n    {\n      "name": "web2",\n      "state": "failed-over"\n    }\n  ]\n}\n'
 EOS
 chmod +x "$tmp/remusdbctl"
+# and for virsh's domain list
+cat > "$tmp/virsh" <<'EOS'
+#!/bin/sh
+printf 'db1\nweb2\nlvonly\n\n'
+EOS
+chmod +x "$tmp/virsh"
 PATH=$tmp:$PATH bash --norc --noprofile -c '
 	. /usr/share/bash-completion/bash_completion
 	. tools/remusdbctl.bash-completion
@@ -45,5 +51,10 @@ PATH=$tmp:$PATH bash --norc --noprofile -c '
 	expect "db1 " remusdbctl --socket /tmp/x.sock status d
 	expect "vm " remusdbctl config --dump-defaults ""
 	expect "peer= " remusdbctl protect web2 pe
+	expect "lvonly " remusdbctl enroll lv
+	expect "lvonly " remusdbctl attach lv
+	expect "--tap " remusdbctl enroll db1 --t
+	expect "--yes " remusdbctl unenroll db1 --y
+	expect "--connect " remusdbctl protect db1 --co
 	exit $fail
 ' && echo "completion: every command offered, names, states and faults complete"

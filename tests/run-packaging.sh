@@ -135,7 +135,8 @@ want=(/usr/sbin/remusdbd /usr/sbin/remusdbctl /lib/systemd/system/remusdbd.servi
 	/usr/share/man/man5/remusdb-vm.conf.5.gz
 	/usr/share/bash-completion/completions/remusdbctl
 	/usr/share/doc/remusdb/copyright /usr/share/doc/remusdb/examples/vm1.conf
-	/usr/share/remusdb/drill-report.sh /usr/share/remusdb/grafana/remusdb.json)
+	/usr/share/remusdb/drill-report.sh /usr/share/remusdb/grafana/remusdb.json
+	/usr/share/remusdb/libvirt/qemu-hook)
 listed=$(chroot "$root" dpkg -L remusdb)
 for f in "${want[@]}"; do
 	grep -qx "$f" <<<"$listed" || rdb_fail "dpkg -L remusdb has no $f"

@@ -85,6 +85,11 @@ pkgs=(
 	# make deb (dpkg-dev above), and make check-packaging: a clean root
 	# booted with systemd in a container (the root cached zstd-compressed)
 	debhelper dh-dkms debootstrap systemd-container zstd
+	# libvirt domains (remusdbctl enroll, docs/libvirt.md): remusdbctl links
+	# libvirt and libxml2; tests/e2e/libvirt-drill.sh runs a libvirtd (the
+	# monolithic daemon of Debian 12) per host; diff shows what enroll changes
+	libvirt-dev libxml2-dev libvirt-daemon libvirt-daemon-driver-qemu
+	libvirt-clients diffutils
 )
 missing=()
 for p in "${pkgs[@]}"; do

@@ -4,14 +4,42 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 void rdb_qemu_proc_init(struct rdb_qemu_proc *p)
 {
 	p->pid = -1;
+	p->pidfd = -1;
+}
+
+int rdb_qemu_adopt(pid_t pid, struct rdb_qemu_proc *out)
+{
+	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+
+	if (fd < 0)
+		return -errno;
+	fcntl(fd, F_SETFD, FD_CLOEXEC);
+	out->pid = pid;
+	out->pidfd = fd;
+	return 0;
+}
+
+/* An adopted QEMU: 1 once it has exited (the pidfd closed), else 0. */
+static int adopted_gone(struct rdb_qemu_proc *p, int timeout_ms)
+{
+	struct pollfd pf = { .fd = p->pidfd, .events = POLLIN };
+
+	if (poll(&pf, 1, timeout_ms) <= 0)
+		return 0;
+	close(p->pidfd);
+	p->pidfd = -1;
+	p->pid = -1;
+	return 1;
 }
 
 /* Between fork and exec: async-signal-safe calls only (the daemon has
@@ -73,6 +101,7 @@ int rdb_qemu_spawn(char *const *argv, const char *logpath,
 		return err ? -err : -EIO;
 	}
 	out->pid = pid;
+	out->pidfd = -1;	/* our child: waitpid */
 	return 0;
 }
 
@@ -83,6 +112,13 @@ int rdb_qemu_poll_exit(struct rdb_qemu_proc *p, int *status_out)
 
 	if (p->pid <= 0)
 		return -ECHILD;
+	if (p->pidfd >= 0) {
+		if (!adopted_gone(p, 0))
+			return 0;
+		if (status_out)
+			*status_out = 0;
+		return 1;
+	}
 	r = waitpid(p->pid, &status, WNOHANG);
 	if (r == 0 || (r < 0 && errno == EINTR))
 		return 0;
@@ -107,6 +143,15 @@ int rdb_qemu_kill(struct rdb_qemu_proc *p, uint64_t deadline_ns)
 	}
 	/* Past the deadline: SIGKILL cannot be refused, the reap is quick. */
 	kill(p->pid, SIGKILL);
+	if (p->pidfd >= 0) {
+		/* its parent reaps it; a second is plenty for the kernel */
+		if (!adopted_gone(p, 1000)) {
+			close(p->pidfd);
+			p->pidfd = -1;
+			p->pid = -1;
+		}
+		return -ETIMEDOUT;
+	}
 	while (waitpid(p->pid, NULL, 0) < 0 && errno == EINTR)
 		;
 	p->pid = -1;

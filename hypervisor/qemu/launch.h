@@ -9,6 +9,8 @@
 
 struct rdb_qemu_proc {
 	pid_t pid;		/* -1: none */
+	int pidfd;		/* >= 0: not our child (libvirt's): watched
+				 * through this pidfd instead of waitpid */
 };
 
 void rdb_qemu_proc_init(struct rdb_qemu_proc *p);
@@ -23,6 +25,10 @@ void rdb_qemu_proc_init(struct rdb_qemu_proc *p);
  */
 int rdb_qemu_spawn(char *const *argv, const char *logpath,
 		   const cpu_set_t *cpus, struct rdb_qemu_proc *out);
+/* A QEMU someone else started (libvirt) and that runs as pid: watched and
+ * killed like one of ours (its exit status is not ours to see: 0).
+ * 0, or -errno of pidfd_open (-ESRCH: it is gone already). */
+int rdb_qemu_adopt(pid_t pid, struct rdb_qemu_proc *out);
 /* Non-blocking: 1 and the wait status when it has exited (reaped, pid
  * becomes -1), 0 while it runs, -ECHILD when there is no process. */
 int rdb_qemu_poll_exit(struct rdb_qemu_proc *p, int *status_out);

@@ -8,6 +8,7 @@
 #include "clock.h"
 #include "config.h"
 #include "sockutil.h"
+#include "virt.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,10 +35,19 @@ static void usage(FILE *f)
 		"usage: remusdbctl [--socket PATH] COMMAND\n"
 		"  attach VMCONF [KEY=VALUE]...    serve a VM's disk and network before\n"
 		"                                  its QEMU starts (VMs with a disk)\n"
+		"  attach DOMAIN peer=HOST:PORT [KEY=VALUE]... [--connect URI]\n"
+		"                                  the same for an enrolled libvirt domain\n"
 		"  protect VMCONF [KEY=VALUE]...   start protecting a VM (on its host)\n"
-		"  protect NAME peer=HOST:PORT [KEY=VALUE]...\n"
+		"  protect NAME peer=HOST:PORT [KEY=VALUE]... [--connect URI]\n"
 		"                                  protect again the VM that failed over to\n"
-		"                                  this host (to its old primary: a resync)\n"
+		"                                  this host (to its old primary: a resync);\n"
+		"                                  else the running enrolled libvirt domain\n"
+		"  enroll DOMAIN [--yes] [--connect URI] [--tap NAME] [--emulator PATH]\n"
+		"         [--run-dir DIR] [--firmware-dir DIR]...\n"
+		"                                  rewrite a defined libvirt domain so that\n"
+		"                                  remusdbd can protect it (diff, y/N)\n"
+		"  unenroll DOMAIN [--yes] [--connect URI]\n"
+		"                                  give it back its own disk and NIC\n"
 		"  status [NAME] [--json]          VMs, roles, states, checkpoint numbers\n"
 		"  failover NAME [--force]         fail over now (on the backup's host); with a\n"
 		"                                  witness it decides first; --force skips it:\n"
@@ -177,24 +188,94 @@ static int do_reprotect(int argc, char **argv)
 	return ex;
 }
 
-static int do_protect(const char *what, int argc, char **argv)
+/* Whether the daemon has a VM NAME that failed over to this host (what
+ * `protect NAME` without a file meant before libvirt domains). */
+static bool failed_over_here(const char *name)
 {
-	struct rdb_vm_config c;
-	char err[512];
-	json_t *reply;
+	bool was = quiet, yes = false;
+	json_t *reply, *vm;
 	int ex = 0;
 
+	quiet = true;
+	reply = call(cmd("status", json_pack("{s:s}", "name", name)), &ex);
+	quiet = was;
+	vm = reply ? json_array_get(json_object_get(json_object_get(reply, "result"),
+						    "vms"), 0) : NULL;
+	if (vm)
+		yes = !strcmp(json_string_value(json_object_get(vm, "role")) ?: "",
+			      "backup") &&
+		      !strcmp(json_string_value(json_object_get(vm, "state")) ?: "",
+			      "failed-over");
+	json_decref(reply);
+	return yes;
+}
+
+/* Takes "--connect URI" out of argv; 0, or 2 for a usage error. */
+static int take_connect(int *argc, char **argv, const char **uri)
+{
+	int n = 0;
+
+	for (int i = 0; i < *argc; i++) {
+		if (!strcmp(argv[i], "--connect")) {
+			if (i + 1 >= *argc) {
+				fprintf(stderr, "remusdbctl: --connect needs a URI\n");
+				return 2;
+			}
+			*uri = argv[++i];
+			continue;
+		}
+		argv[n++] = argv[i];
+	}
+	*argc = n;
+	return 0;
+}
+
+/*
+ * protect / attach VMCONF or NAME.  A NAME (no '/', no such file here) is,
+ * for protect, the VM that failed over to this host if the daemon has
+ * one (a re-protect), otherwise a libvirt domain of that name that is
+ * enrolled; for attach, a libvirt domain.
+ */
+static int do_protect(const char *what, int argc, char **argv)
+{
+	const char *uri = NULL;
+	struct rdb_vm_config c;
+	bool domain = false;
+	char err[600];
+	json_t *reply;
+	int ex = 0, rc;
+
+	if (take_connect(&argc, argv, &uri))
+		return 2;
 	if (argc < 1) {
 		usage(stderr);
 		return 2;
 	}
-	/* a name, not a file: the VM restored here */
-	if (!strcmp(what, "protect") && !strchr(argv[0], '/') &&
-	    access(argv[0], F_OK) < 0)
-		return do_reprotect(argc, argv);
 	rdb_config_defaults(&rdb_vm_config_table, &c);
-	if (rdb_config_load_file(&rdb_vm_config_table, argv[0], &c, err, sizeof(err)) < 0)
+	if (!strchr(argv[0], '/') && access(argv[0], F_OK) < 0) {
+		if (!strcmp(what, "protect") && failed_over_here(argv[0])) {
+			rdb_config_dispose(&rdb_vm_config_table, &c);
+			return do_reprotect(argc, argv);
+		}
+		rc = rdb_virt_vm_config(uri, argv[0], &c, err, sizeof(err));
+		if (rc == -ENOENT && !strcmp(what, "protect")) {
+			/* no such domain: the daemon says what it knows */
+			rdb_config_dispose(&rdb_vm_config_table, &c);
+			return do_reprotect(argc, argv);
+		}
+		if (rc == -ENOENT)
+			snprintf(err, sizeof(err), "%s: no such VM file, and no "
+				 "libvirt domain of that name", argv[0]);
+		if (rc < 0) {
+			fprintf(stderr, "remusdbctl: %s\n", err);
+			rdb_config_dispose(&rdb_vm_config_table, &c);
+			return rc == -ENOENT ? 2 : 1;
+		}
+		domain = true;
+	} else if (rdb_config_load_file(&rdb_vm_config_table, argv[0], &c, err,
+					sizeof(err)) < 0) {
 		goto bad;
+	}
 	for (int i = 1; i < argc; i++) {
 		char *eq = strchr(argv[i], '=');
 
@@ -211,8 +292,9 @@ static int do_protect(const char *what, int argc, char **argv)
 		goto bad;
 	reply = call(cmd(what, rdb_vm_config_to_json(&c)), &ex);
 	if (reply)
-		printf("%s: %s\n", c.name, strcmp(what, "attach") ? "protecting" :
-		       "attached (disk and network served, not protected)");
+		printf("%s: %s%s\n", c.name, strcmp(what, "attach") ? "protecting" :
+		       "attached (disk and network served, not protected)",
+		       domain ? " (libvirt domain)" : "");
 	json_decref(reply);
 	rdb_config_dispose(&rdb_vm_config_table, &c);
 	return ex;
@@ -220,6 +302,145 @@ bad:
 	fprintf(stderr, "remusdbctl: %s\n", err);
 	rdb_config_dispose(&rdb_vm_config_table, &c);
 	return 2;
+}
+
+static bool is_dir(const char *p)
+{
+	struct stat st;
+
+	return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* A command name as execvp would find it, into buf. */
+static bool on_path(const char *cmdname, char *buf, size_t len)
+{
+	const char *path = getenv("PATH");
+
+	if (strchr(cmdname, '/')) {
+		snprintf(buf, len, "%s", cmdname);
+		return access(buf, X_OK) == 0;
+	}
+	for (const char *s = path ? path : "/usr/bin:/bin"; *s;) {
+		const char *e = strchr(s, ':');
+		size_t l = e ? (size_t)(e - s) : strlen(s);
+
+		snprintf(buf, len, "%.*s/%s", (int)l, s, cmdname);
+		if (l && access(buf, X_OK) == 0)
+			return true;
+		s += l;
+		if (*s == ':')
+			s++;
+	}
+	return false;
+}
+
+/*
+ * enroll DOMAIN [--yes] [--connect URI] [--tap NAME] [--emulator PATH]
+ *        [--run-dir DIR] [--firmware-dir DIR]...
+ * The run_dir and the emulator default to what remusdbd on this host uses
+ * (its run_dir, its qemu_binary: the QEMU it restores VMs with).
+ */
+static int do_enroll(bool enroll, int argc, char **argv)
+{
+	const char *uri = NULL, *name = NULL, *tap = NULL, *emu = NULL, *run = NULL;
+	const char *fw[16];
+	static const char *const debian_fw[] = {
+		"/usr/share/seabios", "/usr/lib/ipxe/qemu", "/usr/share/qemu",
+	};
+	char emubuf[1024], rundir[512], pcbios[1100];
+	struct rdb_enroll_params p = { 0 };
+	bool yes = false;
+	size_t nfw = 0;
+
+	for (int i = 0; i < argc; i++) {
+		const char *a = argv[i];
+		bool val = !strcmp(a, "--connect") || (enroll &&
+			(!strcmp(a, "--tap") || !strcmp(a, "--emulator") ||
+			 !strcmp(a, "--run-dir") || !strcmp(a, "--firmware-dir")));
+
+		if (val && i + 1 >= argc) {
+			fprintf(stderr, "remusdbctl: %s needs a value\n", a);
+			return 2;
+		}
+		if (!strcmp(a, "--yes"))
+			yes = true;
+		else if (!strcmp(a, "--connect"))
+			uri = argv[++i];
+		else if (val && !strcmp(a, "--tap"))
+			tap = argv[++i];
+		else if (val && !strcmp(a, "--emulator"))
+			emu = argv[++i];
+		else if (val && !strcmp(a, "--run-dir"))
+			run = argv[++i];
+		else if (val && !strcmp(a, "--firmware-dir") && nfw < 16)
+			fw[nfw++] = argv[++i];
+		else if (a[0] != '-' && !name)
+			name = a;
+		else {
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (!name) {
+		usage(stderr);
+		return 2;
+	}
+	if (!enroll)
+		return rdb_virt_unenroll(uri, name, yes);
+	if (!emu || !run) {
+		int ex = 0;
+		json_t *reply = call(cmd("info", NULL), &ex), *r;
+
+		if (!reply) {
+			fprintf(stderr, "remusdbctl: enroll takes remusdbd's run_dir "
+				"and qemu_binary from the daemon: start it, or say "
+				"--run-dir DIR and --emulator PATH\n");
+			return ex;
+		}
+		r = json_object_get(reply, "result");
+		if (!run) {
+			snprintf(rundir, sizeof(rundir), "%s",
+				 json_string_value(json_object_get(r, "run_dir")) ?: "");
+			run = rundir;
+		}
+		if (!emu) {
+			const char *q = json_string_value(json_object_get(r, "qemu_binary")) ?: "";
+
+			if (!on_path(q, emubuf, sizeof(emubuf))) {
+				fprintf(stderr, "remusdbctl: remusdbd's qemu_binary %s "
+					"is not an executable here: say --emulator "
+					"PATH (the patched QEMU)\n", q);
+				json_decref(reply);
+				return 1;
+			}
+			emu = emubuf;
+		}
+		json_decref(reply);
+	}
+	if (emu[0] != '/' || run[0] != '/') {
+		fprintf(stderr, "remusdbctl: --emulator and --run-dir want "
+			"absolute paths\n");
+		return 2;
+	}
+	if (nfw == 0) {
+		/* a QEMU run from its build tree finds its ROMs in pc-bios/
+		 * beside it; then Debian's firmware packages */
+		const char *slash = strrchr(emu, '/');
+
+		snprintf(pcbios, sizeof(pcbios), "%.*s/pc-bios",
+			 (int)(slash - emu), emu);
+		if (is_dir(pcbios))
+			fw[nfw++] = pcbios;
+		for (size_t i = 0; i < 3; i++)
+			if (is_dir(debian_fw[i]))
+				fw[nfw++] = debian_fw[i];
+	}
+	p.emulator = emu;
+	p.run_dir = run;
+	p.tap = tap;
+	p.firmware_dirs = fw;
+	p.nfirmware = nfw;
+	return rdb_virt_enroll(uri, name, &p, yes);
 }
 
 static void print_status(json_t *vms)
@@ -762,6 +983,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[0], "protect") || !strcmp(argv[0], "attach"))
 		return do_protect(argv[0], argc - 1, argv + 1);
+	if (!strcmp(argv[0], "enroll") || !strcmp(argv[0], "unenroll"))
+		return do_enroll(argv[0][0] == 'e', argc - 1, argv + 1);
 	if (!strcmp(argv[0], "status"))
 		return do_status(argc - 1, argv + 1);
 	if (!strcmp(argv[0], "failover"))

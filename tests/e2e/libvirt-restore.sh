@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# A libvirt domain failed over *into the backup's libvirt* (issue 13,
+# second stage; docs/libvirt.md "Restore through libvirt").
+#
+# Both hosts run a libvirtd of their own (tests/lib/libvirt.sh); the
+# backup's has RemusDB's qemu hook (tools/libvirt/qemu-hook).  The test
+# guest's domain is defined on both hosts (the same definition: UUID, PCI
+# addresses) and enrolled on each with that host's remusdbd sockets; the
+# primary's is attached, started and protected with
+# libvirt_restore=<the backup's libvirt>.  The primary's power is pulled;
+# then:
+#   - the client's sequence is contiguous across the failover, on one
+#     connection;
+#   - `virsh list` on the backup shows the domain running, and remusdbd
+#     says it restored it through libvirt;
+#   - that QEMU is libvirt's (-incoming defer, its RAM file under
+#     libvirt's memory directory) and its RAM file is the committed image
+#     itself (the hook's hard link: same inode);
+#   - `virsh destroy` on the backup: remusdbd notices its VM's QEMU is
+#     gone (state failed, with the reason), though it is not its child.
+#
+# Output: build/e2e/<run>/result.json.  Exit 0 pass, 1 fail, 77 skipped.
+set -u
+. "$(dirname "$0")/../lib/common.sh"
+. "$(dirname "$0")/../lib/netns.sh"
+. "$(dirname "$0")/../lib/cluster.sh"
+. "$(dirname "$0")/../lib/libvirt.sh"
+
+run=${RDB_RUN:-lr$$}
+before_s=${PULL_AFTER_S:-}
+after_s=${AFTER_S:-8}
+trap 'cluster_down "$run"; lv_down' EXIT
+
+rdb_require_root
+for c in libvirtd virsh unshare; do
+	command -v $c >/dev/null || rdb_skip "$c (tools/setup-deps.sh)"
+done
+[ -x "$RDB_HELPERS/seqsrv" ] || rdb_fail "build/helpers missing (make all)"
+[ -f "$RDB_ROOT/build/guest/vmlinuz" ] || rdb_build_guest
+t0=$(date +%s%N)
+ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
+
+cluster_hosts_up "$run" || rdb_fail "setup failed (logs in $CL_DIR)"
+lv_pair_protected || rdb_fail "the protected libvirt domain did not come up (logs in $CL_DIR)"
+uuid=$LV_UUID
+echo "libvirtd on both hosts, vm1 enrolled on both, protected after $(ms_since "$t0") ms"
+[ -z "$(lv_virsh bak list --name | sed '/^$/d')" ] || rdb_fail "the backup's libvirt runs something already"
+
+# ---- the power pull, with the client watching ----
+[ -n "$before_s" ] || before_s=$(awk -v r=$RANDOM 'BEGIN{printf "%.3f", 3 + (r % 4000) / 1000}')
+total_s=$(awk -v a="$before_s" -v b="$after_s" 'BEGIN{printf "%d", a + b + 25}')
+ip netns exec "$(netns_name "$run" cli)" "$RDB_HELPERS/seqcheck" \
+	--host "$CL_GUEST_IP" --port "$CL_SEQ_PORT" --duration "$total_s" \
+	--connect-timeout 20 --stall-timeout 20 \
+	>"$CL_DIR/seqcheck.json" 2>"$CL_DIR/seqcheck.log" &
+checker=$!
+wait_for 20 "first values at the client" \
+	grep -q '^first ' "$CL_DIR/seqcheck.log" || rdb_fail "client got nothing"
+sleep "$before_s"
+cl_ctl pri status vm1 --json > "$CL_DIR/pri-status.json" ||
+	rdb_fail "primary not answering before the pull"
+cluster_pull_power "$run"
+kill -USR1 "$checker"
+echo "pulled the primary's power (remusdbd, libvirtd and its QEMU) at +${before_s}s"
+cl_ctl bak wait vm1 failed-over --timeout 30 ||
+	rdb_fail "backup did not fail over (see $CL_DIR/bak/remusdbd.log)"
+cl_ctl bak status vm1 --json > "$CL_DIR/bak-status.json"
+sleep "$after_s"
+kill -INT "$checker" 2>/dev/null
+wait_pid 15 "$checker"
+checker_rc=$?
+
+jq -n --slurpfile c "$CL_DIR/seqcheck.json" --slurpfile s "$CL_DIR/bak-status.json" \
+	--slurpfile p "$CL_DIR/pri-status.json" '
+	$c[0] as $c | ($s[0].vms[0]) as $v | ($p[0].vms[0]) as $pv |
+	{ gaps: $c.gaps, dups: $c.dups, regressions: $c.regressions,
+	  corrupt: $c.corrupt, connection_lost: $c.connection_lost,
+	  values: $c.values, last: $c.last,
+	  values_after_failover: $c.values_after_stall,
+	  failover_ms: ($c.marks[0].next_ms // -1),
+	  restore_ms: $v.failover_ms, restored_by: $v.restored_by,
+	  committed_epoch: $v.committed_epoch,
+	  checkpoints_per_s: $pv.checkpoints_per_s,
+	  invariants_ok: ($c.gaps == 0 and $c.dups == 0 and $c.regressions == 0
+			  and $c.corrupt == 0 and ($c.connection_lost | not)
+			  and $c.values_after_stall > 0
+			  and ($c.marks[0].next_ms // -1) >= 0) }' > "$CL_DIR/result.json" ||
+	rdb_fail "no result from the client (rc $checker_rc)"
+cat "$CL_DIR/result.json"
+[ "$(jq -r .invariants_ok "$CL_DIR/result.json")" = true ] ||
+	rdb_fail "invariant violated (logs in $CL_DIR)"
+
+# ---- the backup's libvirt runs the domain ----
+[ "$(jq -r .restored_by "$CL_DIR/result.json")" = libvirt ] ||
+	rdb_fail "the backup restored vm1 into its own QEMU, not through libvirt (see $CL_DIR/bak/remusdbd.log)"
+lv_virsh bak list > "$CL_DIR/bak-virsh-list.txt"
+cat "$CL_DIR/bak-virsh-list.txt"
+grep -Eq '^ *[0-9]+ +vm1 +running$' "$CL_DIR/bak-virsh-list.txt" ||
+	rdb_fail "virsh list on the backup does not show vm1 running"
+qpid=$(jq -r '.vms[0].qemu_pid' "$CL_DIR/bak-status.json")
+tr '\0' '\n' < "/proc/$qpid/cmdline" > "$CL_DIR/bak-qemu.argv" ||
+	rdb_fail "no QEMU $qpid on the backup"
+grep -qx -- "-incoming" "$CL_DIR/bak-qemu.argv" && grep -qx "$uuid" "$CL_DIR/bak-qemu.argv" ||
+	rdb_fail "the backup's QEMU is not the domain's restore (see $CL_DIR/bak-qemu.argv)"
+ram=$(ls "$CL_DIR"/bak/state/lvram/libvirt/qemu/*-vm1/pc.ram 2>/dev/null | head -n 1)
+[ -n "$ram" ] && [ "$(stat -c %i "$ram")" = "$(stat -c %i "$CL_DIR/bak/state/vm1/pc.ram.img")" ] ||
+	rdb_fail "the domain's RAM file is not the committed image (the hook's link)"
+echo "the backup's libvirt runs vm1 (QEMU $qpid), its RAM the committed image ($ram)"
+
+# ---- remusdbd watches libvirt's QEMU ----
+lv_virsh bak destroy vm1 >/dev/null || rdb_fail "virsh destroy on the backup"
+cl_ctl bak wait vm1 failed --timeout 10 ||
+	rdb_fail "the backup did not notice the domain's QEMU went away"
+grep -q "failed-over -> failed.*the restored QEMU exited" "$CL_DIR/bak/remusdbd.log" ||
+	rdb_fail "no log line for the domain's QEMU exit"
+echo "PASS: restored through the backup's libvirt; sequence contiguous (client outage $(jq -r .failover_ms "$CL_DIR/result.json") ms, restore $(jq -r .restore_ms "$CL_DIR/result.json") ms); whole test $(ms_since "$t0") ms"

@@ -1,0 +1,812 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/* Enrolling a libvirt domain's XML, and the libxml2 helpers domxml_undo.c
+ * (unenroll, reading) shares; see domxml.h. */
+#include "domxml.h"
+#include "domxml_int.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libxml/parser.h>
+#include <libxml/tree.h>
+#include <libxml/xmlsave.h>
+
+/* libvirt's order of <devices> children (virDomainDefFormatInternal): an
+ * element put back goes before the first one that follows it here, so
+ * unenroll gives back the text libvirt formatted. */
+const char *const rdb_dx_device_order[] = {
+	"emulator", "disk", "controller", "lease", "filesystem", "interface",
+	"smartcard", "serial", "parallel", "console", "channel", "input",
+	"tpm", "graphics", "sound", "audio", "video", "hostdev", "redirdev",
+	"redirfilter", "hub", "watchdog", "memballoon", "rng", "panic",
+	"shmem", "memory", "iommu", "vsock", "crypto",
+};
+const size_t rdb_dx_ndevice_order = sizeof(rdb_dx_device_order) /
+	sizeof(rdb_dx_device_order[0]);
+
+/* <interface><model type=...> -> the QEMU device; libvirt's default on
+ * x86 without a <model> is rtl8139 (it writes it in at define). */
+static const struct {
+	const char *model, *device;
+} nic_models[] = {
+	{ "virtio", "virtio-net-pci" }, { "e1000", "e1000" },
+	{ "e1000e", "e1000e" }, { "rtl8139", "rtl8139" },
+};
+
+void rdb_dx_seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+bool rdb_dx_is_elem(xmlNodePtr n, const char *name, const char *href)
+{
+	if (!n || n->type != XML_ELEMENT_NODE || strcmp((const char *)n->name, name))
+		return false;
+	if (!href)
+		return n->ns == NULL;
+	return n->ns && n->ns->href && !strcmp((const char *)n->ns->href, href);
+}
+
+/* The first child element NAME (in namespace HREF; NULL: none). */
+xmlNodePtr rdb_dx_child(xmlNodePtr parent, const char *name, const char *href)
+{
+	for (xmlNodePtr c = parent ? parent->children : NULL; c; c = c->next)
+		if (rdb_dx_is_elem(c, name, href))
+			return c;
+	return NULL;
+}
+
+size_t rdb_dx_count(xmlNodePtr parent, const char *name)
+{
+	size_t n = 0;
+
+	for (xmlNodePtr c = parent ? parent->children : NULL; c; c = c->next)
+		n += rdb_dx_is_elem(c, name, NULL);
+	return n;
+}
+
+/* An attribute's value into buf ("" when absent); false if absent. */
+bool rdb_dx_attr(xmlNodePtr n, const char *name, char *buf, size_t len)
+{
+	xmlChar *v = n ? xmlGetNoNsProp(n, X(name)) : NULL;
+
+	buf[0] = 0;
+	if (!v)
+		return false;
+	snprintf(buf, len, "%s", (const char *)v);
+	xmlFree(v);
+	return true;
+}
+
+bool rdb_dx_attr_is(xmlNodePtr n, const char *name, const char *want)
+{
+	char v[64];
+
+	return rdb_dx_attr(n, name, v, sizeof(v)) && !strcmp(v, want);
+}
+
+/* An element's text into buf, blanks around it removed. */
+void rdb_dx_text(xmlNodePtr n, char *buf, size_t len)
+{
+	xmlChar *v = n ? xmlNodeGetContent(n) : NULL;
+	const char *s = v ? (const char *)v : "";
+	size_t l;
+
+	while (*s == ' ' || *s == '\t' || *s == '\n')
+		s++;
+	snprintf(buf, len, "%s", s);
+	l = strlen(buf);
+	while (l && (buf[l - 1] == ' ' || buf[l - 1] == '\t' || buf[l - 1] == '\n'))
+		buf[--l] = 0;
+	xmlFree(v);
+}
+
+xmlDocPtr rdb_dx_parse(const char *xml, char *err, size_t errlen)
+{
+	xmlParserCtxtPtr ctx;
+	xmlDocPtr doc = NULL;
+	xmlNodePtr root;
+
+	if (!xml) {
+		rdb_dx_seterr(err, errlen, "no domain XML");
+		return NULL;
+	}
+	ctx = xmlNewParserCtxt();
+	if (!ctx) {
+		rdb_dx_seterr(err, errlen, "out of memory");
+		return NULL;
+	}
+	/* NOBLANKS: the output is indented afresh, the same way for the
+	 * domain before and after, so a diff shows only what changed. */
+	doc = xmlCtxtReadMemory(ctx, xml, (int)strlen(xml), "domain.xml", NULL,
+				XML_PARSE_NONET | XML_PARSE_NOBLANKS |
+				XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+	if (!doc) {
+		xmlErrorPtr e = xmlCtxtGetLastError(ctx);
+		char msg[200] = "not XML";
+		size_t l;
+
+		if (e && e->message)
+			snprintf(msg, sizeof(msg), "%s", e->message);
+		l = strlen(msg);
+		while (l && msg[l - 1] == '\n')
+			msg[--l] = 0;
+		rdb_dx_seterr(err, errlen, "malformed domain XML (line %d): %s",
+		       e ? e->line : 0, msg);
+	}
+	xmlFreeParserCtxt(ctx);
+	if (!doc)
+		return NULL;
+	root = xmlDocGetRootElement(doc);
+	if (!rdb_dx_is_elem(root, "domain", NULL)) {
+		rdb_dx_seterr(err, errlen, "not a libvirt domain: the root element is <%s>",
+		       root ? (const char *)root->name : "nothing");
+		xmlFreeDoc(doc);
+		return NULL;
+	}
+	return doc;
+}
+
+int rdb_dx_dump(xmlDocPtr doc, char **out, char *err, size_t errlen)
+{
+	xmlBufferPtr buf = xmlBufferCreate();
+	xmlSaveCtxtPtr s = buf ? xmlSaveToBuffer(buf, "UTF-8", XML_SAVE_FORMAT |
+						 XML_SAVE_NO_DECL) : NULL;
+	int rc = 0;
+
+	if (!s || xmlSaveDoc(s, doc) < 0)
+		rc = -ENOMEM;
+	if (s)
+		xmlSaveClose(s);
+	if (rc == 0) {
+		*out = strdup((const char *)xmlBufferContent(buf));
+		if (!*out)
+			rc = -ENOMEM;
+	}
+	if (buf)
+		xmlBufferFree(buf);
+	if (rc < 0)
+		rdb_dx_seterr(err, errlen, "out of memory");
+	return rc;
+}
+
+xmlNodePtr rdb_dx_find_meta(xmlNodePtr root)
+{
+	return rdb_dx_child(rdb_dx_child(root, "metadata", NULL), "vm", RDB_DOMXML_NS);
+}
+
+static bool name_ok(const char *n)
+{
+	size_t l = strlen(n);
+
+	if (l == 0 || l > 64)
+		return false;
+	for (const char *c = n; *c; c++)
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+		      (*c >= '0' && *c <= '9') || *c == '_' || *c == '.' || *c == '-'))
+			return false;
+	return true;
+}
+
+/* Puts NODE among PARENT's children before the first one ORDER places
+ * after NODE's name (at the end if none). */
+void rdb_dx_insert_ordered(xmlNodePtr parent, xmlNodePtr node,
+			   const char *const *order, size_t n)
+{
+	size_t mine = n;
+
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(order[i], (const char *)node->name))
+			mine = i;
+	for (xmlNodePtr c = parent->children; c && mine < n; c = c->next) {
+		if (c->type != XML_ELEMENT_NODE || c->ns)
+			continue;
+		for (size_t i = mine + 1; i < n; i++)
+			if (!strcmp(order[i], (const char *)c->name)) {
+				xmlAddPrevSibling(c, node);
+				return;
+			}
+	}
+	xmlAddChild(parent, node);
+}
+
+/* A new element after the first existing one of AFTER (in that order of
+ * preference), or first. */
+static xmlNodePtr new_after(xmlNodePtr parent, const char *name,
+			    const char *const *after, size_t n)
+{
+	xmlNodePtr e = xmlNewNode(NULL, X(name));
+
+	if (!e)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		xmlNodePtr a = rdb_dx_child(parent, after[i], NULL);
+
+		if (a) {
+			xmlAddNextSibling(a, e);
+			return e;
+		}
+	}
+	if (parent->children)
+		xmlAddPrevSibling(parent->children, e);
+	else
+		xmlAddChild(parent, e);
+	return e;
+}
+
+/* ---- enroll ---- */
+
+/* A PCI slot on bus 0 no <address> of the domain uses (nor TAKEN),
+ * from 0x03 on. */
+static int free_slot(xmlNodePtr devices, int taken)
+{
+	bool used[32] = { false };
+
+	if (taken >= 0 && taken < 32)
+		used[taken] = true;
+	for (xmlNodePtr d = devices->children; d; d = d->next) {
+		xmlNodePtr a = rdb_dx_child(d, "address", NULL);
+		char bus[16], slot[16];
+
+		if (!a || !rdb_dx_attr_is(a, "type", "pci"))
+			continue;
+		rdb_dx_attr(a, "bus", bus, sizeof(bus));
+		rdb_dx_attr(a, "slot", slot, sizeof(slot));
+		if (strtoul(bus, NULL, 0) == 0 && strtoul(slot, NULL, 0) < 32)
+			used[strtoul(slot, NULL, 0)] = true;
+	}
+	for (int s = 3; s < 32; s++)
+		if (!used[s])
+			return s;
+	return -1;
+}
+
+/*
+ * Where a device that leaves libvirt's <devices> goes on QEMU's command
+ * line: its own <address type='pci'> as QEMU's bus and addr (libvirt names
+ * a PCI controller of index N "pci.N", index 0 of a q35 machine "pcie.0"),
+ * or, without one, a free slot on bus 0 other than TAKEN.  The slot on
+ * bus 0 into *slot_out (-1 on another bus).
+ */
+static int pci_place(xmlNodePtr root, xmlNodePtr devices, xmlNodePtr dev,
+		     const char *what, int taken, char *bus_out, size_t buslen,
+		     char *addr_out, size_t addrlen, int *slot_out, char *err,
+		     size_t errlen)
+{
+	xmlNodePtr a = rdb_dx_child(dev, "address", NULL);
+	char machine[64] = "";
+
+	rdb_dx_attr(rdb_dx_child(rdb_dx_child(root, "os", NULL), "type", NULL), "machine", machine,
+	     sizeof(machine));
+	if (slot_out)
+		*slot_out = -1;
+	if (a && rdb_dx_attr_is(a, "type", "pci")) {
+		char dom[16], bus[16], slot[16], fn[16];
+		unsigned long b, sl, f;
+
+		rdb_dx_attr(a, "domain", dom, sizeof(dom));
+		rdb_dx_attr(a, "bus", bus, sizeof(bus));
+		rdb_dx_attr(a, "slot", slot, sizeof(slot));
+		rdb_dx_attr(a, "function", fn, sizeof(fn));
+		b = strtoul(bus, NULL, 0);
+		sl = strtoul(slot, NULL, 0);
+		f = strtoul(fn, NULL, 0);
+		if (b > 255 || sl > 31 || f > 7) {
+			rdb_dx_seterr(err, errlen, "%s's PCI address %s:%s.%s is out of "
+			       "range", what, bus, slot, fn);
+			return -EINVAL;
+		}
+		if (strtoul(dom, NULL, 0) != 0) {
+			rdb_dx_seterr(err, errlen, "%s is on PCI domain %s: only domain 0 "
+			       "is supported", what, dom);
+			return -ENOTSUP;
+		}
+		if (b == 0)
+			snprintf(bus_out, buslen, "%s",
+				 strstr(machine, "q35") ? "pcie.0" : "pci.0");
+		else
+			snprintf(bus_out, buslen, "pci.%lu", b);
+		if (f)
+			snprintf(addr_out, addrlen, "0x%lx.0x%lx", sl, f);
+		else
+			snprintf(addr_out, addrlen, "0x%lx", sl);
+		if (slot_out && b == 0)
+			*slot_out = (int)sl;
+		return 0;
+	}
+	{
+		int s = free_slot(devices, taken);
+
+		if (s < 0 || strstr(machine, "q35")) {
+			rdb_dx_seterr(err, errlen, "%s has no PCI address: define the "
+			       "domain first (libvirt assigns one)", what);
+			return -EINVAL;
+		}
+		snprintf(bus_out, buslen, "pci.0");
+		snprintf(addr_out, addrlen, "0x%x", s);
+		if (slot_out)
+			*slot_out = s;
+	}
+	return 0;
+}
+
+struct nic {
+	char device[32], mac[18], tap[16], bus[32], addr[32], boot[16];
+	char bridge[256], network[256];
+};
+
+static bool libvirt_tap_name(const char *t)
+{
+	return !strncmp(t, "vnet", 4) || !strncmp(t, "macvtap", 7) ||
+	       !strncmp(t, "macvlan", 7) || !strncmp(t, "vif", 3);
+}
+
+static int read_nic(xmlNodePtr root, xmlNodePtr devices, xmlNodePtr iface,
+		    const struct rdb_enroll_params *p, int taken, struct nic *nic,
+		    char *err, size_t errlen)
+{
+	xmlNodePtr boot = rdb_dx_child(iface, "boot", NULL);
+	char type[32], model[32] = "rtl8139";
+	size_t i;
+
+	memset(nic, 0, sizeof(*nic));
+	rdb_dx_attr(iface, "type", type, sizeof(type));
+	if (!strcmp(type, "hostdev") || !strcmp(type, "vhostuser") ||
+	    !strcmp(type, "vdpa")) {
+		rdb_dx_seterr(err, errlen, "interface type='%s': its frames do not pass "
+		       "through QEMU, so remusdbd cannot hold them", type);
+		return -ENOTSUP;
+	}
+	rdb_dx_attr(rdb_dx_child(iface, "model", NULL), "type", model, sizeof(model));
+	if (!model[0])
+		snprintf(model, sizeof(model), "rtl8139");
+	for (i = 0; i < sizeof(nic_models) / sizeof(nic_models[0]); i++)
+		if (!strcmp(model, nic_models[i].model))
+			break;
+	if (i == sizeof(nic_models) / sizeof(nic_models[0])) {
+		rdb_dx_seterr(err, errlen, "interface model '%s': supported are virtio, "
+		       "e1000, e1000e and rtl8139", model);
+		return -ENOTSUP;
+	}
+	snprintf(nic->device, sizeof(nic->device), "%s", nic_models[i].device);
+	if (!rdb_dx_attr(rdb_dx_child(iface, "mac", NULL), "address", nic->mac, sizeof(nic->mac)) ||
+	    strlen(nic->mac) != 17) {
+		rdb_dx_seterr(err, errlen, "the interface has no <mac address=...> (libvirt "
+		       "writes one in when the domain is defined)");
+		return -EINVAL;
+	}
+	rdb_dx_attr(rdb_dx_child(iface, "source", NULL), "bridge", nic->bridge, sizeof(nic->bridge));
+	rdb_dx_attr(rdb_dx_child(iface, "source", NULL), "network", nic->network, sizeof(nic->network));
+	if (p->tap && p->tap[0]) {
+		if (strlen(p->tap) > 15) {
+			rdb_dx_seterr(err, errlen, "tap %s: longer than 15 characters", p->tap);
+			return -EINVAL;
+		}
+		snprintf(nic->tap, sizeof(nic->tap), "%s", p->tap);
+	} else {
+		char t[64];
+
+		rdb_dx_attr(rdb_dx_child(iface, "target", NULL), "dev", t, sizeof(t));
+		if (!t[0] || libvirt_tap_name(t) || strlen(t) > 15) {
+			rdb_dx_seterr(err, errlen, "which tap device carries the guest's "
+			       "frames on this host? say --tap NAME: a tap on %s%s "
+			       "that remusdbd writes the guest's frames to",
+			       nic->bridge[0] ? "bridge " : nic->network[0] ?
+			       "network " : "the guest's network",
+			       nic->bridge[0] ? nic->bridge : nic->network);
+			return -EINVAL;
+		}
+		snprintf(nic->tap, sizeof(nic->tap), "%s", t);
+	}
+	if (boot) {
+		char *end;
+
+		rdb_dx_attr(boot, "order", nic->boot, sizeof(nic->boot));
+		if (strtoul(nic->boot, &end, 10) == 0 || *end) {
+			rdb_dx_seterr(err, errlen, "interface <boot order='%s'>: not a "
+			       "number", nic->boot);
+			return -EINVAL;
+		}
+	}
+	return pci_place(root, devices, iface, "the interface", taken, nic->bus,
+			 sizeof(nic->bus), nic->addr, sizeof(nic->addr), NULL,
+			 err, errlen);
+}
+
+static int check_disk(xmlNodePtr disk, char *image, size_t len, char *err,
+		      size_t errlen)
+{
+	char type[32], dev[32], fmt[32], target[32];
+
+	rdb_dx_attr(disk, "type", type, sizeof(type));
+	rdb_dx_attr(disk, "device", dev, sizeof(dev));
+	rdb_dx_attr(rdb_dx_child(disk, "driver", NULL), "type", fmt, sizeof(fmt));
+	rdb_dx_attr(rdb_dx_child(disk, "target", NULL), "dev", target, sizeof(target));
+	if (dev[0] && strcmp(dev, "disk")) {
+		rdb_dx_seterr(err, errlen, "the domain's disk %s is a %s: remusdbd "
+		       "replicates one disk (device='disk'), remove it first",
+		       target, dev);
+		return -ENOTSUP;
+	}
+	if (strcmp(type, "file")) {
+		rdb_dx_seterr(err, errlen, "disk %s is type='%s': remusdbd serves a raw "
+		       "image file (type='file')", target, type);
+		return -ENOTSUP;
+	}
+	if (fmt[0] && strcmp(fmt, "raw")) {
+		rdb_dx_seterr(err, errlen, "disk %s is %s: remusdbd serves raw images "
+		       "(qemu-img convert -O raw)", target, fmt);
+		return -ENOTSUP;
+	}
+	{
+		char bus[32];
+
+		rdb_dx_attr(rdb_dx_child(disk, "target", NULL), "bus", bus, sizeof(bus));
+		if (strcmp(bus, "virtio")) {
+			rdb_dx_seterr(err, errlen, "disk %s is on bus '%s': it becomes "
+			       "remusdbd's virtio-blk device, so only bus='virtio' "
+			       "is supported", target, bus);
+			return -ENOTSUP;
+		}
+	}
+	if (rdb_dx_child(disk, "readonly", NULL) || rdb_dx_child(disk, "shareable", NULL)) {
+		rdb_dx_seterr(err, errlen, "disk %s is read-only or shareable: not "
+		       "supported", target);
+		return -ENOTSUP;
+	}
+	if (!rdb_dx_attr(rdb_dx_child(disk, "source", NULL), "file", image, len) || !image[0]) {
+		rdb_dx_seterr(err, errlen, "disk %s has no <source file=...>", target);
+		return -EINVAL;
+	}
+	if (strlen(image) >= len - 1) {
+		rdb_dx_seterr(err, errlen, "disk %s: image path too long", target);
+		return -ENAMETOOLONG;
+	}
+	return 0;
+}
+
+/*
+ * The disk as QEMU arguments: libvirt 9.0's NBD disk cannot have the NBD
+ * client's reconnect-delay, and without it the guest's disk requests fail
+ * whenever remusdbd's disk server on the socket is replaced (remusdbd
+ * restarting; a restored VM protected again), so the disk leaves
+ * <devices> like the NIC: an nbd block node on remusdbd's socket that
+ * holds requests for 15 s across a reconnect (as remusdbd's own QEMU
+ * does), and a virtio-blk device at the disk's PCI address with its boot
+ * order.  The node's name is the VM's disk_id.
+ */
+struct disk_dev {
+	char bus[32], addr[32], boot[16], discard[16];
+};
+
+static int read_disk(xmlNodePtr root, xmlNodePtr devices, xmlNodePtr disk,
+		     struct disk_dev *dd, int *slot_out, char *err, size_t errlen)
+{
+	xmlNodePtr boot = rdb_dx_child(disk, "boot", NULL);
+	char target[32];
+
+	memset(dd, 0, sizeof(*dd));
+	rdb_dx_attr(rdb_dx_child(disk, "target", NULL), "dev", target, sizeof(target));
+	rdb_dx_attr(rdb_dx_child(disk, "driver", NULL), "discard", dd->discard, sizeof(dd->discard));
+	if (boot) {
+		char *end;
+
+		rdb_dx_attr(boot, "order", dd->boot, sizeof(dd->boot));
+		if (strtoul(dd->boot, &end, 10) == 0 || *end) {
+			rdb_dx_seterr(err, errlen, "disk %s <boot order='%s'>: not a number",
+			       target, dd->boot);
+			return -EINVAL;
+		}
+	} else {
+		/* <os><boot dev='hd'/> (libvirt's default): libvirt gave its
+		 * first disk bootindex 1 */
+		for (xmlNodePtr b = rdb_dx_child(rdb_dx_child(root, "os", NULL), "boot", NULL); b;
+		     b = b->next)
+			if (rdb_dx_is_elem(b, "boot", NULL) && rdb_dx_attr_is(b, "dev", "hd"))
+				snprintf(dd->boot, sizeof(dd->boot), "1");
+		if (!rdb_dx_child(rdb_dx_child(root, "os", NULL), "boot", NULL) &&
+		    !rdb_dx_child(rdb_dx_child(root, "os", NULL), "kernel", NULL))
+			snprintf(dd->boot, sizeof(dd->boot), "1");
+	}
+	return pci_place(root, devices, disk, "the disk", -1, dd->bus,
+			 sizeof(dd->bus), dd->addr, sizeof(dd->addr), slot_out,
+			 err, errlen);
+}
+
+static int sock_path(char *buf, size_t len, const char *run_dir,
+		     const char *name, const char *suffix, char *err,
+		     size_t errlen)
+{
+	int n = snprintf(buf, len, "%s/%s.%s", run_dir, name, suffix);
+
+	if (n < 0 || (size_t)n >= len) {
+		rdb_dx_seterr(err, errlen, "%s/%s.%s: longer than a unix socket path "
+		       "may be (107 bytes)", run_dir, name, suffix);
+		return -ENAMETOOLONG;
+	}
+	return 0;
+}
+
+static void add_arg(xmlNodePtr cmdline, xmlNsPtr ns, xmlNodePtr undo,
+		    xmlNsPtr rns, const char *v)
+{
+	xmlNodePtr a = xmlNewChild(cmdline, ns, X("arg"), NULL);
+
+	if (a)
+		xmlNewProp(a, X("value"), X(v));
+	a = xmlNewChild(undo, rns, X("arg"), NULL);
+	if (a)
+		xmlNewProp(a, X("value"), X(v));
+}
+
+int rdb_domxml_enroll(const char *xml, const struct rdb_enroll_params *p,
+		      char **xml_out, char *err, size_t errlen)
+{
+	/* libvirt's order: name uuid genid title description metadata ...
+	 * os idmap features */
+	static const char *const meta_after[] = { "description", "title", "genid",
+						  "uuid", "name" };
+	static const char *const features_after[] = { "idmap", "os" };
+	char name[128], image[1024] = "", dtype[32], added[128] = "";
+	char qmp[108], wd[108], net[108], dsk[108], buf[600], orig_emu[1024];
+	xmlNodePtr root, devices, disk = NULL, iface = NULL, meta, m, undo;
+	xmlNodePtr metadata, features, cmdline, emulator;
+	xmlNsPtr rns, qns;
+	struct disk_dev dd;
+	int disk_slot = -1;
+	struct nic nic;
+	xmlDocPtr doc;
+	size_t ndisks;
+	int rc;
+
+	*xml_out = NULL;
+	if (!p || !p->emulator || p->emulator[0] != '/' || !p->run_dir ||
+	    p->run_dir[0] != '/') {
+		rdb_dx_seterr(err, errlen, "the emulator and remusdbd's run_dir must be "
+		       "absolute paths");
+		return -EINVAL;
+	}
+	doc = rdb_dx_parse(xml, err, errlen);
+	if (!doc)
+		return -EINVAL;
+	root = xmlDocGetRootElement(doc);
+	if (rdb_dx_find_meta(root)) {
+		xmlFreeDoc(doc);
+		return 1;
+	}
+	rc = -ENOTSUP;
+	rdb_dx_attr(root, "type", dtype, sizeof(dtype));
+	if (strcmp(dtype, "qemu") && strcmp(dtype, "kvm")) {
+		rdb_dx_seterr(err, errlen, "domain type '%s': only QEMU domains (qemu, "
+		       "kvm) can be protected", dtype);
+		goto out;
+	}
+	rdb_dx_text(rdb_dx_child(root, "name", NULL), name, sizeof(name));
+	if (!name_ok(name)) {
+		rdb_dx_seterr(err, errlen, "domain name '%s': remusdbd names VMs with "
+		       "[A-Za-z0-9_.-], 1-64 characters", name);
+		rc = -EINVAL;
+		goto out;
+	}
+	devices = rdb_dx_child(root, "devices", NULL);
+	if (!devices) {
+		rdb_dx_seterr(err, errlen, "domain %s has no <devices>", name);
+		rc = -EINVAL;
+		goto out;
+	}
+	ndisks = rdb_dx_count(devices, "disk");
+	if (ndisks > 1) {
+		char list[256] = "";
+
+		for (xmlNodePtr c = devices->children; c; c = c->next) {
+			char t[32];
+
+			if (!rdb_dx_is_elem(c, "disk", NULL))
+				continue;
+			rdb_dx_attr(rdb_dx_child(c, "target", NULL), "dev", t, sizeof(t));
+			snprintf(list + strlen(list), sizeof(list) - strlen(list),
+				 "%s%s", list[0] ? ", " : "", t[0] ? t : "?");
+		}
+		rdb_dx_seterr(err, errlen, "domain %s has %zu disks (%s): remusdbd "
+		       "replicates exactly one; remove the others (CD-ROMs too) "
+		       "before enrolling", name, ndisks, list);
+		goto out;
+	}
+	if (ndisks == 1) {
+		disk = rdb_dx_child(devices, "disk", NULL);
+		rc = check_disk(disk, image, sizeof(image), err, errlen);
+		if (rc < 0)
+			goto out;
+		rc = -ENOTSUP;
+	}
+	if (rdb_dx_count(devices, "interface") != 1) {
+		rdb_dx_seterr(err, errlen, "domain %s has %zu network interfaces: remusdbd "
+		       "relays exactly one", name, rdb_dx_count(devices, "interface"));
+		goto out;
+	}
+	iface = rdb_dx_child(devices, "interface", NULL);
+	if (disk) {
+		rc = read_disk(root, devices, disk, &dd, &disk_slot, err, errlen);
+		if (rc < 0)
+			goto out;
+	}
+	rc = read_nic(root, devices, iface, p, disk_slot, &nic, err, errlen);
+	if (rc == 0)
+		rc = sock_path(qmp, sizeof(qmp), p->run_dir, name, "qmp", err, errlen);
+	if (rc == 0)
+		rc = sock_path(wd, sizeof(wd), p->run_dir, name, "wd.qmp", err, errlen);
+	if (rc == 0)
+		rc = sock_path(net, sizeof(net), p->run_dir, name, "net", err, errlen);
+	if (rc == 0)
+		rc = sock_path(dsk, sizeof(dsk), p->run_dir, name, "disk", err, errlen);
+	if (rc < 0)
+		goto out;
+
+	/* Checked: from here on the tree changes. */
+	rc = -ENOMEM;
+	metadata = rdb_dx_child(root, "metadata", NULL);
+	if (!metadata) {
+		metadata = new_after(root, "metadata", meta_after, 5);
+		strcat(added, " metadata");
+	}
+	meta = metadata ? xmlNewChild(metadata, NULL, X("vm"), NULL) : NULL;
+	rns = meta ? xmlNewNs(meta, X(RDB_DOMXML_NS), X("remusdb")) : NULL;
+	if (!rns)
+		goto nomem;
+	xmlSetNs(meta, rns);
+	xmlNewProp(meta, X("version"), X("1"));
+	m = xmlNewChild(meta, rns, X("qmp"), NULL);
+	if (m)
+		xmlNewProp(m, X("path"), X(qmp));
+	m = xmlNewChild(meta, rns, X("watchdog-qmp"), NULL);
+	if (m)
+		xmlNewProp(m, X("path"), X(wd));
+	m = xmlNewChild(meta, rns, X("net"), NULL);
+	if (m) {
+		xmlNewProp(m, X("socket"), X(net));
+		xmlNewProp(m, X("mac"), X(nic.mac));
+		xmlNewProp(m, X("tap"), X(nic.tap));
+		if (nic.bridge[0])
+			xmlNewProp(m, X("bridge"), X(nic.bridge));
+		if (nic.network[0])
+			xmlNewProp(m, X("network"), X(nic.network));
+		xmlNewProp(m, X("device"), X(nic.device));
+	}
+	if (disk) {
+		m = xmlNewChild(meta, rns, X("disk"), NULL);
+		if (m) {
+			xmlNewProp(m, X("socket"), X(dsk));
+			xmlNewProp(m, X("image"), X(image));
+		}
+	}
+	undo = xmlNewChild(meta, rns, X("undo"), NULL);
+	if (!undo)
+		goto nomem;
+
+	emulator = rdb_dx_child(devices, "emulator", NULL);
+	if (emulator) {
+		rdb_dx_text(emulator, orig_emu, sizeof(orig_emu));
+		xmlNewProp(undo, X("emulator"), X(orig_emu));
+		xmlNodeSetContent(emulator, NULL);
+		xmlNodeAddContent(emulator, X(p->emulator));
+	} else {
+		emulator = xmlNewNode(NULL, X("emulator"));
+		if (!emulator)
+			goto nomem;
+		xmlNodeAddContent(emulator, X(p->emulator));
+		rdb_dx_insert_ordered(devices, emulator, rdb_dx_device_order,
+			       rdb_dx_ndevice_order);
+		strcat(added, " emulator");
+	}
+
+	features = rdb_dx_child(root, "features", NULL);
+	if (!features) {
+		features = new_after(root, "features", features_after, 2);
+		strcat(added, " features");
+	}
+	if (!features)
+		goto nomem;
+	if (!rdb_dx_child(features, "acpi", NULL)) {
+		xmlNodePtr acpi = xmlNewNode(NULL, X("acpi")), pae = rdb_dx_child(features, "pae", NULL);
+
+		if (!acpi)
+			goto nomem;
+		/* libvirt's order: pae, acpi, apic, ... */
+		if (pae)
+			xmlAddNextSibling(pae, acpi);
+		else if (features->children)
+			xmlAddPrevSibling(features->children, acpi);
+		else
+			xmlAddChild(features, acpi);
+		strcat(added, " acpi");
+	}
+
+	if (disk) {
+		xmlUnlinkNode(disk);
+		xmlAddChild(undo, disk);	/* the original, kept whole */
+	}
+	xmlUnlinkNode(iface);
+	xmlAddChild(undo, iface);
+
+	qns = xmlSearchNsByHref(doc, root, X(RDB_DOMXML_QEMU_NS));
+	if (!qns) {
+		qns = xmlNewNs(root, X(RDB_DOMXML_QEMU_NS), X("qemu"));
+		strcat(added, " qemu-ns");
+	}
+	if (!qns)
+		goto nomem;
+	cmdline = rdb_dx_child(root, "commandline", RDB_DOMXML_QEMU_NS);
+	if (!cmdline) {
+		cmdline = xmlNewChild(root, qns, X("commandline"), NULL);
+		strcat(added, " commandline");
+	}
+	if (!cmdline)
+		goto nomem;
+	for (size_t i = 0; i < p->nfirmware; i++) {
+		add_arg(cmdline, qns, undo, rns, "-L");
+		add_arg(cmdline, qns, undo, rns, p->firmware_dirs[i]);
+	}
+	add_arg(cmdline, qns, undo, rns, "-qmp");
+	snprintf(buf, sizeof(buf), "unix:%s,server=on,wait=off", qmp);
+	add_arg(cmdline, qns, undo, rns, buf);
+	add_arg(cmdline, qns, undo, rns, "-qmp");
+	snprintf(buf, sizeof(buf), "unix:%s,server=on,wait=off", wd);
+	add_arg(cmdline, qns, undo, rns, buf);
+	/* net0: the id remusdbd's restore gives the backup's netdev too */
+	add_arg(cmdline, qns, undo, rns, "-netdev");
+	snprintf(buf, sizeof(buf), "stream,id=net0,server=off,addr.type=unix,"
+		 "addr.path=%s,reconnect-ms=100", net);
+	add_arg(cmdline, qns, undo, rns, buf);
+	if (disk) {
+		add_arg(cmdline, qns, undo, rns, "-blockdev");
+		snprintf(buf, sizeof(buf), "{\"driver\":\"nbd\",\"server\":{\"type\":"
+			 "\"unix\",\"path\":\"%s\"},\"node-name\":\"%s\","
+			 "\"reconnect-delay\":15%s%s%s}", dsk, RDB_DOMXML_DISK_NODE,
+			 dd.discard[0] ? ",\"discard\":\"" : "", dd.discard,
+			 dd.discard[0] ? "\"" : "");
+		add_arg(cmdline, qns, undo, rns, buf);
+		add_arg(cmdline, qns, undo, rns, "-device");
+		snprintf(buf, sizeof(buf), "{\"driver\":\"virtio-blk-pci\",\"drive\":"
+			 "\"%s\",\"id\":\"rdbblk0\",\"bus\":\"%s\",\"addr\":\"%s\"%s%s}",
+			 RDB_DOMXML_DISK_NODE, dd.bus, dd.addr,
+			 dd.boot[0] ? ",\"bootindex\":" : "", dd.boot);
+		add_arg(cmdline, qns, undo, rns, buf);
+	}
+	add_arg(cmdline, qns, undo, rns, "-device");
+	snprintf(buf, sizeof(buf), "{\"driver\":\"%s\",\"netdev\":\"net0\","
+		 "\"mac\":\"%s\",\"id\":\"rdbnic0\",\"bus\":\"%s\",\"addr\":\"%s\"%s%s}",
+		 nic.device, nic.mac, nic.bus, nic.addr,
+		 nic.boot[0] ? ",\"bootindex\":" : "", nic.boot);
+	add_arg(cmdline, qns, undo, rns, buf);
+	if (added[0])
+		xmlNewProp(undo, X("added"), X(added + 1));
+	rc = rdb_dx_dump(doc, xml_out, err, errlen);
+	goto out;
+nomem:
+	rdb_dx_seterr(err, errlen, "out of memory");
+	rc = -ENOMEM;
+out:
+	xmlFreeDoc(doc);
+	return rc;
+}
+
+int rdb_domxml_normalize(const char *xml, char **xml_out, char *err,
+			 size_t errlen)
+{
+	xmlDocPtr doc = rdb_dx_parse(xml, err, errlen);
+	int rc;
+
+	*xml_out = NULL;
+	if (!doc)
+		return -EINVAL;
+	rc = rdb_dx_dump(doc, xml_out, err, errlen);
+	xmlFreeDoc(doc);
+	return rc;
+}

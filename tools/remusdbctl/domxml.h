@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * A libvirt domain's XML, made protectable by remusdbd and back
+ * (remusdbctl enroll / unenroll), and read for the VM config.  Pure
+ * functions over XML text: no libvirt call, no file, no global state of
+ * ours (libxml2 only).  docs/libvirt.md shows an enrolled domain.
+ *
+ * What enroll changes, all of it undone by unenroll from the metadata:
+ *   - the one <disk> (a raw image file on bus virtio) goes; it comes back
+ *     through <qemu:commandline> as an NBD -blockdev on remusdbd's unix
+ *     socket RUN_DIR/NAME.disk with reconnect-delay (which libvirt 9.0's
+ *     NBD disk lacks) + a virtio-blk -device, same PCI slot and boot order;
+ *   - the one <interface> goes; its NIC comes back through
+ *     <qemu:commandline> as -netdev stream (RUN_DIR/NAME.net) + -device,
+ *     same model, MAC and PCI slot (libvirt has no native type for it);
+ *   - two private QMP sockets for remusdbd (RUN_DIR/NAME.qmp, NAME.wd.qmp);
+ *   - -L firmware directories; <emulator> = the patched QEMU;
+ *     <features><acpi/> (libvirt 9.0 passes -no-acpi otherwise, which
+ *     QEMU 9+ refuses);
+ *   - <metadata><remusdb:vm xmlns:remusdb=RDB_DOMXML_NS>: the sockets,
+ *     MAC, tap, disk image, and the original elements.
+ */
+#ifndef RDB_DOMXML_H
+#define RDB_DOMXML_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define RDB_DOMXML_NS "https://remusdb.example/xmlns/vm/1"
+#define RDB_DOMXML_QEMU_NS "http://libvirt.org/schemas/domain/qemu/1.0"
+/* the disk's block node: the VM's disk_id */
+#define RDB_DOMXML_DISK_NODE "rdbdisk0"
+
+struct rdb_enroll_params {
+	const char *emulator;		/* absolute path of the patched QEMU */
+	const char *run_dir;		/* remusdbd's run_dir: the VM's sockets */
+	const char *tap;		/* host tap for the guest's frames; NULL:
+					 * the interface's own <target dev> */
+	const char *const *firmware_dirs;	/* -L, in this order */
+	size_t nfirmware;
+};
+
+/* What an enrolled domain tells remusdbd (rdb_domxml_read). */
+struct rdb_domxml_vm {
+	char name[65];
+	uint64_t memory_kib;
+	char qmp[108], watchdog_qmp[108], net_socket[108], disk_socket[108];
+	char disk[1024];		/* "" = no disk */
+	char tap[16], mac[18];
+};
+
+/*
+ * 0: *xml_out is the enrolled domain (caller frees); 1: it was enrolled
+ * already, nothing changed (*xml_out NULL); a negative errno with a
+ * one-line reason in err: malformed XML (-EINVAL), a domain this stage
+ * cannot protect (-ENOTSUP: two disks, a qcow2 image, no NIC, ...).
+ */
+int rdb_domxml_enroll(const char *xml, const struct rdb_enroll_params *p,
+		      char **xml_out, char *err, size_t errlen);
+
+/* 0: *xml_out is the domain as it was before enroll; 1: not enrolled,
+ * nothing changed; a negative errno with err. */
+int rdb_domxml_unenroll(const char *xml, char **xml_out, char *err,
+			size_t errlen);
+
+/* 0; -ENOENT: the domain is not enrolled; another negative errno with err. */
+int rdb_domxml_read(const char *xml, struct rdb_domxml_vm *vm, char *err,
+		    size_t errlen);
+
+/* The XML as enroll and unenroll write it (same indentation and quotes),
+ * for a diff against their output. */
+int rdb_domxml_normalize(const char *xml, char **xml_out, char *err,
+			 size_t errlen);
+
+#endif
