@@ -397,15 +397,18 @@ void rdb_vm_metrics(const struct rdb_vm *vm, struct rdb_prom *p)
 	rdb_prom_add(p, "remusdb_marked_frames_total", C,
 		     "Guest packets marked for commit protection (primary).",
 		     (double)st->marked_frames, NULL);
-	rdb_prom_add(p, "remusdb_failover_decisions_total", C,
-		     "Failover decisions at the witness: started, won, lost.",
-		     (double)st->decisions, "outcome", "started", NULL);
-	rdb_prom_add(p, "remusdb_failover_decisions_total", C,
-		     "Failover decisions at the witness: started, won, lost.",
-		     (double)st->decisions_won, "outcome", "won", NULL);
-	rdb_prom_add(p, "remusdb_failover_decisions_total", C,
-		     "Failover decisions at the witness: started, won, lost.",
-		     (double)st->decisions_lost, "outcome", "lost", NULL);
+	{
+		const struct { const char *outcome; uint64_t n; } dec[] = {
+			{ "started", st->decisions },
+			{ "won", st->decisions_won },
+			{ "lost", st->decisions_lost },
+		};
+
+		for (size_t i = 0; i < sizeof(dec) / sizeof(dec[0]); i++)
+			rdb_prom_add(p, "remusdb_failover_decisions_total", C,
+				     "Failover decisions at the witness: started, won, lost.",
+				     (double)dec[i].n, "outcome", dec[i].outcome, NULL);
+	}
 	rdb_prom_add(p, "remusdb_witness_errors_total", C,
 		     "Requests to the failover witness that failed.",
 		     (double)st->witness_errors, NULL);

@@ -76,7 +76,7 @@ wait_pid 15 "$checker"
 checker_rc=$?
 
 jq -n --slurpfile c "$CL_DIR/seqcheck.json" --slurpfile s "$CL_DIR/bak-status.json" \
-	--slurpfile p "$CL_DIR/pri-status.json" --arg ckpt "$ckpt" --argjson asked "$asked" '
+	--slurpfile p "$CL_DIR/pri-status.json" --arg ckpt "$ckpt" --argjson asked "$asked" "$CL_SEQ_JQ"'
 	$c[0] as $c | ($s[0].vms[0]) as $v | ($p[0].vms[0]) as $pv |
 	{ gaps: $c.gaps, dups: $c.dups, regressions: $c.regressions,
 	  corrupt: $c.corrupt, connection_lost: $c.connection_lost,
@@ -91,10 +91,7 @@ jq -n --slurpfile c "$CL_DIR/seqcheck.json" --slurpfile s "$CL_DIR/bak-status.js
 	  pull_at: $c.marks[0].at_real,
 	  running_at: ($asked - $v.state_age_ms / 1000),
 	  failover_at: ($asked - $v.state_age_ms / 1000 - $v.failover_ms / 1000),
-	  invariants_ok: ($c.gaps == 0 and $c.dups == 0 and $c.regressions == 0
-			  and $c.corrupt == 0 and ($c.connection_lost | not)
-			  and $c.values_after_stall > 0
-			  and ($c.marks[0].next_ms // -1) >= 0) }' > "$CL_DIR/result.json" ||
+	  invariants_ok: ($c | seq_ok) }' > "$CL_DIR/result.json" ||
 	rdb_fail "no result from the client (rc $checker_rc)"
 cat "$CL_DIR/result.json"
 [ "$(jq -r .invariants_ok "$CL_DIR/result.json")" = true ] ||

@@ -21,14 +21,8 @@ set -u
 run=${RDB_RUN:-lb$$}
 trap 'cluster_down "$run"; lv_down' EXIT
 
-rdb_require_root
-for c in libvirtd virsh unshare; do
-	command -v $c >/dev/null || rdb_skip "$c (tools/setup-deps.sh)"
-done
-[ -x "$RDB_HELPERS/seqsrv" ] || rdb_fail "build/helpers missing (make all)"
-[ -f "$RDB_ROOT/build/guest/vmlinuz" ] || rdb_build_guest
+lv_test_require
 t0=$(date +%s%N)
-ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 
 cluster_hosts_up "$run" || rdb_fail "setup failed (logs in $CL_DIR)"
 lv_pair_protected || rdb_fail "the protected libvirt domain did not come up (logs in $CL_DIR)"

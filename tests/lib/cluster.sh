@@ -16,6 +16,17 @@
 #                                    CL_ATTACH: attached first, no disk;
 #                                    CL_GUEST_READY: console line to wait for
 #   cluster_pull_power RUN           links down first, then SIGKILL
+#   cluster_seq_pull RUN BEFORE AFTER  the sequence client on CL_VM, the
+#                                    primary's power pulled BEFORE s after
+#                                    its first value, the backup awaited
+#                                    to failed-over, the client stopped
+#                                    AFTER s later: CL_DIR/seqcheck.json,
+#                                    pri-status.json (before the pull),
+#                                    bak-status.json (after); CL_CHECKER_RC
+#   CL_SEQ_JQ                        jq def seq_ok: a seqcheck verdict with
+#                                    no gap, repeat, rollback or corrupt
+#                                    line, one connection, values after
+#                                    the outage and after the pull mark
 #   cluster_down RUN                 idempotent; for trap ... EXIT (a
 #                                    passed test's images are deleted)
 #
@@ -425,4 +436,33 @@ cl_wait_maria() {
 	wait_for 30 "MariaDB reachable from the client" \
 		ip netns exec "$(netns_name "$CL_RUN" cli)" mariadb -h "$CL_GUEST_IP" \
 		-u root --connect-timeout=2 -e "SELECT 1" ledger
+}
+
+CL_SEQ_JQ='def seq_ok: .gaps == 0 and .dups == 0 and .regressions == 0
+	and .corrupt == 0 and (.connection_lost | not)
+	and .values_after_stall > 0 and (.marks[0].next_ms // -1) >= 0;'
+
+cluster_seq_pull() {
+	local run=$1 before_s=$2 after_s=$3 total_s checker
+	total_s=$(awk -v a="$before_s" -v b="$after_s" 'BEGIN{printf "%d", a + b + 25}')
+	ip netns exec "$(netns_name "$run" cli)" "$RDB_HELPERS/seqcheck" \
+		--host "$CL_GUEST_IP" --port "$CL_SEQ_PORT" --duration "$total_s" \
+		--connect-timeout 20 --stall-timeout 20 \
+		>"$CL_DIR/seqcheck.json" 2>"$CL_DIR/seqcheck.log" &
+	checker=$!
+	wait_for 20 "first values at the client" \
+		grep -q '^first ' "$CL_DIR/seqcheck.log" || rdb_fail "client got nothing"
+	sleep "$before_s"
+	cl_ctl pri status "$CL_VM" --json > "$CL_DIR/pri-status.json" ||
+		rdb_fail "primary not answering before the pull"
+	cluster_pull_power "$run"
+	kill -USR1 "$checker"
+	echo "pulled the primary's power at +${before_s}s"
+	cl_ctl bak wait "$CL_VM" failed-over --timeout 30 ||
+		rdb_fail "backup did not fail over (see $CL_DIR/bak/remusdbd.log)"
+	cl_ctl bak status "$CL_VM" --json > "$CL_DIR/bak-status.json"
+	sleep "$after_s"
+	kill -INT "$checker" 2>/dev/null
+	wait_pid 15 "$checker"
+	CL_CHECKER_RC=$?
 }

@@ -12,6 +12,10 @@
 #                               daemon's state_dir: the hook hard-links the
 #                               RAM image there).  Sets LV_URI_SIDE.
 #   lv_virsh pri|bak ARGS...    virsh on that host's libvirtd
+#   lv_test_require             what a libvirt test needs: root, libvirtd,
+#                               virsh, unshare (else skipped), the helpers,
+#                               the test guest (built if missing)
+#   ms_since T0                 milliseconds since T0 (date +%s%N)
 #   lv_down                     for the EXIT trap, after cluster_down
 #                               (which kills the daemons with their hosts)
 #   lv_pair_protected           after cluster_hosts_up: libvirtd on both
@@ -164,3 +168,15 @@ lv_pair_protected() {
 	cl_ctl pri wait vm1 protected --timeout 90 || return 1
 	cl_ctl bak wait vm1 protected --timeout 10
 }
+
+lv_test_require() {
+	local c
+	rdb_require_root
+	for c in libvirtd virsh unshare; do
+		command -v $c >/dev/null || rdb_skip "$c (tools/setup-deps.sh)"
+	done
+	[ -x "$RDB_HELPERS/seqsrv" ] || rdb_fail "build/helpers missing (make all)"
+	[ -f "$RDB_ROOT/build/guest/vmlinuz" ] || rdb_build_guest
+}
+
+ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
