@@ -162,7 +162,6 @@ void rdb_vm_epoch_ended(struct rdb_vm *vm, uint64_t epoch, uint64_t now_ns,
 	/* epoch 0 begins a protection: the last one's records go */
 	if (epoch == 0)
 		memset(vm->st.epochs, 0, sizeof(vm->st.epochs));
-	vm->st.epoch_end_ns[epoch % RDB_PAUSE_RING] = now_ns;
 	*r = (struct rdb_epoch_rec){ .epoch = epoch, .end_ns = now_ns,
 				     .pause_ns = pause_ns, .valid = true };
 }
@@ -206,7 +205,7 @@ json_t *rdb_vm_epochs_json(const struct rdb_vm *vm, unsigned count)
 				(double)(mono_now - r->end_ns) / 1e9));
 		json_array_append_new(pause, json_real((double)r->pause_ns / 1e6));
 		json_array_append_new(bytes, json_integer((json_int_t)r->bytes));
-		json_array_append_new(ack, r->ack_ns ? json_real((double)r->ack_ns / 1e6) :
+		json_array_append_new(ack, r->acked ? json_real((double)r->ack_ns / 1e6) :
 				      json_null());
 	}
 	o = json_pack("{s:s, s:o, s:o, s:o, s:o, s:o}", "vm", vm->name, "epoch", ep,
@@ -216,16 +215,17 @@ json_t *rdb_vm_epochs_json(const struct rdb_vm *vm, unsigned count)
 
 void rdb_vm_epoch_acked(struct rdb_vm *vm, uint64_t epoch, uint64_t now_ns)
 {
-	uint64_t end = vm->st.epoch_end_ns[epoch % RDB_PAUSE_RING];
+	struct rdb_epoch_rec *r = &vm->st.epochs[epoch % RDB_PAUSE_RING];
 
-	if (!end || end > now_ns)
+	/* its own record, once: a slot since reused by a later epoch, or
+	 * an ACK already counted, is not this one */
+	if (!r->valid || r->epoch != epoch || r->acked || r->end_ns > now_ns)
 		return;
-	vm->st.epoch_end_ns[epoch % RDB_PAUSE_RING] = 0;
-	vm->st.ack_ns[vm->st.nack % RDB_PAUSE_RING] = now_ns - end;
-	if (vm->st.epochs[epoch % RDB_PAUSE_RING].epoch == epoch)
-		vm->st.epochs[epoch % RDB_PAUSE_RING].ack_ns = now_ns - end;
+	r->acked = true;
+	r->ack_ns = now_ns - r->end_ns;
+	vm->st.ack_ns[vm->st.nack % RDB_PAUSE_RING] = r->ack_ns;
 	vm->st.nack++;
-	rdb_prom_hist_observe(&vm->st.ack_hist, now_ns - end);
+	rdb_prom_hist_observe(&vm->st.ack_hist, r->ack_ns);
 }
 
 uint64_t rdb_vm_ack_percentile(const struct rdb_vm *vm, unsigned p)

@@ -65,8 +65,8 @@ struct rdb_epoch_rec {
 	uint64_t end_ns;	/* its pause ended (monotonic) */
 	uint64_t pause_ns;	/* the guest's pause; 0: none (a handover) */
 	uint64_t bytes;		/* its frames' payload, as in EPOCH_END */
-	uint64_t ack_ns;	/* pause end -> ACK; 0: not acknowledged */
-	bool valid;
+	uint64_t ack_ns;	/* pause end -> ACK, once acked */
+	bool acked, valid;
 };
 
 struct rdb_vm_stats {
@@ -86,7 +86,6 @@ struct rdb_vm_stats {
 	 * long held output waits beyond its epoch */
 	uint64_t ack_ns[RDB_PAUSE_RING];
 	uint64_t nack;
-	uint64_t epoch_end_ns[RDB_PAUSE_RING];	/* by epoch % ring */
 	/* backup: how long committing an epoch took (disk replay, its
 	 * syncs, pages), the part of ack_ms spent here */
 	uint64_t commit_ns[RDB_PAUSE_RING];
