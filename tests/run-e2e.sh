@@ -7,6 +7,11 @@ cd "$(dirname "$0")/.."
 . tests/lib/common.sh
 rdb_build_guest
 pass=0 fail=0 skip=0 failed=()
+# Each test's output is kept (and shown as it runs): a failed test's last
+# lines are printed again at the end, where a CI log's tail will show them.
+logs=$RDB_ROOT/build/e2e/logs
+rm -rf "$logs"
+mkdir -p "$logs"
 for t in tests/e2e/*.sh; do
 	name=$(basename "$t" .sh)
 	rdb_log "e2e: $name"
@@ -19,13 +24,21 @@ for t in tests/e2e/*.sh; do
 		continue
 	fi
 	# A hung test is a failed test: the harness bounds it as a whole too.
-	timeout --kill-after=10 600 bash "$t"
+	# (tee through a process substitution, not a pipe: a stray background
+	# process still holding the test's stdout must not hold up the run)
+	timeout --kill-after=10 600 bash "$t" > >(tee "$logs/$name.log") 2>&1
 	rc=$?
 	case $rc in
 	0) pass=$((pass + 1)) ;;
 	77) skip=$((skip + 1)) ;;
 	*) fail=$((fail + 1)); failed+=("$name (rc $rc)") ;;
 	esac
+done
+for f in "${failed[@]}"; do
+	name=${f%% *}
+	[ -f "$logs/$name.log" ] || continue
+	echo "---- e2e: $name, its last 40 lines (all of it in $logs/$name.log)"
+	tail -n 40 "$logs/$name.log"
 done
 [ $fail -eq 0 ] || echo "e2e: failed: ${failed[*]}"
 echo "e2e: $pass passed, $fail failed, $skip skipped"

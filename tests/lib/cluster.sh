@@ -279,6 +279,15 @@ cluster_pull_power() {
 cluster_down() {
 	local rc=$? run=$1 side pid	# rc: the test's exit status (EXIT trap)
 	[ -n "${CL_DIR:-}" ] || return 0
+	# A failed test shows its daemons' last words where a CI log's tail
+	# will carry them (the whole logs stay in $CL_DIR).
+	if [ "$rc" != 0 ] && [ "$rc" != 77 ]; then
+		for side in pri bak; do
+			[ -s "$CL_DIR/$side/remusdbd.log" ] || continue
+			echo "-- $side remusdbd.log, last 12 lines:"
+			tail -n 12 "$CL_DIR/$side/remusdbd.log"
+		done >&2
+	fi
 	for pid in "$CL_DIR"/pri/*.pid "$CL_DIR"/bak/*.pid "$CL_DIR"/wit/*.pid; do
 		[ -f "$pid" ] && kill -9 "$(cat "$pid")" 2>/dev/null
 	done
