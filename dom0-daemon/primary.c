@@ -1642,16 +1642,10 @@ bool rdb_pri_protection_cleanup(struct rdb_primary *p)
 
 	rdb_pri_register_cancel(p);
 	rdb_pri_decide_cancel(p);
-	if (p->attach_checking) {
-		/* protect registers the VM now: that is the check.  What the
-		 * guest sent meanwhile is dropped, not released (its TCP
-		 * sends it again): the VM may be another host's. */
-		p->attach_checking = false;
-		rdb_netbuf_clear(&p->nb);
-		if (p->witness_req > 0)
-			rdb_witness_cancel(p->d->witness, p->witness_req);
-		p->witness_req = 0;
-	}
+	/* protect registers the VM now: that is the check.  What the guest
+	 * sent meanwhile is dropped, not released (its TCP sends it again):
+	 * the VM may be another host's. */
+	rdb_pri_attach_check_end(p, false);
 	rdb_pri_guest_control_stop(p);
 	connect_cancel(p);
 	colo_cancel(p);
@@ -2362,6 +2356,23 @@ int rdb_primary_unprotect(struct rdb_vm *vm, bool force, char *msg,
 			 "unprotected: only if the backup's copy is certainly not "
 			 "running", vm->name, vm->state_reason, vm->name);
 		return -EBUSY;
+	}
+	if (p->attach_checking && !force) {
+		snprintf(msg, msglen, "%s is attached with its output held until "
+			 "the witness says who owns it (%s); `remusdbctl unprotect "
+			 "--force %s` lets it go now: only if no other host runs "
+			 "it", vm->name, vm->state_reason, vm->name);
+		return -EBUSY;
+	}
+	if (p->attach_checking) {
+		LOGVM(WARN, vm->name, "the operator lets the attached VM's held "
+		      "output go without the witness's word (unprotect --force)");
+		rdb_pri_attach_check_end(p, true);
+		snprintf(vm->state_reason, sizeof(vm->state_reason), "attached; "
+			 "output let go by the operator (unprotect --force)");
+		snprintf(msg, msglen, "%s: its held output let go, without the "
+			 "witness's word", vm->name);
+		return 0;
 	}
 	if (p->migrated) {
 		snprintf(msg, msglen, "%s was handed over to %s and runs there; "

@@ -392,9 +392,52 @@ void rdb_pri_register_cancel(struct rdb_primary *p)
  * cut off or its daemon down, and the guest here ran on without anyone
  * holding its output.  Until the witness says who owns the VM, its
  * output is held; owned and running elsewhere, this copy is fenced.
- * A witness that cannot be asked lets it go after one try (logged):
- * attach must not depend on the witness being up.
+ * No answer is no answer: the check asks again every 500 ms, holding,
+ * as the failover decision does (letting the output go after a timeout
+ * would be a guess, and a host still cut off from the witness is exactly
+ * the one whose copy may have lost).  The operator who knows no other
+ * copy runs lets it go: remusdbctl unprotect --force.
  */
+static void attach_ask(struct rdb_primary *p);
+
+static uint64_t on_attach_retry(struct rdb_evloop *loop, uint64_t id,
+				void *opaque)
+{
+	struct rdb_primary *p = opaque;
+
+	(void)loop;
+	(void)id;
+	p->attach_timer = 0;
+	if (p->attach_checking && p->witness_req == 0)
+		attach_ask(p);
+	return 0;
+}
+
+/* No answer this time: say so (once per kind of failure, then every
+ * 20th try, as the decision does) and ask again shortly. */
+static void attach_unanswered(struct rdb_primary *p, const char *error)
+{
+	struct rdb_vm *vm = p->vm;
+
+	vm->st.witness_errors++;
+	if (strcmp(error, p->witness_error) != 0 || p->attach_attempts % 20 == 0)
+		LOGVM(WARN, vm->name, "attached, but the witness did not say who "
+		      "owns the VM (try %u): %s; output stays held (`remusdbctl "
+		      "unprotect --force %s` lets it go: only if no other host "
+		      "runs it)", p->attach_attempts, error, vm->name);
+	snprintf(p->witness_error, sizeof(p->witness_error), "%s", error);
+	/* not a state change: what the held state waits on, for status */
+	snprintf(vm->state_reason, sizeof(vm->state_reason), "attached; output "
+		 "held until the witness says who owns the VM (try %u: %s)",
+		 p->attach_attempts, error);
+	if (!p->attach_timer &&
+	    rdb_evloop_add_timer(p->d->loop, WITNESS_RETRY_NS, on_attach_retry,
+				 p, &p->attach_timer) < 0)
+		LOGVM(ERROR, vm->name, "no timer to ask the witness again: output "
+		      "stays held until `remusdbctl unprotect --force %s`",
+		      vm->name);
+}
+
 static void on_attach_read(void *opaque, const struct rdb_witness_result *r)
 {
 	struct rdb_primary *p = opaque;
@@ -404,6 +447,10 @@ static void on_attach_read(void *opaque, const struct rdb_witness_result *r)
 	p->witness_req = 0;
 	if (!p->attach_checking)
 		return;
+	if (r->outcome == RDB_WITNESS_ERROR) {
+		attach_unanswered(p, r->error);
+		return;
+	}
 	p->attach_checking = false;
 	if (r->outcome == RDB_WITNESS_WON && r->holder[0] &&
 	    rdb_witness_value_parse(r->holder, strlen(r->holder), &v) == 0 &&
@@ -421,24 +468,50 @@ static void on_attach_read(void *opaque, const struct rdb_witness_result *r)
 				 r->holder, n);
 		return;
 	}
-	if (r->outcome == RDB_WITNESS_ERROR)
-		LOGVM(WARN, vm->name, "attached without the witness's word on who "
-		      "owns the VM: %s", r->error);
+	if (p->attach_attempts > 1)
+		LOGVM(INFO, vm->name, "the witness answered at try %u: no other host "
+		      "runs the VM; its held output leaves", p->attach_attempts);
 	rdb_netbuf_release(&p->nb, UINT64_MAX, p->nb_sink, p);
+}
+
+static void attach_ask(struct rdb_primary *p)
+{
+	int64_t id;
+	char why[64];
+
+	p->attach_attempts++;
+	id = rdb_witness_read(p->d->witness, p->vm->name, on_attach_read, p);
+	if (id < 0) {
+		snprintf(why, sizeof(why), "cannot ask: %s", strerror((int)-id));
+		attach_unanswered(p, why);
+		return;
+	}
+	p->witness_req = id;
 }
 
 void rdb_pri_attach_check(struct rdb_primary *p)
 {
-	int64_t id;
-
 	if (!p->d->witness)
 		return;
-	id = rdb_witness_read(p->d->witness, p->vm->name, on_attach_read, p);
-	if (id < 0) {
-		LOGVM(WARN, p->vm->name, "cannot ask the witness who owns the VM: %s",
-		      strerror((int)-id));
-		return;
-	}
-	p->witness_req = id;
 	p->attach_checking = true;
+	p->attach_attempts = 0;
+	p->witness_error[0] = 0;
+	attach_ask(p);
+}
+
+void rdb_pri_attach_check_end(struct rdb_primary *p, bool release)
+{
+	if (!p->attach_checking)
+		return;
+	p->attach_checking = false;
+	if (p->witness_req > 0)
+		rdb_witness_cancel(p->d->witness, p->witness_req);
+	p->witness_req = 0;
+	if (p->attach_timer)
+		rdb_evloop_del_timer(p->d->loop, p->attach_timer);
+	p->attach_timer = 0;
+	if (release)
+		rdb_netbuf_release(&p->nb, UINT64_MAX, p->nb_sink, p);
+	else
+		rdb_netbuf_clear(&p->nb);
 }

@@ -179,6 +179,8 @@ struct rdb_primary {
 	char registered[RDB_WITNESS_VALUE_MAX];
 	bool registering;		/* protect waits for the witness */
 	bool attach_checking;		/* attach asks who owns the VM: held */
+	uint64_t attach_timer;		/* its next try (no answer yet) */
+	unsigned attach_attempts;
 	rdb_netbuf_sink nb_sink;	/* where released frames go (the tap) */
 	bool deciding;			/* peer lost: output held until decided */
 	bool fenced;			/* lost: guest stopped, output dropped */
@@ -226,6 +228,9 @@ void rdb_pri_decide_cancel(struct rdb_primary *p);
 int rdb_pri_register(struct rdb_primary *p);
 void rdb_pri_register_cancel(struct rdb_primary *p);
 void rdb_pri_attach_check(struct rdb_primary *p);
+/* Ends the check; release: its held output leaves (the operator's word),
+ * else it is dropped. */
+void rdb_pri_attach_check_end(struct rdb_primary *p, bool release);
 void rdb_pri_guest_control_stop(struct rdb_primary *p);
 
 /* primary_send.c */

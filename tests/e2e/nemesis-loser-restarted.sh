@@ -4,9 +4,11 @@
 # (SIGKILL, start, attach the VM again), then the network back.  The old
 # guest still runs in its QEMU; attached again, its frames would go out
 # unheld.  The new daemon asks the witness who owns the VM before any of
-# them leaves, finds the backup running it, and fences this copy: the
-# guest's MAC never comes from the old primary again.  Checks of
-# nemesis.sh.
+# them leave; cut off, it gets no answer and keeps asking, holding (no
+# answer is no answer: letting them go would be a guess).  The network
+# back, the witness says the backup runs the VM, and this copy is
+# fenced: the guest's MAC never comes from the old primary again.
+# Checks of nemesis.sh.
 set -u
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/netns.sh"
@@ -25,10 +27,22 @@ kill -9 "$old"
 # build's mappings take a moment): its listen port is needed again
 wait_for 10 "the killed remusdbd gone" bash -c "! grep -qv '^[^)]*) Z' /proc/$old/stat 2>/dev/null"
 echo "killed the old primary's remusdbd (still cut off)"
-netns_reconnect "$NM_RUN" pri
 cl_start_daemon pri || rdb_fail "remusdbd did not start again"
 cl_ctl pri attach "$CL_DIR/$CL_VM.conf" || rdb_fail "attach to the new daemon failed"
-echo "the old primary is back on the network, its VM attached again"
+echo "the old primary's VM attached again, the host still cut off"
+# No answer from the witness: held, asking again (status says so), for
+# several of its 500 ms tries; nothing of the guest's leaves meanwhile
+# (macwatch would see it once the port is up again).
+attach_held_retrying() {
+	cl_ctl pri status "$CL_VM" --json | jq -r '.vms[0].state_reason' |
+		grep -q 'held until the witness says who owns the VM (try [3-9]'
+}
+wait_for 10 "the attach check retrying" attach_held_retrying ||
+	rdb_fail "the attached copy is not held asking the witness again: $(nemesis_state pri): $(cl_ctl pri status "$CL_VM" --json | jq -r '.vms[0].state_reason')"
+cl_ctl pri unprotect "$CL_VM" >/dev/null 2>&1 &&
+	rdb_fail "unprotect (not --force) let the held copy's output go"
+netns_reconnect "$NM_RUN" pri
+echo "the old primary is back on the network"
 nemesis_wait_state pri fenced 10 || rdb_fail "the attached old copy was not fenced"
 grep -q "attached, but the witness says bak runs this VM" "$CL_DIR/pri/remusdbd.log" ||
 	rdb_fail "the fence does not say why"
