@@ -2,6 +2,7 @@
 #define RDB_COMPONENT "backup"
 #include "backup.h"
 #include "clock.h"
+#include "cpulist.h"
 #include "daemon.h"
 #include "disk.h"
 #include "diskbuf.h"
@@ -307,6 +308,11 @@ static int handle_setup(struct rdb_backup *b, const struct rdb_frame *f)
 		return rc;
 	}
 	b->img_open = true;
+	/* libvirt's QEMU maps it on a restore through libvirt */
+	for (size_t i = 0; i < b->img.n; i++)
+		if (rdb_daemon_share_with_qemu(b->d, b->img.b[i].path,
+					       b->img.b[i].fd) < 0)
+			return -EACCES;
 	LOGVM(INFO, vm->name, "RAM image ready in %s (%zu blocks)", dir,
 	      b->setup.nblocks);
 	return 0;
@@ -1360,7 +1366,9 @@ static int serve_replica(struct rdb_backup *b, char *drive, size_t len)
 		LOGVM(ERROR, vm->name, "serving the disk replica: %s", err);
 		return rc;
 	}
-	rc = rdb_qemu_nbd_drive(drive, len, vm->cfg.disk_id, sock);
+	rc = rdb_daemon_share_with_qemu(b->d, sock, -1);
+	if (rc == 0)
+		rc = rdb_qemu_nbd_drive(drive, len, vm->cfg.disk_id, sock);
 	if (rc == 0)
 		LOGVM(INFO, vm->name, "disk replica %s served on %s", b->disk_path,
 		      sock);
@@ -1403,9 +1411,34 @@ static int failover_net(struct rdb_backup *b)
 			  on_guest_frame, b, err, sizeof(err));
 	if (rc < 0)
 		LOGVM(ERROR, vm->name, "guest NIC on the backup: %s", err);
+	else if ((rc = rdb_daemon_share_with_qemu(b->d, path, -1)) < 0)
+		return rc;
 	else if (rdb_vm_config_commit_protection(&vm->cfg))
 		rdb_nic_set_wire_filter(&b->nic, on_wire_frame);
 	return rc;
+}
+
+/*
+ * guest_cpus for the QEMU libvirt started (paused, before it loads the
+ * checkpoint): what remusdbd's own would get at its fork.  Only when
+ * guest_cpus is set: otherwise the domain's own <vcpu cpuset>/<cputune>
+ * placement (libvirt's) stands.  A refusal (the domain's cgroup cpuset
+ * excludes those CPUs) is logged; the restore goes on.
+ */
+static void place_libvirt_qemu(struct rdb_backup *b, pid_t pid)
+{
+	struct rdb_daemon *d = b->d;
+	char cpus[128];
+	int n = rdb_qemu_place(pid, &d->guest_cpus);
+
+	rdb_cpulist_format(&d->guest_cpus, cpus, sizeof(cpus));
+	if (n < 0)
+		LOGVM(WARN, b->vm->name, "libvirt's QEMU (pid %d) not placed on "
+		      "guest_cpus = %s: %s (put it in the domain's <vcpu cpuset> "
+		      "and <cputune> instead)", (int)pid, cpus, strerror(-n));
+	else
+		LOGVM(INFO, b->vm->name, "libvirt's QEMU (pid %d): its %d threads "
+		      "placed on CPUs %s (guest_cpus)", (int)pid, n, cpus);
 }
 
 /*
@@ -1503,17 +1536,13 @@ static int restore_spawn(struct rdb_backup *b, const char *drive,
 		if (strcmp(b->setup.blocks[i].idstr, RDB_RESTORE_SHARED_BLOCK) == 0)
 			ram_bytes = b->setup.blocks[i].used_length;
 	b->via_libvirt = false;
-	if (vm->cfg.libvirt_restore && vm->cfg.libvirt_restore[0] &&
-	    vm->cfg.event_port) {
-		LOGVM(WARN, vm->name, "restore through libvirt: the enrolled "
-		      "domain has no failover event port (event_port), so the "
-		      "VM is restored into remusdbd's own QEMU");
-	} else if (vm->cfg.libvirt_restore && vm->cfg.libvirt_restore[0]) {
+	if (vm->cfg.libvirt_restore && vm->cfg.libvirt_restore[0]) {
 		char dir[512], e[400], dsock[108];
 		struct rdb_lvrestore lr = {
 			.uri = vm->cfg.libvirt_restore, .name = vm->name,
 			.ram_image = image, .qmp = rp.qmp, .net = b->nic.path,
 			.disk = drive ? dsock : NULL, .work_dir = dir,
+			.event = vm->cfg.event_port ? rp.ev : NULL,
 		};
 
 		/* serve_replica's socket */
@@ -1561,6 +1590,8 @@ static int restore_spawn(struct rdb_backup *b, const char *drive,
 			rc = rdb_qemu_adopt(cr.pid, &b->qemu);
 		if (rc < 0)
 			rdb_qmp_close(&b->qmp);
+		else if (d->cfg.guest_cpus[0])
+			place_libvirt_qemu(b, cr.pid);
 	}
 	if (rc < 0) {
 		LOGVM(ERROR, vm->name, "QMP of the restored QEMU: %s (see %s)",

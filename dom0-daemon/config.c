@@ -108,7 +108,7 @@ static const struct rdb_option daemon_opts[] = {
 	{ "control_socket", RDB_OPT_STRING, OFF(rdb_daemon_config, control_socket), "/run/remusdb/remusdbd.sock", 0, 0, NULL,
 	  "root-only unix socket for remusdbctl" },
 	{ "run_dir", RDB_OPT_STRING, OFF(rdb_daemon_config, run_dir), "/run/remusdb", 0, 0, NULL,
-	  "sockets shared with QEMU (created 0700)" },
+	  "sockets shared with QEMU (0700 root; 0770 with qemu_group)" },
 	{ "state_dir", RDB_OPT_STRING, OFF(rdb_daemon_config, state_dir), "/var/lib/remusdb", 0, 0, NULL,
 	  "RAM images of backed-up VMs; needs room for each VM's RAM" },
 	{ "log_level", RDB_OPT_STRING, OFF(rdb_daemon_config, log_level), "info", 0, 0, v_level,
@@ -139,6 +139,8 @@ static const struct rdb_option daemon_opts[] = {
 	  "CPUs remusdbd and its helpers (disk servers, watchdog, encoder threads) run on, as a list (0 or 0-1,4); empty: wherever it was started. Keep the guests' QEMU off them: a shared CPU lengthens every checkpoint pause (docs/performance.md)" },
 	{ "guest_cpus", RDB_OPT_STRING, OFF(rdb_daemon_config, guest_cpus), "", 0, 0, v_cpulist,
 	  "CPUs for the QEMU a backup starts on failover; empty: the CPUs remusdbd was started with (before `cpus` applied)" },
+	{ "qemu_group", RDB_OPT_STRING, OFF(rdb_daemon_config, qemu_group), "", 0, 0, NULL,
+	  "the group QEMU runs as when remusdbd does not start it (libvirt's qemu.conf `group`: libvirt-qemu on Debian), a name or a number: run_dir is made 0770 with it, the sockets QEMU connects to (disk, network, migration) 0660, a backup's RAM images 0660; empty: all root only, and QEMU must run as root" },
 };
 
 static const struct rdb_option vm_opts[] = {

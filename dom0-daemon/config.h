@@ -61,6 +61,7 @@ struct rdb_daemon_config {
 	char *link_psk_file;
 	char *cpus;
 	char *guest_cpus;
+	char *qemu_group;
 };
 
 struct rdb_vm_config {

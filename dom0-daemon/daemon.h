@@ -5,6 +5,7 @@
 
 #include <sched.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include "config.h"
@@ -31,8 +32,19 @@ struct rdb_daemon {
 	uint64_t metrics_timer;
 	cpu_set_t cpus;			/* where remusdbd runs (`cpus`) */
 	cpu_set_t guest_cpus;		/* where the QEMU it starts runs */
+	gid_t qemu_gid;			/* qemu_group; 0: none (root only) */
 	uint64_t sd_watchdog_ns;	/* systemd's WatchdogSec; 0: none */
 	uint64_t sd_last_ping_ns;
 };
+
+/*
+ * A file QEMU must reach when it does not run as root (qemu_group): a
+ * socket it connects to, or a RAM image it maps, made group-accessible
+ * (0660, qemu_group).  Nothing without qemu_group.  fd >= 0: that open
+ * file, else path.  A failure is logged and returned: QEMU would get
+ * "Permission denied" later, with less to go on.
+ */
+int rdb_daemon_share_with_qemu(const struct rdb_daemon *d, const char *path,
+			       int fd);
 
 #endif

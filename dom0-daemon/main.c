@@ -28,6 +28,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
 #include "sdnotify.h"
 #include <signal.h>
 #include <stdio.h>
@@ -470,6 +471,61 @@ static int make_dir(const char *path)
 	return 0;
 }
 
+/* qemu_group: a group name or number, resolved once (0: none). */
+static int qemu_group_setup(struct rdb_daemon *d)
+{
+	const char *g = d->cfg.qemu_group;
+	struct group *gr;
+	char *end;
+	unsigned long n;
+
+	d->qemu_gid = 0;
+	if (!g || !g[0])
+		return 0;
+	errno = 0;
+	n = strtoul(g, &end, 10);
+	if (!*end && !errno && n > 0 && n < (gid_t)-1) {
+		d->qemu_gid = (gid_t)n;
+	} else {
+		errno = 0;
+		gr = getgrnam(g);
+		if (!gr) {
+			fprintf(stderr, "remusdbd: qemu_group = %s: %s\n", g,
+				errno ? strerror(errno) : "no such group on this "
+				"host (a name from /etc/group, or a number)");
+			return -EINVAL;
+		}
+		if (gr->gr_gid == 0) {
+			fprintf(stderr, "remusdbd: qemu_group = %s is root's group: "
+				"leave qemu_group empty for QEMU as root\n", g);
+			return -EINVAL;
+		}
+		d->qemu_gid = gr->gr_gid;
+	}
+	return 0;
+}
+
+/* run_dir: 0700 root, or 0770 with qemu_group (QEMU makes its sockets
+ * there); set every start, whoever made it (systemd's RuntimeDirectory
+ * makes it 0700). */
+static int run_dir_setup(struct rdb_daemon *d)
+{
+	const char *dir = d->cfg.run_dir;
+
+	if (make_dir(dir) < 0)
+		return -1;
+	if (!d->qemu_gid)
+		return 0;
+	if (chown(dir, (uid_t)-1, d->qemu_gid) < 0 || chmod(dir, 0770) < 0) {
+		LOG(ERROR, "run_dir %s: cannot give it to qemu_group = %s: %s",
+		    dir, d->cfg.qemu_group, strerror(errno));
+		return -1;
+	}
+	LOG(INFO, "run_dir %s is 0770 with group %s (gid %u): QEMU runs as "
+	    "that group, not root", dir, d->cfg.qemu_group, (unsigned)d->qemu_gid);
+	return 0;
+}
+
 /* This host's name at the witness: node_name, else the hostname. */
 static int node_setup(struct rdb_daemon *d)
 {
@@ -566,7 +622,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	/* Before any thread or child: they all inherit it. */
-	if (placement_setup(&d) < 0) {
+	if (qemu_group_setup(&d) < 0 || placement_setup(&d) < 0) {
 		rdb_linksec_destroy(d.linksec);
 		rdb_config_dispose(&rdb_daemon_config_table, &d.cfg);
 		return 2;
@@ -575,7 +631,7 @@ int main(int argc, char **argv)
 	d.started_ns = rdb_now_ns();
 	d.started_unix = time(NULL);
 
-	if (make_dir(d.cfg.run_dir) < 0 || make_dir(d.cfg.state_dir) < 0)
+	if (run_dir_setup(&d) < 0 || make_dir(d.cfg.state_dir) < 0)
 		goto out;
 	if (rdb_evloop_create(&d.loop) < 0)
 		goto out;

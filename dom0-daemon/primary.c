@@ -1572,6 +1572,12 @@ static int start_colo(struct rdb_primary *p, char *err, size_t errlen)
 		snprintf(err, errlen, "listen on %s: %s", p->mig_path, strerror(-rc));
 		return rc;
 	}
+	rc = rdb_daemon_share_with_qemu(p->d, p->mig_path, -1);
+	if (rc < 0) {
+		snprintf(err, errlen, "%s for qemu_group: %s", p->mig_path,
+			 strerror(-rc));
+		return rc;
+	}
 	rc = rdb_evloop_add_fd(p->d->loop, p->mig_listen_fd, RDB_EV_READ,
 			       on_mig_accept, p);
 	if (rc < 0)
@@ -1759,12 +1765,18 @@ static int open_disk(struct rdb_primary *p, const char *wmap, char *err,
 			.written_map = wmap,
 		};
 
-		return rdb_disk_open(&p->disk, p->d->loop, vm->name, vm->cfg.disk,
-				     vm->cfg.disk_socket,
-				     (uint64_t)vm->cfg.disk_ring_mb << 20,
-				     (uint64_t)vm->cfg.checkpoint_deadline_ms *
-				     RDB_NS_PER_MS, &logs, disk_changed, disk_lost,
-				     p, err, errlen);
+		int rc = rdb_disk_open(&p->disk, p->d->loop, vm->name,
+				       vm->cfg.disk, vm->cfg.disk_socket,
+				       (uint64_t)vm->cfg.disk_ring_mb << 20,
+				       (uint64_t)vm->cfg.checkpoint_deadline_ms *
+				       RDB_NS_PER_MS, &logs, disk_changed,
+				       disk_lost, p, err, errlen);
+
+		if (rc == 0 && (rc = rdb_daemon_share_with_qemu(p->d,
+				vm->cfg.disk_socket, -1)) < 0)
+			snprintf(err, errlen, "%s for qemu_group: %s",
+				 vm->cfg.disk_socket, strerror(-rc));
+		return rc;
 	}
 }
 
@@ -1798,6 +1810,10 @@ static int attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 				  vm->cfg.tap, guest_frame, p, err, errlen);
 	if (rc == 0)
 		rdb_nic_set_wire_filter(&p->nic, wire_frame);
+	if (rc == 0 && (rc = rdb_daemon_share_with_qemu(d, vm->cfg.net_socket,
+							 -1)) < 0)
+		snprintf(err, errlen, "%s for qemu_group: %s",
+			 vm->cfg.net_socket, strerror(-rc));
 	if (rc == 0 && vm->cfg.disk && vm->cfg.disk[0])
 		rc = open_disk(p, NULL, err, errlen);
 	if (rc < 0) {

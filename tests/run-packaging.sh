@@ -9,7 +9,8 @@
 #    link key, saying so; with the key, `systemctl start` returns once
 #    remusdbd said READY=1 (Type=notify), the unit is active, its STATUS=
 #    and watchdog pings reach systemd, remusdbctl status answers on
-#    /run/remusdb; `systemctl stop` ends it cleanly; removing the package
+#    /run/remusdb; `systemctl stop` ends it cleanly; with qemu_group
+#    /run/remusdb is 0770 with that group; removing the package
 #    stops it, purging it leaves the key and /var/lib/remusdb;
 #  - remusdb-dkms and remusdb-guest install; with the guest kernel's
 #    headers (linux-headers-6.1.0-56-amd64) DKMS builds and installs
@@ -223,6 +224,20 @@ out=$(ct systemctl stop remusdbd 2>&1) || rdb_fail "systemctl stop remusdbd: $ou
 show=$(ct systemctl show remusdbd -p ActiveState -p Result -p ExecMainStatus | sort | tr '\n' ' ')
 [ "$show" = "ActiveState=inactive ExecMainStatus=0 Result=success " ] || rdb_fail "after stop: $show"
 ct journalctl -b -u remusdbd --no-pager | grep -q 'remusdbd stopped' || rdb_fail "remusdbd did not say it stopped"
+
+# qemu_group (libvirt runs QEMU as libvirt-qemu): under the unit's
+# hardening (RestrictSUIDSGID among it) run_dir becomes 0770 with the
+# group; the control socket stays root's
+ct groupadd -r libvirt-qemu || rdb_fail "groupadd libvirt-qemu in the root"
+echo "qemu_group = libvirt-qemu" >> "$conf"
+out=$(ct systemctl start remusdbd 2>&1) ||
+	rdb_fail "start with qemu_group: $out; $(ct journalctl -b -u remusdbd --no-pager | tail -3)"
+[ "$(ct stat -c '%a %G' /run/remusdb)" = "770 libvirt-qemu" ] ||
+	rdb_fail "with qemu_group, /run/remusdb is $(ct stat -c '%a %G' /run/remusdb)"
+[ "$(ct stat -c '%a %U %G' /run/remusdb/remusdbd.sock)" = "600 root root" ] ||
+	rdb_fail "with qemu_group, the control socket is $(ct stat -c '%a %U %G' /run/remusdb/remusdbd.sock)"
+ct systemctl stop remusdbd || rdb_fail "stop with qemu_group"
+sed -i '/^qemu_group = /d' "$conf"
 
 # removing the package stops the daemon; the configuration stays
 ct systemctl start remusdbd || rdb_fail "second start failed"

@@ -2,10 +2,12 @@
 #include "qemu/launch.h"
 #include "clock.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -27,6 +29,35 @@ int rdb_qemu_adopt(pid_t pid, struct rdb_qemu_proc *out)
 	out->pid = pid;
 	out->pidfd = fd;
 	return 0;
+}
+
+int rdb_qemu_place(pid_t pid, const cpu_set_t *cpus)
+{
+	char path[64];
+	struct dirent *e;
+	DIR *dir;
+	int n = 0, rc = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	dir = opendir(path);
+	if (!dir)
+		return -errno;
+	while ((e = readdir(dir)) != NULL) {
+		char *end;
+		long tid = strtol(e->d_name, &end, 10);
+
+		if (e->d_name[0] == '.' || *end || tid <= 0)
+			continue;
+		if (sched_setaffinity((pid_t)tid, sizeof(*cpus), cpus) < 0) {
+			if (errno == ESRCH)	/* a thread that just left */
+				continue;
+			rc = -errno;
+			break;
+		}
+		n++;
+	}
+	closedir(dir);
+	return rc < 0 ? rc : n;
 }
 
 /* An adopted QEMU: 1 once it has exited (the pidfd closed), else 0. */

@@ -29,6 +29,10 @@ int rdb_qemu_spawn(char *const *argv, const char *logpath,
  * killed like one of ours (its exit status is not ours to see: 0).
  * 0, or -errno of pidfd_open (-ESRCH: it is gone already). */
 int rdb_qemu_adopt(pid_t pid, struct rdb_qemu_proc *out);
+/* Every thread of a running QEMU (pid) onto cpus; threads it starts later
+ * inherit it.  The number of threads placed, or -errno of the first that
+ * refused (an affinity outside its cgroup's cpuset: -EINVAL). */
+int rdb_qemu_place(pid_t pid, const cpu_set_t *cpus);
 /* Non-blocking: 1 and the wait status when it has exited (reaped, pid
  * becomes -1), 0 while it runs, -ECHILD when there is no process. */
 int rdb_qemu_poll_exit(struct rdb_qemu_proc *p, int *status_out);

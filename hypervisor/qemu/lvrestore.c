@@ -88,6 +88,14 @@ int rdb_lvrestore_xml(const struct rdb_lvrestore *r, const char *def,
 		free(s);
 		return -EINVAL;
 	}
+	if (r->event && !names(def, "socket,id=rdbevent,path=", r->event,
+			       ",server=on")) {
+		snprintf(err, errlen, "domain %s has no failover event port on %s "
+			 "(the VM has event_port): enroll it with --event-port and "
+			 "this host's run_dir", r->name, r->event);
+		free(s);
+		return -EINVAL;
+	}
 	if (strstr(def, "<memoryBacking") || !dev || dev > end) {
 		snprintf(err, errlen, "domain %s has a <memoryBacking> of its own: "
 			 "its RAM cannot be the committed image", r->name);

@@ -30,8 +30,9 @@ struct rdb_lvrestore {
 	const char *name;		/* the domain: the VM's name */
 	const char *ram_image;		/* the committed pc.ram */
 	/* the sockets this host's remusdbd serves for the VM: the enrolled
-	 * domain must name them (net: its NIC; disk: NULL without one) */
-	const char *qmp, *net, *disk;
+	 * domain must name them (net: its NIC; disk: NULL without one;
+	 * event: the failover event port's, NULL without event_port) */
+	const char *qmp, *net, *disk, *event;
 	const char *work_dir;		/* the XML created, virsh's output */
 };
 

@@ -4,7 +4,7 @@
 # The primary's host runs a libvirtd of its own (tests/lib/libvirt.sh: a
 # mount namespace with a private /run and the libvirt directories
 # bind-mounted from the run's directory, inside the primary's network
-# namespace; QEMU as root, see docs/libvirt.md "Permissions").  The test
+# namespace; QEMU as libvirt-qemu, see docs/libvirt.md "Permissions").  The test
 # guest is defined there as a plain libvirt domain (a raw disk image, a
 # bridge NIC), then:
 #   - enroll without a terminal and without --yes is refused, nothing changes;

@@ -13,6 +13,12 @@
 #     connection;
 #   - `virsh list` on the backup shows the domain running, and remusdbd
 #     says it restored it through libvirt;
+#   - the domain was enrolled with --event-port (the VM has event_port, as
+#     commit protection needs) and the guest runs remusdb.ko and
+#     remusdb-eventd: the failover event reached the guest through the
+#     port of libvirt's QEMU, and the guest acknowledged it;
+#   - QEMU ran as libvirt-qemu, not root (the daemons' qemu_group), and
+#     on guest_cpus (CPU 0 here), where libvirt's placement leaves it;
 #   - that QEMU is libvirt's (-incoming defer, its RAM file under
 #     libvirt's memory directory) and its RAM file is the committed image
 #     itself (the hook's hard link: same inode);
@@ -33,6 +39,8 @@ trap 'cluster_down "$run"; lv_down' EXIT
 
 lv_test_require
 t0=$(date +%s%N)
+lv_event_guest || rdb_fail "no guest with the failover event's helper"
+export LV_ENROLL_ARGS=--event-port CL_GUEST_CPUS=0
 
 cluster_hosts_up "$run" || rdb_fail "setup failed (logs in $CL_DIR)"
 lv_pair_protected || rdb_fail "the protected libvirt domain did not come up (logs in $CL_DIR)"
@@ -77,6 +85,25 @@ ram=$(ls "$CL_DIR"/bak/state/lvram/libvirt/qemu/*-vm1/pc.ram 2>/dev/null | head 
 [ -n "$ram" ] && [ "$(stat -c %i "$ram")" = "$(stat -c %i "$CL_DIR/bak/state/vm1/pc.ram.img")" ] ||
 	rdb_fail "the domain's RAM file is not the committed image (the hook's link)"
 echo "the backup's libvirt runs vm1 (QEMU $qpid), its RAM the committed image ($ram)"
+
+# ---- as a Debian host runs it: libvirt-qemu, placed, with the event port ----
+quser=$(ps -o user= -p "$qpid" | tr -d ' ')
+[ "$quser" != root ] || rdb_fail "the backup's QEMU runs as root (qemu.conf user = $LV_QEMU_USER)"
+[ -s "$CL_DIR/pri/qemu.user" ] && [ "$(cat "$CL_DIR/pri/qemu.user")" != root ] ||
+	rdb_fail "the primary's QEMU ran as '$(cat "$CL_DIR/pri/qemu.user")', not libvirt-qemu"
+[ "$(stat -c '%a %g' "$CL_DIR/bak/run")" = "770 $CL_QEMU_GROUP" ] ||
+	rdb_fail "run_dir is $(stat -c '%a %g' "$CL_DIR/bak/run"), not 770 with qemu_group $CL_QEMU_GROUP"
+[ "$(stat -c '%a' "$CL_DIR/bak/ctl.sock")" = 600 ] || rdb_fail "the control socket is not 0600"
+for t in /proc/$qpid/task/*; do
+	c=$(awk '/^Cpus_allowed_list/ {print $2}' "$t/status")
+	[ "$c" = 0 ] || rdb_fail "QEMU thread ${t##*/} may run on CPUs $c, not guest_cpus = 0"
+done
+grep -qx "socket,id=rdbevent,path=$CL_DIR/bak/run/vm1.event,server=on,wait=off" "$CL_DIR/bak-qemu.argv" ||
+	rdb_fail "libvirt's QEMU has no failover event port (see $CL_DIR/bak-qemu.argv)"
+wait_for 15 "the guest's acknowledgement of the failover event" \
+	grep -q "the guest acknowledged failover event" "$CL_DIR/bak/remusdbd.log" ||
+	rdb_fail "the failover event did not reach the guest through libvirt's QEMU ($(grep -a 'eventd' "$CL_DIR/bak/console.log" | tail -2))"
+echo "QEMU ran as $quser (run_dir 770 group $CL_QEMU_GROUP), on CPU 0 ($(ls /proc/$qpid/task | wc -l) threads); the guest acknowledged the failover event"
 
 # ---- remusdbd watches libvirt's QEMU ----
 lv_virsh bak destroy vm1 >/dev/null || rdb_fail "virsh destroy on the backup"

@@ -94,6 +94,8 @@ EOC
 	[ "$side" = bak ] && [ -n "$cpus" ] && cpus=${CL_BAK_CPUS:-${CL_GUEST_CPUS:-$cpus}}
 	[ -n "$cpus" ] && echo "cpus = $cpus" >> "$CL_DIR/$side/remusdbd.conf"
 	[ -n "${CL_GUEST_CPUS:-}" ] && echo "guest_cpus = $CL_GUEST_CPUS" >> "$CL_DIR/$side/remusdbd.conf"
+	# CL_QEMU_GROUP: QEMU runs as that group, not root (libvirt's)
+	[ -n "${CL_QEMU_GROUP:-}" ] && echo "qemu_group = $CL_QEMU_GROUP" >> "$CL_DIR/$side/remusdbd.conf"
 	return 0
 }
 

@@ -14,7 +14,8 @@
 #   lv_virsh pri|bak ARGS...    virsh on that host's libvirtd
 #   lv_test_require             what a libvirt test needs: root, libvirtd,
 #                               virsh, unshare (else skipped), the helpers,
-#                               the test guest (built if missing)
+#                               the test guest (built if missing); sets
+#                               LV_QEMU_USER and the daemons' CL_QEMU_GROUP
 #   ms_since T0                 milliseconds since T0 (date +%s%N)
 #   lv_down                     for the EXIT trap, after cluster_down
 #                               (which kills the daemons with their hosts)
@@ -24,15 +25,27 @@
 #                               UUID and addresses) and enrolled on each,
 #                               attached, started and protected on the
 #                               primary with libvirt_restore = the backup's
-#                               libvirt.  Sets LV_UUID.
+#                               libvirt (LV_ENROLL_ARGS: more enroll
+#                               options).  Sets LV_UUID.
+#   lv_event_guest              the test guest with remusdb.ko loaded and
+#                               remusdb-eventd running (the failover event's
+#                               guest side) in build/guest-lvevent; sets
+#                               CL_GUEST to it
 #
-# QEMU runs as root (docs/libvirt.md "Permissions"), outside the host's
-# cgroups, its output to a file (no virtlogd).  libvirtd resolves the
-# user libvirt-qemu at start whatever qemu.conf says; Debian's
-# libvirt-daemon-system creates it, which this test host need not have
-# installed: the namespace gets a passwd and group that have it (read
+# QEMU runs as libvirt-qemu, as on a Debian host (docs/libvirt.md
+# "Permissions"; LV_QEMU_USER=root: as root), with the daemons'
+# qemu_group its group (lv_test_require sets CL_QEMU_GROUP); outside the
+# host's cgroups, its output to a file (no virtlogd).  Debian's
+# libvirt-daemon-system creates the user, which this test host need not
+# have installed: the namespace gets a passwd and group that have it (read
 # only at libvirtd's start, so a host that replaces its /etc/passwd later,
-# which detaches the bind mount, does no harm).
+# which detaches the bind mount, does no harm).  remusdbd, outside that
+# mount namespace, knows the group by its number.  This host's /dev/kvm
+# is root's alone; a Debian host's is 0660 group kvm with libvirt-qemu in
+# it.  libvirt probes QEMU with KVM (as root) and then finds /dev/kvm
+# closed to libvirt-qemu, and re-probes on every start (~4 s,
+# docs/libvirt-research.md §1): libvirtd's namespace sees a /dev/kvm
+# open to that group instead (the same device; the domains are TCG).
 
 LV_DIRS="/var/lib/libvirt /var/log/libvirt /var/cache/libvirt"
 
@@ -47,8 +60,9 @@ auth_unix_ro = "none"
 log_outputs = "3:file:/var/log/libvirt/libvirtd.log"
 EOC
 	cat > "$lv/etc/qemu.conf" <<EOC
-user = "root"
-group = "root"
+user = "$LV_QEMU_USER"
+group = "$LV_QEMU_USER"
+remember_owner = 0
 cgroup_controllers = [ ]
 stdio_handler = "file"
 EOC
@@ -75,13 +89,19 @@ EOC
 		set -e
 		mount -t tmpfs -o mode=755 tmpfs /run
 		mkdir -p /run/lock /run/libvirt
+		if [ -c /dev/kvm ] && [ "$2" != 0 ]; then
+			mknod -m 0660 /run/kvm c $((0x$(stat -c %t /dev/kvm))) $((0x$(stat -c %T /dev/kvm)))
+			chgrp "$2" /run/kvm
+			mount --bind /run/kvm /dev/kvm
+		fi
 		mount --bind "$1/etc" /etc/libvirt
 		mount --bind "$1/lib" /var/lib/libvirt
 		mount --bind "$1/log" /var/log/libvirt
 		mount --bind "$1/cache" /var/cache/libvirt
 		mount --bind "$1/passwd" /etc/passwd
 		mount --bind "$1/group" /etc/group
-		exec libvirtd -f /etc/libvirt/libvirtd.conf' lvns "$lv" >"$lv/libvirtd.out" 2>&1 &
+		exec libvirtd -f /etc/libvirt/libvirtd.conf' lvns "$lv" "${CL_QEMU_GROUP:-0}" \
+		>"$lv/libvirtd.out" 2>&1 &
 	echo $! > "$CL_DIR/$side/libvirtd.pid"	# killed with the host (cluster_down)
 	disown $!
 	uri="qemu+unix:///system?socket=$lv/sock/libvirt-sock"
@@ -153,9 +173,11 @@ lv_pair_protected() {
 	lv_virsh pri dumpxml --inactive vm1 | sed "s|$CL_DIR/pri/|$CL_DIR/bak/|g" \
 		> "$CL_DIR/vm1.bak-domain.xml"
 	lv_virsh bak define "$CL_DIR/vm1.bak-domain.xml" >/dev/null || return 1
-	cl_ctl pri enroll vm1 --yes --tap vmtap0 --connect "$LV_URI_pri" \
+	# shellcheck disable=SC2086 # LV_ENROLL_ARGS: words
+	cl_ctl pri enroll vm1 --yes --tap vmtap0 --connect "$LV_URI_pri" ${LV_ENROLL_ARGS:-} \
 		>"$CL_DIR/enroll-pri.out" 2>&1 || { rdb_log "enroll (pri): $(tail -1 "$CL_DIR/enroll-pri.out")"; return 1; }
-	cl_ctl bak enroll vm1 --yes --tap vmtap0 --connect "$LV_URI_bak" \
+	# shellcheck disable=SC2086
+	cl_ctl bak enroll vm1 --yes --tap vmtap0 --connect "$LV_URI_bak" ${LV_ENROLL_ARGS:-} \
 		>"$CL_DIR/enroll-bak.out" 2>&1 || { rdb_log "enroll (bak): $(tail -1 "$CL_DIR/enroll-bak.out")"; return 1; }
 	LV_UUID=$(lv_virsh pri domuuid vm1)
 	[ "$(lv_virsh bak domuuid vm1)" = "$LV_UUID" ] || { rdb_log "the two definitions differ"; return 1; }
@@ -163,10 +185,32 @@ lv_pair_protected() {
 	lv_virsh pri start vm1 >/dev/null || { rdb_log "virsh start (see $CL_DIR/pri/lv/log/qemu/vm1.log)"; return 1; }
 	wait_for 90 "the guest ready on its console" grep -q REMUSDB-GUEST-READY "$CL_DIR/pri/console.log" ||
 		return 1
+	# who libvirt runs QEMU as (the only QEMU of this domain yet)
+	ps -o user= -p "$(pgrep -f -- "-uuid $(lv_virsh pri domuuid vm1)" | head -n 1)" |
+		tr -d ' ' > "$CL_DIR/pri/qemu.user"
 	cl_ctl pri protect vm1 peer=10.78.0.2:7788 "libvirt_restore=$LV_URI_bak" --connect "$LV_URI_pri" ||
 		return 1
 	cl_ctl pri wait vm1 protected --timeout 90 || return 1
 	cl_ctl bak wait vm1 protected --timeout 10
+}
+
+lv_event_guest() {
+	local payload ko=$RDB_ROOT/build/kmod/remusdb.ko out=$RDB_ROOT/build/guest-lvevent
+	[ -f "$ko" ] || { rdb_log "$ko missing (make kmod)"; return 1; }
+	[ -x "$RDB_HELPERS/remusdb-eventd" ] || { rdb_log "remusdb-eventd missing (make all)"; return 1; }
+	payload=$(mktemp -d)
+	mkdir -p "$payload/opt/remusdb" "$payload/etc/remusdb.d"
+	cp "$ko" "$RDB_HELPERS/remusdb-eventd" "$payload/opt/remusdb/"
+	cat > "$payload/etc/remusdb.d/50-eventd.sh" <<'EOS'
+insmod /opt/remusdb/remusdb.ko && echo REMUSDB-KMOD-LOADED
+/opt/remusdb/remusdb-eventd </dev/null >/dev/console 2>&1 &
+EOS
+	chmod +x "$payload/etc/remusdb.d/50-eventd.sh"
+	bash "$RDB_ROOT/tools/mkguest.sh" --out "$out" --payload "$payload" \
+		--static "$RDB_HELPERS/seqsrv" >&2 ||
+		{ rm -rf "$payload"; rdb_log "guest build failed"; return 1; }
+	rm -rf "$payload"
+	export CL_GUEST=$out
 }
 
 lv_test_require() {
@@ -177,6 +221,14 @@ lv_test_require() {
 	done
 	[ -x "$RDB_HELPERS/seqsrv" ] || rdb_fail "build/helpers missing (make all)"
 	[ -f "$RDB_ROOT/build/guest/vmlinuz" ] || rdb_build_guest
+	LV_QEMU_USER=${LV_QEMU_USER:-libvirt-qemu}
+	if [ "$LV_QEMU_USER" = root ]; then
+		CL_QEMU_GROUP=
+	else
+		CL_QEMU_GROUP=$(getent group libvirt-qemu | cut -d: -f3)
+		CL_QEMU_GROUP=${CL_QEMU_GROUP:-64055}
+	fi
+	export CL_QEMU_GROUP LV_QEMU_USER
 }
 
 ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }

@@ -534,6 +534,70 @@ static void backup_refused(const char *extra, const char *msg)
 	free(line);
 }
 
+/* --event-port: the failover event port through the command line, in
+ * the metadata, in the VM config (event_port), undone by unenroll; on the
+ * backup its chardev goes (the restore adds its own), the port stays */
+static void test_enroll_event_port(void **state)
+{
+	struct rdb_enroll_params p = params;
+	char err[512] = "", *x, *back = NULL, *norm = NULL;
+	struct rdb_domxml_vm vm;
+	struct rdb_strlist a, b;
+	char id[64];
+	static const char line[] =
+		"/opt/q -machine pc-i440fx-10.0,memory-backend=pc.ram -m 256 "
+		"-chardev socket,id=rdbevent,path=/run/remusdb/db1.event,server=on,wait=off "
+		"-device '{\"driver\":\"virtio-serial-pci\",\"id\":\"rdbvser\",\"bus\":\"pci.0\",\"addr\":\"0x6\"}' "
+		"-device '{\"driver\":\"virtserialport\",\"bus\":\"rdbvser.0\",\"chardev\":\"rdbevent\",\"name\":\"org.remusdb.0\"}'";
+
+	x = enrolled(plain, &params);	/* without: none of it */
+	assert_null(strstr(x, "rdbevent"));
+	assert_int_equal(rdb_domxml_read(x, &vm, err, sizeof(err)), 0);
+	assert_string_equal(vm.event_socket, "");
+	free(x);
+
+	p.event_port = true;
+	x = enrolled(plain, &p);
+	has(x, "<remusdb:event socket=\"/run/remusdb/db1.event\"/>");
+	has(x, "&quot;mac&quot;:&quot;52:54:00:6b:3c:01&quot;,&quot;id&quot;:&quot;rdbnic0&quot;,"
+	       "&quot;bus&quot;:&quot;pci.0&quot;,&quot;addr&quot;:&quot;0x3&quot;}\"/>\n"
+	       "    <qemu:arg value=\"-chardev\"/>\n"
+	       "    <qemu:arg value=\"socket,id=rdbevent,path=/run/remusdb/db1.event,server=on,wait=off\"/>\n"
+	       /* a slot none of the domain's devices has (0x3: the NIC,
+		* 0x4: the disk; 0x2 the VGA...), in JSON as libvirt's */
+	       "    <qemu:arg value=\"-device\"/>\n"
+	       "    <qemu:arg value=\"{&quot;driver&quot;:&quot;virtio-serial-pci&quot;,&quot;id&quot;:&quot;rdbvser&quot;,"
+	       "&quot;bus&quot;:&quot;pci.0&quot;,&quot;addr&quot;:&quot;0x6&quot;}\"/>\n"
+	       "    <qemu:arg value=\"-device\"/>\n"
+	       "    <qemu:arg value=\"{&quot;driver&quot;:&quot;virtserialport&quot;,&quot;bus&quot;:&quot;rdbvser.0&quot;,"
+	       "&quot;chardev&quot;:&quot;rdbevent&quot;,&quot;name&quot;:&quot;org.remusdb.0&quot;}\"/>\n"
+	       "  </qemu:commandline>");
+	free(x);
+	/* no addresses at all: the disk 0x3, the NIC 0x4, the port 0x5 */
+	x = enrolled(bare, &p);
+	has(x, "&quot;driver&quot;:&quot;virtio-serial-pci&quot;,&quot;id&quot;:&quot;rdbvser&quot;,"
+	       "&quot;bus&quot;:&quot;pci.0&quot;,&quot;addr&quot;:&quot;0x5&quot;}");
+	free(x);
+	x = enrolled(plain, &p);
+	assert_int_equal(rdb_domxml_read(x, &vm, err, sizeof(err)), 0);
+	assert_string_equal(vm.event_socket, "/run/remusdb/db1.event");
+	assert_int_equal(rdb_domxml_unenroll(x, &back, err, sizeof(err)), 0);
+	assert_int_equal(rdb_domxml_normalize(plain, &norm, err, sizeof(err)), 0);
+	assert_string_equal(back, norm);
+	free(x);
+	free(back);
+	free(norm);
+
+	assert_int_equal(rdb_qemuargv_split(line, &a, err, sizeof(err)), 0);
+	assert_int_equal(rdb_qemuargv_for_backup(&a, NULL, &b, id, sizeof(id), err,
+						 sizeof(err)), 0);
+	assert_false(any(&b, "rdbevent,path") || in(&b, "-chardev", NULL));
+	assert_true(any(&b, "\"driver\":\"virtio-serial-pci\",\"id\":\"rdbvser\""));
+	assert_true(any(&b, "\"chardev\":\"rdbevent\",\"name\":\"org.remusdb.0\""));
+	rdb_qemuargv_free(&a);
+	rdb_qemuargv_free(&b);
+}
+
 static void test_backup_args_refusals(void **state)
 {
 	struct rdb_strlist a, b;
@@ -568,6 +632,7 @@ int main(void)
 		cmocka_unit_test(test_backup_args),
 		cmocka_unit_test(test_backup_args_enrolled_disk),
 		cmocka_unit_test(test_backup_args_refusals),
+		cmocka_unit_test(test_enroll_event_port),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

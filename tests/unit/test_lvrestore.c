@@ -95,6 +95,27 @@ static void test_restore_xml_refusals(void **state)
 	free(mb);
 }
 
+/* a VM with event_port: its domain must carry the port on this host's
+ * socket (enroll --event-port), or the restore is refused and remusdbd
+ * restores into its own QEMU */
+static void test_restore_xml_event_port(void **state)
+{
+	struct rdb_lvrestore ev = r;
+	const char *at = strstr(enrolled, "  </qemu:commandline>");
+	char *with = malloc(sizeof(enrolled) + 256), err[256] = "", *x = NULL;
+
+	ev.event = "/run/remusdb/vm1.event";
+	refused(&ev, enrolled, -EINVAL, "enroll it with --event-port");
+	sprintf(with, "%.*s    <qemu:arg value='-chardev'/>\n"
+		"    <qemu:arg value='socket,id=rdbevent,path=/run/remusdb/vm1.event,"
+		"server=on,wait=off'/>\n%s", (int)(at - enrolled), enrolled, at);
+	assert_int_equal(rdb_lvrestore_xml(&ev, with, &x, err, sizeof(err)), 0);
+	free(x);
+	ev.event = "/srv/rdb/vm1.event";
+	refused(&ev, with, -EINVAL, "/srv/rdb/vm1.event");
+	free(with);
+}
+
 /* a path with a quote goes into the attribute escaped */
 static void test_restore_xml_escapes(void **state)
 {
@@ -112,6 +133,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_restore_xml),
 		cmocka_unit_test(test_restore_xml_refusals),
+		cmocka_unit_test(test_restore_xml_event_port),
 		cmocka_unit_test(test_restore_xml_escapes),
 	};
 

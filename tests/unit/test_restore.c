@@ -6,9 +6,12 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "qemu/launch.h"
@@ -364,6 +367,52 @@ static void test_spawn_on_cpus(void **state)
 	assert_int_equal(p.pid, -1);
 }
 
+static void *parked(void *arg)
+{
+	int *stop = arg;
+
+	while (!__atomic_load_n(stop, __ATOMIC_ACQUIRE))
+		usleep(1000);
+	return NULL;
+}
+
+/* A QEMU libvirt started is placed after the fact: every thread of it
+ * (here: this process, two threads), and a thread it starts later
+ * inherits the placement. */
+static void test_place_running(void **state)
+{
+	cpu_set_t orig, want, got, none;
+	pthread_t t1, t2;
+	int stop = 0, cpu = -1;
+
+	assert_int_equal(sched_getaffinity(0, sizeof(orig), &orig), 0);
+	for (int c = 0; c < CPU_SETSIZE && cpu < 0; c++)
+		if (CPU_ISSET(c, &orig))
+			cpu = c;		/* the first CPU we may use */
+	CPU_ZERO(&want);
+	CPU_SET(cpu, &want);
+	assert_int_equal(pthread_create(&t1, NULL, parked, &stop), 0);
+
+	assert_true(rdb_qemu_place(getpid(), &want) >= 2);
+	assert_int_equal(pthread_getaffinity_np(t1, sizeof(got), &got), 0);
+	assert_true(CPU_EQUAL(&got, &want));
+	assert_int_equal(sched_getaffinity(0, sizeof(got), &got), 0);
+	assert_true(CPU_EQUAL(&got, &want));
+	assert_int_equal(pthread_create(&t2, NULL, parked, &stop), 0);
+	assert_int_equal(pthread_getaffinity_np(t2, sizeof(got), &got), 0);
+	assert_true(CPU_EQUAL(&got, &want));
+
+	/* refused (no CPU), and a process that is gone */
+	CPU_ZERO(&none);
+	assert_int_equal(rdb_qemu_place(getpid(), &none), -EINVAL);
+	assert_int_equal(rdb_qemu_place(0x7ffffff0, &want), -ENOENT);
+
+	__atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
+	pthread_join(t1, NULL);
+	pthread_join(t2, NULL);
+	assert_true(rdb_qemu_place(getpid(), &orig) >= 1);
+}
+
 static void test_spawn_and_kill(void **state)
 {
 	char *sleeper[] = { "sleep", "30", NULL };
@@ -425,6 +474,7 @@ int main(void)
 		cmocka_unit_test(test_restore_argv),
 		cmocka_unit_test(test_spawn_and_kill),
 		cmocka_unit_test(test_spawn_on_cpus),
+		cmocka_unit_test(test_place_running),
 		cmocka_unit_test(test_watchdog_trips_only_when_armed_and_late),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

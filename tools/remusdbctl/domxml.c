@@ -243,14 +243,16 @@ static xmlNodePtr new_after(xmlNodePtr parent, const char *name,
 
 /* ---- enroll ---- */
 
-/* A PCI slot on bus 0 no <address> of the domain uses (nor TAKEN),
- * from 0x03 on. */
-static int free_slot(xmlNodePtr devices, int taken)
+/* A PCI slot on bus 0 no <address> of the domain uses (nor TAKEN nor
+ * TAKEN2), from 0x03 on. */
+static int free_slot(xmlNodePtr devices, int taken, int taken2)
 {
 	bool used[32] = { false };
 
 	if (taken >= 0 && taken < 32)
 		used[taken] = true;
+	if (taken2 >= 0 && taken2 < 32)
+		used[taken2] = true;
 	for (xmlNodePtr d = devices->children; d; d = d->next) {
 		xmlNodePtr a = rdb_dx_child(d, "address", NULL);
 		char bus[16], slot[16];
@@ -322,7 +324,7 @@ static int pci_place(xmlNodePtr root, xmlNodePtr devices, xmlNodePtr dev,
 		return 0;
 	}
 	{
-		int s = free_slot(devices, taken);
+		int s = free_slot(devices, taken, -1);
 
 		if (s < 0 || strstr(machine, "q35")) {
 			rdb_dx_seterr(err, errlen, "%s has no PCI address: define the "
@@ -555,7 +557,9 @@ int rdb_domxml_enroll(const char *xml, const struct rdb_enroll_params *p,
 						  "uuid", "name" };
 	static const char *const features_after[] = { "idmap", "os" };
 	char name[128], image[1024] = "", dtype[32], added[128] = "";
-	char qmp[108], wd[108], net[108], dsk[108], buf[600], orig_emu[1024];
+	char qmp[108], wd[108], net[108], dsk[108], ev[108], buf[600];
+	char orig_emu[1024], machine[64] = "";
+	int ev_slot = -1;
 	xmlNodePtr root, devices, disk = NULL, iface = NULL, meta, m, undo;
 	xmlNodePtr metadata, features, cmdline, emulator;
 	xmlNsPtr rns, qns;
@@ -646,8 +650,27 @@ int rdb_domxml_enroll(const char *xml, const struct rdb_enroll_params *p,
 		rc = sock_path(net, sizeof(net), p->run_dir, name, "net", err, errlen);
 	if (rc == 0)
 		rc = sock_path(dsk, sizeof(dsk), p->run_dir, name, "disk", err, errlen);
+	if (rc == 0)
+		rc = sock_path(ev, sizeof(ev), p->run_dir, name, "event", err, errlen);
 	if (rc < 0)
 		goto out;
+	rdb_dx_attr(rdb_dx_child(rdb_dx_child(root, "os", NULL), "type", NULL),
+		    "machine", machine, sizeof(machine));
+	if (p->event_port) {
+		/* the port's controller: a slot on bus 0 that nothing of the
+		 * domain's uses, nor the disk or the NIC where enroll put
+		 * them (their elements are still among the devices here) */
+		bool nic0 = !strcmp(nic.bus, "pci.0") || !strcmp(nic.bus, "pcie.0");
+
+		ev_slot = free_slot(devices, disk_slot,
+				    nic0 ? (int)strtoul(nic.addr, NULL, 16) : -1);
+		if (ev_slot < 0) {
+			rdb_dx_seterr(err, errlen, "domain %s has no free PCI slot on "
+			       "bus 0 for the failover event port", name);
+			rc = -ENOTSUP;
+			goto out;
+		}
+	}
 
 	/* Checked: from here on the tree changes. */
 	rc = -ENOMEM;
@@ -685,6 +708,11 @@ int rdb_domxml_enroll(const char *xml, const struct rdb_enroll_params *p,
 			xmlNewProp(m, X("socket"), X(dsk));
 			xmlNewProp(m, X("image"), X(image));
 		}
+	}
+	if (p->event_port) {
+		m = xmlNewChild(meta, rns, X("event"), NULL);
+		if (m)
+			xmlNewProp(m, X("socket"), X(ev));
 	}
 	undo = xmlNewChild(meta, rns, X("undo"), NULL);
 	if (!undo)
@@ -785,6 +813,27 @@ int rdb_domxml_enroll(const char *xml, const struct rdb_enroll_params *p,
 		 nic.device, nic.mac, nic.bus, nic.addr,
 		 nic.boot[0] ? ",\"bootindex\":" : "", nic.boot);
 	add_arg(cmdline, qns, undo, rns, buf);
+	if (p->event_port) {
+		/* the chardev's id and the port's name are what a backup's
+		 * restore and the guest's remusdb-eventd look for */
+		add_arg(cmdline, qns, undo, rns, "-chardev");
+		snprintf(buf, sizeof(buf), "socket,id=rdbevent,path=%s,"
+			 "server=on,wait=off", ev);
+		add_arg(cmdline, qns, undo, rns, buf);
+		/* JSON, as libvirt's own devices: QEMU creates the devices
+		 * given in dotted form before those, and one without an
+		 * address would take a slot a later device of libvirt's
+		 * names (seen: the NIC's) */
+		add_arg(cmdline, qns, undo, rns, "-device");
+		snprintf(buf, sizeof(buf), "{\"driver\":\"virtio-serial-pci\","
+			 "\"id\":\"rdbvser\",\"bus\":\"%s\",\"addr\":\"0x%x\"}",
+			 strstr(machine, "q35") ? "pcie.0" : "pci.0", ev_slot);
+		add_arg(cmdline, qns, undo, rns, buf);
+		add_arg(cmdline, qns, undo, rns, "-device");
+		add_arg(cmdline, qns, undo, rns, "{\"driver\":\"virtserialport\","
+			"\"bus\":\"rdbvser.0\",\"chardev\":\"rdbevent\","
+			"\"name\":\"org.remusdb.0\"}");
+	}
 	if (added[0])
 		xmlNewProp(undo, X("added"), X(added + 1));
 	rc = rdb_dx_dump(doc, xml_out, err, errlen);

@@ -14,6 +14,10 @@
  *     <qemu:commandline> as -netdev stream (RUN_DIR/NAME.net) + -device,
  *     same model, MAC and PCI slot (libvirt has no native type for it);
  *   - two private QMP sockets for remusdbd (RUN_DIR/NAME.qmp, NAME.wd.qmp);
+ *   - with event_port: the failover event port (commit protection's):
+ *     a virtio-serial controller and port org.remusdb.0 on chardev
+ *     rdbevent, a socket QEMU serves at RUN_DIR/NAME.event (where a
+ *     backup's remusdbd looks for it after a restore);
  *   - -L firmware directories; <emulator> = the patched QEMU;
  *     <features><acpi/> (libvirt 9.0 passes -no-acpi otherwise, which
  *     QEMU 9+ refuses);
@@ -39,6 +43,7 @@ struct rdb_enroll_params {
 					 * the interface's own <target dev> */
 	const char *const *firmware_dirs;	/* -L, in this order */
 	size_t nfirmware;
+	bool event_port;		/* add the failover event port */
 };
 
 /* What an enrolled domain tells remusdbd (rdb_domxml_read). */
@@ -48,6 +53,7 @@ struct rdb_domxml_vm {
 	char qmp[108], watchdog_qmp[108], net_socket[108], disk_socket[108];
 	char disk[1024];		/* "" = no disk */
 	char tap[16], mac[18];
+	char event_socket[108];		/* "" = no failover event port */
 };
 
 /*

@@ -264,6 +264,11 @@ int rdb_domxml_read(const char *xml, struct rdb_domxml_vm *vm, char *err,
 	if (rc == 0 && d)
 		rc = copy_attr(d, "image", vm->disk, sizeof(vm->disk),
 			       "the disk image", err, errlen);
+	d = rdb_dx_child(meta, "event", RDB_DOMXML_NS);
+	if (rc == 0 && d)
+		rc = copy_attr(d, "socket", vm->event_socket,
+			       sizeof(vm->event_socket),
+			       "the failover event port's socket", err, errlen);
 	xmlFreeDoc(doc);
 	return rc;
 }

@@ -300,6 +300,8 @@ int rdb_qemuargv_for_backup(const struct rdb_strlist *in, const char *disk_socke
 			prop(v, "id", a, sizeof(a));
 			if (ids_has(&drop_chr, a))
 				continue;
+			if (!strcmp(a, "rdbevent"))
+				continue;	/* the restore adds the backup's */
 			/* the device stays; nothing is behind it on the backup */
 			snprintf(buf, sizeof(buf), "null,id=%s", a);
 			rc = push(out, arg, strlen(arg));

@@ -43,7 +43,7 @@ static void usage(FILE *f)
 		"                                  this host (to its old primary: a resync);\n"
 		"                                  else the running enrolled libvirt domain\n"
 		"  enroll DOMAIN [--yes] [--connect URI] [--tap NAME] [--emulator PATH]\n"
-		"         [--run-dir DIR] [--firmware-dir DIR]...\n"
+		"         [--run-dir DIR] [--firmware-dir DIR]... [--event-port]\n"
 		"                                  rewrite a defined libvirt domain so that\n"
 		"                                  remusdbd can protect it (diff, y/N)\n"
 		"  unenroll DOMAIN [--yes] [--connect URI]\n"
@@ -336,7 +336,7 @@ static bool on_path(const char *cmdname, char *buf, size_t len)
 
 /*
  * enroll DOMAIN [--yes] [--connect URI] [--tap NAME] [--emulator PATH]
- *        [--run-dir DIR] [--firmware-dir DIR]...
+ *        [--run-dir DIR] [--firmware-dir DIR]... [--event-port]
  * The run_dir and the emulator default to what remusdbd on this host uses
  * (its run_dir, its qemu_binary: the QEMU it restores VMs with).
  */
@@ -364,6 +364,8 @@ static int do_enroll(bool enroll, int argc, char **argv)
 		}
 		if (!strcmp(a, "--yes"))
 			yes = true;
+		else if (enroll && !strcmp(a, "--event-port"))
+			p.event_port = true;
 		else if (!strcmp(a, "--connect"))
 			uri = argv[++i];
 		else if (val && !strcmp(a, "--tap"))

@@ -283,6 +283,8 @@ int rdb_virt_vm_config(const char *uri, const char *name,
 		rc = set(c, "disk_socket", vm.disk_socket, err, errlen);
 	if (rc == 0 && vm.disk[0])
 		rc = set(c, "disk_id", disk_id, err, errlen);
+	if (rc == 0 && vm.event_socket[0])
+		rc = set(c, "event_port", "true", err, errlen);
 	/* ram_mb only when it is whole MiB (0: from the stream) */
 	snprintf(num, sizeof(num), "%llu", vm.memory_kib % 1024 ? 0ull :
 		 (unsigned long long)(vm.memory_kib / 1024));
