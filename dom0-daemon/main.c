@@ -177,6 +177,28 @@ static int ctl_unprotect(void *opaque, json_t *req, json_t **reply_out)
 	return rc;
 }
 
+static int ctl_detach(void *opaque, json_t *req, json_t **reply_out)
+{
+	struct rdb_vm *vm = vm_arg(opaque, req, reply_out);
+	bool force = json_is_true(json_object_get(json_object_get(req, "args"),
+						  "force"));
+	char msg[600] = "";
+	int rc;
+
+	if (!vm)
+		return -ENOENT;
+	if (vm->role != RDB_ROLE_PRIMARY) {
+		*reply_out = json_string("detach is for a VM attached on this host "
+					 "(this host backs it up: unprotect it on "
+					 "its primary's host)");
+		return -EINVAL;
+	}
+	rc = rdb_primary_detach(vm, force, msg, sizeof(msg));
+	if (rc < 0)
+		*reply_out = json_string(msg[0] ? msg : strerror(-rc));
+	return rc;
+}
+
 static int ctl_migrate(void *opaque, json_t *req, json_t **reply_out)
 {
 	struct rdb_vm *vm = vm_arg(opaque, req, reply_out);
@@ -316,6 +338,7 @@ static const struct rdb_ctl_handler handlers[] = {
 	{ "reprotect", ctl_reprotect },
 	{ "attach", ctl_attach },
 	{ "unprotect", ctl_unprotect },
+	{ "detach", ctl_detach },
 	{ "failover", ctl_failover },
 	{ "migrate", ctl_migrate },
 	{ "inject", ctl_inject },

@@ -2470,6 +2470,52 @@ int rdb_primary_unprotect(struct rdb_vm *vm, bool force, char *msg,
 	return 0;
 }
 
+int rdb_primary_detach(struct rdb_vm *vm, bool force, char *msg,
+		       size_t msglen)
+{
+	struct rdb_primary *p = vm->pri;
+	char name[sizeof(vm->name)], was[32];
+	bool qemu_on;
+
+	if (!p)
+		return -ENOENT;
+	switch (vm->state) {
+	case RDB_VM_UNPROTECTED:
+	case RDB_VM_DEGRADED:
+	case RDB_VM_FENCED:
+	case RDB_VM_FAILED:
+	case RDB_VM_MIGRATED:
+		if (!p->registering && !p->colo_active && !p->deciding &&
+		    !p->ho_preparing && !p->ho_sent)
+			break;
+		/* fall through */
+	default:
+		snprintf(msg, msglen, "%s is %s: `remusdbctl unprotect %s` first",
+			 vm->name, rdb_vm_state_name(vm->state), vm->name);
+		return -EBUSY;
+	}
+	qemu_on = (p->has_disk && rdb_disk_connected(&p->disk)) ||
+		  rdb_nic_connected(&p->nic);
+	if (qemu_on && !force) {
+		snprintf(msg, msglen, "%s's QEMU still uses the %s remusdbd serves: "
+			 "shut the VM down first (virsh shutdown %s), or --force "
+			 "(its disk and network then fail under it)", vm->name,
+			 p->has_disk ? "disk and NIC" : "NIC", vm->name);
+		return -EBUSY;
+	}
+	snprintf(name, sizeof(name), "%s", vm->name);
+	snprintf(was, sizeof(was), "%s", rdb_vm_state_name(vm->state));
+	rdb_primary_teardown(vm);
+	rdb_vm_free(vm);
+	if (qemu_on)
+		LOGVM(WARN, name, "detached (was %s) with --force: its QEMU, still "
+		      "connected, lost its disk and NIC", was);
+	else
+		LOGVM(INFO, name, "detached (was %s): its disk and NIC are no "
+		      "longer served", was);
+	return 0;
+}
+
 void rdb_primary_teardown(struct rdb_vm *vm)
 {
 	struct rdb_primary *p = vm->pri;

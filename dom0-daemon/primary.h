@@ -62,6 +62,15 @@ int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 int rdb_primary_migrate(struct rdb_vm *vm, char *msg, size_t msglen);
 int rdb_primary_unprotect(struct rdb_vm *vm, bool force, char *msg,
 			  size_t msglen);
+/*
+ * detach NAME: this daemon forgets an attached VM that is not protected
+ * (its disk and NIC no longer served; the VM entry freed).  Refused while
+ * a protection is under way (unprotect first) and, without force, while
+ * its QEMU is still connected to the disk or NIC (shut the VM down
+ * first).  0: vm is freed.  msg: why not.
+ */
+int rdb_primary_detach(struct rdb_vm *vm, bool force, char *msg,
+		       size_t msglen);
 /* Frees everything; idempotent on vm->pri == NULL. */
 void rdb_primary_teardown(struct rdb_vm *vm);
 void rdb_primary_status(const struct rdb_vm *vm, json_t *o);

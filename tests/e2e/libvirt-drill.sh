@@ -10,7 +10,9 @@
 #   - enroll without a terminal and without --yes is refused, nothing changes;
 #   - enroll --yes; enroll again says so and changes nothing;
 #   - unenroll gives back `virsh dumpxml --inactive` byte for byte; enroll again;
-#   - remusdbctl attach DOMAIN, virsh start, remusdbctl protect DOMAIN;
+#   - remusdbctl attach DOMAIN, detach (nothing uses it yet: remusdbd
+#     forgets it), attach again, virsh start (detach now refused: its QEMU
+#     uses the disk), remusdbctl protect DOMAIN (detach refused: protected);
 #   - the guest streams 1, 2, 3, ... to the client; the primary's power is
 #     pulled (libvirtd, its QEMU and remusdbd die with it);
 #   - the client's sequence is contiguous across the failover, on the same
@@ -92,14 +94,26 @@ echo "unenroll gave back the defined domain byte for byte ($(wc -c < "$CL_DIR/vm
 ctl_pri enroll vm1 --yes --tap vmtap0 >>"$CL_DIR/enroll.out" 2>&1 || rdb_fail "enroll again"
 uuid=$(virsh_pri domuuid vm1)
 
+# ---- attach, detach (nothing uses it yet), attach again ----
+ctl_pri attach vm1 peer=10.78.0.2:7788 || rdb_fail "attach vm1"
+cl_ctl pri detach vm1 || rdb_fail "detach of an attached VM no QEMU uses"
+[ "$(cl_ctl pri status --json | jq '.vms | length')" = 0 ] ||
+	rdb_fail "vm1 still known to remusdbd after detach"
+grep -q "vm=vm1: detached (was unprotected)" "$CL_DIR/pri/remusdbd.log" ||
+	rdb_fail "no log line for the detach"
+
 # ---- attach, start, protect ----
 ta=$(date +%s%N)
-ctl_pri attach vm1 peer=10.78.0.2:7788 || rdb_fail "attach vm1"
+ctl_pri attach vm1 peer=10.78.0.2:7788 || rdb_fail "attach vm1 again"
 virsh_pri start vm1 >/dev/null || rdb_fail "virsh start (see $LV/log/qemu/vm1.log)"
 start_ms=$(ms_since "$ta")
 wait_for 90 "the guest ready on its console" grep -q REMUSDB-GUEST-READY "$CL_DIR/pri/console.log" ||
 	rdb_fail "guest did not boot (see $CL_DIR/pri/console.log, $LV/log/qemu/vm1.log)"
 boot_ms=$(ms_since "$ta")
+cl_ctl pri detach vm1 >"$CL_DIR/detach-running.out" 2>&1 &&
+	rdb_fail "detach went ahead while the domain's QEMU uses the disk"
+grep -q "still uses the disk and NIC remusdbd serves: shut the VM down first" \
+	"$CL_DIR/detach-running.out" || rdb_fail "detach refused without the reason: $(cat "$CL_DIR/detach-running.out")"
 tp=$(date +%s%N)
 ctl_pri protect vm1 peer=10.78.0.2:7788 || rdb_fail "protect vm1"
 cl_ctl pri wait vm1 protected --timeout 90 || rdb_fail "the primary never protected vm1"
@@ -107,6 +121,10 @@ cl_ctl bak wait vm1 protected --timeout 10 || rdb_fail "the backup never had vm1
 protect_ms=$(ms_since "$tp")
 echo "enroll $enroll_ms ms, attach+start $start_ms ms, boot $boot_ms ms, protected after $protect_ms ms"
 virsh_pri domstate vm1 | grep -Eq "running|paused" || rdb_fail "libvirt lost its domain"
+cl_ctl pri detach vm1 --force >"$CL_DIR/detach-protected.out" 2>&1 &&
+	rdb_fail "detach --force went ahead on a protected VM"
+grep -q "is protected: .remusdbctl unprotect vm1. first" "$CL_DIR/detach-protected.out" ||
+	rdb_fail "detach of a protected VM refused without the reason: $(cat "$CL_DIR/detach-protected.out")"
 
 # ---- the power pull, with the client watching ----
 [ -n "$before_s" ] || before_s=$(awk -v r=$RANDOM 'BEGIN{printf "%.3f", 3 + (r % 4000) / 1000}')

@@ -58,6 +58,8 @@ static void usage(FILE *f)
 		"  unprotect NAME [--force]        stop protecting (on the primary's host);\n"
 		"                                  --force also ends a pending decision (runs\n"
 		"                                  the VM here) or resumes a fenced guest\n"
+		"  detach NAME [--force]           forget an attached, unprotected VM (its\n"
+		"                                  QEMU shut down, or --force)\n"
 		"  wait NAME STATE [--timeout S]   wait until the VM is in STATE\n"
 		"  inject NAME FAULT               fault injection for tests (stop-in-pause, ...)\n"
 		"  drill NAME [--timeout S] [--out FILE]\n"
@@ -993,6 +995,9 @@ int main(int argc, char **argv)
 		return do_named("failover", argc - 1, argv + 1, "failed over");
 	if (!strcmp(argv[0], "unprotect"))
 		return do_named("unprotect", argc - 1, argv + 1, "unprotected");
+	if (!strcmp(argv[0], "detach"))
+		return do_named("detach", argc - 1, argv + 1,
+				"detached (its disk and NIC no longer served)");
 	if (!strcmp(argv[0], "migrate") && argc >= 2)
 		return do_migrate(argc - 1, argv + 1);
 	if (!strcmp(argv[0], "wait"))
