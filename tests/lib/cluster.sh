@@ -176,7 +176,17 @@ cl_witness_get() {
 # cl_start_daemon pri|bak: (re)starts that host's remusdbd; its log is
 # appended to, so a restart keeps the history.
 cl_start_daemon() {
-	local side=$1
+	local side=$1 port ns
+	ns=$(netns_name "$CL_RUN" "$side")
+	port=$(sed -n 's/^listen = .*:\([0-9]*\)$/\1/p' "$CL_DIR/$side/remusdbd.conf")
+	# A daemon killed just before may still hold its replication port:
+	# its thread group leader shows as a zombie while another thread
+	# still tears down the (ASan-sized) address space, and the sockets
+	# close only after that.  Seen: "cannot listen for primaries on
+	# 10.78.0.1:7788: Address already in use" 0.4 s after the kill.
+	wait_for 10 "$side's replication port $port free" \
+		bash -c "[ -z \"\$(ip netns exec $ns ss -Hltn 'sport = :$port')\" ]" ||
+		return 1
 	rm -f "$CL_DIR/$side/ctl.sock"
 	ip netns exec "$(netns_name "$CL_RUN" "$side")" "$RDB_BUILD/remusdbd" \
 		-c "$CL_DIR/$side/remusdbd.conf" >>"$CL_DIR/$side/remusdbd.log" 2>&1 &
