@@ -4,13 +4,17 @@
 # QEMU's TCG (no KVM: Xen runs as a guest of the emulator, with SVM
 # emulated by `-cpu max`), plus a tiny PV domU for `xl create`.
 #
-#   tools/mkxenhost.sh [--out DIR]
+#   tools/mkxenhost.sh [--out DIR] [--debian-xen]
 #
-# --out DIR   default build/xenhost
+# --out DIR       default build/xenhost
+# --debian-xen    xen is Debian's hypervisor as packaged (no shadow
+#                 paging: PV guests cannot be live-migrated or Remus-ed)
 #
 # Output, in DIR (symbolic links into the cache):
-#   xen           the hypervisor, gunzipped: QEMU's multiboot loader (-kernel)
-#                 takes the 32-bit ELF, not Debian's xen-4.17-amd64.gz
+#   xen           the hypervisor, a 32-bit ELF (what QEMU's multiboot
+#                 loader, -kernel, takes): Debian's 4.17 source rebuilt
+#                 with shadow paging (XEN_SRC_VERSION below)
+#   xen-debian    Debian's xen-4.17-amd64.gz as installed, gunzipped
 #   vmlinuz       dom0's kernel (mkguest.sh's pinned Debian kernel)
 #   initrd.img    dom0's initramfs: busybox, loads virtio_blk + ext4,
 #                 mounts /dev/vda and switches to /sbin/remusdb-xen-init
@@ -29,9 +33,8 @@
 # /var/log/xen/console/), prints REMUSDB-XEN-DOM0-READY on hvc0 (Xen's
 # com1 console) and then, with remusdb.xen.smoke=1 on dom0's command
 # line, runs /usr/local/sbin/remusdb-xen-smoke (xl info, xl list,
-# xl create of the domU, xl save + xl restore, and tries xl migrate to
-# localhost and xl remus, which Debian's Xen cannot do for a PV guest:
-# docs/xen-host.md; REMUSDB-XEN-* lines).
+# xl create of the domU, xl save + xl restore, xl migrate to localhost,
+# xl remus to localhost and a failover to the backup; REMUSDB-XEN-* lines).
 # It ends in a root shell on hvc0.  tests/xen/boot-smoke.sh boots it.
 #
 # Pinned: Xen XEN_VERSION (bookworm-security's; the mirror keeps only the
@@ -40,7 +43,9 @@
 # tarball in ${REMUSDB_CACHE:-/var/cache/remusdb}/xen-dom0root-KEY (KEY:
 # suite, packages, XEN_VERSION, apt sources), the image in
 # xenhost-HASH (HASH: this script, the root's KEY, the kernel package,
-# busybox); a cached build is linked in at once.  First build: about
+# busybox), the rebuilt hypervisor in xen-shadow-KEY (the source version,
+# this script); a cached build is linked in at once.  The hypervisor
+# build: ~2 min (make -j2, niced).  First build: about
 # 1.5 min here (debootstrap from a fast mirror; the image alone, ~15 s),
 # ~350 MB in the cache (root tarball ~70 MB, image ~280 MB: dom0.img is
 # sparse, 1 GiB apparent).  Needs root, debootstrap, unshare, mkfs.ext4
@@ -56,6 +61,13 @@ SUITE=bookworm
 # minbase plus: what dom0's init and the smoke script run
 INCLUDE=busybox,kmod,iproute2,procps
 XEN_PKGS="xen-utils-4.17=$XEN_VERSION xen-hypervisor-4.17-amd64=$XEN_VERSION"
+# The hypervisor actually booted is rebuilt from Debian's source with
+# CONFIG_SHADOW_PAGING=y (Debian's config otherwise): Debian builds it
+# without shadow paging, and a PV guest's log-dirty mode -- which live
+# migration and Remus need -- is shadow paging.  The source is bookworm's
+# (deb-src, which keeps one version: the pin); the tools stay
+# XEN_VERSION's (same 4.17 interfaces).  --debian-xen boots Debian's own.
+XEN_SRC_VERSION=4.17.5+72-g01140da4e8-1
 # dom0's modules (dependencies from modinfo): the Xen back ends and
 # devices xl needs, loop and bridge for later disks and networks
 DOM0_MODULES="xen-evtchn xen-gntdev xen-gntalloc xen-privcmd xenfs xen-blkback xen-netback loop bridge"
@@ -67,14 +79,16 @@ DOM0_CMDLINE="console=hvc0 root=/dev/vda"
 
 here=$(cd "$(dirname "$0")" && pwd)
 out=$here/../build/xenhost
+shadow=1
 while [ $# -gt 0 ]; do
 	case $1 in
 	--out) out=$2; shift 2 ;;
+	--debian-xen) shadow=0; shift ;;
 	*) echo "mkxenhost: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
 [ "$(id -u)" = 0 ] || { echo "mkxenhost: needs root (debootstrap, chroot)" >&2; exit 1; }
-for t in debootstrap unshare mkfs.ext4 cpio zstd dpkg-deb modinfo depmod; do
+for t in debootstrap unshare mkfs.ext4 cpio zstd dpkg-deb dpkg-source modinfo depmod make gcc flex bison; do
 	command -v "$t" >/dev/null || { echo "mkxenhost: $t missing" >&2; exit 1; }
 done
 nice_() { nice -n 19 ionice -c3 "$@"; }
@@ -115,11 +129,11 @@ mirror=$(printf '%s\n' "$src_text" | awk '/^URIs:/ && $2 ~ /\/debian\/?$/ {print
 
 rootkey=$(printf '%s\n' "xenhost-root v1" "$SUITE" "$INCLUDE" "$XEN_PKGS" "$mirror" "$src_text" |
 	sha256sum | cut -c1-16)
-key=$( { cat "$0"; echo "$rootkey"; sha256sum < "$deb"; sha256sum < /bin/busybox; } |
+key=$( { cat "$0"; echo "$rootkey $shadow"; sha256sum < "$deb"; sha256sum < /bin/busybox; } |
 	sha256sum | cut -c1-16)
 entry=$cache/xenhost-$key
 rentry=$cache/xen-dom0root-$rootkey
-outputs="xen vmlinuz initrd.img dom0.img cmdline"
+outputs="xen xen-debian vmlinuz initrd.img dom0.img cmdline"
 mkdir -p "$out"
 if [ -f "$entry/.done" ]; then
 	touch "$entry/.used"
@@ -166,7 +180,36 @@ fi
 touch "$rentry/.used"
 exec 9>&-
 
-# ---- 2. the image ----
+# ---- 2. the hypervisor with shadow paging, cached ----
+# (key: the source and the configuration's root; "v1": the recipe below)
+sentry=$cache/xen-shadow-$(printf '%s\n' "xen-shadow v1" "$XEN_SRC_VERSION" "$rootkey" |
+	sha256sum | cut -c1-16)
+if [ $shadow = 1 ] && [ ! -f "$sentry/.done" ]; then
+	rm -rf "$sentry"
+	mkdir -p "$sentry"
+	src=$work/src
+	mkdir -p "$src"
+	echo "mkxenhost: building Xen $XEN_SRC_VERSION with shadow paging -> $sentry" >&2
+	(cd "$src" && timeout 600 apt-get source --download-only "xen=$XEN_SRC_VERSION" > "$work/src.log" 2>&1 &&
+	 timeout 600 nice -n 19 ionice -c3 dpkg-source -x xen_*.dsc x >> "$work/src.log" 2>&1) ||
+		{ echo "mkxenhost: no source of xen $XEN_SRC_VERSION (deb-src lines? tools/setup-deps.sh):" >&2
+		  tail -n 5 "$work/src.log" >&2; exit 1; }
+	# Debian's hypervisor configuration from the root, plus shadow paging
+	tar -C "$work" -I zstd -xf "$rentry/root.tar.zst" ./boot/xen-4.17-amd64.config
+	sed 's/^# CONFIG_SHADOW_PAGING is not set$/CONFIG_SHADOW_PAGING=y/' \
+		"$work/boot/xen-4.17-amd64.config" > "$src/x/xen/.config"
+	(timeout 300 nice -n 19 make -C "$src/x/xen" olddefconfig &&
+	 grep -qx 'CONFIG_SHADOW_PAGING=y' "$src/x/xen/.config" &&
+	 timeout 3600 nice -n 19 ionice -c3 make -C "$src/x/xen" -j2 XEN_BUILD_DATE=bookworm \
+		XEN_BUILD_HOST=remusdb XEN_WHOAMI=remusdb XEN_DOMAIN=mkxenhost) > "$work/make.log" 2>&1 ||
+		{ echo "mkxenhost: the hypervisor build failed:" >&2; tail -n 15 "$work/make.log" >&2; exit 1; }
+	cp "$src/x/xen/xen" "$sentry/xen"
+	cp "$src/x/xen/.config" "$sentry/config"
+	touch "$sentry/.done"
+	rm -rf "$src"
+fi
+
+# ---- 3. the image ----
 rm -rf "$entry"
 mkdir -p "$entry"
 root=$work/root
@@ -288,7 +331,9 @@ else
 fi
 xl list | sed 's/^/REMUSDB-XEN-XL-LIST: /'
 
-beats() { grep -c REMUSDB-DOMU-BEAT "$log"; }
+# the domU's console log: a migrated or failed-over domU was created as
+# smoke--incoming and logs there
+beats() { cat /var/log/xen/console/guest-smoke*.log 2>/dev/null | grep -c REMUSDB-DOMU-BEAT; }
 # alive: a new heartbeat within 20 s
 alive() {
 	n0=$(beats) i=0
@@ -312,34 +357,58 @@ if [ $fail = 0 ]; then
 	fi
 	rm -f /tmp/smoke.save
 fi
-# live migration to this host (xl runs "SSH HOST xl migrate-receive"; the
-# "ssh" here runs it locally) and Remus to /dev/null: both need log-dirty
-# mode, which for a PV guest needs shadow paging, and Debian's Xen is
-# built without it (CONFIG_SHADOW_PAGING unset): reported, not a failure
+# Live migration to this host (xl runs "SSH HOST xl migrate-receive"; the
+# "ssh" here runs it locally) and Remus to this host.  Both need log-dirty
+# mode, which for a PV guest is shadow paging: Debian's own hypervisor
+# (mkxenhost.sh --debian-xen) has none, and they report "unsupported".
+nologdirty() { grep -q 'Failed to enable logdirty' "$1"; }
 if [ $fail = 0 ] && ! grep -q 'remusdb.xen.migrate=0' /proc/cmdline; then
 	t=$(ms)
 	if timeout 300 xl migrate -s /usr/local/sbin/remusdb-localssh smoke localhost > /tmp/xl-migrate 2>&1; then
 		tm=$(ms)
 		alive && echo "REMUSDB-XEN-MIGRATE ok migrate_ms=$((tm - t))" ||
 			{ echo "REMUSDB-XEN-MIGRATE fail (no heartbeat after)"; fail=1; }
-	elif grep -q 'Failed to enable logdirty' /tmp/xl-migrate; then
+	elif nologdirty /tmp/xl-migrate; then
 		echo "REMUSDB-XEN-MIGRATE unsupported (no log-dirty for PV: $(grep -m1 'Failed to enable logdirty' /tmp/xl-migrate))"
 	else
 		echo "REMUSDB-XEN-MIGRATE fail"; fail=1
 		tail -n 8 /tmp/xl-migrate | sed 's/^/REMUSDB-XEN-XL-MIGRATE: /'
 	fi
-	rrc=0
-	timeout 60 xl remus -F -b -n -d -i 200 smoke localhost > /tmp/xl-remus 2>&1 || rrc=$?
-	if [ $rrc = 0 ]; then
-		echo "REMUSDB-XEN-REMUS ended"
-	elif grep -q 'Failed to enable logdirty' /tmp/xl-remus; then
-		echo "REMUSDB-XEN-REMUS unsupported (no log-dirty for PV)"
+	# Remus: checkpoints every 200 ms to a backup domU on this host
+	# (no network buffering, no disk: -F -n -d) for REMUS_SECS; then the
+	# primary dies (destroyed, and its xl remus killed, as when its host
+	# goes) and the backup must run on from the last checkpoint
+	REMUS_SECS=20
+	xl remus -F -n -d -i 200 -s /usr/local/sbin/remusdb-localssh smoke localhost > /tmp/xl-remus 2>&1 &
+	rpid=$!
+	t=$(ms) i=0
+	while kill -0 $rpid 2>/dev/null && [ $i -lt $((REMUS_SECS * 10)) ]; do sleep 0.1; i=$((i+1)); done
+	if ! kill -0 $rpid 2>/dev/null; then
+		if nologdirty /tmp/xl-remus; then
+			echo "REMUSDB-XEN-REMUS unsupported (no log-dirty for PV)"
+		else
+			echo "REMUSDB-XEN-REMUS fail (xl remus ended)"; fail=1
+			grep -v 'progress\|All records' /tmp/xl-remus | tail -n 8 | sed 's/^/REMUSDB-XEN-XL-REMUS: /'
+		fi
+		alive && echo "REMUSDB-XEN-DOMU-ALIVE ok" || { echo "REMUSDB-XEN-DOMU-ALIVE fail"; fail=1; }
 	else
-		echo "REMUSDB-XEN-REMUS fail rc=$rrc"
-		tail -n 8 /tmp/xl-remus | sed 's/^/REMUSDB-XEN-XL-REMUS: /'
+		cps=$(grep -c 'Domain now suspended' /tmp/xl-remus)
+		secs=$(( ($(ms) - t) / 1000 ))
+		xl list | sed 's/^/REMUSDB-XEN-XL-LIST: /'
+		n0=$(beats)
+		xl destroy "$(xl domid smoke)"
+		t=$(ms)
+		kill -9 $rpid
+		wait $rpid 2>/dev/null
+		i=0
+		while [ "$(beats)" -le "$n0" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
+		if [ "$(beats)" -gt "$n0" ]; then
+			echo "REMUSDB-XEN-REMUS ok checkpoints=$cps secs=$secs failover_ms=$(($(ms) - t))"
+		else
+			echo "REMUSDB-XEN-REMUS fail (no heartbeat from the backup in 30 s)"; fail=1
+			grep -v 'progress\|All records' /tmp/xl-remus | tail -n 8 | sed 's/^/REMUSDB-XEN-XL-REMUS: /'
+		fi
 	fi
-	# the failed attempts resume the domU
-	alive && echo "REMUSDB-XEN-DOMU-ALIVE ok" || { echo "REMUSDB-XEN-DOMU-ALIVE fail"; fail=1; }
 	xl list | sed 's/^/REMUSDB-XEN-XL-LIST: /'
 fi
 echo "REMUSDB-XEN-SMOKE-DONE rc=$fail"
@@ -424,7 +493,13 @@ chmod 755 "$ird/init"
 
 # ---- outputs ----
 cp "$kdir/boot/vmlinuz-$KVER" "$entry/vmlinuz"
-nice_ gzip -dc "$root/boot/xen-4.17-amd64.gz" > "$entry/xen"
+nice_ gzip -dc "$root/boot/xen-4.17-amd64.gz" > "$entry/xen-debian"
+if [ $shadow = 1 ]; then
+	touch "$sentry/.used"
+	cp "$sentry/xen" "$entry/xen"
+else
+	cp "$entry/xen-debian" "$entry/xen"
+fi
 printf 'XEN_CMDLINE="%s"\nDOM0_CMDLINE="%s"\n' "$XEN_CMDLINE" "$DOM0_CMDLINE" > "$entry/cmdline"
 # fixed UUID and hash seed; mtimes from the root
 nice_ mkfs.ext4 -q -F -L xenhost-dom0 -U 6c1a9c6e-5e4b-4b8e-9b6e-0d0e0a0b0c01 \
@@ -434,4 +509,5 @@ touch "$entry/.done" "$entry/.used"
 for f in $outputs; do ln -sfn "$entry/$f" "$out/$f"; done
 bash "$here/cache-prune.sh" "$cache" xenhost 2
 bash "$here/cache-prune.sh" "$cache" xen-dom0root 2
+bash "$here/cache-prune.sh" "$cache" xen-shadow 2
 echo "mkxenhost: $out (built in $(( $(date +%s) - t0 )) s, $entry, $(du -sh "$entry" | cut -f1))"

@@ -4,10 +4,14 @@
 #    REMUSDB-XEN-DOM0-READY (deadline XENHOST_DOM0_SECS, default 300);
 #  - in dom0 (remusdb-xen-smoke): xl info and xl list work, xl create of
 #    the PV domU gets its REMUSDB-DOMU-READY, xl save + xl restore keep
-#    it running (deadline XENHOST_SMOKE_SECS after dom0 is ready, default
-#    600).  xl migrate to localhost and xl remus are tried and reported:
-#    Debian's Xen has no log-dirty mode for PV guests (no shadow paging),
-#    so "unsupported" is the expected answer (XENHOST_MIGRATE=0 skips).
+#    it running, xl migrate to localhost keeps it running, xl remus to
+#    localhost checkpoints it for 20 s and after the primary is destroyed
+#    (and its xl remus killed) the backup runs on (deadline
+#    XENHOST_SMOKE_SECS after dom0 is ready, default 600).
+#    XENHOST_MIGRATE=0 skips migration and Remus.  XENHOST_DEBIAN_XEN=1
+#    boots Debian's own hypervisor (mkxenhost.sh --debian-xen): it has no
+#    log-dirty mode for PV guests, so migration and Remus must answer
+#    "unsupported" there.
 # Prints the measured times as one JSON object on stdout: seconds from
 # QEMU's start to Xen's banner, to dom0's kernel, to dom0 ready, to the
 # domU marker (host clock, console polled every 100 ms); xl create and
@@ -28,7 +32,9 @@ MEM=${XENHOST_MEM_MB:-1024}
 DOM0_SECS=${XENHOST_DOM0_SECS:-300}
 SMOKE_SECS=${XENHOST_SMOKE_SECS:-600}
 img=$PWD/build/xenhost
-timeout 3600 bash tools/mkxenhost.sh --out "$img" >&2 || rdb_fail "tools/mkxenhost.sh failed"
+mkargs=()
+[ "${XENHOST_DEBIAN_XEN:-0}" = 1 ] && { img=$PWD/build/xenhost-debian; mkargs=(--debian-xen); }
+timeout 3600 bash tools/mkxenhost.sh --out "$img" "${mkargs[@]}" >&2 || rdb_fail "tools/mkxenhost.sh failed"
 . "$img/cmdline"	# XEN_CMDLINE, DOM0_CMDLINE
 extra="remusdb.xen.smoke=1"
 [ "${XENHOST_MIGRATE:-1}" = 0 ] && extra="$extra remusdb.xen.migrate=0"
@@ -64,7 +70,7 @@ qpid=$!
 rdb_log "QEMU $qpid (TCG, -cpu max, -m $MEM): console $con"
 
 declare -A at=()
-marks="xen:(XEN) Xen version|dom0_kernel:Building a PV Dom0|dom0_init:REMUSDB-XEN-INIT|dom0_ready:REMUSDB-XEN-DOM0-READY|domu_ready:REMUSDB-XEN-DOMU-READY|saverestore:REMUSDB-XEN-SAVE-RESTORE|migrate:REMUSDB-XEN-MIGRATE|done:REMUSDB-XEN-SMOKE-DONE"
+marks="xen:(XEN) Xen version|dom0_kernel:Building a PV Dom0|dom0_init:REMUSDB-XEN-INIT|dom0_ready:REMUSDB-XEN-DOM0-READY|domu_ready:REMUSDB-XEN-DOMU-READY|saverestore:REMUSDB-XEN-SAVE-RESTORE|migrate:REMUSDB-XEN-MIGRATE|remus:REMUSDB-XEN-REMUS|done:REMUSDB-XEN-SMOKE-DONE"
 rss_peak=0
 # poll_until NAME SECONDS: note when each marker first shows up; 0 once
 # NAME's has, 1 at the deadline or if QEMU ended
@@ -104,6 +110,12 @@ rc=$(field REMUSDB-XEN-SMOKE-DONE rc)
 grep -q 'REMUSDB-XEN-XL-INFO ok' "$con" || ok=0
 grep -q 'REMUSDB-XEN-XL-LIST ok' "$con" || ok=0
 migrate_ms=$(field REMUSDB-XEN-MIGRATE migrate_ms)
+if [ "${XENHOST_MIGRATE:-1}" != 0 ]; then
+	want=ok
+	[ "${XENHOST_DEBIAN_XEN:-0}" = 1 ] && want=unsupported
+	grep -q "REMUSDB-XEN-MIGRATE $want" "$con" || ok=0
+	grep -q "REMUSDB-XEN-REMUS $want" "$con" || ok=0
+fi
 word() {	# word MARKER: the word after MARKER on its first line, quoted
 	local w
 	w=$(sed -n "s/.*$1 \([a-z]*\).*/\1/p" "$con" 2>/dev/null | head -n 1)
@@ -117,7 +129,9 @@ cat <<EOJ
  "xl_create_ms": $(field REMUSDB-XEN-DOMU-READY create_ms), "xl_create_to_domu_ready_ms": $(field REMUSDB-XEN-DOMU-READY ready_ms),
  "xl_save_ms": $(field REMUSDB-XEN-SAVE-RESTORE save_ms), "xl_restore_ms": $(field REMUSDB-XEN-SAVE-RESTORE restore_ms),
  "xl_migrate_localhost": $(word REMUSDB-XEN-MIGRATE), "xl_migrate_localhost_ms": $migrate_ms,
- "xl_remus_blackhole": $(word REMUSDB-XEN-REMUS)}
+ "xl_remus_localhost": $(word REMUSDB-XEN-REMUS), "remus_checkpoints": $(field REMUSDB-XEN-REMUS checkpoints),
+ "remus_secs": $(field REMUSDB-XEN-REMUS secs), "remus_failover_ms": $(field REMUSDB-XEN-REMUS failover_ms),
+ "hypervisor": "$([ "${XENHOST_DEBIAN_XEN:-0}" = 1 ] && echo debian || echo shadow-rebuild)"}
 EOJ
 grep -E 'REMUSDB-XEN-[A-Z-]+' "$con" | grep -v 'XL-INFO:\|XL-LIST:' | sed 's/^/  /' | tr -d '\r' >&2
 [ $ok = 1 ] || { rdb_log "FAIL: see $con"; tail -n 30 "$con" | tr -d '\r' >&2; exit 1; }
