@@ -26,6 +26,10 @@
 #                   make deb, then install them in a clean Debian root,
 #                   boot it with systemd and run the unit there; DKMS
 #                   builds remusdb.ko for the guest's kernel
+#   make xenhost    the Xen test host (Xen 4.17 + a PV dom0, for QEMU's
+#                   TCG) -> build/xenhost/ (tools/mkxenhost.sh, cached)
+#   make check-xen  boot it under QEMU, xl create a PV domU; times as JSON
+#                   (tests/xen/boot-smoke.sh, docs/xen-host.md)
 #
 # Conventions: every .c under dom0-daemon/ and hypervisor/ except main files
 # goes into librdb.a.  A unit test is tests/unit/test_NAME.c; a line
@@ -75,7 +79,7 @@ KMOD_KDIR := /usr/src/linux-headers-$(KMOD_KVER)
 WORKLOAD_BINS := build/workload/ledger
 
 .PHONY: all setup qemu guest check unit e2e demo drill drill-pg bench fuzz clean kmod dbms man \
-	deb check-packaging
+	deb check-packaging xenhost check-xen
 
 all: $(B)/remusdbd $(B)/remusdbctl $(HELPER_BINS) $(BENCH_BINS) $(WORKLOAD_BINS) build/dbms/fakekmod.so \
 	build/harness/crashfs
@@ -222,6 +226,13 @@ deb: setup
 # a container there (tests/run-packaging.sh)
 check-packaging: deb
 	bash tests/run-packaging.sh
+
+# Xen 4.17 with a PV dom0 under QEMU's TCG (docs/xen-host.md)
+xenhost:
+	bash tools/mkxenhost.sh
+
+check-xen:
+	bash tests/xen/boot-smoke.sh
 
 clean:
 	rm -rf build

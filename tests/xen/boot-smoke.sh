@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Boot the Xen test host (tools/mkxenhost.sh) under QEMU's TCG and check:
+#  - Xen 4.17 boots and starts the PV dom0, whose init prints
+#    REMUSDB-XEN-DOM0-READY (deadline XENHOST_DOM0_SECS, default 300);
+#  - in dom0 (remusdb-xen-smoke): xl info and xl list work, xl create of
+#    the PV domU gets its REMUSDB-DOMU-READY, xl save + xl restore keep
+#    it running, xl migrate to localhost keeps it running, xl remus to
+#    localhost checkpoints it for 20 s and after the primary is destroyed
+#    (and its xl remus killed) the backup runs on (deadline
+#    XENHOST_SMOKE_SECS after dom0 is ready, default 600).
+#    XENHOST_MIGRATE=0 skips migration and Remus.  XENHOST_DEBIAN_XEN=1
+#    boots Debian's own hypervisor (mkxenhost.sh --debian-xen): it has no
+#    log-dirty mode for PV guests, so migration and Remus must answer
+#    "unsupported" there.
+# Prints the measured times as one JSON object on stdout: seconds from
+# QEMU's start to Xen's banner, to dom0's kernel, to dom0 ready, to the
+# domU marker (host clock, console polled every 100 ms); xl create and
+# xl migrate as dom0 measured them; QEMU's peak RSS.
+# One QEMU, 1 vCPU (-smp 1), niced; XENHOST_MEM_MB (default 1024) of RAM.
+# The console is kept in build/xenhost-smoke/console.log; the serial is
+# also a socket there (console.sock) while QEMU runs.
+# Exit 0 pass, 1 fail, 77 skipped.
+set -u
+cd "$(dirname "$0")/../.."
+. tests/lib/common.sh
+rdb_require_root
+for t in debootstrap unshare mkfs.ext4 cpio zstd; do
+	command -v "$t" >/dev/null || rdb_skip "$t (make setup)"
+done
+
+MEM=${XENHOST_MEM_MB:-1024}
+DOM0_SECS=${XENHOST_DOM0_SECS:-300}
+SMOKE_SECS=${XENHOST_SMOKE_SECS:-600}
+img=$PWD/build/xenhost
+mkargs=()
+[ "${XENHOST_DEBIAN_XEN:-0}" = 1 ] && { img=$PWD/build/xenhost-debian; mkargs=(--debian-xen); }
+timeout 3600 bash tools/mkxenhost.sh --out "$img" "${mkargs[@]}" >&2 || rdb_fail "tools/mkxenhost.sh failed"
+. "$img/cmdline"	# XEN_CMDLINE, DOM0_CMDLINE
+extra="remusdb.xen.smoke=1"
+[ "${XENHOST_MIGRATE:-1}" = 0 ] && extra="$extra remusdb.xen.migrate=0"
+
+d=$PWD/build/xenhost-smoke
+mkdir -p "$d"
+con=$d/console.log sock=$d/console.sock
+rm -f "$con" "$sock"
+qpid=
+cleanup() {
+	if [ -n "$qpid" ] && kill -0 "$qpid" 2>/dev/null; then
+		kill "$qpid" 2>/dev/null
+		wait_pid 10 "$qpid" >/dev/null 2>&1
+	fi
+	rm -f "$sock"
+}
+trap cleanup EXIT
+
+# QEMU's multiboot loader: -kernel the (ELF32) hypervisor, -initrd the
+# modules "FILE ARGS" separated by commas (a comma in ARGS is ",,").
+t0=$(date +%s%N)
+nice -n 19 ionice -c3 "$RDB_QEMU" \
+	-L "$RDB_QEMU_DIR/pc-bios" -L /usr/share/seabios -L /usr/share/qemu \
+	-accel tcg -machine pc -cpu max -smp 1 -m "$MEM" \
+	-display none -monitor none -nic none -no-reboot \
+	-chardev "socket,id=con,path=$sock,server=on,wait=off,logfile=$con" \
+	-serial chardev:con \
+	-drive "file=$img/dom0.img,if=virtio,format=raw,snapshot=on" \
+	-kernel "$img/xen" -append "$XEN_CMDLINE" \
+	-initrd "$img/vmlinuz $DOM0_CMDLINE $extra,$img/initrd.img" \
+	> "$d/qemu.log" 2>&1 &
+qpid=$!
+rdb_log "QEMU $qpid (TCG, -cpu max, -m $MEM): console $con"
+
+declare -A at=()
+marks="xen:(XEN) Xen version|dom0_kernel:Building a PV Dom0|dom0_init:REMUSDB-XEN-INIT|dom0_ready:REMUSDB-XEN-DOM0-READY|domu_ready:REMUSDB-XEN-DOMU-READY|saverestore:REMUSDB-XEN-SAVE-RESTORE|migrate:REMUSDB-XEN-MIGRATE|remus:REMUSDB-XEN-REMUS|done:REMUSDB-XEN-SMOKE-DONE"
+rss_peak=0
+# poll_until NAME SECONDS: note when each marker first shows up; 0 once
+# NAME's has, 1 at the deadline or if QEMU ended
+poll_until() {
+	local want=$1 deadline=$(( $(date +%s%N) + $2 * 1000000000 )) now m name text rss
+	while :; do
+		now=$(date +%s%N)
+		IFS='|' read -ra ms <<<"$marks"
+		for m in "${ms[@]}"; do
+			name=${m%%:*} text=${m#*:}
+			[ -n "${at[$name]:-}" ] && continue
+			grep -qF -- "$text" "$con" 2>/dev/null && at[$name]=$now
+		done
+		rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$qpid/status" 2>/dev/null)
+		[ -n "$rss" ] && [ "$rss" -gt "$rss_peak" ] && rss_peak=$rss
+		[ -n "${at[$want]:-}" ] && return 0
+		if grep -qE 'REMUSDB-XEN-DOM0-FAIL|Kernel panic|\(XEN\) Panic' "$con" 2>/dev/null; then
+			rdb_log "boot failed: $(grep -E 'REMUSDB-XEN-DOM0-FAIL|Kernel panic|\(XEN\) Panic' "$con" | head -n 1)"
+			return 1
+		fi
+		kill -0 "$qpid" 2>/dev/null || { rdb_log "QEMU ended: $(tail -n 3 "$d/qemu.log")"; return 1; }
+		[ "$now" -ge "$deadline" ] && { rdb_log "timed out waiting for $want"; return 1; }
+		sleep 0.1
+	done
+}
+secs() { [ -n "${at[$1]:-}" ] && awk -v a="${at[$1]}" -v b="$t0" 'BEGIN {printf "%.1f", (a - b) / 1e9}' || echo null; }
+field() {	# field MARKER KEY: KEY=VALUE from the first MARKER line
+	sed -n "s/.*$1.* $2=\([0-9]*\).*/\1/p" "$con" 2>/dev/null | head -n 1 | grep . || echo null
+}
+
+ok=1
+poll_until dom0_ready "$DOM0_SECS" || ok=0
+[ $ok = 1 ] && { poll_until done "$SMOKE_SECS" || ok=0; }
+hwm=$(awk '/^VmHWM:/ {print $2}' "/proc/$qpid/status" 2>/dev/null)
+rc=$(field REMUSDB-XEN-SMOKE-DONE rc)
+[ "$rc" = 0 ] || ok=0
+grep -q 'REMUSDB-XEN-XL-INFO ok' "$con" || ok=0
+grep -q 'REMUSDB-XEN-XL-LIST ok' "$con" || ok=0
+migrate_ms=$(field REMUSDB-XEN-MIGRATE migrate_ms)
+if [ "${XENHOST_MIGRATE:-1}" != 0 ]; then
+	want=ok
+	[ "${XENHOST_DEBIAN_XEN:-0}" = 1 ] && want=unsupported
+	grep -q "REMUSDB-XEN-MIGRATE $want" "$con" || ok=0
+	grep -q "REMUSDB-XEN-REMUS $want" "$con" || ok=0
+fi
+word() {	# word MARKER: the word after MARKER on its first line, quoted
+	local w
+	w=$(sed -n "s/.*$1 \([a-z]*\).*/\1/p" "$con" 2>/dev/null | head -n 1)
+	[ -n "$w" ] && echo "\"$w\"" || echo null
+}
+cat <<EOJ
+{"pass": $([ $ok = 1 ] && echo true || echo false), "qemu_mem_mb": $MEM, "qemu_peak_rss_mb": $(( ${hwm:-$rss_peak} / 1024 )),
+ "s_to_xen_banner": $(secs xen), "s_to_dom0_kernel": $(secs dom0_kernel), "s_to_dom0_init": $(secs dom0_init),
+ "s_to_dom0_ready": $(secs dom0_ready), "s_to_domu_ready": $(secs domu_ready), "s_to_smoke_done": $(secs done),
+ "dom0_uptime_at_ready_s": $(sed -n 's/.*REMUSDB-XEN-DOM0-READY uptime=\([0-9.]*\).*/\1/p' "$con" | head -n 1 | grep . || echo null),
+ "xl_create_ms": $(field REMUSDB-XEN-DOMU-READY create_ms), "xl_create_to_domu_ready_ms": $(field REMUSDB-XEN-DOMU-READY ready_ms),
+ "xl_save_ms": $(field REMUSDB-XEN-SAVE-RESTORE save_ms), "xl_restore_ms": $(field REMUSDB-XEN-SAVE-RESTORE restore_ms),
+ "xl_migrate_localhost": $(word REMUSDB-XEN-MIGRATE), "xl_migrate_localhost_ms": $migrate_ms,
+ "xl_remus_localhost": $(word REMUSDB-XEN-REMUS), "remus_checkpoints": $(field REMUSDB-XEN-REMUS checkpoints),
+ "remus_secs": $(field REMUSDB-XEN-REMUS secs), "remus_failover_ms": $(field REMUSDB-XEN-REMUS failover_ms),
+ "hypervisor": "$([ "${XENHOST_DEBIAN_XEN:-0}" = 1 ] && echo debian || echo shadow-rebuild)"}
+EOJ
+grep -E 'REMUSDB-XEN-[A-Z-]+' "$con" | grep -v 'XL-INFO:\|XL-LIST:' | sed 's/^/  /' | tr -d '\r' >&2
+[ $ok = 1 ] || { rdb_log "FAIL: see $con"; tail -n 30 "$con" | tr -d '\r' >&2; exit 1; }
+rdb_log "pass"
