@@ -228,10 +228,10 @@ check-packaging: deb
 	bash tests/run-packaging.sh
 
 # Xen 4.17 with a PV dom0 under QEMU's TCG (docs/xen-host.md)
-xenhost:
+xenhost: setup
 	bash tools/mkxenhost.sh
 
-check-xen:
+check-xen: setup
 	bash tests/xen/boot-smoke.sh
 
 clean:
