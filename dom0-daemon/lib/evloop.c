@@ -4,7 +4,9 @@
 #include "clock.h"
 #include "log.h"
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -34,7 +36,45 @@ struct rdb_evloop {
 	rdb_hook_cb before_sleep;
 	void *before_sleep_opaque;
 	bool stop;
+	struct rdb_evloop_slow slow;
 };
+
+/*
+ * A callback that held the loop RDB_EVLOOP_SLOW_NS or longer: counted and
+ * logged with what it was, so a stall the watchdog catches (remusdbd
+ * silent for its deadline) names its handler.  Static functions are not
+ * in the dynamic symbol table: then the binary and offset, for
+ * `addr2line -f -e BINARY OFFSET`.
+ */
+static void slow_check(struct rdb_evloop *loop, const char *kind, long what,
+		       void *fn, uint64_t t0)
+{
+	uint64_t took = rdb_now_ns() - t0;
+	char sym[300];
+	Dl_info di;
+
+	if (took < RDB_EVLOOP_SLOW_NS)
+		return;
+	loop->slow.count++;
+	if (took > loop->slow.longest_ns)
+		loop->slow.longest_ns = took;
+	if (dladdr(fn, &di) && di.dli_sname)
+		snprintf(sym, sizeof(sym), "%s", di.dli_sname);
+	else if (dladdr(fn, &di) && di.dli_fname)
+		snprintf(sym, sizeof(sym), "%s+0x%lx", di.dli_fname,
+			 (unsigned long)((char *)fn - (char *)di.dli_fbase));
+	else
+		snprintf(sym, sizeof(sym), "%p", fn);
+	LOG(WARN, "a %s callback (%s %ld) held the event loop %.1f ms: %s",
+	    kind, kind[0] == 'f' ? "fd" : "id", what,
+	    (double)took / RDB_NS_PER_MS, sym);
+}
+
+void rdb_evloop_slow_stats(const struct rdb_evloop *loop,
+			   struct rdb_evloop_slow *out)
+{
+	*out = loop->slow;
+}
 
 int rdb_evloop_create(struct rdb_evloop **loop_out)
 {
@@ -196,6 +236,7 @@ static void run_timers(struct rdb_evloop *loop)
 		/* Remove first: the callback may add or delete timers. */
 		loop->timers[i] = loop->timers[--loop->ntimers];
 		again = t.cb(loop, t.id, t.opaque);
+		slow_check(loop, "timer", (long)t.id, (void *)t.cb, now);
 		if (again) {
 			t.when_ns = now + again;
 			if (push_timer(loop, &t) < 0)
@@ -214,8 +255,11 @@ int rdb_evloop_run_once(struct rdb_evloop *loop, uint64_t max_wait_ns)
 	uint64_t now, wait_ns = max_wait_ns;
 	int timeout_ms, n;
 
-	if (loop->before_sleep)
+	if (loop->before_sleep) {
+		now = rdb_now_ns();
 		loop->before_sleep(loop, loop->before_sleep_opaque);
+		slow_check(loop, "before-sleep", 0, (void *)loop->before_sleep, now);
+	}
 	now = rdb_now_ns();
 	for (size_t i = 0; i < loop->ntimers; i++) {
 		uint64_t w = loop->timers[i].when_ns > now ?
@@ -234,6 +278,7 @@ int rdb_evloop_run_once(struct rdb_evloop *loop, uint64_t max_wait_ns)
 	for (int i = 0; i < n; i++) {
 		int fd = evs[i].data.fd;
 		unsigned e = 0;
+		rdb_fd_cb cb;
 
 		if (fd >= loop->nfds || !loop->fds[fd].used)
 			continue;	/* deleted by an earlier callback */
@@ -243,7 +288,10 @@ int rdb_evloop_run_once(struct rdb_evloop *loop, uint64_t max_wait_ns)
 			e |= RDB_EV_WRITE;
 		if (evs[i].events & (EPOLLERR | EPOLLHUP))
 			e |= RDB_EV_ERROR | RDB_EV_READ;
-		loop->fds[fd].cb(loop, fd, e, loop->fds[fd].opaque);
+		cb = loop->fds[fd].cb;	/* the callback may delete its fd */
+		now = rdb_now_ns();
+		cb(loop, fd, e, loop->fds[fd].opaque);
+		slow_check(loop, "fd", fd, (void *)cb, now);
 	}
 	run_timers(loop);
 	return 0;

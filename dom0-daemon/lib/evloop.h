@@ -49,6 +49,16 @@ void rdb_evloop_set_before_sleep(struct rdb_evloop *loop, rdb_hook_cb cb,
 int rdb_evloop_run(struct rdb_evloop *loop);
 void rdb_evloop_stop(struct rdb_evloop *loop);
 
+/* Callbacks that held the loop RDB_EVLOOP_SLOW_NS or more (each one is
+ * logged with its handler's name or binary offset). */
+#define RDB_EVLOOP_SLOW_NS (100ull * 1000 * 1000)
+struct rdb_evloop_slow {
+	uint64_t count;
+	uint64_t longest_ns;
+};
+void rdb_evloop_slow_stats(const struct rdb_evloop *loop,
+			   struct rdb_evloop_slow *out);
+
 /* One iteration with at most max_wait_ns of blocking (tests). */
 int rdb_evloop_run_once(struct rdb_evloop *loop, uint64_t max_wait_ns);
 

@@ -138,6 +138,45 @@ static void test_before_sleep_runs_each_iteration(void **state)
 	rdb_evloop_destroy(loop);
 }
 
+static uint64_t sleepy_timer(struct rdb_evloop *loop, uint64_t id, void *opaque)
+{
+	unsigned *us = opaque;
+
+	fake_now += (uint64_t)*us * 1000;	/* the callback takes that long */
+	*us = 0;	/* ran */
+	return 0;
+}
+
+static void run_until_ran(struct rdb_evloop *loop, const unsigned *us)
+{
+	for (int i = 0; i < 10 && *us; i++)
+		assert_int_equal(rdb_evloop_run_once(loop, 0), 0);
+	assert_int_equal(*us, 0);
+}
+
+/* A callback that holds the loop 100 ms or more is counted (and logged
+ * by name); a quick one is not. */
+static void test_slow_callback_counted(void **state)
+{
+	struct rdb_evloop *loop;
+	struct rdb_evloop_slow st;
+	unsigned quick = 1000, slow = 130000;
+	uint64_t id;
+
+	fake_now = 0;
+	assert_int_equal(rdb_evloop_create(&loop), 0);
+	assert_int_equal(rdb_evloop_add_timer(loop, 0, sleepy_timer, &quick, &id), 0);
+	run_until_ran(loop, &quick);
+	rdb_evloop_slow_stats(loop, &st);
+	assert_int_equal(st.count, 0);
+	assert_int_equal(rdb_evloop_add_timer(loop, 0, sleepy_timer, &slow, &id), 0);
+	run_until_ran(loop, &slow);
+	rdb_evloop_slow_stats(loop, &st);
+	assert_int_equal(st.count, 1);
+	assert_true(st.longest_ns >= 130ull * 1000 * 1000);
+	rdb_evloop_destroy(loop);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -145,6 +184,7 @@ int main(void)
 		cmocka_unit_test(test_periodic_timer_keeps_its_id),
 		cmocka_unit_test(test_fd_event_and_delete_in_callback),
 		cmocka_unit_test(test_before_sleep_runs_each_iteration),
+		cmocka_unit_test(test_slow_callback_counted),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
