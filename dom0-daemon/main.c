@@ -156,7 +156,11 @@ static struct rdb_vm *vm_arg(struct rdb_daemon *d, json_t *req, json_t **reply_o
 	return vm;
 }
 
-static int ctl_unprotect(void *opaque, json_t *req, json_t **reply_out)
+/* unprotect and detach: a primary's VM, --force, a message either way
+ * (an error without one is the ctl's strerror). */
+static int primary_forced_op(void *opaque, json_t *req, json_t **reply_out,
+			     const char *not_primary,
+			     int (*op)(struct rdb_vm *, bool, char *, size_t))
 {
 	struct rdb_vm *vm = vm_arg(opaque, req, reply_out);
 	bool force = json_is_true(json_object_get(json_object_get(req, "args"),
@@ -167,36 +171,29 @@ static int ctl_unprotect(void *opaque, json_t *req, json_t **reply_out)
 	if (!vm)
 		return -ENOENT;
 	if (vm->role != RDB_ROLE_PRIMARY) {
-		*reply_out = json_string("unprotect runs on the primary's host");
+		*reply_out = json_string(not_primary);
 		return -EINVAL;
 	}
-	rc = rdb_primary_unprotect(vm, force, msg, sizeof(msg));
+	rc = op(vm, force, msg, sizeof(msg));
 	if (msg[0])
 		*reply_out = rc < 0 ? json_string(msg) :
 			     json_pack("{s:s}", "message", msg);
 	return rc;
 }
 
+static int ctl_unprotect(void *opaque, json_t *req, json_t **reply_out)
+{
+	return primary_forced_op(opaque, req, reply_out,
+				 "unprotect runs on the primary's host",
+				 rdb_primary_unprotect);
+}
+
 static int ctl_detach(void *opaque, json_t *req, json_t **reply_out)
 {
-	struct rdb_vm *vm = vm_arg(opaque, req, reply_out);
-	bool force = json_is_true(json_object_get(json_object_get(req, "args"),
-						  "force"));
-	char msg[600] = "";
-	int rc;
-
-	if (!vm)
-		return -ENOENT;
-	if (vm->role != RDB_ROLE_PRIMARY) {
-		*reply_out = json_string("detach is for a VM attached on this host "
-					 "(this host backs it up: unprotect it on "
-					 "its primary's host)");
-		return -EINVAL;
-	}
-	rc = rdb_primary_detach(vm, force, msg, sizeof(msg));
-	if (rc < 0)
-		*reply_out = json_string(msg[0] ? msg : strerror(-rc));
-	return rc;
+	return primary_forced_op(opaque, req, reply_out,
+				 "detach is for a VM attached on this host (this "
+				 "host backs it up: unprotect it on its primary's "
+				 "host)", rdb_primary_detach);
 }
 
 static int ctl_migrate(void *opaque, json_t *req, json_t **reply_out)
