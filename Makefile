@@ -205,6 +205,7 @@ bench: setup all kmod dbms
 	RDB_BUILD=$(B) bash tests/bench/sysbench.sh
 	RDB_BUILD=$(B) bash tests/bench/readtrack.sh
 	RDB_BUILD=$(B) bash tests/bench/reprotect.sh
+	RDB_BUILD=$(B) bash tests/bench/switchover.sh
 
 # remusdbd(8), remusdbctl(8), remusdb.conf(5), remusdb-vm.conf(5) ->
 # build/man/, checked: no groff or man -l warning, every option listed

@@ -21,6 +21,10 @@
  * --mark-window seconds (default 5) after the mark: the stall an event
  * that begins at the mark (a planned switchover) caused, apart from
  * others in the same run; stall_end_ms is when it ended, after the mark.
+ * stall_guest_ms (and max_stall_guest_ms for max_stall_ms) is how long
+ * the guest itself ran between the two values around that stall, from
+ * the guest's clock in them (seqsrv.c; -1: not known): what is left of
+ * the stall is time the guest was stopped or its output held.
  * at_real is the mark's wall-clock time (CLOCK_REALTIME seconds).
  *
  * --timeline FILE writes the values' arrival rate over the run, for the
@@ -50,6 +54,7 @@ struct mark {
 	double next;			/* arrival of the next value; 0: none */
 	double stall;			/* longest gap ending in its window */
 	double stall_end;		/* when it ended (monotonic s) */
+	double stall_guest;		/* the guest's own time in it; <0: unknown */
 };
 
 static volatile sig_atomic_t stop;
@@ -94,11 +99,15 @@ static void take_mark(struct mark *marks, int *n, unsigned long long last)
 		real, last);
 	if (*n >= MAX_MARKS)
 		return;
-	marks[*n] = (struct mark){ .at = mono, .at_real = real, .after = last };
+	marks[*n] = (struct mark){ .at = mono, .at_real = real, .after = last,
+				   .stall_guest = -1 };
 	(*n)++;
 }
 
-static bool well_formed(const char *l, unsigned long long *n)
+/* "N TAG GUEST_US PAD" (seqsrv.c); *guest_us is 0 for an older
+ * seqsrv's "N TAG PAD". */
+static bool well_formed(const char *l, unsigned long long *n,
+			unsigned long long *guest_us)
 {
 	char *end;
 
@@ -111,6 +120,13 @@ static bool well_formed(const char *l, unsigned long long *n)
 	if (strspn(l, "0123456789abcdef") != 16 || l[16] != ' ')
 		return false;
 	l += 17;
+	*guest_us = 0;
+	if (*l >= '0' && *l <= '9') {
+		*guest_us = strtoull(l, &end, 10);
+		if (*end != ' ')
+			return false;
+		l = end + 1;
+	}
 	return strspn(l, ".") == strlen(l) && strlen(l) <= 12;
 }
 
@@ -122,7 +138,9 @@ int main(int argc, char **argv)
 	double mark_window = 5;
 	unsigned long long values = 0, first = 0, last = 0, gaps = 0, dups = 0,
 		regressions = 0, corrupt = 0, after_stall = 0, stall_after = 0;
-	double t_end, last_arrival = 0, max_stall = 0, t0;
+	unsigned long long guest_us = 0, last_guest_us = 0;
+	double t_end, last_arrival = 0, max_stall = 0, max_stall_guest = -1, t0;
+	double g;
 	bool lost = false, connected = false;
 	char buf[65536], line[256];
 	size_t ll = 0;
@@ -226,7 +244,7 @@ int main(int argc, char **argv)
 					ll = sizeof(line);	/* overlong: corrupt */
 				continue;
 			}
-			if (ll >= sizeof(line) - 1 || (line[ll] = 0, !well_formed(line, &n))) {
+			if (ll >= sizeof(line) - 1 || (line[ll] = 0, !well_formed(line, &n, &guest_us))) {
 				corrupt++;
 				fprintf(stderr, "seqcheck: malformed line after %llu\n", last);
 				ll = 0;
@@ -247,8 +265,12 @@ int main(int argc, char **argv)
 			}
 			if (values && n != last + 1)
 				fprintf(stderr, "seqcheck: %llu after %llu\n", n, last);
+			/* the guest's running time between the two values */
+			g = guest_us && last_guest_us && guest_us >= last_guest_us ?
+			    (double)(guest_us - last_guest_us) / 1e6 : -1;
 			if (last_arrival && t - last_arrival > max_stall) {
 				max_stall = t - last_arrival;
+				max_stall_guest = g;
 				stall_after = last;
 				after_stall = 0;
 			}
@@ -260,9 +282,11 @@ int main(int argc, char **argv)
 				    t - last_arrival > marks[m].stall) {
 					marks[m].stall = t - last_arrival;
 					marks[m].stall_end = t;
+					marks[m].stall_guest = g;
 				}
 			}
 			last_arrival = t;
+			last_guest_us = guest_us;
 			last = n;
 			values++;
 			if (bins) {
@@ -279,6 +303,7 @@ int main(int argc, char **argv)
 	 * must not pass as one that never stalled. */
 	if (last_arrival && now_s() - last_arrival > max_stall) {
 		max_stall = now_s() - last_arrival;
+		max_stall_guest = -1;
 		stall_after = last;
 		after_stall = 0;
 	}
@@ -290,6 +315,7 @@ int main(int argc, char **argv)
 		if (last_arrival && end - last_arrival > marks[m].stall) {
 			marks[m].stall = end - last_arrival;
 			marks[m].stall_end = end;
+			marks[m].stall_guest = -1;
 		}
 	}
 	if (bins) {
@@ -308,17 +334,21 @@ int main(int argc, char **argv)
 	}
 	printf("{\"values\":%llu,\"first\":%llu,\"last\":%llu,\"gaps\":%llu,"
 	       "\"dups\":%llu,\"regressions\":%llu,\"corrupt\":%llu,"
-	       "\"max_stall_ms\":%.1f,\"max_stall_after\":%llu,"
+	       "\"max_stall_ms\":%.1f,\"max_stall_guest_ms\":%.1f,"
+	       "\"max_stall_after\":%llu,"
 	       "\"values_after_stall\":%llu,\"connection_lost\":%s,"
 	       "\"reconnects\":0,\"marks\":[",
 	       values, first, last, gaps, dups, regressions, corrupt,
-	       max_stall * 1000, stall_after, after_stall, lost ? "true" : "false");
+	       max_stall * 1000, max_stall_guest < 0 ? -1.0 : max_stall_guest * 1000,
+	       stall_after, after_stall, lost ? "true" : "false");
 	for (int m = 0; m < nmarks; m++)
 		printf("%s{\"after\":%llu,\"next_ms\":%.1f,\"stall_ms\":%.1f,"
+		       "\"stall_guest_ms\":%.1f,"
 		       "\"stall_end_ms\":%.1f,\"at_real\":%.3f}",
 		       m ? "," : "", marks[m].after,
 		       marks[m].next ? (marks[m].next - marks[m].at) * 1000 : -1.0,
 		       marks[m].stall * 1000,
+		       marks[m].stall_guest < 0 ? -1.0 : marks[m].stall_guest * 1000,
 		       marks[m].stall_end ? (marks[m].stall_end - marks[m].at) * 1000 :
 		       -1.0, marks[m].at_real);
 	printf("]}\n");

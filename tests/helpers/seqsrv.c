@@ -1,7 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * seqsrv: runs in the test guest.  Accepts one TCP client and sends it
- * "N TAG\n" for N = 1, 2, 3, ... every --interval-us, forever.
+ * "N TAG GUEST_US PAD\n" for N = 1, 2, 3, ... every --interval-us, forever.
+ *
+ * GUEST_US is the guest's CLOCK_MONOTONIC in microseconds when the line
+ * was made.  The guest's clock does not advance while its VM is stopped
+ * (QEMU's virtual clock under TCG, kvmclock restored across a migration
+ * under KVM), so across a client's stall the difference of two values'
+ * GUEST_US is the time the guest ran meanwhile: the rest of the stall is
+ * time it did not run or its output was held (seqcheck: stall_guest_ms).
  *
  * TAG is drawn from the clock for every line and padded to a length that
  * depends on it.  If output of an execution that was later rolled back
@@ -65,8 +72,14 @@ int main(int argc, char **argv)
 		static const char pad[] = "................";
 		unsigned long long r = rnd();
 		char line[96];
-		int len = snprintf(line, sizeof(line), "%llu %016llx %.*s\n", ++n,
-				   r, (int)(r % 13), pad);
+		struct timespec now;
+		int len;
+
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		len = snprintf(line, sizeof(line), "%llu %016llx %llu %.*s\n", ++n,
+			       r, (unsigned long long)now.tv_sec * 1000000ull +
+			       (unsigned long long)now.tv_nsec / 1000,
+			       (int)(r % 13), pad);
 		const char *p = line;
 
 		while (len > 0) {
