@@ -16,6 +16,7 @@ struct rdb_ctl;
 struct rdb_watchdog;
 struct rdb_witness;
 struct rdb_linksec;
+struct rdb_filepub;
 
 struct rdb_daemon {
 	struct rdb_daemon_config cfg;
@@ -30,6 +31,7 @@ struct rdb_daemon {
 	uint64_t started_ns;
 	time_t started_unix;		/* the same, wall clock */
 	uint64_t metrics_timer;
+	struct rdb_filepub *metrics_pub;	/* NULL: no metrics_file */
 	cpu_set_t cpus;			/* where remusdbd runs (`cpus`) */
 	cpu_set_t guest_cpus;		/* where the QEMU it starts runs */
 	gid_t qemu_gid;			/* qemu_group; 0: none (root only) */

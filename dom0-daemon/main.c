@@ -18,6 +18,7 @@
 #include "ctl.h"
 #include "daemon.h"
 #include "disksrv.h"
+#include "filepub.h"
 #include "linksec.h"
 #include "log.h"
 #include "primary.h"
@@ -344,20 +345,30 @@ static const struct rdb_ctl_handler handlers[] = {
 /* ---- housekeeping ---- */
 
 /* The metrics file, Prometheus text format (prom.h): collected into a
- * registry so each family's samples stay together across VMs, written
- * to a temporary file and renamed over the old one, so a scraper (node
- * exporter's textfile collector) never reads half of it. */
+ * registry so each family's samples stay together across VMs, printed to
+ * memory here and written by the publisher's thread (filepub.h: a
+ * temporary file renamed over the old one, off this loop). */
 static void write_metrics(struct rdb_daemon *d)
 {
 	static int last_err;
 	struct rdb_prom p;
 	unsigned nvm[2] = { 0, 0 };
-	char tmp[600];
+	char *text = NULL;
+	size_t len = 0;
 	FILE *f;
 	int rc;
 
-	if (!d->cfg.metrics_file || !d->cfg.metrics_file[0])
+	if (!d->metrics_pub)
 		return;
+	/* the write handed over a second ago: say once per kind of failure */
+	rc = rdb_filepub_result(d->metrics_pub);
+	if (rc < 0 && rc != last_err)
+		LOG(WARN, "cannot write the metrics file %s: %s",
+		    d->cfg.metrics_file, strerror(-rc));
+	else if (rc == 0 && last_err)
+		LOG(INFO, "the metrics file %s is written again", d->cfg.metrics_file);
+	if (rc <= 0)
+		last_err = rc;
 	rdb_prom_init(&p);
 	for (struct rdb_vm *vm = d->vms; vm; vm = vm->next) {
 		nvm[vm->role == RDB_ROLE_PRIMARY]++;
@@ -375,27 +386,19 @@ static void write_metrics(struct rdb_daemon *d)
 	rdb_prom_add(&p, "remusdb_start_time_seconds", RDB_PROM_GAUGE,
 		     "When remusdbd started, seconds since the epoch.",
 		     (double)d->started_unix, NULL);
-	snprintf(tmp, sizeof(tmp), "%s.tmp", d->cfg.metrics_file);
-	f = fopen(tmp, "w");
-	if (!f) {
-		rc = -errno;
-	} else {
-		rc = rdb_prom_write(&p, f);
-		if (fclose(f) != 0 && rc == 0)
-			rc = -errno;
-		if (rc == 0 && rename(tmp, d->cfg.metrics_file) < 0)
-			rc = -errno;
-		if (rc < 0)
-			unlink(tmp);
-	}
+	f = open_memstream(&text, &len);
+	rc = f ? rdb_prom_write(&p, f) : -ENOMEM;
+	if (f && fclose(f) != 0 && rc == 0)
+		rc = -ENOMEM;
 	rdb_prom_dispose(&p);
-	/* once per kind of failure, not every second */
-	if (rc < 0 && rc != last_err)
-		LOG(WARN, "cannot write the metrics file %s: %s",
-			     d->cfg.metrics_file, strerror(-rc));
-	else if (rc == 0 && last_err)
-		LOG(INFO, "the metrics file %s is written again", d->cfg.metrics_file);
-	last_err = rc;
+	if (rc < 0) {
+		free(text);
+		if (rc != last_err)
+			LOG(WARN, "cannot make the metrics: %s", strerror(-rc));
+		last_err = rc;
+		return;
+	}
+	rdb_filepub_submit(d->metrics_pub, text, len);
 }
 
 static uint64_t on_housekeeping(struct rdb_evloop *loop, uint64_t id, void *opaque)
@@ -683,6 +686,13 @@ int main(int argc, char **argv)
 	if (rdb_backup_listen(&d) < 0)
 		goto out;
 	rdb_evloop_set_before_sleep(d.loop, before_sleep, &d);
+	if (d.cfg.metrics_file && d.cfg.metrics_file[0] &&
+	    (rc = rdb_filepub_start(&d.metrics_pub, d.cfg.metrics_file)) < 0) {
+		LOG(ERROR, "cannot start the metrics file's writer: %s",
+		    strerror(-rc));
+		rc = 1;
+		goto out;
+	}
 	if (rdb_evloop_add_timer(d.loop, HOUSEKEEPING_NS, on_housekeeping, &d,
 				 &d.metrics_timer) < 0)
 		goto out;
@@ -716,6 +726,7 @@ out:
 		rdb_ctl_close(d.ctl);
 	if (sfd >= 0)
 		close(sfd);
+	rdb_filepub_stop(d.metrics_pub);
 	rdb_witness_destroy(d.witness);
 	curl_global_cleanup();
 	rdb_watchdog_stop(&wd);
