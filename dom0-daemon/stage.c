@@ -108,6 +108,29 @@ static size_t staged_body(const struct rdb_page_rec *r)
 	}
 }
 
+/*
+ * A page of one byte value, written only if the image's page differs.
+ * The image is a shared mapping of a preallocated file: writing a page
+ * that already holds the value still faults it writable, dirties it and
+ * has it written back.  Measured on this host's ext4, 256 MiB of zero
+ * pages memset over a fresh image: 565 ms plus 105 ms of writeback,
+ * against 29 ms to read and compare them; that write held the backup's
+ * event loop up to 870 ms during an initial copy, and its writeback
+ * stalled other file writes on the host.
+ */
+static void fill_page(uint8_t *dst, uint8_t fill)
+{
+	uint64_t word = 0x0101010101010101ull * fill, w;
+
+	for (size_t i = 0; i < RDB_PAGE_SIZE; i += sizeof(w)) {
+		memcpy(&w, dst + i, sizeof(w));
+		if (w != word) {
+			memset(dst, fill, RDB_PAGE_SIZE);
+			return;
+		}
+	}
+}
+
 static void apply_page(uint8_t *dst, uint8_t enc, const uint8_t *body)
 {
 	uint16_t n;
@@ -117,7 +140,7 @@ static void apply_page(uint8_t *dst, uint8_t enc, const uint8_t *body)
 		memcpy(dst, body, RDB_PAGE_SIZE);
 		break;
 	case RDB_PAGE_ZERO:
-		memset(dst, body[0], RDB_PAGE_SIZE);
+		fill_page(dst, body[0]);
 		break;
 	case RDB_PAGE_XORRLE:
 		memcpy(&n, body, 2);
@@ -246,7 +269,7 @@ int rdb_stage_add_pages(struct rdb_stage *st, const struct rdb_frame *f,
 			if (r.enc == RDB_PAGE_RAW) {
 				memcpy(dst, r.data, RDB_PAGE_SIZE);
 			} else if (r.enc == RDB_PAGE_ZERO) {
-				memset(dst, r.fill, RDB_PAGE_SIZE);
+				fill_page(dst, r.fill);
 			} else if (r.enc == RDB_PAGE_LZ4 || r.enc == RDB_PAGE_DISKREF) {
 				memcpy(dst, st->scratch.data + k * RDB_PAGE_SIZE,
 				       RDB_PAGE_SIZE);

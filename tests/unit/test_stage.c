@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -392,6 +393,51 @@ static void test_zero_page_epoch_and_devstate_swap(void **state)
 	rdb_buf_dispose(&w);
 }
 
+/* A page of one value over a page that holds it already is not written
+ * (no write fault, nothing to write back): with the image read-only, the
+ * initial state's zero pages and a committed epoch's 0x10 pages over
+ * the same values go through; a different value is written. */
+static void test_same_fill_not_written(void **state)
+{
+	uint64_t offs[4] = { 0, 4096, 8192, 12288 };
+	struct rdb_ramimage img;
+	struct rdb_stage st;
+	struct rdb_buf w;
+	struct rdb_frame f;
+	uint8_t *ram;
+
+	rdb_buf_init(&w);
+	assert_int_equal(rdb_ramimage_open(dir, blocks, 2, &img), 0);
+	ram = rdb_ramimage_base(&img, 0);
+	rdb_stage_init(&st);
+	assert_int_equal(mprotect(ram, 4 * 4096, PROT_READ), 0);
+	pages_frame(&w, 0, 0, offs, 4, 0, 1, &f);	/* zero pages */
+	assert_int_equal(rdb_stage_add_pages(&st, &f, &img), 0);
+	assert_int_equal(mprotect(ram, 4 * 4096, PROT_READ | PROT_WRITE), 0);
+	pages_frame(&w, 0, 0, offs, 4, 0x10, 0, &f);
+	assert_int_equal(rdb_stage_add_pages(&st, &f, &img), 0);
+	assert_int_equal(rdb_stage_set_devstate(&st, 0, DEV, sizeof(DEV)), 0);
+	assert_int_equal(rdb_stage_commit(&st, 0, 8, 4 + 4 * 4096 + sizeof(DEV), &img), 0);
+	/* epoch 1: pages of 0x10 (as they are) and one of 0x77 */
+	pages_frame(&w, 1, 0, offs, 3, 0x10, 1, &f);
+	assert_int_equal(rdb_stage_add_pages(&st, &f, &img), 0);
+	assert_int_equal(rdb_stage_set_devstate(&st, 1, DEV, sizeof(DEV)), 0);
+	assert_int_equal(mprotect(ram, 4 * 4096, PROT_READ), 0);
+	assert_int_equal(rdb_stage_commit(&st, 1, 3, 3 + sizeof(DEV), &img), 0);
+	assert_int_equal(mprotect(ram, 4 * 4096, PROT_READ | PROT_WRITE), 0);
+	offs[0] = 12288;
+	pages_frame(&w, 2, 0, offs, 1, 0x77, 1, &f);
+	assert_int_equal(rdb_stage_add_pages(&st, &f, &img), 0);
+	assert_int_equal(rdb_stage_set_devstate(&st, 2, DEV, sizeof(DEV)), 0);
+	assert_int_equal(rdb_stage_commit(&st, 2, 1, 1 + sizeof(DEV), &img), 0);
+	assert_int_equal(ram[8192 + 4095], 0x10);
+	assert_int_equal(ram[12288], 0x77);
+	assert_int_equal(ram[12288 + 4095], 0x77);
+	rdb_stage_dispose(&st);
+	rdb_ramimage_close(&img);
+	rdb_buf_dispose(&w);
+}
+
 static void test_bad_frame_is_taken_whole_or_not_at_all(void **state)
 {
 	struct rdb_ramimage img;
@@ -726,6 +772,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_full_disk_leaks_nothing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_image_checks_and_accessors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_zero_page_epoch_and_devstate_swap, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_same_fill_not_written, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_frame_is_taken_whole_or_not_at_all, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_epoch_rules, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_arena_reused_and_order_kept, setup, teardown),
