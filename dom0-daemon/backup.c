@@ -54,6 +54,10 @@ struct rdb_backup {
 	uint64_t hb_timer, hb_seq;
 	uint64_t linger_timer;		/* closing after an ERROR: see refuse_link */
 	int linger_fd;
+	/* frames left in the decoder when a slice of the loop ran out: the
+	 * link is not read meanwhile (see link_frames) */
+	bool backlog;
+	uint64_t slice_timer;
 
 	struct rdb_vm_setup setup;	/* from VM_SETUP */
 	bool have_setup;
@@ -132,8 +136,18 @@ struct pending {
 	char peer[80];
 };
 
+/* The link's frames are not waited for any more (it closes). */
+static void slice_reset(struct rdb_backup *b)
+{
+	if (b->slice_timer)
+		rdb_evloop_del_timer(b->d->loop, b->slice_timer);
+	b->slice_timer = 0;
+	b->backlog = false;
+}
+
 static void close_link(struct rdb_backup *b)
 {
+	slice_reset(b);
 	if (b->fd >= 0) {
 		rdb_evloop_del_fd(b->d->loop, b->fd);
 		close(b->fd);
@@ -150,7 +164,8 @@ static void want_write(struct rdb_backup *b)
 {
 	if (b->fd >= 0)
 		rdb_evloop_mod_fd(b->d->loop, b->fd,
-				  RDB_EV_READ | (b->out.len ? RDB_EV_WRITE : 0));
+				  (b->backlog ? 0 : RDB_EV_READ) |
+				  (b->out.len ? RDB_EV_WRITE : 0));
 }
 
 /* The link is unusable: protection of this VM is over, no failover. */
@@ -194,6 +209,7 @@ static void refuse_link(struct rdb_backup *b, const char *why)
 {
 	int fd = b->fd;
 
+	slice_reset(b);
 	rdb_proto_put_error(&b->out, why);
 	rdb_buf_write_fd(&b->out, fd);
 	shutdown(fd, SHUT_WR);
@@ -626,10 +642,32 @@ static int handle_msg(struct rdb_backup *b, const struct rdb_frame *f)
 	}
 }
 
+/*
+ * The loop's share for the link's frames at a time.  One read takes up
+ * to 4 MiB, which an initial copy of mostly zero pages fills with the
+ * whole of a guest's RAM: applied in one go, it held the loop (heartbeats,
+ * ACKs of other VMs, the control socket) for hundreds of ms.  What is left
+ * when the slice ends waits in the decoder; the link is not read until it
+ * is taken (TCP pushes back on the primary), and a timer comes back to it
+ * once the loop has served everything else.
+ */
+#define LINK_SLICE_NS (20 * RDB_NS_PER_MS)
+
+static void link_frames(struct rdb_backup *b, int rc);
+
+static uint64_t on_link_slice(struct rdb_evloop *loop, uint64_t id, void *opaque)
+{
+	struct rdb_backup *b = opaque;
+
+	b->slice_timer = 0;
+	if (b->fd >= 0 && b->backlog)
+		link_frames(b, 0);
+	return 0;
+}
+
 static void on_link(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 {
 	struct rdb_backup *b = opaque;
-	struct rdb_frame f;
 	int rc = 0;
 
 	if (ev & RDB_EV_WRITE) {
@@ -642,12 +680,37 @@ static void on_link(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 	}
 	if (!(ev & RDB_EV_READ))
 		return;
+	if (b->backlog) {
+		/* frames wait here: the primary is not silent (on_heartbeat) */
+		b->last_rx_ns = rdb_now_ns();
+		return;
+	}
 	rc = rdb_proto_decoder_read_fd(&b->dec, fd);
 	if (rc == 0)
 		b->last_rx_ns = rdb_now_ns();
-	while (rc >= 0 || rc == -EAGAIN || rc == -ECONNRESET) {
-		int r2 = rdb_proto_decoder_next(&b->dec, &f);
+	link_frames(b, rc);
+}
 
+/* The frames in the decoder, for one slice of the loop; rc is the read's. */
+static void link_frames(struct rdb_backup *b, int rc)
+{
+	uint64_t until = rdb_now_ns() + LINK_SLICE_NS;
+	struct rdb_frame f;
+
+	while (rc >= 0 || rc == -EAGAIN || rc == -ECONNRESET) {
+		int r2;
+
+		if (rdb_now_ns() >= until) {
+			/* a read error or end comes back when reading resumes */
+			b->backlog = true;
+			want_write(b);
+			if (!b->slice_timer &&
+			    rdb_evloop_add_timer(b->d->loop, 0, on_link_slice, b,
+						 &b->slice_timer) < 0)
+				link_lost(b, "out of memory");
+			return;
+		}
+		r2 = rdb_proto_decoder_next(&b->dec, &f);
 		if (r2 < 0) {
 			rc = r2;
 			break;
@@ -668,6 +731,10 @@ static void on_link(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 			refuse_link(b, why);
 			return;
 		}
+	}
+	if (b->backlog) {
+		b->backlog = false;
+		want_write(b);
 	}
 	if (rc == -ECONNRESET) {
 		link_lost(b, "primary closed the replication link (host alive: no failover)");

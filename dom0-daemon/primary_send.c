@@ -42,7 +42,7 @@ int rdb_pri_peer_flush(struct rdb_primary *p)
 }
 
 /* Frames runs of records as PAGES messages of at most PAGES_BATCH_BYTES
- * each, cut on record boundaries. */
+ * and PAGES_BATCH_PAGES each, cut on record boundaries. */
 static int frame_runs(struct rdb_buf *out, uint64_t epoch, const uint8_t *recs,
 		      const struct rdb_page_run *runs, size_t nruns)
 {
@@ -57,7 +57,8 @@ static int frame_runs(struct rdb_buf *out, uint64_t epoch, const uint8_t *recs,
 			size_t take = 0;
 			uint32_t k = 0;
 
-			while (k < n && take < PAGES_BATCH_BYTES) {
+			while (k < n && take < PAGES_BATCH_BYTES &&
+			       k < PAGES_BATCH_PAGES) {
 				take += rdb_proto_page_record_size(at + take);
 				k++;
 			}
