@@ -217,6 +217,11 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 		     (sizeof(p->pos_epoch) / sizeof(p->pos_epoch[0]));
 		p->pos_epoch[at] = epoch;
 		p->pos_tail[at] = rdb_disk_ring_pos(&p->disk);
+		/* the guest is stopped, its disk drained: every flush it
+		 * was answered was synced here; from now on the backup's
+		 * replica carries them (before any output tells of them) */
+		if (epoch == 0)
+			rdb_disk_set_replicated(&p->disk, true);
 	}
 	/* The VM is still stopped: every frame it sent so far is epoch <= N.
 	 * Under commit protection that must hold exactly (the backup's flow
@@ -235,6 +240,9 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 		p->pause_work_ns += rdb_now_ns() - t1;
 	}
 	p->open_epoch = epoch + 1;
+	/* From the initial state's stop on, output waits for its epoch's
+	 * acknowledgement (guest_frame). */
+	p->initial_open = false;
 	/* Reads drained from here on are the next epoch's (read tracking:
 	 * the encoders of this one must not take them, readidx.h). */
 	p->disk.read_epoch = p->open_epoch;
@@ -686,7 +694,9 @@ static void guest_frame(void *opaque, const uint8_t *frame, size_t len)
 		return;		/* the other copy runs: nothing leaves here */
 	if (p->deciding || p->attach_checking)	/* held whatever the mode: I6 */
 		rdb_netbuf_hold(&p->nb, p->open_epoch, frame, len);
-	else if (!p->colo_active)
+	else if (!p->colo_active || p->initial_open)
+		/* unprotected, or before the initial state's stop: whatever
+		 * it tells of is in every state the backup could run */
 		rdb_nic_to_wire(&p->nic, frame, len);
 	else if (p->cp)
 		rdb_flowbuf_from_guest(&p->fb, p->open_epoch, marked, frame, len,
@@ -1967,17 +1977,18 @@ static int link_up(struct rdb_primary *p, struct connect_job *j, char *err,
 	if (rc < 0)
 		return rc;
 	p->colo_active = true;
+	p->initial_open = true;
 	if (!p->has_disk)
 		return start_colo(p, err, errlen);
-	/* Output is held from here until the backup acknowledges it: the
-	 * backup's replica carries the guest's flushes (disk.h).  Every
-	 * change from here on reaches the backup, after the copy's chunk of
-	 * its range or in it. */
+	/* Every change from here on reaches the backup, after the copy's
+	 * chunk of its range or in it.  Output leaves and the guest's
+	 * flushes are synced here until the guest stops for the initial
+	 * state (on_epoch_end); from then on the backup's replica carries
+	 * them (disk.h) and output waits for the backup's acknowledgement. */
 	/* The activity log is armed for this protection before the first
 	 * change is recorded (actlog.h). */
 	rdb_disk_set_log_generation(&p->disk, p->log_gen);
 	rdb_disk_set_recording(&p->disk, true);
-	rdb_disk_set_replicated(&p->disk, true);
 	if (p->features & RDB_FEATURE_RESYNC) {
 		/* the copy waits for the backup's DISK_BASE */
 		p->awaiting_base = true;

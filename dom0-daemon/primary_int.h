@@ -68,9 +68,14 @@ struct rdb_primary {
 	struct rdb_vm *vm;
 	struct rdb_daemon *d;
 	pid_t qemu_pid;			/* from QMP's SO_PEERCRED; 0: unknown */
-	/* Protection runs (disk copy, then COLO): output is held, disk
-	 * changes are replicated. */
+	/* Protection runs (disk copy, then COLO): disk changes are
+	 * replicated, output is held (from the initial state's stop on). */
 	bool colo_active;
+	/* Protection runs, and the guest has not stopped for the initial
+	 * state yet: its output leaves at once and its disk's flushes are
+	 * synced here.  Whatever the guest did so far is in the initial
+	 * state; before that state is committed no failover can happen. */
+	bool initial_open;
 	bool protect_started;		/* protect was asked and not undone */
 
 	/* disk */

@@ -3,7 +3,11 @@
 # (SIGSTOP), the primary degrades, the backup comes back, the operator
 # runs `remusdbctl protect` again — a new link, a new COLO run in the same
 # QEMU — and the VM then survives a power pull: the client's sequence is
-# contiguous on one connection through all of it.
+# contiguous on one connection through all of it.  While it is being
+# protected again the client is not held up: the guest's output leaves
+# at once until the guest stops for the initial state, so the longest
+# gap the client sees then is well under the time protecting took (red
+# when output is held from the protection's start: the gap is all of it).
 set -u
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/netns.sh"
@@ -15,7 +19,7 @@ rdb_require_root
 cluster_up "$run" 25 || rdb_fail "setup failed (logs in $CL_DIR)"
 ip netns exec "$(netns_name "$run" cli)" "$RDB_HELPERS/seqcheck" \
 	--host "$CL_GUEST_IP" --port "$CL_SEQ_PORT" --duration 90 \
-	--connect-timeout 20 --stall-timeout 20 \
+	--connect-timeout 20 --stall-timeout 20 --mark-window 3 \
 	>"$CL_DIR/seqcheck.json" 2>"$CL_DIR/seqcheck.log" &
 checker=$!
 wait_for 20 "first values at the client" \
@@ -26,12 +30,13 @@ cl_ctl pri wait "$CL_VM" degraded --timeout 10 || rdb_fail "primary did not degr
 kill -CONT "$(cat "$CL_DIR/bak/remusdbd.pid")"
 cl_ctl bak wait "$CL_VM" degraded --timeout 10 || rdb_fail "backup did not see the link go"
 sleep 2
+kill -USR1 "$checker"
 cl_ctl pri protect "$CL_DIR/$CL_VM.conf" || rdb_fail "protect again refused"
 cl_ctl pri wait "$CL_VM" protected --timeout 60 || rdb_fail "not protected again"
 cl_ctl bak wait "$CL_VM" protected --timeout 10 || rdb_fail "backup not protected again"
 grep -q "degraded -> protecting.*operator protect (again" "$CL_DIR/pri/remusdbd.log" ||
 	rdb_fail "no log line for the second protection"
-sleep 3
+sleep 3	# (past the protect mark's window: 3 s)
 cluster_pull_power "$run"
 kill -USR1 "$checker"
 cl_ctl bak wait "$CL_VM" failed-over --timeout 30 || rdb_fail "no failover after protecting again"
@@ -41,6 +46,15 @@ wait_pid 15 "$checker"
 jq -c . "$CL_DIR/seqcheck.json"
 jq -e '.gaps == 0 and .dups == 0 and .regressions == 0 and .corrupt == 0 and
        (.connection_lost | not) and .values_after_stall > 0 and
-       (.marks[0].next_ms // -1) >= 0' "$CL_DIR/seqcheck.json" >/dev/null ||
+       (.marks[1].next_ms // -1) >= 0' "$CL_DIR/seqcheck.json" >/dev/null ||
 	rdb_fail "sequence broken (see $CL_DIR)"
-echo "PASS: protected again after the backup was lost; then a power pull: sequence contiguous (outage $(jq -r '.marks[0].next_ms' "$CL_DIR/seqcheck.json") ms)"
+# how long the second protection took, and the client's longest gap in it
+took=$(sed -n 's/.*protecting -> protected after \([0-9.]*\) s: backup committed.*/\1/p' \
+	"$CL_DIR/pri/remusdbd.log" | tail -n 1)
+[ -n "$took" ] || rdb_fail "no end of the second protection in the log"
+stall=$(jq -r '.marks[0].stall_ms' "$CL_DIR/seqcheck.json")
+awk -v t="$took" 'BEGIN { exit !(t >= 0.4) }' ||
+	rdb_fail "protecting again took $took s: too short to tell held output from a gap"
+awk -v t="$took" -v s="$stall" 'BEGIN { exit !(s < t * 1000 / 2) }' ||
+	rdb_fail "the client waited $stall ms while the VM was being protected ($took s): its output was held"
+echo "PASS: protected again after the backup was lost (in $took s, the client's longest gap meanwhile $stall ms); then a power pull: sequence contiguous (outage $(jq -r '.marks[1].next_ms' "$CL_DIR/seqcheck.json") ms)"
