@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 secs=${FUZZ_SECONDS:-60}
 srcs=(dom0-daemon/lib/buf.c dom0-daemon/lib/crc32c.c dom0-daemon/lib/clock.c
       dom0-daemon/lib/sockutil.c dom0-daemon/proto.c dom0-daemon/nbd.c
-      hypervisor/qemu/colo_stream.c dom0-daemon/xorrle.c
+      hypervisor/qemu/colo_stream.c hypervisor/xen/xc_stream.c dom0-daemon/xorrle.c
       dom0-daemon/stage.c dom0-daemon/diskbuf.c dom0-daemon/ramimage.c
       dom0-daemon/flowcheck.c dom0-daemon/tcpseg.c dom0-daemon/lib/fileio.c
       dom0-daemon/lib/log.c)
