@@ -118,6 +118,13 @@ build/helpers/%: tests/helpers/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O2 -static -o $@ $<
 
+# the Xen stream parser over xl's real streams, in the Xen host's dom0
+XCSTAT_SRCS := tests/helpers/xcstat.c hypervisor/xen/xc_stream.c \
+	dom0-daemon/lib/buf.c dom0-daemon/lib/sockutil.c dom0-daemon/lib/clock.c
+build/helpers/xcstat: $(XCSTAT_SRCS) hypervisor/xen/xc_stream.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) -O2 -static $(INCS) -o $@ $(XCSTAT_SRCS)
+
 # The ledger: libpq always, MariaDB Connector/C with its driver.
 LEDGER_SRCS := tests/workload/ledger.c tests/workload/ledger_pg.c \
 	$(wildcard tests/workload/ledger_my.c)

@@ -93,6 +93,12 @@ for t in debootstrap unshare mkfs.ext4 cpio zstd dpkg-deb dpkg-source modinfo de
 done
 nice_() { nice -n 19 ionice -c3 "$@"; }
 
+# xcstat (tests/helpers/xcstat.c): the project's Xen stream parser, run in
+# dom0 over what xl save and xl remus produce
+xcstat=$here/../build/helpers/xcstat
+make -s -C "$here/.." build/helpers/xcstat >&2 ||
+	{ echo "mkxenhost: building build/helpers/xcstat failed" >&2; exit 1; }
+
 # The kernel: mkguest.sh's pin, and its download cache.
 KVER=$(sed -n 's/^KVER=//p' "$here/mkguest.sh")
 KPKG_VERSION=$(sed -n 's/^KPKG_VERSION=//p' "$here/mkguest.sh")
@@ -129,7 +135,8 @@ mirror=$(printf '%s\n' "$src_text" | awk '/^URIs:/ && $2 ~ /\/debian\/?$/ {print
 
 rootkey=$(printf '%s\n' "xenhost-root v1" "$SUITE" "$INCLUDE" "$XEN_PKGS" "$mirror" "$src_text" |
 	sha256sum | cut -c1-16)
-key=$( { cat "$0"; echo "$rootkey $shadow"; sha256sum < "$deb"; sha256sum < /bin/busybox; } |
+key=$( { cat "$0"; echo "$rootkey $shadow"; sha256sum < "$deb"; sha256sum < /bin/busybox;
+	sha256sum < "$xcstat"; } |
 	sha256sum | cut -c1-16)
 entry=$cache/xenhost-$key
 rentry=$cache/xen-dom0root-$rootkey
@@ -345,6 +352,7 @@ if [ $fail = 0 ]; then
 	t=$(ms)
 	if xl save smoke /tmp/smoke.save > /tmp/xl-save 2>&1; then
 		ts=$(ms)
+		echo "REMUSDB-XEN-XCSTAT save $(/usr/local/bin/xcstat /tmp/smoke.save)"
 		if xl restore /tmp/smoke.save > /tmp/xl-restore 2>&1 && alive; then
 			echo "REMUSDB-XEN-SAVE-RESTORE ok save_ms=$((ts - t)) restore_ms=$(($(ms) - ts)) image_kb=$(($(stat -c %s /tmp/smoke.save) / 1024))"
 		else
@@ -379,7 +387,8 @@ if [ $fail = 0 ] && ! grep -q 'remusdb.xen.migrate=0' /proc/cmdline; then
 	# primary dies (destroyed, and its xl remus killed, as when its host
 	# goes) and the backup must run on from the last checkpoint
 	REMUS_SECS=20
-	xl remus -F -n -d -i 200 -s /usr/local/sbin/remusdb-localssh smoke localhost > /tmp/xl-remus 2>&1 &
+	# (the stream to the backup is kept, for xcstat: remusdb-localssh-capture)
+	xl remus -F -n -d -i 200 -s /usr/local/sbin/remusdb-localssh-capture smoke localhost > /tmp/xl-remus 2>&1 &
 	rpid=$!
 	t=$(ms) i=0
 	while kill -0 $rpid 2>/dev/null && [ $i -lt $((REMUS_SECS * 10)) ]; do sleep 0.1; i=$((i+1)); done
@@ -404,6 +413,7 @@ if [ $fail = 0 ] && ! grep -q 'remusdb.xen.migrate=0' /proc/cmdline; then
 		while [ "$(beats)" -le "$n0" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
 		if [ "$(beats)" -gt "$n0" ]; then
 			echo "REMUSDB-XEN-REMUS ok checkpoints=$cps secs=$secs failover_ms=$(($(ms) - t))"
+			echo "REMUSDB-XEN-XCSTAT remus $(/usr/local/bin/xcstat /tmp/remus.stream)"
 		else
 			echo "REMUSDB-XEN-REMUS fail (no heartbeat from the backup in 30 s)"; fail=1
 			grep -v 'progress\|All records' /tmp/xl-remus | tail -n 8 | sed 's/^/REMUSDB-XEN-XL-REMUS: /'
@@ -419,7 +429,16 @@ cat > "$root/usr/local/sbin/remusdb-localssh" <<'EOS'
 shift
 exec sh -c "$*"
 EOS
-chmod 755 "$root/usr/local/sbin/remusdb-xen-smoke" "$root/usr/local/sbin/remusdb-localssh"
+cat > "$root/usr/local/sbin/remusdb-localssh-capture" <<'EOS'
+#!/bin/sh
+# remusdb-localssh, keeping a copy of the stream CMD reads (for xcstat)
+shift
+exec sh -c "tee /tmp/remus.stream | $*"
+EOS
+chmod 755 "$root/usr/local/sbin/remusdb-xen-smoke" "$root/usr/local/sbin/remusdb-localssh" \
+	"$root/usr/local/sbin/remusdb-localssh-capture"
+mkdir -p "$root/usr/local/bin"
+install -m 755 "$xcstat" "$root/usr/local/bin/xcstat"
 
 # ---- the PV domU: the same kernel, a busybox initramfs ----
 du=$work/domu

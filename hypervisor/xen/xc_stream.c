@@ -300,7 +300,9 @@ static int xrec(struct rdb_xc_parser *p, uint32_t type, const uint8_t *b,
 			p->epoch++;
 			return rc;
 		}
-		p->state = RDB_XC_S_LREC;	/* libxl ends the checkpoint */
+		/* libxl's records of this checkpoint, to CHECKPOINT_END */
+		p->in_checkpoint = true;
+		p->state = RDB_XC_S_LREC;
 		return 0;
 	case RDB_XC_VERIFY:
 		p->verify = true;
@@ -349,9 +351,16 @@ static int lrec(struct rdb_xc_parser *p, uint32_t type, const uint8_t *b,
 		p->state = RDB_XC_S_DONE;
 		return p->ops->end ? p->ops->end(p->opaque) : 0;
 	case RDB_XL_LIBXC_CONTEXT:
-		p->state = p->have_headers ? RDB_XC_S_XREC : RDB_XC_S_IHDR;
+		if (p->have_headers)
+			return fail(p, "a second libxl LIBXC_CONTEXT");
+		p->state = RDB_XC_S_IHDR;
 		return 0;
 	case RDB_XL_CHECKPOINT_END:
+		if (!p->in_checkpoint)
+			return fail(p, "libxl CHECKPOINT_END without libxc's "
+				    "CHECKPOINT before it");
+		p->in_checkpoint = false;
+		p->state = RDB_XC_S_XREC;	/* libxc's records go on */
 		rc = p->ops->epoch_end ? p->ops->epoch_end(p->opaque, p->epoch) : 0;
 		p->epoch++;
 		return rc;

@@ -12,13 +12,17 @@
  *            (bit 0 big-endian: refused; bit 1 legacy libxc stream:
  *             refused)
  *   lrec   = type:le32 len:le32 body[len] pad
- *            END 0 (len 0, the last record), LIBXC_CONTEXT 1 (len 0: a
- *            libxc stream follows, up to its END or CHECKPOINT),
- *            EMULATOR_XENSTORE_DATA 2, EMULATOR_CONTEXT 3 (emulator
- *            id:le32 index:le32 blob), CHECKPOINT_END 4 (len 0: the end
- *            of checkpoint k), CHECKPOINT_STATE 5 (id:le32, COLO's)
- *   libxc stream = ihdr dhdr xrec*   (the headers once, at the first
- *            LIBXC_CONTEXT; each later one carries records only)
+ *            END 0 (len 0, the last record), LIBXC_CONTEXT 1 (len 0: the
+ *            libxc stream follows, once), EMULATOR_XENSTORE_DATA 2,
+ *            EMULATOR_CONTEXT 3 (emulator id:le32 index:le32 blob),
+ *            CHECKPOINT_END 4 (len 0: the end of checkpoint k),
+ *            CHECKPOINT_STATE 5 (id:le32, COLO's)
+ *   libxc stream = ihdr dhdr xrec*, up to its END (libxl's records
+ *            follow) or, in a checkpointed stream (xl remus), up to each
+ *            CHECKPOINT: then libxl's records of that checkpoint up to
+ *            its CHECKPOINT_END, and the libxc records go on (as libxl
+ *            reads it: libxc hands it the stream at a checkpoint and
+ *            takes it back after CHECKPOINT_END)
  *   ihdr   = marker:be64 ~0  id:be32 "XENF"  version:be32 2|3
  *            options:be16 (bit 0 big-endian: refused) res:be16 res:be32
  *   dhdr   = type:le32 (1 x86 PV, 2 x86 HVM, 3 x86 PVH, 4 ARM)
@@ -133,6 +137,7 @@ struct rdb_xc_parser {
 	struct rdb_buf in;
 	uint64_t epoch;
 	bool have_headers;	/* libxc's, seen once */
+	bool in_checkpoint;	/* libxl's records of a libxc CHECKPOINT */
 	bool verify;		/* after VERIFY: pages are for checking */
 	bool static_end;	/* STATIC_DATA_END seen (version 3) */
 	uint64_t records, pages;

@@ -231,12 +231,14 @@ static void test_libxl_remus_stream(void **state)
 	struct seen a, b;
 	struct rdb_buf s;
 
+	/* as xl remus sends it (and libxl reads it): one LIBXC_CONTEXT; at
+	 * each libxc CHECKPOINT libxl's records up to CHECKPOINT_END, then
+	 * libxc's records again */
 	rdb_buf_init(&s);
 	lhdr(&s, 0);
+	rec(&s, 1, NULL, 0);				/* LIBXC_CONTEXT */
+	xhdrs(&s, 2, 0, 2, 12);
 	for (int k = 0; k < 3; k++) {
-		rec(&s, 1, NULL, 0);			/* LIBXC_CONTEXT */
-		if (k == 0)
-			xhdrs(&s, 2, 0, 2, 12);		/* once */
 		page_data(&s, 0x10 * (k + 1), t, 2);
 		rec(&s, k < 2 ? 0x0e : 0x00, NULL, 0);	/* CHECKPOINT / END */
 		rec(&s, 3, emu, sizeof(emu));		/* EMULATOR_CONTEXT */
@@ -392,6 +394,21 @@ static void b_libxl_type(struct rdb_buf *s)
 	rec(s, 9, NULL, 0);
 }
 
+static void b_stray_checkpoint_end(struct rdb_buf *s)
+{
+	lhdr(s, 0);
+	rec(s, 4, NULL, 0);
+}
+
+static void b_second_libxc(struct rdb_buf *s)
+{
+	lhdr(s, 0);
+	rec(s, 1, NULL, 0);
+	xhdrs(s, 3, 0, 1, 12);
+	rec(s, 0, NULL, 0);			/* libxc END: back to libxl */
+	rec(s, 1, NULL, 0);
+}
+
 static void test_malformed_refused(void **state)
 {
 	refused(b_marker, RDB_XC_RAW, "marker");
@@ -412,6 +429,8 @@ static void test_malformed_refused(void **state)
 	refused(b_libxl_ident, RDB_XC_LIBXL, "LibxlFmt");
 	refused(b_libxl_legacy, RDB_XC_LIBXL, "legacy");
 	refused(b_libxl_type, RDB_XC_LIBXL, "libxl record type 0x00000009");
+	refused(b_stray_checkpoint_end, RDB_XC_LIBXL, "without libxc's CHECKPOINT");
+	refused(b_second_libxc, RDB_XC_LIBXL, "a second libxl LIBXC_CONTEXT");
 }
 
 static int fail_pages(void *o, uint64_t epoch, uint64_t pfn, unsigned type,

@@ -7,7 +7,11 @@
 #    it running, xl migrate to localhost keeps it running, xl remus to
 #    localhost checkpoints it for 20 s and after the primary is destroyed
 #    (and its xl remus killed) the backup runs on (deadline
-#    XENHOST_SMOKE_SECS after dom0 is ready, default 600).
+#    XENHOST_SMOKE_SECS after dom0 is ready, default 600);
+#  - xcstat, the project's stream parser (hypervisor/xen/xc_stream.c),
+#    reads the saved image and the captured Remus stream without an
+#    error: the image whole, with its pages; the Remus stream's
+#    checkpoints.
 #    XENHOST_MIGRATE=0 skips migration and Remus.  XENHOST_DEBIAN_XEN=1
 #    boots Debian's own hypervisor (mkxenhost.sh --debian-xen): it has no
 #    log-dirty mode for PV guests, so migration and Remus must answer
@@ -116,6 +120,22 @@ if [ "${XENHOST_MIGRATE:-1}" != 0 ]; then
 	grep -q "REMUSDB-XEN-MIGRATE $want" "$con" || ok=0
 	grep -q "REMUSDB-XEN-REMUS $want" "$con" || ok=0
 fi
+# xcstat (the project's stream parser, tests/helpers/xcstat.c) over the
+# saved image and the captured Remus stream: parsed without an error; the
+# saved image whole (libxl's END), with pages; the Remus stream with at
+# least one checkpoint's end
+xcjson() {	# xcjson save|remus: xcstat's JSON line, or null
+	local j
+	j=$(sed -n "s/.*REMUSDB-XEN-XCSTAT $1 \({.*}\).*/\1/p" "$con" | tr -d '\r' | head -n 1)
+	jq -ce . <<<"$j" 2>/dev/null || echo null
+}
+xc_save=$(xcjson save)
+jq -e '.ok and .end and .pages > 0 and .pages_with_data > 0' <<<"$xc_save" >/dev/null 2>&1 || ok=0
+xc_remus=null
+if [ "${XENHOST_MIGRATE:-1}" != 0 ] && [ "${XENHOST_DEBIAN_XEN:-0}" != 1 ]; then
+	xc_remus=$(xcjson remus)
+	jq -e '.ok and .epochs >= 1 and .pages > 0' <<<"$xc_remus" >/dev/null 2>&1 || ok=0
+fi
 word() {	# word MARKER: the word after MARKER on its first line, quoted
 	local w
 	w=$(sed -n "s/.*$1 \([a-z]*\).*/\1/p" "$con" 2>/dev/null | head -n 1)
@@ -131,6 +151,7 @@ cat <<EOJ
  "xl_migrate_localhost": $(word REMUSDB-XEN-MIGRATE), "xl_migrate_localhost_ms": $migrate_ms,
  "xl_remus_localhost": $(word REMUSDB-XEN-REMUS), "remus_checkpoints": $(field REMUSDB-XEN-REMUS checkpoints),
  "remus_secs": $(field REMUSDB-XEN-REMUS secs), "remus_failover_ms": $(field REMUSDB-XEN-REMUS failover_ms),
+ "xcstat_save": $xc_save, "xcstat_remus": $xc_remus,
  "hypervisor": "$([ "${XENHOST_DEBIAN_XEN:-0}" = 1 ] && echo debian || echo shadow-rebuild)"}
 EOJ
 grep -E 'REMUSDB-XEN-[A-Z-]+' "$con" | grep -v 'XL-INFO:\|XL-LIST:' | sed 's/^/  /' | tr -d '\r' >&2
