@@ -50,13 +50,8 @@ fi
 rdb_build_guest
 rdb_log "bench: switchover, $rounds round trips at $ckpt ms epochs"
 cluster_up "$run" "$ckpt" || rdb_fail "setup failed (logs in $CL_DIR)"
-ip netns exec "$(netns_name "$run" cli)" "$RDB_HELPERS/seqcheck" \
-	--host "$CL_GUEST_IP" --port "$CL_SEQ_PORT" --duration 900 \
-	--connect-timeout 20 --stall-timeout 20 --mark-window 3 \
-	>"$CL_DIR/seqcheck.json" 2>"$CL_DIR/seqcheck.log" &
-checker=$!
-wait_for 20 "first values at the client" \
-	grep -q '^first ' "$CL_DIR/seqcheck.log" || rdb_fail "client got nothing"
+cl_seq_start 900 --mark-window 3
+checker=$CL_CHECKER
 sleep 3
 
 declare -A addr=([pri]=10.78.0.1:7788 [bak]=10.78.0.2:7788)

@@ -40,13 +40,8 @@ fi
 # A random moment: not only "just after a checkpoint".
 [ -n "$before_s" ] || before_s=$(awk -v r=$RANDOM 'BEGIN{printf "%.3f", 3 + (r % 4000) / 1000}')
 total_s=$(awk -v a="$before_s" -v b="$after_s" 'BEGIN{printf "%d", a + b + 25}')
-ip netns exec "$(netns_name "$run" cli)" "$RDB_HELPERS/seqcheck" \
-	--host "$CL_GUEST_IP" --port "$CL_SEQ_PORT" --duration "$total_s" \
-	--connect-timeout 20 --stall-timeout 20 --timeline "$CL_DIR/timeline.txt" \
-	>"$CL_DIR/seqcheck.json" 2>"$CL_DIR/seqcheck.log" &
-checker=$!
-wait_for 20 "first values at the client" \
-	grep -q '^first ' "$CL_DIR/seqcheck.log" || rdb_fail "client got nothing"
+cl_seq_start "$total_s" --timeline "$CL_DIR/timeline.txt"
+checker=$CL_CHECKER
 # the operator's drill on the backup, armed before the pull
 cl_ctl bak drill "$CL_VM" --timeout 90 --out "$CL_DIR/ctl-drill.json" \
 	>"$CL_DIR/ctl-drill.log" 2>&1 &

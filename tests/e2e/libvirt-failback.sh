@@ -28,13 +28,8 @@ cluster_hosts_up "$run" || rdb_fail "setup failed (logs in $CL_DIR)"
 lv_pair_protected || rdb_fail "the protected libvirt domain did not come up (logs in $CL_DIR)"
 echo "vm1 protected from pri's libvirt after $(ms_since "$t0") ms"
 
-ip netns exec "$(netns_name "$run" cli)" "$RDB_HELPERS/seqcheck" \
-	--host "$CL_GUEST_IP" --port "$CL_SEQ_PORT" --duration 200 \
-	--connect-timeout 20 --stall-timeout 30 \
-	>"$CL_DIR/seqcheck.json" 2>"$CL_DIR/seqcheck.log" &
-checker=$!
-wait_for 20 "first values at the client" \
-	grep -q '^first ' "$CL_DIR/seqcheck.log" || rdb_fail "client got nothing"
+cl_seq_start 200 --stall-timeout 30
+checker=$CL_CHECKER
 sleep 3
 
 # ---- failover into bak's libvirt ----

@@ -35,13 +35,8 @@ if [ "$(nproc)" -ge 2 ]; then
 	export CL_DAEMON_CPUS=0 CL_GUEST_CPUS=1 CL_BAK_CPUS=0-1
 fi
 cluster_up "$run" "$ckpt" || rdb_fail "setup failed (logs in $CL_DIR)"
-ip netns exec "$(netns_name "$run" cli)" "$RDB_HELPERS/seqcheck" \
-	--host "$CL_GUEST_IP" --port "$CL_SEQ_PORT" --duration 120 \
-	--connect-timeout 20 --stall-timeout 20 --mark-window 3 \
-	>"$CL_DIR/seqcheck.json" 2>"$CL_DIR/seqcheck.log" &
-checker=$!
-wait_for 20 "first values at the client" \
-	grep -q '^first ' "$CL_DIR/seqcheck.log" || rdb_fail "client got nothing"
+cl_seq_start 120 --mark-window 3
+checker=$CL_CHECKER
 sleep 3
 
 qemu_pid=$(cat "$CL_DIR/pri/qemu.pid")

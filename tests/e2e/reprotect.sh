@@ -17,13 +17,8 @@ run=${RDB_RUN:-rp$$}
 trap 'cluster_down "$run"' EXIT
 rdb_require_root
 cluster_up "$run" 25 || rdb_fail "setup failed (logs in $CL_DIR)"
-ip netns exec "$(netns_name "$run" cli)" "$RDB_HELPERS/seqcheck" \
-	--host "$CL_GUEST_IP" --port "$CL_SEQ_PORT" --duration 90 \
-	--connect-timeout 20 --stall-timeout 20 --mark-window 3 \
-	>"$CL_DIR/seqcheck.json" 2>"$CL_DIR/seqcheck.log" &
-checker=$!
-wait_for 20 "first values at the client" \
-	grep -q '^first ' "$CL_DIR/seqcheck.log" || rdb_fail "client got nothing"
+cl_seq_start 90 --mark-window 3
+checker=$CL_CHECKER
 sleep 2
 kill -STOP "$(cat "$CL_DIR/bak/remusdbd.pid")"
 cl_ctl pri wait "$CL_VM" degraded --timeout 10 || rdb_fail "primary did not degrade"

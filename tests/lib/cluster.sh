@@ -16,6 +16,12 @@
 #                                    CL_ATTACH: attached first, no disk;
 #                                    CL_GUEST_READY: console line to wait for
 #   cluster_pull_power RUN           links down first, then SIGKILL
+#   cl_seq_start SECS [ARG...]       the sequence client (seqcheck) on
+#                                    CL_VM for SECS, in the background
+#                                    (pid CL_CHECKER; CL_DIR/seqcheck.json,
+#                                    .log), once its first value came;
+#                                    ARGs go to seqcheck after its defaults
+#                                    (a later option wins)
 #   cluster_seq_pull RUN BEFORE AFTER  the sequence client on CL_VM, the
 #                                    primary's power pulled BEFORE s after
 #                                    its first value, the backup awaited
@@ -463,16 +469,23 @@ CL_SEQ_JQ='def seq_ok: .gaps == 0 and .dups == 0 and .regressions == 0
 	and .corrupt == 0 and (.connection_lost | not)
 	and .values_after_stall > 0 and (.marks[0].next_ms // -1) >= 0;'
 
+cl_seq_start() {
+	local secs=$1
+	shift
+	ip netns exec "$(netns_name "$CL_RUN" cli)" "$RDB_HELPERS/seqcheck" \
+		--host "$CL_GUEST_IP" --port "$CL_SEQ_PORT" --duration "$secs" \
+		--connect-timeout 20 --stall-timeout 20 "$@" \
+		>"$CL_DIR/seqcheck.json" 2>"$CL_DIR/seqcheck.log" &
+	CL_CHECKER=$!
+	wait_for 20 "first values at the client" \
+		grep -q '^first ' "$CL_DIR/seqcheck.log" || rdb_fail "client got nothing"
+}
+
 cluster_seq_pull() {
 	local run=$1 before_s=$2 after_s=$3 total_s checker
 	total_s=$(awk -v a="$before_s" -v b="$after_s" 'BEGIN{printf "%d", a + b + 25}')
-	ip netns exec "$(netns_name "$run" cli)" "$RDB_HELPERS/seqcheck" \
-		--host "$CL_GUEST_IP" --port "$CL_SEQ_PORT" --duration "$total_s" \
-		--connect-timeout 20 --stall-timeout 20 \
-		>"$CL_DIR/seqcheck.json" 2>"$CL_DIR/seqcheck.log" &
-	checker=$!
-	wait_for 20 "first values at the client" \
-		grep -q '^first ' "$CL_DIR/seqcheck.log" || rdb_fail "client got nothing"
+	cl_seq_start "$total_s"
+	checker=$CL_CHECKER
 	sleep "$before_s"
 	cl_ctl pri status "$CL_VM" --json > "$CL_DIR/pri-status.json" ||
 		rdb_fail "primary not answering before the pull"
