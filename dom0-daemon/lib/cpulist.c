@@ -75,30 +75,49 @@ char *rdb_cpulist_format(const cpu_set_t *set, char *out, size_t len)
 	return out;
 }
 
-int rdb_cpulist_of_process(pid_t pid, cpu_set_t *out)
+int rdb_cpulist_each_thread(pid_t pid, int (*fn)(pid_t tid, void *opaque),
+			    void *opaque)
 {
 	char path[64];
 	struct dirent *e;
 	DIR *d;
-	int seen = 0;
+	int n = 0, rc = 0;
 
-	CPU_ZERO(out);
 	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
 	d = opendir(path);
 	if (!d)
 		return -errno;
-	while ((e = readdir(d))) {
-		cpu_set_t one;
-		pid_t tid = (pid_t)atoi(e->d_name);
+	while (rc >= 0 && (e = readdir(d))) {
+		char *end;
+		long tid = strtol(e->d_name, &end, 10);
 
-		if (tid <= 0)
+		if (e->d_name[0] == '.' || *end || tid <= 0)
 			continue;
-		/* a thread that left meanwhile has no affinity to count */
-		if (sched_getaffinity(tid, sizeof(one), &one) < 0)
-			continue;
-		CPU_OR(out, out, &one);
-		seen++;
+		rc = fn((pid_t)tid, opaque);
+		n += rc == 0;
 	}
 	closedir(d);
-	return seen ? 0 : -ESRCH;
+	return rc < 0 ? rc : n;
+}
+
+static int add_affinity(pid_t tid, void *opaque)
+{
+	cpu_set_t one, *out = opaque;
+
+	/* a thread that left meanwhile has no affinity to count */
+	if (sched_getaffinity(tid, sizeof(one), &one) < 0)
+		return 1;
+	CPU_OR(out, out, &one);
+	return 0;
+}
+
+int rdb_cpulist_of_process(pid_t pid, cpu_set_t *out)
+{
+	int n;
+
+	CPU_ZERO(out);
+	n = rdb_cpulist_each_thread(pid, add_affinity, out);
+	if (n < 0)
+		return n;
+	return n ? 0 : -ESRCH;
 }

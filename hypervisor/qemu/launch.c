@@ -1,13 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include "qemu/launch.h"
 #include "clock.h"
+#include "cpulist.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -31,33 +30,18 @@ int rdb_qemu_adopt(pid_t pid, struct rdb_qemu_proc *out)
 	return 0;
 }
 
+static int place_thread(pid_t tid, void *opaque)
+{
+	const cpu_set_t *cpus = opaque;
+
+	if (sched_setaffinity(tid, sizeof(*cpus), cpus) == 0)
+		return 0;
+	return errno == ESRCH ? 1 : -errno;	/* 1: a thread that just left */
+}
+
 int rdb_qemu_place(pid_t pid, const cpu_set_t *cpus)
 {
-	char path[64];
-	struct dirent *e;
-	DIR *dir;
-	int n = 0, rc = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	dir = opendir(path);
-	if (!dir)
-		return -errno;
-	while ((e = readdir(dir)) != NULL) {
-		char *end;
-		long tid = strtol(e->d_name, &end, 10);
-
-		if (e->d_name[0] == '.' || *end || tid <= 0)
-			continue;
-		if (sched_setaffinity((pid_t)tid, sizeof(*cpus), cpus) < 0) {
-			if (errno == ESRCH)	/* a thread that just left */
-				continue;
-			rc = -errno;
-			break;
-		}
-		n++;
-	}
-	closedir(dir);
-	return rc < 0 ? rc : n;
+	return rdb_cpulist_each_thread(pid, place_thread, (void *)cpus);
 }
 
 /* An adopted QEMU: 1 once it has exited (the pidfd closed), else 0. */
