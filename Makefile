@@ -62,7 +62,7 @@ CTL_LIBS := $(shell pkg-config --libs $(CTL_PKGS) 2>/dev/null)
 XML_LIBS := $(shell pkg-config --libs libxml-2.0 2>/dev/null)
 
 MAIN_SRCS := dom0-daemon/main.c
-LIB_SRCS := $(filter-out $(MAIN_SRCS),$(wildcard dom0-daemon/*.c dom0-daemon/lib/*.c hypervisor/qemu/*.c hypervisor/xen/*.c))
+LIB_SRCS := $(filter-out $(MAIN_SRCS),$(wildcard dom0-daemon/*.c dom0-daemon/lib/*.c hypervisor/*.c hypervisor/qemu/*.c hypervisor/xen/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/obj/%.o)
 CTL_SRCS := $(wildcard tools/remusdbctl/*.c)
 TEST_SRCS := $(wildcard tests/unit/test_*.c)
@@ -175,6 +175,7 @@ qemu: setup
 	bash hypervisor/qemu/build-test-qemu.sh
 
 unit: $(TEST_BINS)
+	bash tests/run-layers.sh
 	bash tests/run-unit.sh $(TEST_BINS)
 
 check: setup

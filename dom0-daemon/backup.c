@@ -21,10 +21,7 @@
 #include "vm.h"
 #include "witness.h"
 #include "wmap.h"
-#include "qemu/launch.h"
-#include "qemu/lvrestore.h"
-#include "qemu/qmp.h"
-#include "qemu/restore.h"
+#include "hv.h"
 #include "remusdb.h"
 
 #include <errno.h>
@@ -40,7 +37,6 @@
 #include <unistd.h>
 
 #define HELLO_DEADLINE_NS (5 * RDB_NS_PER_S)
-#define QEMU_START_DEADLINE_NS (10 * RDB_NS_PER_S)
 #define RESTORE_DEADLINE_NS (20 * RDB_NS_PER_S)
 #define INITIAL_SYNC_SILENCE_NS (10 * RDB_NS_PER_S)
 
@@ -86,11 +82,9 @@ struct rdb_backup {
 	bool fc_running;		/* the restored guest runs: ticks due */
 	uint64_t event_gen;		/* the failover event's generation */
 
-	/* after failover */
-	struct rdb_qemu_proc qemu;
-	struct rdb_qmp qmp;
-	bool qmp_open;
-	bool via_libvirt;		/* b->qemu is the libvirt domain's */
+	/* after failover: the restored VM's hypervisor (QEMU) process */
+	const struct rdb_hv_ops *hv;
+	struct rdb_hv_restored rs;
 	struct rdb_nic nic;
 
 	/* The failover decision (witness.h): the primary's protection
@@ -121,8 +115,6 @@ struct rdb_backup {
 	 * fo_decide_ns (0: no decision) */
 	uint64_t fo_silent_ns, fo_decide_ns;
 	uint64_t running_ns;		/* restored guest runs, no frame yet */
-	uint64_t t_built, t_fed;	/* restore_load's steps (its log) */
-	size_t stream_bytes;
 };
 
 /* A connection that has not said HELLO yet (with a link key: whose TLS
@@ -313,6 +305,7 @@ static int handle_setup(struct rdb_backup *b, const struct rdb_frame *f)
 	json_decref(j);
 	if (rc < 0)
 		return -EPROTO;
+	b->hv = rdb_vm_hv(vm);
 	b->disk.max_bytes = (uint64_t)vm->cfg.disk_epoch_max_mb << 20;
 	rc = vm_dir(b, dir, sizeof(dir));
 	if (rc < 0)
@@ -1435,7 +1428,7 @@ static int serve_replica(struct rdb_backup *b, char *drive, size_t len)
 	}
 	rc = rdb_daemon_share_with_qemu(b->d, sock, -1);
 	if (rc == 0)
-		rc = rdb_qemu_nbd_drive(drive, len, vm->cfg.disk_id, sock);
+		rc = b->hv->disk_arg(drive, len, vm->cfg.disk_id, sock);
 	if (rc == 0)
 		LOGVM(INFO, vm->name, "disk replica %s served on %s", b->disk_path,
 		      sock);
@@ -1486,29 +1479,6 @@ static int failover_net(struct rdb_backup *b)
 }
 
 /*
- * guest_cpus for the QEMU libvirt started (paused, before it loads the
- * checkpoint): what remusdbd's own would get at its fork.  Only when
- * guest_cpus is set: otherwise the domain's own <vcpu cpuset>/<cputune>
- * placement (libvirt's) stands.  A refusal (the domain's cgroup cpuset
- * excludes those CPUs) is logged; the restore goes on.
- */
-static void place_libvirt_qemu(struct rdb_backup *b, pid_t pid)
-{
-	struct rdb_daemon *d = b->d;
-	char cpus[128];
-	int n = rdb_qemu_place(pid, &d->guest_cpus);
-
-	rdb_cpulist_format(&d->guest_cpus, cpus, sizeof(cpus));
-	if (n < 0)
-		LOGVM(WARN, b->vm->name, "libvirt's QEMU (pid %d) not placed on "
-		      "guest_cpus = %s: %s (put it in the domain's <vcpu cpuset> "
-		      "and <cputune> instead)", (int)pid, cpus, strerror(-n));
-	else
-		LOGVM(INFO, b->vm->name, "libvirt's QEMU (pid %d): its %d threads "
-		      "placed on CPUs %s (guest_cpus)", (int)pid, n, cpus);
-}
-
-/*
  * Tells the guest it now runs from epoch N (guest-kmod/include/uapi/
  * remusdb.h): one line into the failover event port.  QEMU keeps it until
  * the guest's helper opens the port; the socket stays open for the VM's
@@ -1552,235 +1522,126 @@ static void send_failover_event(struct rdb_backup *b, const char *path,
 		      "the guest's answer will not be seen");
 }
 
-/* The restored QEMU's sockets and files: NAME.* in run_dir, NAME/ in
- * state_dir. */
-struct restore_paths {
-	char qmp[108], wd[108], in[108], ev[108], ser[108];
-	char log[512], con[512];
+/* The restored VM's sockets and files: NAME.* in run_dir, NAME/ in
+ * state_dir; and what the backend is asked to start. */
+struct restore_req {
+	char qmp[108], wd[108], in[108], ev[108], ser[108], disk[108];
+	char log[512], con[512], dir[512];
+	struct rdb_hv_restore r;
 };
 
-static void restore_paths(struct rdb_backup *b, struct restore_paths *rp)
-{
-	const char *run = b->d->cfg.run_dir, *state = b->d->cfg.state_dir;
-	const char *n = b->vm->name;
-
-	snprintf(rp->qmp, sizeof(rp->qmp), "%s/%s.qmp", run, n);
-	snprintf(rp->wd, sizeof(rp->wd), "%s/%s.wd.qmp", run, n);
-	snprintf(rp->in, sizeof(rp->in), "%s/%s.incoming", run, n);
-	snprintf(rp->ev, sizeof(rp->ev), "%s/%s.event", run, n);
-	snprintf(rp->ser, sizeof(rp->ser), "%s/%s.serial.sock", run, n);
-	snprintf(rp->log, sizeof(rp->log), "%s/%s/qemu.log", state, n);
-	snprintf(rp->con, sizeof(rp->con), "%s/%s/console.log", state, n);
-}
-
-/*
- * Starts the QEMU that will run the VM here, waiting for its incoming
- * stream on run_dir/NAME.incoming: the RAM image mapped, the replica's
- * drive (drive) and the NIC attached.  Nothing of the guest runs yet.
- * A handover does this ahead of time (prepare), a failover at once.
- */
-static int restore_spawn(struct rdb_backup *b, const char *drive,
-			 uint64_t *qmp_ns)
+static void restore_req(struct rdb_backup *b, const char *drive,
+			struct restore_req *q)
 {
 	struct rdb_vm *vm = b->vm;
 	struct rdb_daemon *d = b->d;
-	struct restore_paths rp;
-	uint64_t deadline = rdb_now_ns() + RESTORE_DEADLINE_NS, ram_bytes = 0;
-	uint64_t t = rdb_now_ns();
-	const char *image;
-	char uri[160];
-	char **argv = NULL;
+	const char *run = d->cfg.run_dir, *state = d->cfg.state_dir;
+	const char *n = vm->name;
+
+	snprintf(q->qmp, sizeof(q->qmp), "%s/%s.qmp", run, n);
+	snprintf(q->wd, sizeof(q->wd), "%s/%s.wd.qmp", run, n);
+	snprintf(q->in, sizeof(q->in), "%s/%s.incoming", run, n);
+	snprintf(q->ev, sizeof(q->ev), "%s/%s.event", run, n);
+	snprintf(q->ser, sizeof(q->ser), "%s/%s.serial.sock", run, n);
+	snprintf(q->disk, sizeof(q->disk), "%s/%s.disk", run, n);	/* serve_replica's */
+	snprintf(q->log, sizeof(q->log), "%s/%s/qemu.log", state, n);
+	snprintf(q->con, sizeof(q->con), "%s/%s/console.log", state, n);
+	snprintf(q->dir, sizeof(q->dir), "%s/%s", state, n);
+	q->r = (struct rdb_hv_restore){
+		.vm = n,
+		.binary = d->cfg.qemu_binary,
+		.args = vm->cfg.qemu_arg.v,
+		.nargs = vm->cfg.qemu_arg.n,
+		.ram_image = rdb_ramimage_path(&b->img, b->hv->main_block),
+		.ctl_path = q->qmp,
+		.wd_ctl_path = q->wd,
+		.incoming_path = q->in,
+		.net_path = b->nic.path,
+		.disk_path = drive ? q->disk : NULL,
+		.disk_arg = drive,
+		.event_path = vm->cfg.event_port ? q->ev : NULL,
+		.console_path = q->con,
+		.serial_path = q->ser,
+		.log_path = q->log,
+		.work_dir = q->dir,
+		.libvirt_uri = vm->cfg.libvirt_restore,
+		.cpus = &d->guest_cpus,
+		.cpus_chosen = d->cfg.guest_cpus[0] != 0,
+	};
+	for (size_t i = 0; i < b->setup.nblocks; i++)
+		if (strcmp(b->setup.blocks[i].idstr, b->hv->main_block) == 0)
+			q->r.ram_bytes = b->setup.blocks[i].used_length;
+}
+
+/*
+ * Starts the hypervisor process that will run the VM here, waiting for
+ * its state on run_dir/NAME.incoming: the RAM image mapped, the replica's
+ * drive (drive) and the NIC attached.  Nothing of the guest runs yet.
+ * A handover does this ahead of time (prepare), a failover at once.
+ */
+static int restore_spawn(struct rdb_backup *b, const char *drive)
+{
+	struct rdb_vm *vm = b->vm;
+	struct restore_req q;
+	char err[700];
 	int rc;
 
-	restore_paths(b, &rp);
-	image = rdb_ramimage_path(&b->img, RDB_RESTORE_SHARED_BLOCK);
-	if (!image) {
+	restore_req(b, drive, &q);
+	if (!q.r.ram_image) {
 		LOGVM(ERROR, vm->name, "no %s block to restore from",
-		      RDB_RESTORE_SHARED_BLOCK);
+		      b->hv->main_block);
 		return -ENOENT;
 	}
-	for (size_t i = 0; i < b->setup.nblocks; i++)
-		if (strcmp(b->setup.blocks[i].idstr, RDB_RESTORE_SHARED_BLOCK) == 0)
-			ram_bytes = b->setup.blocks[i].used_length;
-	b->via_libvirt = false;
-	if (vm->cfg.libvirt_restore && vm->cfg.libvirt_restore[0]) {
-		char dir[512], e[400], dsock[108];
-		struct rdb_lvrestore lr = {
-			.uri = vm->cfg.libvirt_restore, .name = vm->name,
-			.ram_image = image, .qmp = rp.qmp, .net = b->nic.path,
-			.disk = drive ? dsock : NULL, .work_dir = dir,
-			.event = vm->cfg.event_port ? rp.ev : NULL,
-		};
-
-		/* serve_replica's socket */
-		snprintf(dsock, sizeof(dsock), "%s/%s.disk", d->cfg.run_dir, vm->name);
-		snprintf(dir, sizeof(dir), "%s/%s", d->cfg.state_dir, vm->name);
-		rc = rdb_lvrestore_create(&lr, deadline, e, sizeof(e));
-		if (rc == 0) {
-			b->via_libvirt = true;
-			LOGVM(INFO, vm->name, "restore: domain %s created through "
-			      "libvirt at %s in %.1f ms", vm->name,
-			      vm->cfg.libvirt_restore,
-			      (double)(rdb_now_ns() - t) / RDB_NS_PER_MS);
-		} else {
-			LOGVM(WARN, vm->name, "restore through libvirt at %s: %s; "
-			      "restoring into remusdbd's own QEMU instead",
-			      vm->cfg.libvirt_restore, e);
-		}
-	}
-	if (!b->via_libvirt) {
-		rc = rdb_restore_argv(d->cfg.qemu_binary, vm->cfg.qemu_arg.v,
-				      vm->cfg.qemu_arg.n, image, ram_bytes, rp.qmp,
-				      rp.wd, b->nic.path, rp.con, rp.ser, drive,
-				      vm->cfg.event_port ? rp.ev : NULL, &argv);
-		if (rc < 0)
-			return rc;
-		rc = rdb_qemu_spawn(argv, rp.log, &d->guest_cpus, &b->qemu);
-		rdb_restore_argv_free(argv);
-		if (rc < 0) {
-			LOGVM(ERROR, vm->name, "starting %s: %s", d->cfg.qemu_binary,
-			      strerror(-rc));
-			return rc;
-		}
-	}
-	rc = rdb_qmp_connect(&b->qmp, rp.qmp, vm->name,
-			     rdb_now_ns() + QEMU_START_DEADLINE_NS);
-	if (rc == 0 && b->via_libvirt) {
-		/* libvirt's child, not ours: watched through a pidfd */
-		struct ucred cr;
-		socklen_t cl = sizeof(cr);
-
-		if (getsockopt(rdb_qmp_fd(&b->qmp), SOL_SOCKET, SO_PEERCRED, &cr,
-			       &cl) < 0)
-			rc = -errno;
-		else
-			rc = rdb_qemu_adopt(cr.pid, &b->qemu);
-		if (rc < 0)
-			rdb_qmp_close(&b->qmp);
-		else if (d->cfg.guest_cpus[0])
-			place_libvirt_qemu(b, cr.pid);
-	}
+	rc = b->hv->restore_prepare(&q.r, &b->rs,
+				    rdb_now_ns() + RESTORE_DEADLINE_NS, err,
+				    sizeof(err));
 	if (rc < 0) {
-		LOGVM(ERROR, vm->name, "QMP of the restored QEMU: %s (see %s)",
-		      strerror(-rc), b->via_libvirt ? "libvirt's log of the domain" :
-		      rp.log);
-		if (b->via_libvirt) {
-			char dir[512];
-			struct rdb_lvrestore lr = {
-				.uri = vm->cfg.libvirt_restore, .name = vm->name,
-				.work_dir = dir,
-			};
-
-			snprintf(dir, sizeof(dir), "%s/%s", d->cfg.state_dir, vm->name);
-			rdb_lvrestore_destroy(&lr, rdb_now_ns() + 10 * RDB_NS_PER_S);
-		}
+		LOGVM(ERROR, vm->name, "restore: %s", err);
 		return rc;
 	}
-	b->qmp_open = true;
-	if (qmp_ns)
-		*qmp_ns = rdb_now_ns() - t;
 	if (b->fault_restore_fail) {
 		b->fault_restore_fail = false;
 		LOGVM(WARN, vm->name, "fault injection: the restore fails after "
 		      "QEMU started");
 		return -EIO;
 	}
-	rc = rdb_qmp_set_capability(&b->qmp, "x-ignore-shared", true, deadline);
-	if (rc == 0) {
-		snprintf(uri, sizeof(uri), "unix:%s", rp.in);
-		rc = rdb_qmp_migrate_incoming(&b->qmp, uri, deadline);
-	}
-	if (rc < 0)
-		LOGVM(ERROR, vm->name, "the restored QEMU's incoming stream: %s",
-		      rc == -EREMOTEIO ? rdb_qmp_last_error(&b->qmp) : strerror(-rc));
-	return rc;
+	return 0;
 }
 
-/* Loads the last committed epoch into the QEMU restore_spawn started;
- * the guest runs on return 0. */
+/* Loads the last committed epoch into what restore_spawn started; the
+ * guest runs on return 0. */
 static int restore_load(struct rdb_backup *b)
 {
 	struct rdb_vm *vm = b->vm;
-	struct rdb_restore_block *rb;
-	struct rdb_restore_spec spec;
-	struct restore_paths rp;
-	uint64_t deadline = rdb_now_ns() + RESTORE_DEADLINE_NS;
 	const struct rdb_committed *c = rdb_stage_committed(&b->st);
-	uint8_t *stream = NULL;
-	size_t stream_len = 0;
-	char status[32];
-	int rc, fd = -1;
+	const uint8_t **data;
+	struct rdb_hv_state st;
+	struct restore_req q;
+	char err[700];
+	int rc;
 
-	restore_paths(b, &rp);
-	rb = calloc(b->setup.nblocks, sizeof(*rb));
-	if (!rb)
+	data = calloc(b->setup.nblocks ? b->setup.nblocks : 1, sizeof(*data));
+	if (!data)
 		return -ENOMEM;
-	for (size_t i = 0; i < b->setup.nblocks; i++) {
-		rb[i].idstr = b->setup.blocks[i].idstr;
-		rb[i].used_length = b->setup.blocks[i].used_length;
-		rb[i].shared = strcmp(rb[i].idstr,
-					  RDB_RESTORE_SHARED_BLOCK) == 0;
-		rb[i].data = rdb_ramimage_base(&b->img, i);
-	}
-	spec = (struct rdb_restore_spec){
+	for (size_t i = 0; i < b->setup.nblocks; i++)
+		data[i] = rdb_ramimage_base(&b->img, i);
+	st = (struct rdb_hv_state){
 		.config = b->setup.config,
 		.config_len = b->setup.config_len,
-		.blocks = rb,
+		.blocks = b->setup.blocks,
 		.nblocks = b->setup.nblocks,
+		.block_data = data,
 		.devstate = c->devstate,
 		.devstate_len = c->devstate_len,
 	};
-	rc = rdb_restore_stream_build(&spec, &stream, &stream_len);
-	if (rc < 0) {
-		LOGVM(ERROR, vm->name, "building the restore stream: %s", strerror(-rc));
-		goto out;
-	}
-	b->t_built = rdb_now_ns();
-	rc = rdb_sock_connect_unix(rp.in, deadline, &fd);
-	if (rc == 0)
-		rc = rdb_restore_stream_send(fd, stream, stream_len, deadline);
-	if (fd >= 0) {
-		/* End of stream: QEMU must not wait for more. */
-		close(fd);
-		fd = -1;
-	}
-	if (rc < 0) {
-		LOGVM(ERROR, vm->name, "feeding the restore stream: %s",
-		      rc == -EREMOTEIO ? rdb_qmp_last_error(&b->qmp) : strerror(-rc));
-		goto out;
-	}
-	b->t_fed = rdb_now_ns();
-	b->stream_bytes = stream_len;
-	/* QEMU starts the guest by itself once the stream is loaded. */
-	for (;;) {
-		rc = rdb_qmp_query_status(&b->qmp, status, sizeof(status), deadline);
-		if (rc < 0)
-			goto out;
-		if (strcmp(status, "running") == 0)
-			break;
-		if (strcmp(status, "inmigrate") != 0 &&
-		    strcmp(status, "prelaunch") != 0 &&
-		    strcmp(status, "paused") != 0 &&
-		    strcmp(status, "finish-migrate") != 0) {
-			LOGVM(ERROR, vm->name, "restored QEMU is %s, not running "
-			      "(see %s)", status, rp.log);
-			rc = -EIO;
-			goto out;
-		}
-		if (rdb_now_ns() > deadline) {
-			rc = -ETIMEDOUT;
-			goto out;
-		}
-		usleep(1000);
-	}
-	rc = rdb_qmp_announce_self(&b->qmp, deadline);
+	restore_req(b, NULL, &q);
+	rc = b->hv->restore_load(&q.r, &b->rs, &st,
+				 rdb_now_ns() + RESTORE_DEADLINE_NS, err,
+				 sizeof(err));
 	if (rc < 0)
-		LOGVM(WARN, vm->name, "announce-self: %s", strerror(-rc));
+		LOGVM(ERROR, vm->name, "restore: %s", err);
 	/* (the failover event goes out from the loop: restored()) */
-	rc = 0;
-out:
-	free(stream);
-	free(rb);
+	free(data);
 	return rc;
 }
 
@@ -1788,25 +1649,27 @@ out:
  * committed epoch; the guest runs on return 0. */
 static int restore_vm(struct rdb_backup *b, uint64_t t0, const char *drive)
 {
-	uint64_t qmp_ns = 0, t2;
+	uint64_t ctl_ns = 0, t2;
 	int rc = 0;
 
-	if (!b->prepared)
-		rc = restore_spawn(b, drive, &qmp_ns);
+	if (!b->prepared) {
+		rc = restore_spawn(b, drive);
+		ctl_ns = b->rs.ctl_ns;
+	}
 	if (rc < 0)
 		return rc;
 	t2 = rdb_now_ns();
 	rc = restore_load(b);
 	if (rc == 0)
 		LOGVM(INFO, b->vm->name, "restore: %s %.1f ms after the decision "
-		      "(QMP up in %.1f ms); stream of %zu KiB built in %.1f ms, "
+		      "(control up in %.1f ms); state of %zu KiB built in %.1f ms, "
 		      "fed in %.1f ms, the guest running %.1f ms later",
 		      b->prepared ? "QEMU prepared, used" : "QEMU started",
 		      (double)(t2 - t0) / RDB_NS_PER_MS,
-		      (double)qmp_ns / RDB_NS_PER_MS, b->stream_bytes >> 10,
-		      (double)(b->t_built - t2) / RDB_NS_PER_MS,
-		      (double)(b->t_fed - b->t_built) / RDB_NS_PER_MS,
-		      (double)(rdb_now_ns() - b->t_fed) / RDB_NS_PER_MS);
+		      (double)ctl_ns / RDB_NS_PER_MS, b->rs.stream_bytes >> 10,
+		      (double)(b->rs.built_ns - t2) / RDB_NS_PER_MS,
+		      (double)(b->rs.fed_ns - b->rs.built_ns) / RDB_NS_PER_MS,
+		      (double)(rdb_now_ns() - b->rs.fed_ns) / RDB_NS_PER_MS);
 	return rc;
 }
 
@@ -1814,8 +1677,7 @@ static int restore_vm(struct rdb_backup *b, uint64_t t0, const char *drive)
  * The restore runs on a thread of its own: starting QEMU, its QMP, the
  * stream and waiting for the guest to run can take seconds (up to
  * RESTORE_DEADLINE_NS), and this daemon's loop serves every other VM's
- * heartbeats meanwhile.  While it runs the thread owns b->qemu and
- * b->qmp; nothing else of the VM changes (its state is failing-over,
+ * heartbeats meanwhile.  While it runs the thread owns b->rs; nothing else of the VM changes (its state is failing-over,
  * which every other path leaves alone), and restored() finishes on the
  * loop.
  */
@@ -1834,8 +1696,7 @@ static void *restore_thread(void *opaque)
 	struct restore_job *j = opaque;
 	char one = 1;
 
-	j->rc = j->prepare ? restore_spawn(j->b, j->drive[0] ? j->drive : NULL,
-					   NULL) :
+	j->rc = j->prepare ? restore_spawn(j->b, j->drive[0] ? j->drive : NULL) :
 		restore_vm(j->b, j->t0, j->drive[0] ? j->drive : NULL);
 	while (write(j->pipe_wr, &one, 1) < 0 && errno == EINTR)
 		;
@@ -1856,17 +1717,10 @@ static void failover_failed(struct rdb_backup *b, int rc)
 
 	/* A half-restored guest must not run on: it is no copy of anything
 	 * (and would hold the RAM image and the replica). */
-	if (b->qmp_open) {
-		rdb_qmp_close(&b->qmp);
-		b->qmp_open = false;
-	}
-	if (b->qemu.pid > 0) {
-		int pid = b->qemu.pid;
-
-		rdb_qemu_kill(&b->qemu, rdb_now_ns());
+	if (b->rs.proc.pid > 0)
 		LOGVM(ERROR, vm->name, "killed the QEMU of the failed restore "
-		      "(pid %d)", pid);
-	}
+		      "(pid %d)", (int)b->rs.proc.pid);
+	rdb_hv_restored_dispose(b->hv, &b->rs, true);
 	stop_disk_server(b);
 	rdb_vm_set_state(vm, RDB_VM_FAILED, "restore from epoch %llu failed: %s",
 			 (unsigned long long)vm->st.committed_epoch, strerror(-rc));
@@ -1978,12 +1832,7 @@ static void restore_wait(struct rdb_backup *b)
  * server, the NIC. */
 static void unprepare(struct rdb_backup *b)
 {
-	if (b->qmp_open) {
-		rdb_qmp_close(&b->qmp);
-		b->qmp_open = false;
-	}
-	if (b->qemu.pid > 0)
-		rdb_qemu_kill(&b->qemu, rdb_now_ns());
+	rdb_hv_restored_dispose(b->hv, &b->rs, true);
 	stop_disk_server(b);
 	rdb_nic_close(&b->nic);
 	b->prepared = false;
@@ -2013,7 +1862,7 @@ static void prepared(struct rdb_backup *b, int rc)
 	}
 	b->prepared = true;
 	LOGVM(INFO, vm->name, "a QEMU waits for the handover (pid %d)",
-	      (int)b->qemu.pid);
+	      (int)b->rs.proc.pid);
 	ready_answer(b, "");
 }
 
@@ -2149,7 +1998,8 @@ static struct rdb_backup *backup_new(struct rdb_daemon *d, const char *name)
 	rdb_diskbuf_init(&b->disk, 256u << 20);
 	b->disk_pid = -1;
 	b->event_fd = -1;
-	rdb_qemu_proc_init(&b->qemu);
+	b->hv = rdb_vm_hv(vm);
+	rdb_hv_restored_init(&b->rs);
 	rdb_buf_init(&b->out);
 	rdb_proto_decoder_init(&b->dec);
 	rdb_stage_init(&b->st);
@@ -2247,13 +2097,13 @@ static void on_pending(struct rdb_evloop *loop, int fd, unsigned ev,
 	 * after its QEMU started: the restore, its disk server): a new
 	 * protection would recreate the RAM image that QEMU maps. */
 	if (old && old->role == RDB_ROLE_BACKUP && old->bak &&
-	    !old->bak->restore_job && old->bak->qemu.pid > 0 &&
+	    !old->bak->restore_job && old->bak->rs.proc.pid > 0 &&
 	    !(old->bak->prepared && old->state != RDB_VM_FAILED_OVER &&
 	      old->state != RDB_VM_FAILING_OVER) &&
-	    rdb_qemu_poll_exit(&old->bak->qemu, &(int){ 0 }) == 0) {
+	    rdb_hv_poll_exit(&old->bak->rs.proc, &(int){ 0 }) == 0) {
 		snprintf(why, sizeof(why), "a restored copy of VM %s runs on this "
 			 "host (QEMU pid %d, state %s): stop it before protecting "
-			 "the VM here again", name, (int)old->bak->qemu.pid,
+			 "the VM here again", name, (int)old->bak->rs.proc.pid,
 			 rdb_vm_state_name(old->state));
 		refuse(pc, why);
 		return;
@@ -2408,9 +2258,8 @@ void rdb_backup_teardown(struct rdb_vm *vm)
 		rdb_evloop_del_timer(loop, b->linger_timer);
 	close_link(b);
 	rdb_nic_close(&b->nic);
-	if (b->qmp_open)
-		rdb_qmp_close(&b->qmp);
 	/* A restored guest is the VM now: it outlives the daemon's teardown. */
+	rdb_hv_restored_dispose(b->hv, &b->rs, false);
 	rdb_stage_dispose(&b->st);
 	/* The replica's server, like the restored QEMU, outlives us. */
 	if (b->event_fd >= 0) {
@@ -2442,9 +2291,9 @@ int rdb_backup_hand_over(struct rdb_vm *vm, struct rdb_nic *nic_dst,
 
 	memset(h, 0, sizeof(*h));
 	h->event_fd = -1;
-	rdb_qemu_proc_init(&h->qemu);
+	rdb_hv_proc_init(&h->qemu);
 	if (!b || vm->state != RDB_VM_FAILED_OVER || b->restore_job ||
-	    b->qemu.pid <= 0 || rdb_qemu_poll_exit(&b->qemu, &status) != 0) {
+	    b->rs.proc.pid <= 0 || rdb_hv_poll_exit(&b->rs.proc, &status) != 0) {
 		snprintf(err, errlen, "VM %s is %s here, not a restored VM that "
 			 "runs", vm->name, rdb_vm_state_name(vm->state));
 		return -EINVAL;
@@ -2461,8 +2310,8 @@ int rdb_backup_hand_over(struct rdb_vm *vm, struct rdb_nic *nic_dst,
 		snprintf(err, errlen, "handing the guest's NIC over: event loop");
 		return -ENOMEM;
 	}
-	h->qemu = b->qemu;
-	rdb_qemu_proc_init(&b->qemu);
+	h->qemu = b->rs.proc;
+	rdb_hv_proc_init(&b->rs.proc);
 	if (b->event_fd >= 0) {
 		rdb_evloop_del_fd(b->d->loop, b->event_fd);
 		h->event_fd = b->event_fd;
@@ -2476,10 +2325,7 @@ int rdb_backup_hand_over(struct rdb_vm *vm, struct rdb_nic *nic_dst,
 	/* QEMU holds the guest's disk requests (reconnect-delay) until the
 	 * primary's disk server takes the socket over. */
 	stop_disk_server(b);
-	if (b->qmp_open) {
-		rdb_qmp_close(&b->qmp);
-		b->qmp_open = false;
-	}
+	rdb_hv_restored_dispose(b->hv, &b->rs, false);
 	rdb_backup_teardown(vm);
 	return 0;
 }
@@ -2489,11 +2335,11 @@ void rdb_backup_housekeeping(struct rdb_vm *vm)
 	struct rdb_backup *b = vm->bak;
 	int status = 0;
 
-	if (!b || b->restore_job || b->qemu.pid <= 0)
+	if (!b || b->restore_job || b->rs.proc.pid <= 0)
 		return;
 	if (b->prepared && vm->state != RDB_VM_FAILED_OVER &&
 	    vm->state != RDB_VM_FAILING_OVER) {
-		if (rdb_qemu_poll_exit(&b->qemu, &status) == 1) {
+		if (rdb_hv_poll_exit(&b->rs.proc, &status) == 1) {
 			LOGVM(WARN, vm->name, "the QEMU prepared for a handover "
 			      "exited (status 0x%x): a failover or handover "
 			      "starts another", status);
@@ -2501,14 +2347,11 @@ void rdb_backup_housekeeping(struct rdb_vm *vm)
 		}
 		return;
 	}
-	if (rdb_qemu_poll_exit(&b->qemu, &status) == 1) {
+	if (rdb_hv_poll_exit(&b->rs.proc, &status) == 1) {
 		rdb_vm_set_state(vm, RDB_VM_FAILED, "the restored QEMU exited "
 				 "(status 0x%x; see %s/%s/qemu.log)", status,
 				 b->d->cfg.state_dir, vm->name);
-		if (b->qmp_open) {
-			rdb_qmp_close(&b->qmp);
-			b->qmp_open = false;
-		}
+		rdb_hv_restored_dispose(b->hv, &b->rs, false);
 		stop_disk_server(b);
 		return;
 	}
@@ -2564,11 +2407,11 @@ void rdb_backup_status(const struct rdb_vm *vm, json_t *o)
 	json_object_set_new(o, "link_up", json_boolean(b->fd >= 0));
 	json_object_set_new(o, "last_heard_ms", json_integer((json_int_t)
 			    ((rdb_now_ns() - b->last_rx_ns) / RDB_NS_PER_MS)));
-	json_object_set_new(o, "qemu_pid", json_integer(b->qemu.pid));
+	json_object_set_new(o, "qemu_pid", json_integer(b->rs.proc.pid));
 	/* whose QEMU runs the restored VM: libvirt's domain or remusdbd's */
-	if (b->qemu.pid > 0)
+	if (b->rs.proc.pid > 0)
 		json_object_set_new(o, "restored_by", json_string(
-			b->via_libvirt ? "libvirt" : "remusdbd"));
+			b->rs.via_libvirt ? "libvirt" : "remusdbd"));
 	json_object_set_new(o, "guest_nic_connected", json_boolean(rdb_nic_connected(&b->nic)));
 	json_object_set_new(o, "mode", json_string(vm->cfg.mode ? vm->cfg.mode : "plain"));
 	if (b->failover_t0)

@@ -24,7 +24,7 @@
 
 #include "nic.h"
 #include "prom.h"
-#include "qemu/launch.h"
+#include "proc.h"
 
 struct rdb_daemon;
 struct rdb_vm;
@@ -49,7 +49,7 @@ void rdb_backup_metrics(const struct rdb_vm *vm, struct rdb_prom *p);
 void rdb_backup_status(const struct rdb_vm *vm, json_t *o);
 /* What a restored VM's new primary role takes over (reprotect.c). */
 struct rdb_handover {
-	struct rdb_qemu_proc qemu;	/* the restored QEMU: reap it */
+	struct rdb_hv_proc qemu;	/* the restored QEMU: reap it */
 	int event_fd;			/* the failover event port, kept open */
 	bool has_disk;
 	char disk_path[512];		/* the replica the guest runs on */

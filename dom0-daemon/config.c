@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include "config.h"
 #include "cpulist.h"
+#include "hv.h"
 #include "sockutil.h"
 
 #include <ctype.h>
@@ -90,6 +91,11 @@ static int v_mode(const char *v)
 		0 : -EINVAL;
 }
 
+static int v_hypervisor(const char *v)
+{
+	return rdb_hv_find(v) ? 0 : -EINVAL;
+}
+
 static int v_link_security(const char *v)
 {
 	return !strcmp(v, "psk") || !strcmp(v, "insecure") ? 0 : -EINVAL;
@@ -146,6 +152,8 @@ static const struct rdb_option daemon_opts[] = {
 static const struct rdb_option vm_opts[] = {
 	{ "name", RDB_OPT_STRING, OFF(rdb_vm_config, name), "", 0, 0, v_name,
 	  "VM name: [A-Za-z0-9_.-], 1-64 characters (required)" },
+	{ "hypervisor", RDB_OPT_STRING, OFF(rdb_vm_config, hypervisor), "qemu", 0, 0, v_hypervisor,
+	  "the VM's hypervisor backend: qemu (QEMU/KVM, its COLO migration stream and QMP)" },
 	{ "qmp", RDB_OPT_STRING, OFF(rdb_vm_config, qmp), "", 0, 0, NULL,
 	  "the VM's QMP unix socket (required)" },
 	{ "watchdog_qmp", RDB_OPT_STRING, OFF(rdb_vm_config, watchdog_qmp), "", 0, 0, NULL,

@@ -66,6 +66,7 @@ struct rdb_daemon_config {
 
 struct rdb_vm_config {
 	char *name;
+	char *hypervisor;
 	char *qmp;
 	char *watchdog_qmp;
 	char *net_socket;

@@ -138,13 +138,15 @@ static int record_page(struct rdb_primary *p, uint32_t block, uint64_t offset,
 	return 0;
 }
 
-static int colo_send(struct rdb_primary *p, enum rdb_colo_msg m)
+/* One write: one wake-up of the hypervisor. */
+static int hv_reply(struct rdb_primary *p, enum rdb_hv_reply r)
 {
-	uint8_t b[4];
+	uint8_t b[RDB_HV_REPLY_MAX_BYTES];
+	size_t n = p->hv->reply(r, b);
 
-	rdb_colo_msg_encode(m, b);
-	return rdb_sock_write_all(p->mig_fd, b, sizeof(b),
-				  rdb_now_ns() + RDB_NS_PER_S);
+	if (p->mig_fd < 0)
+		return -ENOTCONN;
+	return rdb_sock_write_all(p->mig_fd, b, n, rdb_now_ns() + RDB_NS_PER_S);
 }
 
 static int on_checkpoint_request(void *opaque, uint64_t epoch)
@@ -152,10 +154,10 @@ static int on_checkpoint_request(void *opaque, uint64_t epoch)
 	struct rdb_primary *p = opaque;
 	int rc;
 
-	rc = colo_send(p, RDB_COLO_CHECKPOINT_REPLY);
+	rc = hv_reply(p, RDB_HV_STOP);
 	if (rc < 0)
 		return rc;
-	/* The VM stops now, until our LOADED. */
+	/* The VM stops now, until our RESUME. */
 	p->ckpt_start_ns = rdb_now_ns();
 	p->pause_work_ns = 0;
 	p->in_pause = true;
@@ -172,16 +174,7 @@ static int on_checkpoint_request(void *opaque, uint64_t epoch)
 
 int rdb_pri_resume_after_epoch(struct rdb_primary *p)
 {
-	/* Both in one write: one wake-up of QEMU, which reads them from
-	 * one buffer (RECEIVED then LOADED, as it expects). */
-	uint8_t b[8];
-
-	if (p->mig_fd < 0)
-		return -ENOTCONN;
-	rdb_colo_msg_encode(RDB_COLO_VMSTATE_RECEIVED, b);
-	rdb_colo_msg_encode(RDB_COLO_VMSTATE_LOADED, b + 4);
-	return rdb_sock_write_all(p->mig_fd, b, sizeof(b),
-				  rdb_now_ns() + RDB_NS_PER_S);
+	return hv_reply(p, RDB_HV_RESUME);
 }
 
 static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
@@ -250,7 +243,7 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 	 * A handover's epoch is the guest's last here: it stays stopped. */
 	handover = rdb_pri_handover_at(p, epoch);
 	if (epoch == 0)
-		rc = colo_send(p, RDB_COLO_CHECKPOINT_READY);
+		rc = hv_reply(p, RDB_HV_START);
 	else
 		rc = handover ? 0 : rdb_pri_resume_after_epoch(p);
 	if (rc < 0)
@@ -305,7 +298,7 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 	return 0;
 }
 
-static const struct rdb_colo_ops colo_ops = {
+static const struct rdb_hv_stream_cb stream_cb = {
 	.config = on_config,
 	.ram_blocks = on_ram_blocks,
 	.page = on_page,
@@ -810,12 +803,12 @@ static void on_mig(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 			close_mig(p);
 			return;
 		}
-		rc = rdb_colo_parser_feed(&p->parser, buf, (size_t)r);
+		rc = p->hv->stream_feed(p->stream, buf, (size_t)r);
 		if (rc < 0) {
 			char why[256];
 
 			snprintf(why, sizeof(why), "checkpoint stream: %s",
-				 rc == -EPROTO ? rdb_colo_parser_error(&p->parser) :
+				 rc == -EPROTO ? p->hv->stream_error(p->stream) :
 				 strerror(-rc));
 			rdb_pri_drop_protection(p, why);
 			close_mig(p);
@@ -1104,8 +1097,8 @@ static bool end_replication(struct rdb_primary *p)
 
 	if (!p->has_disk || rdb_disk_set_replicated(&p->disk, false) == 0)
 		return true;
-	rc = p->qmp_open ? rdb_qmp_stop(&p->qmp, rdb_now_ns() + RDB_NS_PER_S) :
-			   -ENOTCONN;
+	rc = p->ctl ? p->hv->stop(p->ctl, rdb_now_ns() + RDB_NS_PER_S) :
+		      -ENOTCONN;
 	n = rdb_netbuf_clear(&p->nb) + rdb_flowbuf_clear(&p->fb);
 	if (rc < 0)
 		LOGVM(ERROR, vm->name, "the disk image could not be synced and "
@@ -1165,15 +1158,15 @@ static void drop(struct rdb_primary *p, const char *why, bool backup_stopped)
 	 * nothing more. */
 	colo_cancel(p);
 	close_mig(p);
-	if (p->qmp_open) {
+	if (p->ctl) {
 		/* short: with the stream shut down QEMU leaves COLO by itself;
 		 * this is for a QEMU that was not blocked in it, and must not
 		 * stall the loop QEMU's disk may be waiting on */
-		rc = rdb_qmp_colo_lost_heartbeat(&p->qmp, rdb_now_ns() +
-						 200 * RDB_NS_PER_MS);
+		rc = p->hv->checkpoint_end(p->ctl, rdb_now_ns() +
+					   200 * RDB_NS_PER_MS);
 		if (rc < 0 && rc != -EREMOTEIO)
-			LOGVM(WARN, vm->name, "x-colo-lost-heartbeat: %s",
-			      strerror(-rc));
+			LOGVM(WARN, vm->name, "ending checkpoints in %s: %s",
+			      p->hv->name, strerror(-rc));
 	}
 	durable = end_replication(p);
 	/* No checkpoint sent: the backup has nothing to go live from. */
@@ -1414,7 +1407,8 @@ static int connect_start(struct rdb_primary *p)
  */
 struct colo_job {
 	struct rdb_primary *p;		/* NULL: the protection was undone */
-	char qmp_path[108], name[65], uri[128];
+	const struct rdb_hv_ops *hv;
+	char qmp_path[108], name[65], stream_path[108];
 	unsigned checkpoint_ms;
 	pthread_t thread;
 	int pipe_rd, pipe_wr;
@@ -1422,8 +1416,7 @@ struct colo_job {
 	bool cancelled;
 	int live_fd;			/* the QMP fd, once connected */
 	/* results */
-	struct rdb_qmp qmp;
-	bool qmp_open;
+	struct rdb_hv_ctl *ctl;
 	int rc;
 	char err[600];
 };
@@ -1436,27 +1429,24 @@ static void *colo_thread(void *opaque)
 	char one = 1;
 	int rc;
 
-	rc = rdb_qmp_connect(&j->qmp, j->qmp_path, j->name, deadline);
-	if (rc < 0) {
-		snprintf(j->err, sizeof(j->err), "QMP %s: %s", j->qmp_path,
-			 j->qmp.last_error[0] ? j->qmp.last_error : strerror(-rc));
+	rc = j->hv->ctl_open(&j->ctl, j->qmp_path, j->name, deadline, j->err,
+			     sizeof(j->err));
+	if (rc < 0)
 		goto done;
-	}
-	j->qmp_open = true;
 	pthread_mutex_lock(&j->lock);
 	cancelled = j->cancelled;
 	if (!cancelled)
-		j->live_fd = j->qmp.fd;
+		j->live_fd = j->hv->ctl_fd(j->ctl);
 	pthread_mutex_unlock(&j->lock);
 	if (cancelled) {
 		rc = -ECANCELED;
 		goto done;
 	}
-	rc = rdb_qmp_migrate_colo_start(&j->qmp, j->uri, j->checkpoint_ms,
-					deadline);
+	rc = j->hv->checkpoint_start(j->ctl, j->stream_path, j->checkpoint_ms,
+				     deadline);
 	if (rc < 0)
-		snprintf(j->err, sizeof(j->err), "starting COLO: %s",
-			 rc == -EREMOTEIO ? rdb_qmp_last_error(&j->qmp) :
+		snprintf(j->err, sizeof(j->err), "%s: %s", j->hv->name,
+			 rc == -EREMOTEIO ? j->hv->ctl_error(j->ctl) :
 			 strerror(-rc));
 done:
 	j->rc = rc;
@@ -1470,8 +1460,7 @@ static void colo_job_free(struct rdb_evloop *loop, struct colo_job *j)
 	rdb_evloop_del_fd(loop, j->pipe_rd);
 	close(j->pipe_rd);
 	close(j->pipe_wr);
-	if (j->qmp_open)
-		rdb_qmp_close(&j->qmp);
+	j->hv->ctl_close(j->ctl);
 	pthread_mutex_destroy(&j->lock);
 	free(j);
 }
@@ -1489,7 +1478,7 @@ static void check_placement(struct rdb_primary *p)
 	cpu_set_t q, shared;
 	char a[256], b[256];
 
-	if (getsockopt(rdb_qmp_fd(&p->qmp), SOL_SOCKET, SO_PEERCRED, &cr,
+	if (getsockopt(p->hv->ctl_fd(p->ctl), SOL_SOCKET, SO_PEERCRED, &cr,
 		       &len) < 0 || cr.pid <= 0)
 		return;
 	p->qemu_pid = cr.pid;
@@ -1523,13 +1512,11 @@ static void colo_started(struct rdb_primary *p, struct colo_job *j)
 			rdb_pri_protect_failed(p, why);
 		return;
 	}
-	/* The QMP connection is the primary's from here (stop, cont,
-	 * x-colo-lost-heartbeat); none was open, the job held QEMU's. */
-	if (p->qmp_open)
-		rdb_qmp_close(&p->qmp);
-	p->qmp = j->qmp;
-	p->qmp_open = true;
-	j->qmp_open = false;
+	/* The control connection is the primary's from here (stop, cont,
+	 * checkpoint_end); none was open, the job held the hypervisor's. */
+	p->hv->ctl_close(p->ctl);
+	p->ctl = j->ctl;
+	j->ctl = NULL;
 	check_placement(p);
 }
 
@@ -1592,14 +1579,15 @@ static int start_colo(struct rdb_primary *p, char *err, size_t errlen)
 			       on_mig_accept, p);
 	if (rc < 0)
 		return rc;
-	rc = rdb_colo_parser_init(&p->parser, &colo_ops, p);
+	p->hv->stream_free(p->stream);
+	p->stream = NULL;
+	rc = p->hv->stream_new(&p->stream, &stream_cb, p);
 	if (rc < 0)
 		return rc;
-	p->parser_init = true;
 	/* Armed before QEMU may connect its stream (on_mig_accept hands the
 	 * watchdog its duplicate): the initial state's stop is bounded too. */
 	if (vm->cfg.watchdog_qmp && vm->cfg.watchdog_qmp[0]) {
-		rc = rdb_watchdog_arm(p->d->wd, vm->name, vm->cfg.watchdog_qmp,
+		rc = rdb_watchdog_arm(p->d->wd, vm->name, p->hv, vm->cfg.watchdog_qmp,
 				      (uint64_t)vm->cfg.checkpoint_deadline_ms *
 				      RDB_NS_PER_MS);
 		if (rc < 0)
@@ -1626,7 +1614,8 @@ static int start_colo(struct rdb_primary *p, char *err, size_t errlen)
 	j->checkpoint_ms = vm->cfg.checkpoint_ms;
 	snprintf(j->qmp_path, sizeof(j->qmp_path), "%s", vm->cfg.qmp);
 	snprintf(j->name, sizeof(j->name), "%s", vm->name);
-	snprintf(j->uri, sizeof(j->uri), "unix:%s", p->mig_path);
+	snprintf(j->stream_path, sizeof(j->stream_path), "%s", p->mig_path);
+	j->hv = p->hv;
 	rc = rdb_evloop_add_fd(p->d->loop, j->pipe_rd, RDB_EV_READ,
 			       on_colo_done, j);
 	if (rc == 0) {
@@ -1695,12 +1684,10 @@ bool rdb_pri_protection_cleanup(struct rdb_primary *p)
 		unlink(p->mig_path);
 		p->mig_listen_fd = -1;
 	}
-	if (p->qmp_open)
-		rdb_qmp_close(&p->qmp);
-	p->qmp_open = false;
-	if (p->parser_init)
-		rdb_colo_parser_dispose(&p->parser);
-	p->parser_init = false;
+	p->hv->ctl_close(p->ctl);
+	p->ctl = NULL;
+	p->hv->stream_free(p->stream);
+	p->stream = NULL;
 	rdb_buf_reset(&p->out);
 	rdb_buf_reset(&p->batch);
 	p->nruns = 0;
@@ -1747,7 +1734,8 @@ static struct rdb_primary *primary_alloc(struct rdb_daemon *d, struct rdb_vm *vm
 	rdb_buf_init(&p->ho_input);
 	p->pool_fd = -1;
 	p->cap_fd = -1;
-	rdb_qemu_proc_init(&p->restored_qemu);
+	rdb_hv_proc_init(&p->restored_qemu);
+	p->hv = rdb_vm_hv(vm);
 	p->event_fd = -1;
 	rdb_proto_decoder_init(&p->dec);
 	return p;
@@ -1812,6 +1800,7 @@ static int attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 	rdb_config_dispose(&rdb_vm_config_table, &vm->cfg);
 	vm->cfg = *cfg;
 	memset(cfg, 0, sizeof(*cfg));
+	p->hv = rdb_vm_hv(vm);
 	rc = rdb_netbuf_init(&p->nb, 0);
 	if (rc == 0)
 		rc = rdb_flowbuf_init(&p->fb, 0, 0);
@@ -2438,16 +2427,17 @@ int rdb_primary_unprotect(struct rdb_vm *vm, bool force, char *msg,
 		return 0;
 	}
 	if (p->fenced) {
-		int rc = rdb_qmp_connect(&p->qmp, vm->cfg.qmp, vm->name,
-					 rdb_now_ns() + 2 * RDB_NS_PER_S);
+		char e[300] = "";
+		int rc = p->ctl ? 0 :
+			p->hv->ctl_open(&p->ctl, vm->cfg.qmp, vm->name,
+					rdb_now_ns() + 2 * RDB_NS_PER_S, e, sizeof(e));
 
-		if (p->qmp_open || rc == 0) {
-			p->qmp_open = true;
-			rc = rdb_qmp_cont(&p->qmp, rdb_now_ns() + 2 * RDB_NS_PER_S);
-		}
+		if (rc == 0)
+			rc = p->hv->cont(p->ctl, rdb_now_ns() + 2 * RDB_NS_PER_S);
 		if (rc < 0) {
 			snprintf(msg, msglen, "cannot resume the guest: %s",
-				 strerror(-rc));
+				 e[0] ? e : rc == -EREMOTEIO ?
+				 p->hv->ctl_error(p->ctl) : strerror(-rc));
 			return rc;
 		}
 		p->fenced = false;

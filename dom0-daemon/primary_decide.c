@@ -44,52 +44,49 @@ static void claim(struct rdb_primary *p);
 #define GUEST_RESEND_NS (2 * RDB_NS_PER_S)
 #define GUEST_GIVE_UP_NS (30 * RDB_NS_PER_S)
 
-static int guest_qmp(struct rdb_primary *p)
+static int guest_ctl(struct rdb_primary *p)
 {
-	int rc;
+	char err[300];
 
-	if (p->qmp_open)
+	if (p->ctl)
 		return 0;
-	rc = rdb_qmp_connect(&p->qmp, p->vm->cfg.qmp, p->vm->name,
-			     rdb_now_ns() + QMP_SHORT_NS);
-	if (rc == 0)
-		p->qmp_open = true;
-	return rc;
+	return p->hv->ctl_open(&p->ctl, p->vm->cfg.qmp, p->vm->name,
+			       rdb_now_ns() + QMP_SHORT_NS, err, sizeof(err));
 }
 
 static int guest_send(struct rdb_primary *p)
 {
-	int rc = guest_qmp(p);
+	int rc = guest_ctl(p);
 
 	if (rc == 0)
 		rc = p->guest_want_stopped ?
-			rdb_qmp_stop(&p->qmp, rdb_now_ns() + QMP_SHORT_NS) :
-			rdb_qmp_cont(&p->qmp, rdb_now_ns() + QMP_SHORT_NS);
+			p->hv->stop(p->ctl, rdb_now_ns() + QMP_SHORT_NS) :
+			p->hv->cont(p->ctl, rdb_now_ns() + QMP_SHORT_NS);
 	p->guest_cmd_ns = rdb_now_ns();
 	if (rc == 0)
 		p->guest_confirmed = true;
 	else if (rc != -ETIMEDOUT)
 		LOGVM(WARN, p->vm->name, "%s the guest: %s (trying again)",
 		      p->guest_want_stopped ? "stopping" : "resuming",
-		      rc == -EREMOTEIO ? rdb_qmp_last_error(&p->qmp) : strerror(-rc));
+		      rc == -EREMOTEIO ? p->hv->ctl_error(p->ctl) : strerror(-rc));
 	return rc;
 }
 
 static uint64_t on_guest_tick(struct rdb_evloop *loop, uint64_t id, void *opaque)
 {
 	struct rdb_primary *p = opaque;
-	char status[32];
+	enum rdb_hv_guest g = RDB_HV_GUEST_OTHER;
 	int rc;
 
 	if (p->guest_confirmed) {
 		p->guest_timer = 0;
 		return 0;
 	}
-	rc = guest_qmp(p);
+	rc = guest_ctl(p);
 	if (rc == 0)
-		rc = rdb_qmp_query_status(&p->qmp, status, sizeof(status),
-					  rdb_now_ns() + QMP_SHORT_NS);
-	if (rc == 0 && !strcmp(status, p->guest_want_stopped ? "paused" : "running")) {
+		rc = p->hv->guest(p->ctl, &g, rdb_now_ns() + QMP_SHORT_NS);
+	if (rc == 0 && g == (p->guest_want_stopped ? RDB_HV_GUEST_PAUSED :
+			     RDB_HV_GUEST_RUNNING)) {
 		p->guest_confirmed = true;
 		LOGVM(INFO, p->vm->name, "guest %s", p->guest_want_stopped ?
 		      "stopped" : "running again");
@@ -102,7 +99,7 @@ static uint64_t on_guest_tick(struct rdb_evloop *loop, uint64_t id, void *opaque
 		LOGVM(ERROR, p->vm->name, "gave up %s the guest after %llu s: %s",
 		      p->guest_want_stopped ? "stopping" : "resuming",
 		      (unsigned long long)(GUEST_GIVE_UP_NS / RDB_NS_PER_S),
-		      rc < 0 ? strerror(-rc) : status);
+		      rc < 0 ? strerror(-rc) : "the guest is in another state");
 		p->guest_timer = 0;
 		return 0;
 	}

@@ -23,10 +23,8 @@
 #include "vm.h"
 #include "watchdog.h"
 #include "witness.h"
-#include "qemu/colo_stream.h"
 #include "remusdb.h"
-#include "qemu/launch.h"
-#include "qemu/qmp.h"
+#include "hv.h"
 #include "primary.h"
 
 #include <stdbool.h>
@@ -98,7 +96,7 @@ struct rdb_primary {
 	uint64_t log_gen;		/* its generation for this protection */
 	/* a restored VM protected again from here: its QEMU is ours to
 	 * reap, its failover event port stays open (reprotect) */
-	struct rdb_qemu_proc restored_qemu;
+	struct rdb_hv_proc restored_qemu;
 	int event_fd;
 	bool awaiting_base;		/* DISK_SETUP sent, DISK_BASE not yet */
 	uint64_t *resync;		/* NULL: the whole disk (full copy) */
@@ -110,16 +108,15 @@ struct rdb_primary {
 	uint64_t pos_epoch[256], pos_tail[256];
 	unsigned pos_first, pos_n;
 
-	/* QEMU */
-	struct rdb_qmp qmp;
-	bool qmp_open;
+	/* the hypervisor (QEMU) */
+	const struct rdb_hv_ops *hv;	/* the VM's backend, at protect */
+	struct rdb_hv_ctl *ctl;		/* its control, NULL: not open */
 	struct colo_job *colo_job;	/* starting COLO: see start_colo */
 	int mig_listen_fd, mig_fd;
 	bool mig_throttled;		/* not reading: see PEER_HIGH_WATER */
 	bool throttle_logged;
 	char mig_path[108];
-	struct rdb_colo_parser parser;
-	bool parser_init;
+	struct rdb_hv_stream *stream;	/* the checkpoint stream's parser */
 
 	/* guest network */
 	struct rdb_nic nic;

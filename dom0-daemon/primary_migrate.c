@@ -264,7 +264,7 @@ static int kill_qemu(struct rdb_primary *p, pid_t *pid_out)
 			while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 				;
 		else
-			while (rdb_qemu_poll_exit(&p->restored_qemu, NULL) == 0) {
+			while (rdb_hv_poll_exit(&p->restored_qemu, NULL) == 0) {
 				if (rdb_now_ns() > deadline)
 					return -ETIMEDOUT;
 				usleep(1000);

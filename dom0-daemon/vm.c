@@ -29,6 +29,14 @@ static const char *const role_names[RDB_ROLE__MAX] = {
 	[RDB_ROLE_BACKUP] = "backup",
 };
 
+const struct rdb_hv_ops *rdb_vm_hv(const struct rdb_vm *vm)
+{
+	const struct rdb_hv_ops *hv = rdb_hv_find(vm->cfg.hypervisor);
+
+	/* (a config without it: a default before the option existed) */
+	return hv ? hv : rdb_hv_find("qemu");
+}
+
 const char *rdb_vm_state_name(enum rdb_vm_state s)
 {
 	return s < RDB_VM_STATE__MAX ? state_names[s] : "?";

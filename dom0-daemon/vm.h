@@ -31,6 +31,7 @@
 #include <jansson.h>
 
 #include "config.h"
+#include "hv.h"
 #include "pagecodec.h"
 #include "prom.h"
 
@@ -142,6 +143,8 @@ const char *rdb_vm_role_name(enum rdb_vm_role r);
 struct rdb_vm *rdb_vm_new(struct rdb_daemon *d, const char *name,
 			  enum rdb_vm_role role);
 struct rdb_vm *rdb_vm_find(struct rdb_daemon *d, const char *name);
+/* The VM's hypervisor backend (its config's `hypervisor`). */
+const struct rdb_hv_ops *rdb_vm_hv(const struct rdb_vm *vm);
 /* Unlinks and frees; the role's own state must be torn down first. */
 void rdb_vm_free(struct rdb_vm *vm);
 

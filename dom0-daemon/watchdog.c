@@ -3,10 +3,11 @@
 #include "watchdog.h"
 #include "clock.h"
 #include "log.h"
-#include "qemu/qmp.h"
+#include "hv.h"
 
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -34,7 +35,7 @@ bool rdb_watchdog_should_trip(const struct rdb_wd_slot *s, uint64_t beat_ns,
 
 static void trip(int i, struct rdb_wd_slot *s, const char *why)
 {
-	struct rdb_qmp q;
+	struct rdb_hv_ctl *c = NULL;
 	uint64_t t0 = rdb_now_ns();
 	bool cut = false;
 	char err[256] = "";
@@ -53,24 +54,26 @@ static void trip(int i, struct rdb_wd_slot *s, const char *why)
 	for (int attempt = 0; attempt < TRIP_QMP_ATTEMPTS; attempt++) {
 		uint64_t dl = rdb_now_ns() + TRIP_QMP_DEADLINE_NS;
 
-		rc = rdb_qmp_connect(&q, s->qmp_path, s->name, dl);
+		rc = s->hv->ctl_open(&c, s->qmp_path, s->name, dl, err,
+				     sizeof(err));
 		if (rc == 0) {
-			rc = rdb_qmp_colo_lost_heartbeat(&q, dl);
-			snprintf(err, sizeof(err), "%s", rdb_qmp_last_error(&q));
-			rdb_qmp_close(&q);
-		} else {
-			snprintf(err, sizeof(err), "%s", rdb_qmp_last_error(&q));
+			rc = s->hv->checkpoint_end(c, dl);
+			snprintf(err, sizeof(err), "%s", rc == -EREMOTEIO ?
+				 s->hv->ctl_error(c) : strerror(-rc));
+			s->hv->ctl_close(c);
+			c = NULL;
 		}
 		if (rc == 0 || rc == -EREMOTEIO)
 			break;
-		LOGVM(WARN, s->name, "watchdog: x-colo-lost-heartbeat attempt %d: %s",
+		LOGVM(WARN, s->name, "watchdog: ending checkpoints, attempt %d: %s",
 		      attempt + 1, err);
 	}
 	atomic_store(&s->tripped_at_ns, rdb_now_ns());
 	LOGVM(ERROR, s->name,
 	      "ALARM: %s: dropped protection (checkpoint stream %s, "
-	      "x-colo-lost-heartbeat %s) in %.1f ms; the guest runs unprotected",
-	      why, cut ? "shut down" : "not held", rc == 0 ? "sent" : err,
+	      "checkpoints ended in %s: %s) in %.1f ms; the guest runs "
+	      "unprotected", why, cut ? "shut down" : "not held", s->hv->name,
+	      rc == 0 ? "yes" : err,
 	      (double)(rdb_now_ns() - t0) / RDB_NS_PER_MS);
 }
 
@@ -252,7 +255,8 @@ void rdb_watchdog_beat(struct rdb_watchdog *wd)
 }
 
 int rdb_watchdog_arm(struct rdb_watchdog *wd, const char *name,
-		     const char *qmp_path, uint64_t deadline_ns)
+		     const struct rdb_hv_ops *hv, const char *qmp_path,
+		     uint64_t deadline_ns)
 {
 	if (!wd->shm)
 		return -ENODEV;
@@ -263,6 +267,7 @@ int rdb_watchdog_arm(struct rdb_watchdog *wd, const char *name,
 			continue;
 		/* Fill the slot before arming it: the child reads armed last. */
 		snprintf(s->name, sizeof(s->name), "%s", name);
+		s->hv = hv;
 		snprintf(s->qmp_path, sizeof(s->qmp_path), "%s", qmp_path);
 		atomic_store(&s->deadline_ns, deadline_ns);
 		atomic_store(&s->tripped_at_ns, 0);

@@ -32,8 +32,13 @@
 
 #define RDB_WD_MAX_VMS 64
 
+struct rdb_hv_ops;
+
 struct rdb_wd_slot {
 	char name[65];
+	/* the VM's backend (static: the same in the forked child) and the
+	 * control socket the child ends checkpoints on */
+	const struct rdb_hv_ops *hv;
 	char qmp_path[108];
 	_Atomic uint32_t armed;		/* daemon: 1 while COLO runs */
 	_Atomic uint64_t deadline_ns;
@@ -63,7 +68,8 @@ void rdb_watchdog_beat(struct rdb_watchdog *wd);
 
 /* Arms a slot for a VM; returns its index or -ENOSPC. */
 int rdb_watchdog_arm(struct rdb_watchdog *wd, const char *name,
-		     const char *qmp_path, uint64_t deadline_ns);
+		     const struct rdb_hv_ops *hv, const char *qmp_path,
+		     uint64_t deadline_ns);
 void rdb_watchdog_disarm(struct rdb_watchdog *wd, int slot);
 /* Gives the child a duplicate of the slot's checkpoint-stream socket. */
 int rdb_watchdog_pass_fd(struct rdb_watchdog *wd, int slot, int fd);

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "qemu/launch.h"
+#include "proc.h"
 #include "qemu/restore.h"
 #include "watchdog.h"
 
@@ -345,7 +345,7 @@ static void test_restore_argv(void **state)
 static void test_spawn_on_cpus(void **state)
 {
 	char *sleeper[] = { "sleep", "30", NULL };
-	struct rdb_qemu_proc p;
+	struct rdb_hv_proc p;
 	cpu_set_t want, got, none;
 	int cpu = -1;
 
@@ -355,15 +355,15 @@ static void test_spawn_on_cpus(void **state)
 			cpu = c;		/* the last CPU we may use */
 	CPU_ZERO(&want);
 	CPU_SET(cpu, &want);
-	rdb_qemu_proc_init(&p);
-	assert_int_equal(rdb_qemu_spawn(sleeper, "/dev/null", &want, &p), 0);
+	rdb_hv_proc_init(&p);
+	assert_int_equal(rdb_hv_spawn(sleeper, "/dev/null", &want, &p), 0);
 	assert_int_equal(sched_getaffinity(p.pid, sizeof(got), &got), 0);
 	assert_true(CPU_EQUAL(&got, &want));
-	assert_int_equal(rdb_qemu_kill(&p, rdb_now_ns() + 2 * RDB_NS_PER_S), 0);
+	assert_int_equal(rdb_hv_kill(&p, rdb_now_ns() + 2 * RDB_NS_PER_S), 0);
 
 	/* no CPU at all: the kernel refuses, and the spawn says so */
 	CPU_ZERO(&none);
-	assert_int_equal(rdb_qemu_spawn(sleeper, "/dev/null", &none, &p), -EINVAL);
+	assert_int_equal(rdb_hv_spawn(sleeper, "/dev/null", &none, &p), -EINVAL);
 	assert_int_equal(p.pid, -1);
 }
 
@@ -393,7 +393,7 @@ static void test_place_running(void **state)
 	CPU_SET(cpu, &want);
 	assert_int_equal(pthread_create(&t1, NULL, parked, &stop), 0);
 
-	assert_true(rdb_qemu_place(getpid(), &want) >= 2);
+	assert_true(rdb_hv_place(getpid(), &want) >= 2);
 	assert_int_equal(pthread_getaffinity_np(t1, sizeof(got), &got), 0);
 	assert_true(CPU_EQUAL(&got, &want));
 	assert_int_equal(sched_getaffinity(0, sizeof(got), &got), 0);
@@ -404,13 +404,13 @@ static void test_place_running(void **state)
 
 	/* refused (no CPU), and a process that is gone */
 	CPU_ZERO(&none);
-	assert_int_equal(rdb_qemu_place(getpid(), &none), -EINVAL);
-	assert_int_equal(rdb_qemu_place(0x7ffffff0, &want), -ENOENT);
+	assert_int_equal(rdb_hv_place(getpid(), &none), -EINVAL);
+	assert_int_equal(rdb_hv_place(0x7ffffff0, &want), -ENOENT);
 
 	__atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
 	pthread_join(t1, NULL);
 	pthread_join(t2, NULL);
-	assert_true(rdb_qemu_place(getpid(), &orig) >= 1);
+	assert_true(rdb_hv_place(getpid(), &orig) >= 1);
 }
 
 static void test_spawn_and_kill(void **state)
@@ -418,27 +418,27 @@ static void test_spawn_and_kill(void **state)
 	char *sleeper[] = { "sleep", "30", NULL };
 	char *nosuch[] = { "/nonexistent/qemu", NULL };
 	char *quick[] = { "sh", "-c", "echo hi; exit 3", NULL };
-	struct rdb_qemu_proc p;
+	struct rdb_hv_proc p;
 	uint64_t t;
 	int st = 0, r;
 
-	rdb_qemu_proc_init(&p);
-	assert_int_equal(rdb_qemu_poll_exit(&p, &st), -ECHILD);
-	assert_int_equal(rdb_qemu_spawn(nosuch, "/dev/null", NULL, &p), -ENOENT);
+	rdb_hv_proc_init(&p);
+	assert_int_equal(rdb_hv_poll_exit(&p, &st), -ECHILD);
+	assert_int_equal(rdb_hv_spawn(nosuch, "/dev/null", NULL, &p), -ENOENT);
 	assert_int_equal(p.pid, -1);
 
-	assert_int_equal(rdb_qemu_spawn(sleeper, "/dev/null", NULL, &p), 0);
+	assert_int_equal(rdb_hv_spawn(sleeper, "/dev/null", NULL, &p), 0);
 	assert_true(p.pid > 0);
-	assert_int_equal(rdb_qemu_poll_exit(&p, &st), 0);
+	assert_int_equal(rdb_hv_poll_exit(&p, &st), 0);
 	t = rdb_now_ns();
-	assert_int_equal(rdb_qemu_kill(&p, t + 2 * RDB_NS_PER_S), 0);
+	assert_int_equal(rdb_hv_kill(&p, t + 2 * RDB_NS_PER_S), 0);
 	assert_true(rdb_now_ns() - t < RDB_NS_PER_S);	/* SIGTERM did it */
 	assert_int_equal(p.pid, -1);
-	assert_int_equal(rdb_qemu_kill(&p, 0), 0);	/* idempotent */
+	assert_int_equal(rdb_hv_kill(&p, 0), 0);	/* idempotent */
 
-	assert_int_equal(rdb_qemu_spawn(quick, "/dev/null", NULL, &p), 0);
+	assert_int_equal(rdb_hv_spawn(quick, "/dev/null", NULL, &p), 0);
 	t = rdb_now_ns();
-	while ((r = rdb_qemu_poll_exit(&p, &st)) == 0 &&
+	while ((r = rdb_hv_poll_exit(&p, &st)) == 0 &&
 	       rdb_now_ns() - t < 5 * RDB_NS_PER_S)
 		usleep(1000);
 	assert_int_equal(r, 1);

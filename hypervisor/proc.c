@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only
-#include "qemu/launch.h"
+#include "proc.h"
 #include "clock.h"
 #include "cpulist.h"
 
@@ -12,13 +12,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-void rdb_qemu_proc_init(struct rdb_qemu_proc *p)
+void rdb_hv_proc_init(struct rdb_hv_proc *p)
 {
 	p->pid = -1;
 	p->pidfd = -1;
 }
 
-int rdb_qemu_adopt(pid_t pid, struct rdb_qemu_proc *out)
+int rdb_hv_adopt(pid_t pid, struct rdb_hv_proc *out)
 {
 	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
 
@@ -39,13 +39,13 @@ static int place_thread(pid_t tid, void *opaque)
 	return errno == ESRCH ? 1 : -errno;	/* 1: a thread that just left */
 }
 
-int rdb_qemu_place(pid_t pid, const cpu_set_t *cpus)
+int rdb_hv_place(pid_t pid, const cpu_set_t *cpus)
 {
 	return rdb_cpulist_each_thread(pid, place_thread, (void *)cpus);
 }
 
-/* An adopted QEMU: 1 once it has exited (the pidfd closed), else 0. */
-static int adopted_gone(struct rdb_qemu_proc *p, int timeout_ms)
+/* An adopted process: 1 once it has exited (the pidfd closed), else 0. */
+static int adopted_gone(struct rdb_hv_proc *p, int timeout_ms)
 {
 	struct pollfd pf = { .fd = p->pidfd, .events = POLLIN };
 
@@ -84,8 +84,8 @@ fail:
 	_exit(127);
 }
 
-int rdb_qemu_spawn(char *const *argv, const char *logpath,
-		   const cpu_set_t *cpus, struct rdb_qemu_proc *out)
+int rdb_hv_spawn(char *const *argv, const char *logpath,
+		   const cpu_set_t *cpus, struct rdb_hv_proc *out)
 {
 	int err_pipe[2], err = 0;
 	ssize_t r;
@@ -120,7 +120,7 @@ int rdb_qemu_spawn(char *const *argv, const char *logpath,
 	return 0;
 }
 
-int rdb_qemu_poll_exit(struct rdb_qemu_proc *p, int *status_out)
+int rdb_hv_poll_exit(struct rdb_hv_proc *p, int *status_out)
 {
 	int status;
 	pid_t r;
@@ -144,13 +144,13 @@ int rdb_qemu_poll_exit(struct rdb_qemu_proc *p, int *status_out)
 	return 1;
 }
 
-int rdb_qemu_kill(struct rdb_qemu_proc *p, uint64_t deadline_ns)
+int rdb_hv_kill(struct rdb_hv_proc *p, uint64_t deadline_ns)
 {
 	if (p->pid <= 0)
 		return 0;
 	kill(p->pid, SIGTERM);
 	for (;;) {
-		if (rdb_qemu_poll_exit(p, NULL) == 1)
+		if (rdb_hv_poll_exit(p, NULL) == 1)
 			return 0;
 		if (rdb_now_ns() >= deadline_ns)
 			break;

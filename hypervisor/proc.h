@@ -1,19 +1,23 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
-/* Starting and stopping the QEMU a backup restores into. */
-#ifndef RDB_LAUNCH_H
-#define RDB_LAUNCH_H
+/*
+ * The hypervisor processes remusdbd starts or watches (a backup's
+ * restored VM): spawned in a session of their own, adopted from libvirt,
+ * placed on CPUs, reaped, killed.  Nothing here knows which hypervisor.
+ */
+#ifndef RDB_PROC_H
+#define RDB_PROC_H
 
 #include <sched.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-struct rdb_qemu_proc {
+struct rdb_hv_proc {
 	pid_t pid;		/* -1: none */
 	int pidfd;		/* >= 0: not our child (libvirt's): watched
 				 * through this pidfd instead of waitpid */
 };
 
-void rdb_qemu_proc_init(struct rdb_qemu_proc *p);
+void rdb_hv_proc_init(struct rdb_hv_proc *p);
 
 /*
  * Forks and execs argv (argv[0] searched in PATH) in a session of its own,
@@ -23,21 +27,21 @@ void rdb_qemu_proc_init(struct rdb_qemu_proc *p);
  * cpus: the CPUs it may run on (NULL: inherited); an affinity the kernel
  * refuses is the child's errno too.
  */
-int rdb_qemu_spawn(char *const *argv, const char *logpath,
-		   const cpu_set_t *cpus, struct rdb_qemu_proc *out);
-/* A QEMU someone else started (libvirt) and that runs as pid: watched and
+int rdb_hv_spawn(char *const *argv, const char *logpath,
+		 const cpu_set_t *cpus, struct rdb_hv_proc *out);
+/* A process someone else started (libvirt) and that runs as pid: watched and
  * killed like one of ours (its exit status is not ours to see: 0).
  * 0, or -errno of pidfd_open (-ESRCH: it is gone already). */
-int rdb_qemu_adopt(pid_t pid, struct rdb_qemu_proc *out);
-/* Every thread of a running QEMU (pid) onto cpus; threads it starts later
+int rdb_hv_adopt(pid_t pid, struct rdb_hv_proc *out);
+/* Every thread of a running process (pid) onto cpus; threads it starts later
  * inherit it.  The number of threads placed, or -errno of the first that
  * refused (an affinity outside its cgroup's cpuset: -EINVAL). */
-int rdb_qemu_place(pid_t pid, const cpu_set_t *cpus);
+int rdb_hv_place(pid_t pid, const cpu_set_t *cpus);
 /* Non-blocking: 1 and the wait status when it has exited (reaped, pid
  * becomes -1), 0 while it runs, -ECHILD when there is no process. */
-int rdb_qemu_poll_exit(struct rdb_qemu_proc *p, int *status_out);
+int rdb_hv_poll_exit(struct rdb_hv_proc *p, int *status_out);
 /* SIGTERM, then SIGKILL at deadline_ns; reaps it.  0 when it left by
  * itself before the deadline, -ETIMEDOUT when it had to be killed. */
-int rdb_qemu_kill(struct rdb_qemu_proc *p, uint64_t deadline_ns);
+int rdb_hv_kill(struct rdb_hv_proc *p, uint64_t deadline_ns);
 
 #endif

@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "hv.h"
+#include "clock.h"
+
+#include <stdio.h>
+#include <string.h>
+
+extern const struct rdb_hv_ops rdb_hv_qemu_ops;
+
+static const struct rdb_hv_ops *const backends[] = {
+	&rdb_hv_qemu_ops,
+};
+
+const struct rdb_hv_ops *rdb_hv_find(const char *name)
+{
+	for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++)
+		if (name && strcmp(backends[i]->name, name) == 0)
+			return backends[i];
+	return NULL;
+}
+
+const char *rdb_hv_names(void)
+{
+	static char names[128];
+	size_t at = 0;
+
+	for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++)
+		at += (size_t)snprintf(names + at, sizeof(names) - at, "%s%s",
+				       i ? ", " : "", backends[i]->name);
+	return names;
+}
+
+void rdb_hv_restored_init(struct rdb_hv_restored *r)
+{
+	memset(r, 0, sizeof(*r));
+	rdb_hv_proc_init(&r->proc);
+}
+
+void rdb_hv_restored_dispose(const struct rdb_hv_ops *ops,
+			     struct rdb_hv_restored *r, bool kill)
+{
+	ops->ctl_close(r->ctl);
+	r->ctl = NULL;
+	if (kill && r->proc.pid > 0)
+		rdb_hv_kill(&r->proc, rdb_now_ns());
+}
