@@ -172,3 +172,87 @@ int rdb_hv_kill(struct rdb_hv_proc *p, uint64_t deadline_ns)
 	p->pid = -1;
 	return -ETIMEDOUT;
 }
+
+int rdb_hv_run(char *const *argv, uint64_t deadline_ns, char **out,
+	       int *code_out)
+{
+	size_t len = 0, cap = 4096;
+	char *buf = malloc(cap);
+	int pipefd[2], st = 0, rc = 0;
+	pid_t pid;
+
+	if (code_out)
+		*code_out = 0;
+	if (out)
+		*out = NULL;
+	if (!buf || pipe2(pipefd, O_CLOEXEC) < 0) {
+		free(buf);
+		return -ENOMEM;
+	}
+	pid = fork();
+	if (pid < 0) {
+		rc = -errno;
+		close(pipefd[0]);
+		close(pipefd[1]);
+		free(buf);
+		return rc;
+	}
+	if (pid == 0) {
+		int nul = open("/dev/null", O_RDONLY);
+
+		if (nul >= 0)
+			dup2(nul, 0);
+		dup2(pipefd[1], 1);
+		dup2(pipefd[1], 2);
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	close(pipefd[1]);
+	for (;;) {
+		struct pollfd pf = { .fd = pipefd[0], .events = POLLIN };
+		uint64_t now = rdb_now_ns();
+		ssize_t got;
+
+		if (now >= deadline_ns) {
+			kill(pid, SIGKILL);
+			rc = -ETIMEDOUT;
+			break;
+		}
+		if (poll(&pf, 1, (int)((deadline_ns - now) / RDB_NS_PER_MS) + 1) <= 0)
+			continue;
+		if (cap - len < 2048) {
+			char *nb = len < (1u << 20) ? realloc(buf, cap * 2) : NULL;
+
+			if (!nb) {	/* more than a MiB: the rest is dropped */
+				char sink[4096];
+
+				got = read(pipefd[0], sink, sizeof(sink));
+				if (got <= 0 && !(got < 0 && errno == EINTR))
+					break;
+				continue;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+		got = read(pipefd[0], buf + len, cap - len - 1);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			break;
+		len += (size_t)got;
+	}
+	buf[len] = 0;
+	close(pipefd[0]);
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (rc == 0 && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+		rc = -EIO;
+		if (code_out)
+			*code_out = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	}
+	if (out)
+		*out = buf;
+	else
+		free(buf);
+	return rc;
+}

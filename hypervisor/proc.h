@@ -44,4 +44,14 @@ int rdb_hv_poll_exit(struct rdb_hv_proc *p, int *status_out);
  * itself before the deadline, -ETIMEDOUT when it had to be killed. */
 int rdb_hv_kill(struct rdb_hv_proc *p, uint64_t deadline_ns);
 
+/*
+ * Runs argv (argv[0] searched in PATH) to its end, stdin /dev/null, its
+ * stdout and stderr together into *out (NUL-terminated, the caller frees;
+ * NULL: dropped), killed at deadline_ns.  0 when it exited 0; -EIO
+ * otherwise, with its exit code in *code_out (-1: killed by a signal);
+ * -ETIMEDOUT; -errno of fork.
+ */
+int rdb_hv_run(char *const *argv, uint64_t deadline_ns, char **out,
+	       int *code_out);
+
 #endif

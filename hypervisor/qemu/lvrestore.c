@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /* Restoring into a libvirt domain through virsh; see lvrestore.h. */
 #include "qemu/lvrestore.h"
+#include "proc.h"
 #include "clock.h"
 
 #include <errno.h>
@@ -129,63 +130,15 @@ static int virsh(const struct rdb_lvrestore *r, const char *const *args,
 		 uint64_t deadline, char **out)
 {
 	const char *argv[16] = { "virsh", "-q", "-c", r->uri };
-	size_t n = 4, len = 0;
-	int pipefd[2], st = 0, rc = 0;
-	char *buf = strdup(""), logp[600];
-	pid_t pid;
+	size_t n = 4;
+	char *buf = NULL, logp[600];
 	FILE *log;
+	int rc;
 
 	for (size_t i = 0; args[i] && n < 15; i++)
 		argv[n++] = args[i];
 	argv[n] = NULL;
-	if (!buf || pipe2(pipefd, O_CLOEXEC) < 0) {
-		free(buf);
-		return -ENOMEM;
-	}
-	pid = fork();
-	if (pid < 0) {
-		rc = -errno;
-		close(pipefd[0]);
-		close(pipefd[1]);
-		free(buf);
-		return rc;
-	}
-	if (pid == 0) {
-		int nul = open("/dev/null", O_RDONLY);
-
-		if (nul >= 0)
-			dup2(nul, 0);
-		dup2(pipefd[1], 1);
-		dup2(pipefd[1], 2);
-		execvp("virsh", (char *const *)argv);
-		_exit(127);
-	}
-	close(pipefd[1]);
-	for (;;) {
-		struct pollfd pf = { .fd = pipefd[0], .events = POLLIN };
-		uint64_t now = rdb_now_ns();
-		char chunk[4096];
-		ssize_t got;
-
-		if (now >= deadline) {
-			kill(pid, SIGKILL);
-			rc = -ETIMEDOUT;
-			break;
-		}
-		if (poll(&pf, 1, (int)((deadline - now) / RDB_NS_PER_MS) + 1) <= 0)
-			continue;
-		got = read(pipefd[0], chunk, sizeof(chunk));
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got <= 0)
-			break;
-		cat(&buf, &len, chunk, (size_t)got);
-	}
-	close(pipefd[0]);
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
-	if (rc == 0 && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
-		rc = -EIO;
+	rc = rdb_hv_run((char *const *)argv, deadline, &buf, NULL);
 	snprintf(logp, sizeof(logp), "%s/virsh.log", r->work_dir);
 	log = fopen(logp, "a");
 	if (log) {
