@@ -119,11 +119,33 @@ build/helpers/%: tests/helpers/%.c
 	$(CC) $(CSTD) $(WARN) -O2 -static -o $@ $<
 
 # the Xen stream parser over xl's real streams, in the Xen host's dom0
-XCSTAT_SRCS := tests/helpers/xcstat.c hypervisor/xen/xc_stream.c \
+XCSTAT_SRCS := tests/helpers/xcstat.c hypervisor/xen/xc_stream.c hypervisor/xen/xen_state.c \
 	dom0-daemon/lib/buf.c dom0-daemon/lib/sockutil.c dom0-daemon/lib/clock.c
-build/helpers/xcstat: $(XCSTAT_SRCS) hypervisor/xen/xc_stream.h
+build/helpers/xcstat: $(XCSTAT_SRCS) hypervisor/xen/xc_stream.h hypervisor/xen/xen_state.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) -O2 -static $(INCS) -o $@ $(XCSTAT_SRCS)
+	$(CC) $(CSTD) $(WARN) -O2 $(INCS) -o $@ $(XCSTAT_SRCS)
+
+# xenrecv (tests/helpers/xenrecv.c): the Xen backend driven as the daemon
+# drives it, in the Xen test host's dom0.  It and xcstat link libc only
+# (dom0 is Debian 12 as this host; none of our other libraries there).
+# Not static: a static xcstat once died in glibc's startup (__ctype_init,
+# its TLS) in dom0 under TCG, the next run of the same file did not.
+XENRECV_SRCS := tests/helpers/xenrecv.c hypervisor/xen/backend.c \
+	hypervisor/xen/xen_state.c hypervisor/xen/xc_stream.c hypervisor/proc.c \
+	dom0-daemon/lib/buf.c dom0-daemon/lib/clock.c dom0-daemon/lib/log.c \
+	dom0-daemon/lib/cpulist.c dom0-daemon/lib/sockutil.c
+build/helpers/xenrecv: $(XENRECV_SRCS) hypervisor/hv.h hypervisor/xen/xen_state.h hypervisor/xen/xen_helper.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) -O2 $(INCS) -o $@ $(XENRECV_SRCS)
+
+# The Xen backend's helper (hypervisor/xen/xen_helper.h): the one program
+# linked with Xen's libraries (libxen-dev), run in a Xen dom0.
+XENHELPER_SRCS := hypervisor/xen/helper/remusdb-xen.c
+XEN_PKGS := xenlight xenguest xencontrol xenstore xentoollog
+$(B)/remusdb-xen: $(XENHELPER_SRCS) hypervisor/xen/xen_helper.h hypervisor/xen/xen_state.h
+	@mkdir -p $(dir $@)
+	@pkg-config --exists $(XEN_PKGS) || { echo "remusdb-xen needs libxen-dev (tools/setup-deps.sh)" >&2; exit 1; }
+	$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(INCS) $$(pkg-config --cflags $(XEN_PKGS)) -o $@ $(XENHELPER_SRCS) $$(pkg-config --libs $(XEN_PKGS))
 
 # The ledger: libpq always, MariaDB Connector/C with its driver.
 LEDGER_SRCS := tests/workload/ledger.c tests/workload/ledger_pg.c \

@@ -6,9 +6,11 @@
 #include <string.h>
 
 extern const struct rdb_hv_ops rdb_hv_qemu_ops;
+extern const struct rdb_hv_ops rdb_hv_xen_ops;
 
 static const struct rdb_hv_ops *const backends[] = {
 	&rdb_hv_qemu_ops,
+	&rdb_hv_xen_ops,
 };
 
 const struct rdb_hv_ops *rdb_hv_find(const char *name)

@@ -11,7 +11,8 @@ srcs=(dom0-daemon/lib/buf.c dom0-daemon/lib/crc32c.c dom0-daemon/lib/clock.c
       hypervisor/qemu/colo_stream.c hypervisor/xen/xc_stream.c dom0-daemon/xorrle.c
       dom0-daemon/stage.c dom0-daemon/diskbuf.c dom0-daemon/ramimage.c
       dom0-daemon/flowcheck.c dom0-daemon/tcpseg.c dom0-daemon/lib/fileio.c
-      dom0-daemon/lib/log.c)
+      dom0-daemon/lib/log.c hypervisor/xen/backend.c hypervisor/xen/xen_state.c
+      hypervisor/proc.c dom0-daemon/lib/cpulist.c)
 flags=(-std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined
        -Idom0-daemon -Idom0-daemon/lib -Ihypervisor)
 fail=0

@@ -98,6 +98,13 @@ nice_() { nice -n 19 ionice -c3 "$@"; }
 xcstat=$here/../build/helpers/xcstat
 make -s -C "$here/.." build/helpers/xcstat >&2 ||
 	{ echo "mkxenhost: building build/helpers/xcstat failed" >&2; exit 1; }
+# The Xen backend in dom0: its helper remusdb-xen (linked with Xen 4.17's
+# libraries, which dom0 has; needs libxen-dev here) and xenrecv
+# (tests/helpers/xenrecv.c), which drives the backend as remusdbd does
+xenhelper=$here/../build/remusdb-xen
+xenrecv=$here/../build/helpers/xenrecv
+make -s -C "$here/.." build/remusdb-xen build/helpers/xenrecv >&2 ||
+	{ echo "mkxenhost: building remusdb-xen and xenrecv failed (libxen-dev: tools/setup-deps.sh)" >&2; exit 1; }
 
 # The kernel: mkguest.sh's pin, and its download cache.
 KVER=$(sed -n 's/^KVER=//p' "$here/mkguest.sh")
@@ -136,7 +143,7 @@ mirror=$(printf '%s\n' "$src_text" | awk '/^URIs:/ && $2 ~ /\/debian\/?$/ {print
 rootkey=$(printf '%s\n' "xenhost-root v1" "$SUITE" "$INCLUDE" "$XEN_PKGS" "$mirror" "$src_text" |
 	sha256sum | cut -c1-16)
 key=$( { cat "$0"; echo "$rootkey $shadow"; sha256sum < "$deb"; sha256sum < /bin/busybox;
-	sha256sum < "$xcstat"; } |
+	sha256sum < "$xcstat"; sha256sum < "$xenhelper"; sha256sum < "$xenrecv"; } |
 	sha256sum | cut -c1-16)
 entry=$cache/xenhost-$key
 rentry=$cache/xen-dom0root-$rootkey
@@ -414,6 +421,48 @@ if [ $fail = 0 ] && ! grep -q 'remusdb.xen.migrate=0' /proc/cmdline; then
 		if [ "$(beats)" -gt "$n0" ]; then
 			echo "REMUSDB-XEN-REMUS ok checkpoints=$cps secs=$secs failover_ms=$(($(ms) - t))"
 			echo "REMUSDB-XEN-XCSTAT remus $(/usr/local/bin/xcstat /tmp/remus.stream)"
+			# The backup's half done by the project's code: what
+			# xen_state.c keeps of the captured stream's last
+			# complete checkpoint, written as an xl image, must
+			# restore to a domU that runs on from that checkpoint.
+			# (xl's backup copy goes first: one domU named smoke.)
+			rm -f /tmp/smoke.save
+			boots=$(cat /var/log/xen/console/guest-smoke*.log | grep -c REMUSDB-DOMU-READY)
+			xl destroy smoke
+			t=$(ms)
+			echo "REMUSDB-XEN-XCSTAT image $(/usr/local/bin/xcstat --image /var/tmp/synth.img /tmp/remus.stream | tail -n 1)"
+			tb=$(ms)
+			rm -f /tmp/remus.stream
+			n0=$(beats)
+			# it runs on from the checkpoint: beats, and no new boot
+			if xl restore /var/tmp/synth.img > /tmp/xl-synth 2>&1 && alive &&
+				[ "$(cat /var/log/xen/console/guest-smoke*.log | grep -c REMUSDB-DOMU-READY)" = "$boots" ]; then
+				beat=$(grep REMUSDB-DOMU-BEAT /var/log/xen/console/guest-smoke.log | tail -n 1 | sed 's/.*BEAT \([0-9]*\).*/\1/')
+				echo "REMUSDB-XEN-SYNTH-RESTORE ok build_ms=$((tb - t)) restore_ms=$(($(ms) - tb)) beat=$beat"
+			else
+				echo "REMUSDB-XEN-SYNTH-RESTORE fail"; fail=1
+				tail -n 12 /tmp/xl-synth | sed 's/^/REMUSDB-XEN-XL-SYNTH: /'
+			fi
+			rm -f /var/tmp/synth.img
+			# The Xen backend as remusdbd drives it (xenrecv): the
+			# helper checkpoints the restored domU every 100 ms for
+			# 20 s; then its saver is killed and the domain
+			# destroyed, and the backend restores the last
+			# committed checkpoint through xl, which must run on.
+			if [ $fail = 0 ]; then
+				mkdir -p /var/tmp/xr
+				n0=$(beats)
+				boots=$(cat /var/log/xen/console/guest-smoke*.log | grep -c REMUSDB-DOMU-READY)
+				j=$(/usr/local/bin/xenrecv smoke 20 100 /var/tmp/xr 2>/tmp/xenrecv.err | tail -n 1)
+				echo "REMUSDB-XEN-XCSTAT backend $j"
+				if echo "$j" | grep -q '"ok":true' && alive &&
+					[ "$(cat /var/log/xen/console/guest-smoke*.log | grep -c REMUSDB-DOMU-READY)" = "$boots" ]; then
+					echo "REMUSDB-XEN-BACKEND ok"
+				else
+					echo "REMUSDB-XEN-BACKEND fail"; fail=1
+					tail -n 12 /tmp/xenrecv.err /var/tmp/xr/smoke.colo.log 2>/dev/null | sed 's/^/REMUSDB-XEN-XENRECV: /'
+				fi
+			fi
 		else
 			echo "REMUSDB-XEN-REMUS fail (no heartbeat from the backup in 30 s)"; fail=1
 			grep -v 'progress\|All records' /tmp/xl-remus | tail -n 8 | sed 's/^/REMUSDB-XEN-XL-REMUS: /'
@@ -439,6 +488,8 @@ chmod 755 "$root/usr/local/sbin/remusdb-xen-smoke" "$root/usr/local/sbin/remusdb
 	"$root/usr/local/sbin/remusdb-localssh-capture"
 mkdir -p "$root/usr/local/bin"
 install -m 755 "$xcstat" "$root/usr/local/bin/xcstat"
+install -m 755 "$xenhelper" "$root/usr/local/bin/remusdb-xen"
+install -m 755 "$xenrecv" "$root/usr/local/bin/xenrecv"
 
 # ---- the PV domU: the same kernel, a busybox initramfs ----
 du=$work/domu

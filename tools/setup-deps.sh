@@ -90,6 +90,9 @@ pkgs=(
 	# monolithic daemon of Debian 12) per host; diff shows what enroll changes
 	libvirt-dev libxml2-dev libvirt-daemon libvirt-daemon-driver-qemu
 	libvirt-clients diffutils
+	# the Xen backend's helper remusdb-xen (hypervisor/xen/xen_helper.h)
+	# links Xen's libraries; it runs in the Xen test host's dom0
+	libxen-dev
 )
 missing=()
 for p in "${pkgs[@]}"; do

@@ -128,9 +128,11 @@ static void test_vm_file_with_lists_and_errors(void **state)
 					err, sizeof(err)), -EINVAL);
 	/* a backend this build has not (hv.h) */
 	assert_string_equal(c.hypervisor, "qemu");
-	assert_int_equal(rdb_config_set(&rdb_vm_config_table, &c, "hypervisor", "xen",
+	assert_int_equal(rdb_config_set(&rdb_vm_config_table, &c, "hypervisor", "hyperv",
 					err, sizeof(err)), -EINVAL);
 	assert_string_equal(c.hypervisor, "qemu");
+	assert_int_equal(rdb_config_set(&rdb_vm_config_table, &c, "hypervisor", "xen",
+					err, sizeof(err)), 0);
 	assert_int_equal(rdb_config_set(&rdb_vm_config_table, &c, "hypervisor", "qemu",
 					err, sizeof(err)), 0);
 	/* host-specific QEMU arguments are refused */

@@ -131,10 +131,20 @@ xcjson() {	# xcjson save|remus: xcstat's JSON line, or null
 }
 xc_save=$(xcjson save)
 jq -e '.ok and .end and .pages > 0 and .pages_with_data > 0' <<<"$xc_save" >/dev/null 2>&1 || ok=0
-xc_remus=null
+xc_remus=null xc_image=null xc_backend=null
 if [ "${XENHOST_MIGRATE:-1}" != 0 ] && [ "${XENHOST_DEBIAN_XEN:-0}" != 1 ]; then
 	xc_remus=$(xcjson remus)
 	jq -e '.ok and .epochs >= 1 and .pages > 0' <<<"$xc_remus" >/dev/null 2>&1 || ok=0
+	# the image of the last complete checkpoint, built by
+	# hypervisor/xen/xen_state.c, restored by xl: its domU beats again
+	xc_image=$(xcjson image)
+	jq -e '.ok and .pfns > 0 and .image_bytes > 0' <<<"$xc_image" >/dev/null 2>&1 || ok=0
+	grep -q "REMUSDB-XEN-SYNTH-RESTORE ok" "$con" || ok=0
+	# the Xen backend driven as remusdbd drives it (xenrecv): checkpoints
+	# taken, the primary's power pulled, the backup's restore runs
+	xc_backend=$(xcjson backend)
+	jq -e '.ok and .epochs >= 2' <<<"$xc_backend" >/dev/null 2>&1 || ok=0
+	grep -q "REMUSDB-XEN-BACKEND ok" "$con" || ok=0
 fi
 word() {	# word MARKER: the word after MARKER on its first line, quoted
 	local w
@@ -151,7 +161,10 @@ cat <<EOJ
  "xl_migrate_localhost": $(word REMUSDB-XEN-MIGRATE), "xl_migrate_localhost_ms": $migrate_ms,
  "xl_remus_localhost": $(word REMUSDB-XEN-REMUS), "remus_checkpoints": $(field REMUSDB-XEN-REMUS checkpoints),
  "remus_secs": $(field REMUSDB-XEN-REMUS secs), "remus_failover_ms": $(field REMUSDB-XEN-REMUS failover_ms),
- "xcstat_save": $xc_save, "xcstat_remus": $xc_remus,
+ "xcstat_save": $xc_save, "xcstat_remus": $xc_remus, "xcstat_image": $xc_image,
+ "backend": $xc_backend,
+ "synth_restore": $(word REMUSDB-XEN-SYNTH-RESTORE), "synth_restore_ms": $(field REMUSDB-XEN-SYNTH-RESTORE restore_ms),
+ "synth_restored_beat": $(field REMUSDB-XEN-SYNTH-RESTORE beat),
  "hypervisor": "$([ "${XENHOST_DEBIAN_XEN:-0}" = 1 ] && echo debian || echo shadow-rebuild)"}
 EOJ
 grep -E 'REMUSDB-XEN-[A-Z-]+' "$con" | grep -v 'XL-INFO:\|XL-LIST:' | sed 's/^/  /' | tr -d '\r' >&2
