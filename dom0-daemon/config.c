@@ -5,6 +5,7 @@
 #include "sockutil.h"
 
 #include <ctype.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -480,14 +481,22 @@ int rdb_vm_config_peer_loss(const struct rdb_vm_config *c, bool have_witness,
 
 int rdb_vm_config_check(const struct rdb_vm_config *c, char *err, size_t errlen)
 {
+	bool xen = c->hypervisor && !strcmp(c->hypervisor, "xen");
 	const char *missing = !c->name || !c->name[0] ? "name" :
 		!c->qmp || !c->qmp[0] ? "qmp" :
 		!c->net_socket || !c->net_socket[0] ? "net_socket" :
 		!c->peer || !c->peer[0] ? "peer" :
-		c->qemu_arg.n == 0 ? "qemu_arg" : NULL;
+		c->qemu_arg.n == 0 && !xen ? "qemu_arg" : NULL;
 
 	if (missing) {
 		snprintf(err, errlen, "VM config: '%s' is required", missing);
+		return -EINVAL;
+	}
+	if (xen && (c->qemu_arg.n || (c->disk && c->disk[0]) ||
+		    (c->libvirt_restore && c->libvirt_restore[0]))) {
+		snprintf(err, errlen, "VM config: hypervisor = xen takes no %s",
+			 c->qemu_arg.n ? "qemu_arg" : c->disk && c->disk[0] ?
+			 "disk (not replicated for Xen yet)" : "libvirt_restore");
 		return -EINVAL;
 	}
 	if (c->disk && c->disk[0] && (!c->disk_socket || !c->disk_socket[0])) {

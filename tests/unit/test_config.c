@@ -135,6 +135,25 @@ static void test_vm_file_with_lists_and_errors(void **state)
 					err, sizeof(err)), 0);
 	assert_int_equal(rdb_config_set(&rdb_vm_config_table, &c, "hypervisor", "qemu",
 					err, sizeof(err)), 0);
+	/* a Xen VM: no qemu_arg needed, and none, nor a disk, taken */
+	{
+		struct rdb_vm_config x;
+
+		rdb_config_defaults(&rdb_vm_config_table, &x);
+		assert_int_equal(rdb_config_set(&rdb_vm_config_table, &x, "name", "dom1", err, sizeof(err)), 0);
+		assert_int_equal(rdb_config_set(&rdb_vm_config_table, &x, "qmp", "dom1", err, sizeof(err)), 0);
+		assert_int_equal(rdb_config_set(&rdb_vm_config_table, &x, "net_socket", "/run/n", err, sizeof(err)), 0);
+		assert_int_equal(rdb_config_set(&rdb_vm_config_table, &x, "peer", "10.0.0.2:7788", err, sizeof(err)), 0);
+		assert_int_equal(rdb_vm_config_check(&x, err, sizeof(err)), -EINVAL);
+		assert_non_null(strstr(err, "'qemu_arg' is required"));
+		assert_int_equal(rdb_config_set(&rdb_vm_config_table, &x, "hypervisor", "xen", err, sizeof(err)), 0);
+		assert_int_equal(rdb_vm_config_check(&x, err, sizeof(err)), 0);
+		assert_int_equal(rdb_config_set(&rdb_vm_config_table, &x, "disk", "/d.img", err, sizeof(err)), 0);
+		assert_int_equal(rdb_config_set(&rdb_vm_config_table, &x, "disk_socket", "/run/d", err, sizeof(err)), 0);
+		assert_int_equal(rdb_vm_config_check(&x, err, sizeof(err)), -EINVAL);
+		assert_non_null(strstr(err, "not replicated for Xen"));
+		rdb_config_dispose(&rdb_vm_config_table, &x);
+	}
 	/* host-specific QEMU arguments are refused */
 	assert_int_equal(rdb_config_set(&rdb_vm_config_table, &c, "qemu_arg", "-qmp",
 					err, sizeof(err)), 0);

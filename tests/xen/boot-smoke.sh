@@ -11,7 +11,14 @@
 #  - xcstat, the project's stream parser (hypervisor/xen/xc_stream.c),
 #    reads the saved image and the captured Remus stream without an
 #    error: the image whole, with its pages; the Remus stream's
-#    checkpoints.
+#    checkpoints;
+#  - the image hypervisor/xen/xen_state.c makes of that stream's last
+#    complete checkpoint restores with xl to a domU that runs on (no new
+#    boot);
+#  - the Xen backend (hypervisor/xen/backend.c, its helper remusdb-xen),
+#    driven as remusdbd drives it (tests/helpers/xenrecv.c), checkpoints
+#    the domU for 20 s; the primary's power pulled, its restore of the
+#    last committed epoch runs on (no new boot).
 #    XENHOST_MIGRATE=0 skips migration and Remus.  XENHOST_DEBIAN_XEN=1
 #    boots Debian's own hypervisor (mkxenhost.sh --debian-xen): it has no
 #    log-dirty mode for PV guests, so migration and Remus must answer
