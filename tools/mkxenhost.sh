@@ -461,6 +461,8 @@ if [ $fail = 0 ] && ! grep -q 'remusdb.xen.migrate=0' /proc/cmdline; then
 				else
 					echo "REMUSDB-XEN-BACKEND fail"; fail=1
 					tail -n 12 /tmp/xenrecv.err /var/tmp/xr/smoke.colo.log 2>/dev/null | sed 's/^/REMUSDB-XEN-XENRECV: /'
+					xl list | sed 's/^/REMUSDB-XEN-XL-LIST: /'
+					tail -n 30 /var/log/xen/console/guest-smoke.log | sed 's/^/REMUSDB-XEN-DOMU-CONSOLE: /'
 				fi
 			fi
 		else
