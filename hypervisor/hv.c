@@ -2,7 +2,6 @@
 #include "hv.h"
 #include "clock.h"
 
-#include <stdio.h>
 #include <string.h>
 
 extern const struct rdb_hv_ops rdb_hv_qemu_ops;
@@ -19,17 +18,6 @@ const struct rdb_hv_ops *rdb_hv_find(const char *name)
 		if (name && strcmp(backends[i]->name, name) == 0)
 			return backends[i];
 	return NULL;
-}
-
-const char *rdb_hv_names(void)
-{
-	static char names[128];
-	size_t at = 0;
-
-	for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++)
-		at += (size_t)snprintf(names + at, sizeof(names) - at, "%s%s",
-				       i ? ", " : "", backends[i]->name);
-	return names;
 }
 
 void rdb_hv_restored_init(struct rdb_hv_restored *r)

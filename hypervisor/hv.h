@@ -189,8 +189,6 @@ struct rdb_hv_ops {
 
 /* The backend of that name ("qemu"), or NULL. */
 const struct rdb_hv_ops *rdb_hv_find(const char *name);
-/* Every backend's name, comma separated (for errors and --version). */
-const char *rdb_hv_names(void);
 
 void rdb_hv_restored_init(struct rdb_hv_restored *r);
 /* Closes its control; kills its process unless keep (it runs the VM). */

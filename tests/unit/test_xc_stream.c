@@ -15,26 +15,9 @@
 
 #include "buf.h"
 #include "xen/xc_stream.h"
+#include "xen_gen.h"	/* put_be, put_le, rec */
 
 /* ---- building streams ---- */
-
-static void put_be(struct rdb_buf *b, uint64_t v, int n)
-{
-	uint8_t x[8];
-
-	for (int i = 0; i < n; i++)
-		x[i] = (uint8_t)(v >> (8 * (n - 1 - i)));
-	assert_int_equal(rdb_buf_append(b, x, (size_t)n), 0);
-}
-
-static void put_le(struct rdb_buf *b, uint64_t v, int n)
-{
-	uint8_t x[8];
-
-	for (int i = 0; i < n; i++)
-		x[i] = (uint8_t)(v >> (8 * i));
-	assert_int_equal(rdb_buf_append(b, x, (size_t)n), 0);
-}
 
 static void lhdr(struct rdb_buf *b, uint32_t options)
 {
@@ -57,18 +40,6 @@ static void xhdrs(struct rdb_buf *b, uint32_t version, uint16_t options,
 	put_le(b, 0, 2);
 	put_le(b, 4, 4);	/* Xen 4.17 */
 	put_le(b, 17, 4);
-}
-
-static void rec(struct rdb_buf *b, uint32_t type, const void *body, uint32_t len)
-{
-	static const uint8_t zero[8];
-
-	put_le(b, type, 4);
-	put_le(b, len, 4);
-	if (len)
-		assert_int_equal(rdb_buf_append(b, body, len), 0);
-	if (len % 8)
-		assert_int_equal(rdb_buf_append(b, zero, 8 - len % 8), 0);
 }
 
 /* PAGE_DATA: n pfns, pfn i = base + i of type types[i]; a page with data

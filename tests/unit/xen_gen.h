@@ -1,8 +1,16 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
-/* Builders of the libxc streams remusdb-xen sends (xen_helper.h), for the
- * Xen backend's tests: test_xen_state.c and test_xen_backend.c. */
+/* Builders of libxc streams (put_be, put_le, rec: any record, as in
+ * test_xc_stream.c) and of the one remusdb-xen sends (xen_helper.h), for
+ * test_xen_state.c and test_xen_backend.c. */
 #ifndef RDB_TEST_XEN_GEN_H
 #define RDB_TEST_XEN_GEN_H
+
+#include <stdbool.h>
+#include <string.h>
+
+#include "buf.h"
+#include "xen/xc_stream.h"
+#include "xen/xen_state.h"
 
 #define NPFN 3000u	/* three PAGE_DATA records' worth */
 
