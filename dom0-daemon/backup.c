@@ -1638,6 +1638,17 @@ static int restore_load(struct rdb_backup *b)
 	rc = b->hv->restore_load(&q.r, &b->rs, &st,
 				 rdb_now_ns() + RESTORE_DEADLINE_NS, err,
 				 sizeof(err));
+	if (rc == 0 && b->hv->nic_attach) {
+		/* (its NIC socket listens: failover_net) */
+		char path[108], log[300];
+
+		snprintf(path, sizeof(path), "%s/%s.net", b->d->cfg.run_dir,
+			 vm->name);
+		snprintf(log, sizeof(log), "%s/%s.nic.log", b->d->cfg.run_dir,
+			 vm->name);
+		rc = b->hv->nic_attach(vm->name, path, log, rdb_now_ns() +
+				       RESTORE_DEADLINE_NS, err, sizeof(err));
+	}
 	if (rc < 0)
 		LOGVM(ERROR, vm->name, "restore: %s", err);
 	/* (the failover event goes out from the loop: restored()) */

@@ -1778,6 +1778,18 @@ static int open_disk(struct rdb_primary *p, const char *wmap, char *err,
 	}
 }
 
+/* A hypervisor whose NIC does not connect by itself (hv.h nic_attach):
+ * connected once the NIC listens.  Blocks up to 5 s, once per attach. */
+static int attach_guest_nic(struct rdb_daemon *d, struct rdb_vm *vm,
+			    struct rdb_primary *p, char *err, size_t errlen)
+{
+	char log[300];
+
+	snprintf(log, sizeof(log), "%s/%s.nic.log", d->cfg.run_dir, vm->name);
+	return p->hv->nic_attach(vm->name, vm->cfg.net_socket, log,
+				 rdb_now_ns() + 5 * RDB_NS_PER_S, err, errlen);
+}
+
 static int attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 		  char *err, size_t errlen, struct rdb_vm **vm_out)
 {
@@ -1813,6 +1825,8 @@ static int attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 							 -1)) < 0)
 		snprintf(err, errlen, "%s for qemu_group: %s",
 			 vm->cfg.net_socket, strerror(-rc));
+	if (rc == 0 && p->hv->nic_attach)
+		rc = attach_guest_nic(d, vm, p, err, errlen);
 	if (rc == 0 && vm->cfg.disk && vm->cfg.disk[0])
 		rc = open_disk(p, NULL, err, errlen);
 	if (rc < 0) {

@@ -2,13 +2,15 @@
 /*
  * What remusdbd asks of a hypervisor: one ops table per backend
  * (hypervisor/qemu/backend.c: QEMU's COLO stream, QMP and an incoming
- * migration).  The daemon's pipeline uses this header, proc.h and
- * ramblock.h, never a backend's own headers, so it does not know which
- * hypervisor it drives.
+ * migration; hypervisor/xen/backend.c: Xen PV domains).  The daemon's
+ * pipeline uses this header, proc.h and ramblock.h, never a backend's
+ * own headers, so it does not know which hypervisor it drives.
  *
  * A protected VM, as the daemon sees it:
  *
- *   primary   ctl_open(control path)            a running VM's control
+ *   primary   nic_attach(vm, NIC socket)         (a NIC that does not connect
+ *                                                by itself: Xen's vif)
+ *             ctl_open(control path)            a running VM's control
  *             checkpoint_start(ctl, STREAM, ms)  the hypervisor connects to
  *                                                STREAM (the daemon listens)
  *                                                and sends the VM's state
@@ -24,6 +26,7 @@
  *                                                VM, waiting for its state
  *             restore_load(state)                the last committed epoch
  *                                                loaded; the guest runs
+ *             nic_attach(vm, NIC socket)
  *
  * The stream's parser is pure (bytes in any split, callbacks out); the
  * control calls block until their deadline at most and never retry by
@@ -167,6 +170,19 @@ struct rdb_hv_ops {
 	/* No more checkpoints: the guest runs on by itself, now or as soon
 	 * as the one under way fails (the stream cut). */
 	int (*checkpoint_end)(struct rdb_hv_ctl *c, uint64_t deadline_ns);
+
+	/* ---- the guest's NIC (both roles) ---- */
+	/* Connects the VM's NIC to the daemon's NIC socket net_path (nic.h:
+	 * the daemon listens), for a hypervisor whose NIC does not connect
+	 * by itself; NULL for one that does (QEMU's -netdev stream).  The
+	 * primary calls it once its NIC listens, the backup after
+	 * restore_load.  What it starts outlives the call and the daemon:
+	 * it reconnects to a restarted daemon, as QEMU does, and ends with
+	 * the VM.  Called again for a VM already connected, it succeeds and
+	 * starts nothing.  log_path: where that says what it does. */
+	int (*nic_attach)(const char *vm, const char *net_path,
+			  const char *log_path, uint64_t deadline_ns,
+			  char *err, size_t errlen);
 
 	/* ---- the restore (backup) ---- */
 	/* The disk argument of a restored VM whose disk is the replica

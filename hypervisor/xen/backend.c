@@ -369,6 +369,38 @@ static int disk_arg(char *buf, size_t len, const char *id, const char *sock)
 	return -EOPNOTSUPP;	/* a replicated disk for Xen: not yet */
 }
 
+/* ---- the NIC: remusdb-xen vif ---- */
+
+/*
+ * The domain's vif carries its frames to and from the daemon's NIC socket
+ * through `remusdb-xen vif`, which answers once it relays (or found the
+ * vif relayed already) and runs on by itself (xen_helper.h).
+ */
+static int nic_attach(const char *vm, const char *net_path,
+		      const char *log_path, uint64_t deadline_ns, char *err,
+		      size_t errlen)
+{
+	char *argv[] = { HELPER, "vif", (char *)vm, (char *)net_path,
+			 (char *)log_path, NULL };
+	char *out = NULL;
+	int code = 0, rc;
+	int n;
+
+	rc = rdb_hv_run(argv, deadline_ns, &out, &code);
+	n = (int)strcspn(out ? out : "", "\n");
+	if (rc < 0) {
+		snprintf(err, errlen, "%s vif %s: %.*s", HELPER, vm,
+			 rc == -ETIMEDOUT ? 9 : n > 0 ? n : 6,
+			 rc == -ETIMEDOUT ? "timed out" : n > 0 ? out : "failed");
+		if (rc == -EIO && code == RDB_XEN_EXIT_NO_DOMAIN)
+			rc = -ENOENT;
+	} else if (n > 0) {
+		LOGVM(INFO, vm, "NIC: %.*s", n, out);
+	}
+	free(out);
+	return rc;
+}
+
 static int restore_prepare(const struct rdb_hv_restore *req,
 			   struct rdb_hv_restored *out, uint64_t deadline_ns,
 			   char *err, size_t errlen)
@@ -448,6 +480,7 @@ const struct rdb_hv_ops rdb_hv_xen_ops = {
 	.guest = guest,
 	.checkpoint_start = checkpoint_start,
 	.checkpoint_end = checkpoint_end,
+	.nic_attach = nic_attach,
 	.disk_arg = disk_arg,
 	.restore_prepare = restore_prepare,
 	.restore_load = restore_load,

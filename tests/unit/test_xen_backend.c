@@ -226,6 +226,7 @@ static int setup(void **state)
 	/* remusdb-xen ctl: domain vm1 exists, running unless a file says */
 	fake("remusdb-xen",
 	     "[ \"$2\" = vm1 ] || { echo \"no domain $2\" >&2; exit 3; }\n"
+	     "[ \"$1\" = vif ] && { echo \"relaying vif7.0 of domain $2 to $3\"; exit 0; }\n"
 	     "case $3 in state) cat " "$(dirname $0)/state 2>/dev/null || echo running ;;\n"
 	     "pause) echo paused > $(dirname $0)/state ;;\n"
 	     "unpause|resume) echo running > $(dirname $0)/state ;;\n"
@@ -285,6 +286,30 @@ static void test_control(void **state)
 	fclose(f);
 }
 
+/* The NIC: remusdb-xen vif starts the relay and answers; QEMU's NIC
+ * connects by itself (no op). */
+static void test_nic(void **state)
+{
+	const struct rdb_hv_ops *ops = rdb_hv_find("xen");
+	uint64_t dl = rdb_now_ns() + 5 * RDB_NS_PER_S;
+	char err[300] = "", all[4096] = "";
+	FILE *f;
+	size_t n;
+
+	assert_null(rdb_hv_find("qemu")->nic_attach);
+	assert_int_equal(ops->nic_attach("vm1", "/run/x/vm1.net", "/run/x/vm1.nic.log",
+					 dl, err, sizeof(err)), 0);
+	assert_int_equal(ops->nic_attach("nodom", "/run/x/nodom.net", "/run/x/n.log",
+					 dl, err, sizeof(err)), -ENOENT);
+	assert_non_null(strstr(err, "remusdb-xen vif nodom: no domain nodom"));
+	f = fopen(calls, "r");
+	assert_non_null(f);
+	n = fread(all, 1, sizeof(all) - 1, f);
+	all[n] = 0;
+	fclose(f);
+	assert_non_null(strstr(all, "remusdb-xen vif vm1 /run/x/vm1.net /run/x/vm1.nic.log"));
+}
+
 static void test_restore(void **state)
 {
 	const struct rdb_hv_ops *ops = rdb_hv_find("xen");
@@ -337,6 +362,7 @@ int main(void)
 		cmocka_unit_test(test_stream),
 		cmocka_unit_test(test_refused),
 		cmocka_unit_test(test_control),
+		cmocka_unit_test(test_nic),
 		cmocka_unit_test(test_restore),
 	};
 
