@@ -142,9 +142,11 @@ build/helpers/xenrecv: $(XENRECV_SRCS) hypervisor/hv.h hypervisor/xen/xen_state.
 
 # The Xen backend's helper (hypervisor/xen/xen_helper.h): the one program
 # linked with Xen's libraries (libxen-dev), run in a Xen dom0.
-XENHELPER_SRCS := hypervisor/xen/helper/remusdb-xen.c
+XENHELPER_SRCS := hypervisor/xen/helper/remusdb-xen.c hypervisor/xen/helper/vifrelay.c \
+	hypervisor/xen/vif_frame.c
 XEN_PKGS := xenlight xenguest xencontrol xenstore xentoollog
-$(B)/remusdb-xen: $(XENHELPER_SRCS) hypervisor/xen/xen_helper.h hypervisor/xen/xen_state.h
+$(B)/remusdb-xen: $(XENHELPER_SRCS) hypervisor/xen/xen_helper.h hypervisor/xen/xen_state.h \
+	hypervisor/xen/vif_frame.h hypervisor/xen/helper/vifrelay.h
 	@mkdir -p $(dir $@)
 	@pkg-config --exists $(XEN_PKGS) || { echo "remusdb-xen needs libxen-dev (tools/setup-deps.sh)" >&2; exit 1; }
 	$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(INCS) $$(pkg-config --cflags $(XEN_PKGS)) -o $@ $(XENHELPER_SRCS) $$(pkg-config --libs $(XEN_PKGS))

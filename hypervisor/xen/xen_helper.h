@@ -36,6 +36,18 @@
  *       domain left suspended (cooperatively: the guest sees a cancelled
  *       suspend) and is a no-op otherwise.  Exit 0, or 1 with the reason
  *       on stderr; 3: no such domain.
+ *
+ *   remusdb-xen vif DOMAIN SOCKET LOG
+ *       relays the domain's vif (vif<domid>.0 in dom0) to SOCKET, the
+ *       daemon's NIC socket, in QEMU's -netdev stream framing (nic.h):
+ *       frames from the guest, their offloaded checksums finished
+ *       (vif_frame.h), to the daemon; the daemon's frames to the guest.
+ *       It answers on stdout and exits once the relay runs (a process of
+ *       its own, in its own session, logging to LOG), or when another
+ *       relay has the vif (exit 0 both), or with why (exit 1; 3: no such
+ *       domain).  The relay reconnects to a daemon that went away and
+ *       ends when the vif does.  The vif's frames must not be GSO: its
+ *       script (hypervisor/xen/vif-remusdb) turns GSO off.
  */
 #ifndef RDB_XEN_HELPER_H
 #define RDB_XEN_HELPER_H

@@ -30,6 +30,7 @@
 #include "xen/xc_stream.h"
 #include "xen/xen_helper.h"
 #include "xen/xen_state.h"
+#include "xen/helper/vifrelay.h"
 
 #define SUSPEND_ACK_MS 10000	/* the guest takes the suspend request */
 #define SUSPENDED_MS 10000	/* ... and shuts down for it */
@@ -417,9 +418,12 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	if (argc < 4 || (strcmp(argv[1], "save") == 0 && argc != 5) ||
 	    (strcmp(argv[1], "ctl") == 0 && argc != 4) ||
-	    (strcmp(argv[1], "save") && strcmp(argv[1], "ctl"))) {
+	    (strcmp(argv[1], "vif") == 0 && argc != 5) ||
+	    (strcmp(argv[1], "save") && strcmp(argv[1], "ctl") &&
+	     strcmp(argv[1], "vif"))) {
 		fprintf(stderr, "usage: remusdb-xen save DOMAIN SOCKET INTERVAL_MS\n"
-			"       remusdb-xen ctl DOMAIN pause|unpause|state|resume\n");
+			"       remusdb-xen ctl DOMAIN pause|unpause|state|resume\n"
+			"       remusdb-xen vif DOMAIN SOCKET LOG\n");
 		return 2;
 	}
 	h.xch = xc_interface_open(NULL, NULL, 0);
@@ -431,6 +435,11 @@ int main(int argc, char **argv)
 	if (find_domain(h.xsh, argv[2], &h.domid) < 0) {
 		die_msg("no domain %s", argv[2]);
 		return RDB_XEN_EXIT_NO_DOMAIN;
+	}
+	if (strcmp(argv[1], "vif") == 0) {
+		xs_close(h.xsh);
+		xc_interface_close(h.xch);
+		return rdb_xen_vif_relay(h.domid, argv[2], argv[3], argv[4]);
 	}
 	if (strcmp(argv[1], "save") == 0) {
 		h.interval_ms = (unsigned)strtoul(argv[4], NULL, 10);
