@@ -198,8 +198,14 @@ int rdb_hv_run(char *const *argv, uint64_t deadline_ns, char **out,
 		return rc;
 	}
 	if (pid == 0) {
+		/* the daemon's blocked signals (SIGTERM, SIGINT: main.c) and
+		 * ignored SIGPIPE are not the program's: exec keeps both */
 		int nul = open("/dev/null", O_RDONLY);
+		sigset_t none;
 
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		signal(SIGPIPE, SIG_DFL);
 		if (nul >= 0)
 			dup2(nul, 0);
 		dup2(pipefd[1], 1);

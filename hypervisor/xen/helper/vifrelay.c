@@ -114,8 +114,9 @@ static int open_vif(struct relay *r, char *err, size_t errlen)
 			goto out;
 		}
 	}
-	r->pkt = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC,
-			htons(ETH_P_ALL));
+	/* protocol 0: it hears nothing until bound to the vif (ETH_P_ALL
+	 * here would queue every interface's frames until the bind) */
+	r->pkt = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (r->pkt < 0) {
 		rc = -errno;
 		snprintf(err, errlen, "packet socket: %s", strerror(-rc));
@@ -374,11 +375,13 @@ static void relay_loop(struct relay *r)
 	say("stopped (SIGTERM)");
 }
 
-/* One relay per vif: the lock, held for the relay's life.  0; 1 when
- * another holds it (its pid in *other). */
-static int take_lock(const char *ifname, long *other, char *err, size_t errlen)
+/* One relay per vif: the lock, held for the relay's life; the file says
+ * "PID SOCKET".  0; 1 when another relays the vif to sock (its pid in
+ * *other); -1 with why in err, also when another relays it elsewhere. */
+static int take_lock(const char *ifname, const char *sock, long *other,
+		     char *err, size_t errlen)
 {
-	char path[128], pid[32];
+	char path[128], pid[400];
 	int fd;
 	ssize_t n;
 
@@ -393,13 +396,20 @@ static int take_lock(const char *ifname, long *other, char *err, size_t errlen)
 		return -1;
 	}
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		char *end;
+
 		n = pread(fd, pid, sizeof(pid) - 1, 0);
 		pid[n > 0 ? n : 0] = 0;
-		*other = strtol(pid, NULL, 10);
+		pid[strcspn(pid, "\n")] = 0;
+		*other = strtol(pid, &end, 10);
 		close(fd);
-		return 1;
+		if (*end == ' ' && strcmp(end + 1, sock) == 0)
+			return 1;
+		snprintf(err, errlen, "%s is relayed to %s by pid %ld, not to %s",
+			 ifname, *end == ' ' ? end + 1 : "?", *other, sock);
+		return -1;
 	}
-	n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+	n = snprintf(pid, sizeof(pid), "%ld %s\n", (long)getpid(), sock);
 	if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		close(fd);
@@ -450,7 +460,7 @@ int rdb_xen_vif_relay(uint32_t domid, const char *domain, const char *sock,
 	dup2(logfd, STDERR_FILENO);
 	close(logfd);
 	setvbuf(stderr, NULL, _IOLBF, 0);
-	rc = take_lock(ifname, &other, err, sizeof(err));
+	rc = take_lock(ifname, sock, &other, err, sizeof(err));
 	if (rc == 1) {
 		n = snprintf(msg, sizeof(msg), "0%s of domain %s is relayed "
 			     "already (pid %ld)", ifname, domain, other);
@@ -469,6 +479,12 @@ int rdb_xen_vif_relay(uint32_t domid, const char *domain, const char *sock,
 		n = snprintf(msg, sizeof(msg), "1%s", err);
 		(void)!write(ready[1], msg, (size_t)n);
 		_exit(1);
+	}
+	{
+		sigset_t none;
+
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
 	}
 	signal(SIGTERM, on_term);
 	signal(SIGINT, on_term);
