@@ -459,6 +459,16 @@ static int restore_load(const struct rdb_hv_restore *req,
 			 r->ctl->err);
 		rc = -EIO;
 	}
+	if (rc < 0) {
+		/* A failed restore leaves nothing running (a QEMU one is
+		 * killed by rdb_hv_restored_dispose; a domain is no process) */
+		char *dargv[] = { "xl", "destroy", (char *)req->vm, NULL };
+
+		if (rdb_hv_run(dargv, rdb_now_ns() + 30 * RDB_NS_PER_S, NULL,
+			       NULL) < 0)
+			LOGVM(ERROR, req->vm, "the failed restore's domain "
+			      "could not be destroyed (or is gone): xl destroy %s", req->vm);
+	}
 	r->running_ns = rdb_now_ns();
 	return rc;
 }
