@@ -29,9 +29,10 @@
 #   make xenhost    the Xen test host (Xen 4.17 + a PV dom0, for QEMU's
 #                   TCG) -> build/xenhost/ (tools/mkxenhost.sh, cached)
 #   make check-xen  boot it under QEMU, xl create a PV domU, the Xen
-#                   backend checkpoints and restores it; times as JSON
-#                   (not in make check: docs/xen-host.md, "In CI")
-#                   (tests/xen/boot-smoke.sh, docs/xen-host.md)
+#                   backend checkpoints and restores it, then the
+#                   failover drill: remusdbd protecting the domU in dom0,
+#                   a power pull; times as JSON (the last step of make
+#                   check; tests/xen/boot-smoke.sh, docs/xen-host.md)
 #
 # Conventions: every .c under dom0-daemon/ and hypervisor/ except main files
 # goes into librdb.a.  A unit test is tests/unit/test_NAME.c; a line
@@ -213,6 +214,7 @@ check: setup
 	bash tests/run-dbms.sh
 	bash hypervisor/qemu/build-test-qemu.sh >/dev/null
 	RDB_BUILD=build/san bash tests/run-e2e.sh
+	$(MAKE) check-xen
 
 # Only the server binaries the tests use; a cached build returns at once.
 dbms: setup build/dbms/fakekmod.so

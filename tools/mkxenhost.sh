@@ -61,6 +61,10 @@ SUITE=bookworm
 # minbase plus: what dom0's init and the smoke script run
 INCLUDE=busybox,kmod,iproute2,procps
 XEN_PKGS="xen-utils-4.17=$XEN_VERSION xen-hypervisor-4.17-amd64=$XEN_VERSION"
+# what the drill in dom0 runs (tests/xen/drill-dom0.sh): remusdbd's
+# libraries, remusdbctl's (libvirt0: it links libvirt for libvirt
+# domains), jq for their JSON
+DRILL_PKGS="libjansson4 liblz4-1 libcurl4 libssl3 libxxhash0 libvirt0 jq"
 # The hypervisor actually booted is rebuilt from Debian's source with
 # CONFIG_SHADOW_PAGING=y (Debian's config otherwise): Debian builds it
 # without shadow paging, and a PV guest's log-dirty mode -- which live
@@ -69,13 +73,22 @@ XEN_PKGS="xen-utils-4.17=$XEN_VERSION xen-hypervisor-4.17-amd64=$XEN_VERSION"
 # XEN_VERSION's (same 4.17 interfaces).  --debian-xen boots Debian's own.
 XEN_SRC_VERSION=4.17.5+72-g01140da4e8-1
 # dom0's modules (dependencies from modinfo): the Xen back ends and
-# devices xl needs, loop and bridge for later disks and networks
-DOM0_MODULES="xen-evtchn xen-gntdev xen-gntalloc xen-privcmd xenfs xen-blkback xen-netback loop bridge"
+# devices xl needs, loop for later disks; bridge, veth and tun for the
+# drill's hosts (network namespaces, tests/lib/netns.sh)
+DOM0_MODULES="xen-evtchn xen-gntdev xen-gntalloc xen-privcmd xenfs xen-blkback xen-netback loop bridge veth tun"
+# the domU's: its NIC (the drill's domU has a vif)
+DOMU_MODULES="xen-netfront"
 # the initramfs's: dom0's root disk (ext4 wants crc32c, a soft dependency)
 INITRD_MODULES="virtio_pci virtio_blk crc32c_generic ext4"
 IMG_MB=1024
 XEN_CMDLINE="console=com1 com1=115200,8n1 dom0_mem=512M,max:512M dom0_max_vcpus=1 loglvl=all guest_loglvl=all noreboot bootscrub=false"
-DOM0_CMDLINE="console=hvc0 root=/dev/vda"
+# noxsave: dom0's kernel saves its processes' FPU state with FXSAVE, not
+# XSAVE (and so they run without AVX).  With XSAVE, processes in dom0
+# under Xen under TCG were corrupted: a 1 MB replication frame whose CRC
+# no longer matched after its copy through TLS, remusdbctl and xcstat
+# dying of SIGSEGV (docs/xen-host.md, "Emulation faults").  A real Xen
+# host needs none of this.  The domUs' command lines have it too.
+DOM0_CMDLINE="console=hvc0 root=/dev/vda noxsave"
 
 here=$(cd "$(dirname "$0")" && pwd)
 out=$here/../build/xenhost
@@ -105,6 +118,13 @@ xenhelper=$here/../build/remusdb-xen
 xenrecv=$here/../build/helpers/xenrecv
 make -s -C "$here/.." build/remusdb-xen build/helpers/xenrecv >&2 ||
 	{ echo "mkxenhost: building remusdb-xen and xenrecv failed (libxen-dev: tools/setup-deps.sh)" >&2; exit 1; }
+# The drill (tests/xen/drill-dom0.sh): remusdbd and remusdbctl in dom0
+# (Debian 12 like this machine: the same libraries, from DRILL_PKGS),
+# the sequence client in dom0 and its server (static) in the domU
+drill_bins="build/remusdbd build/remusdbctl build/helpers/seqsrv build/helpers/seqcheck"
+make -s -C "$here/.." $drill_bins >&2 ||
+	{ echo "mkxenhost: building $drill_bins failed" >&2; exit 1; }
+drill_files="tests/xen/drill-dom0.sh tests/lib/netns.sh hypervisor/xen/vif-remusdb"
 
 # The kernel: mkguest.sh's pin, and its download cache.
 KVER=$(sed -n 's/^KVER=//p' "$here/mkguest.sh")
@@ -140,10 +160,11 @@ mirror=$(printf '%s\n' "$src_text" | awk '/^URIs:/ && $2 ~ /\/debian\/?$/ {print
 	$1 == "deb" {for (i = 2; i <= NF; i++) if ($i ~ /\/debian\/?$/) {print $i; exit}}')
 [ -n "$mirror" ] || { echo "mkxenhost: no Debian mirror in /etc/apt/sources.list{,.d}" >&2; exit 1; }
 
-rootkey=$(printf '%s\n' "xenhost-root v1" "$SUITE" "$INCLUDE" "$XEN_PKGS" "$mirror" "$src_text" |
+rootkey=$(printf '%s\n' "xenhost-root v1" "$SUITE" "$INCLUDE" "$XEN_PKGS $DRILL_PKGS" "$mirror" "$src_text" |
 	sha256sum | cut -c1-16)
 key=$( { cat "$0"; echo "$rootkey $shadow"; sha256sum < "$deb"; sha256sum < /bin/busybox;
-	sha256sum < "$xcstat"; sha256sum < "$xenhelper"; sha256sum < "$xenrecv"; } |
+	sha256sum < "$xcstat"; sha256sum < "$xenhelper"; sha256sum < "$xenrecv";
+	(cd "$here/.." && sha256sum $drill_bins $drill_files); } |
 	sha256sum | cut -c1-16)
 entry=$cache/xenhost-$key
 rentry=$cache/xen-dom0root-$rootkey
@@ -181,7 +202,7 @@ if [ ! -f "$rentry/.done" ]; then
 		mount -t proc proc "$1/proc" &&
 		chroot "$1" sh -c "apt-get update -q && apt-get -y -q upgrade &&
 			DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $2 &&
-			apt-get clean"' sh "$root" "$XEN_PKGS" > "$work/apt.log" 2>&1 ||
+			apt-get clean"' sh "$root" "$XEN_PKGS $DRILL_PKGS" > "$work/apt.log" 2>&1 ||
 		{ echo "mkxenhost: installing Xen $XEN_VERSION in the root failed (has the mirror moved past the pin?):" >&2
 		  tail -n 8 "$work/apt.log" >&2; exit 1; }
 	rm -f "$root/usr/sbin/policy-rc.d"
@@ -294,6 +315,9 @@ ip link set lo up
 echo "REMUSDB-XEN-DOM0-READY uptime=$(cut -d' ' -f1 /proc/uptime)"
 if grep -q 'remusdb.xen.smoke=1' /proc/cmdline; then
 	/usr/local/sbin/remusdb-xen-smoke
+fi
+if grep -q 'remusdb.xen.drill=1' /proc/cmdline; then
+	/usr/local/sbin/remusdb-xen-drill
 fi
 exec setsid sh -c 'exec sh -l </dev/hvc0 >/dev/hvc0 2>&1'
 EOI
@@ -492,18 +516,59 @@ mkdir -p "$root/usr/local/bin"
 install -m 755 "$xcstat" "$root/usr/local/bin/xcstat"
 install -m 755 "$xenhelper" "$root/usr/local/bin/remusdb-xen"
 install -m 755 "$xenrecv" "$root/usr/local/bin/xenrecv"
+# the drill: the daemon, its control tool, the client, the vif script
+for b in remusdbd remusdbctl helpers/seqcheck; do
+	install -m 755 "$here/../build/$b" "$root/usr/local/bin/$(basename "$b")"
+done
+install -m 755 "$here/../tests/xen/drill-dom0.sh" "$root/usr/local/sbin/remusdb-xen-drill"
+install -D -m 644 "$here/../tests/lib/netns.sh" "$root/usr/local/lib/remusdb/netns.sh"
+install -m 755 "$here/../hypervisor/xen/vif-remusdb" "$root/etc/xen/scripts/vif-remusdb"
 
 # ---- the PV domU: the same kernel, a busybox initramfs ----
 du=$work/domu
-mkdir -p "$du"/{bin,dev,proc,sys}
+mkdir -p "$du"/{bin,dev,proc,sys,lib/modules}
 cp /bin/busybox "$du/bin/busybox"
-for app in sh mount cat echo sleep uname; do ln -s busybox "$du/bin/$app"; done
+for app in $(/bin/busybox --list); do
+	[ "$app" = busybox ] || ln -sf busybox "$du/bin/$app"
+done
+install -m 755 "$here/../build/helpers/seqsrv" "$du/bin/seqsrv"
+seen=() order=()
+for m in $DOMU_MODULES; do add_mod "$m"; done
+: > "$du/lib/modules/load-order"
+for f in "${order[@]}"; do
+	cp "$f" "$du/lib/modules/"
+	basename "$f" >> "$du/lib/modules/load-order"
+done
+# remusdb.ip=ADDR/LEN on its command line: its NIC up with that address;
+# remusdb.run=PROG:ARG:...: that program started (xl's extra= has no
+# quoting, so the words are joined with colons)
 cat > "$du/init" <<'EOI'
 #!/bin/sh
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 echo "REMUSDB-DOMU-READY $(uname -r) $(cat /sys/hypervisor/guest_type 2>/dev/null)"
+ip= run=
+for w in $(cat /proc/cmdline); do
+	case $w in
+	remusdb.ip=*) ip=${w#remusdb.ip=} ;;
+	remusdb.run=*) run=${w#remusdb.run=} ;;
+	esac
+done
+if [ -n "$ip" ]; then
+	while read -r m; do
+		insmod "/lib/modules/$m" || echo "REMUSDB-DOMU-WARN insmod $m failed"
+	done < /lib/modules/load-order
+	i=0
+	while [ ! -e /sys/class/net/eth0 ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+	ip link set lo up
+	ip addr add "$ip" dev eth0 && ip link set eth0 up &&
+		echo "REMUSDB-DOMU-NET $ip" || echo "REMUSDB-DOMU-WARN no eth0"
+	if [ -n "$run" ]; then
+		$(echo "$run" | tr ':' ' ') &
+		echo "REMUSDB-DOMU-SEQSRV pid $!"
+	fi
+fi
 n=0
 while :; do n=$((n+1)); echo "REMUSDB-DOMU-BEAT $n"; sleep 2; done
 EOI
@@ -518,7 +583,7 @@ name = "smoke"
 type = "pv"
 kernel = "/var/lib/remusdb-xen/domu-vmlinuz"
 ramdisk = "/var/lib/remusdb-xen/domu-initrd.img"
-extra = "console=hvc0 quiet"
+extra = "console=hvc0 quiet noxsave"
 memory = 128
 vcpus = 1
 on_crash = "preserve"

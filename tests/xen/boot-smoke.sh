@@ -47,8 +47,14 @@ mkargs=()
 [ "${XENHOST_DEBIAN_XEN:-0}" = 1 ] && { img=$PWD/build/xenhost-debian; mkargs=(--debian-xen); }
 timeout 3600 bash tools/mkxenhost.sh --out "$img" "${mkargs[@]}" >&2 || rdb_fail "tools/mkxenhost.sh failed"
 . "$img/cmdline"	# XEN_CMDLINE, DOM0_CMDLINE
-extra="remusdb.xen.smoke=1"
+# XENHOST_SMOKE=0: the drill alone; XENHOST_DRILL=0: the smoke alone
+SMOKE=${XENHOST_SMOKE:-1} DRILL=${XENHOST_DRILL:-1}
+[ "${XENHOST_DEBIAN_XEN:-0}" = 1 ] && DRILL=0	# (no Remus there)
+DRILL_SECS=${XENHOST_DRILL_SECS:-600}
+extra="remusdb.xen.smoke=$SMOKE remusdb.xen.drill=$DRILL"
 [ "${XENHOST_MIGRATE:-1}" = 0 ] && extra="$extra remusdb.xen.migrate=0"
+# XENHOST_DOM0_EXTRA: more words for dom0's kernel command line
+[ -n "${XENHOST_DOM0_EXTRA:-}" ] && extra="$extra $XENHOST_DOM0_EXTRA"
 
 d=$PWD/build/xenhost-smoke
 mkdir -p "$d"
@@ -86,7 +92,7 @@ qpid=$!
 rdb_log "QEMU $qpid (TCG, -cpu max, -m $MEM): console $con"
 
 declare -A at=()
-marks="xen:(XEN) Xen version|dom0_kernel:Building a PV Dom0|dom0_init:REMUSDB-XEN-INIT|dom0_ready:REMUSDB-XEN-DOM0-READY|domu_ready:REMUSDB-XEN-DOMU-READY|saverestore:REMUSDB-XEN-SAVE-RESTORE|migrate:REMUSDB-XEN-MIGRATE|remus:REMUSDB-XEN-REMUS|done:REMUSDB-XEN-SMOKE-DONE"
+marks="xen:(XEN) Xen version|dom0_kernel:Building a PV Dom0|dom0_init:REMUSDB-XEN-INIT|dom0_ready:REMUSDB-XEN-DOM0-READY|domu_ready:REMUSDB-XEN-DOMU-READY|saverestore:REMUSDB-XEN-SAVE-RESTORE|migrate:REMUSDB-XEN-MIGRATE|remus:REMUSDB-XEN-REMUS|done:REMUSDB-XEN-SMOKE-DONE|drill_protected:REMUSDB-XEN-DRILL-PROTECTED|drill_done:REMUSDB-XEN-DRILL-DONE"
 rss_peak=0
 # poll_until NAME SECONDS: note when each marker first shows up; 0 once
 # NAME's has, 1 at the deadline or if QEMU ended
@@ -119,14 +125,17 @@ field() {	# field MARKER KEY: KEY=VALUE from the first MARKER line
 
 ok=1
 poll_until dom0_ready "$DOM0_SECS" || ok=0
-[ $ok = 1 ] && { poll_until done "$SMOKE_SECS" || ok=0; }
+[ $ok = 1 ] && [ "$SMOKE" = 1 ] && { poll_until done "$SMOKE_SECS" || ok=0; }
+[ $ok = 1 ] && [ "$DRILL" = 1 ] && { poll_until drill_done "$DRILL_SECS" || ok=0; }
 hwm=$(awk '/^VmHWM:/ {print $2}' "/proc/$qpid/status" 2>/dev/null)
+if [ "$SMOKE" = 1 ]; then
 rc=$(field REMUSDB-XEN-SMOKE-DONE rc)
 [ "$rc" = 0 ] || ok=0
 grep -q 'REMUSDB-XEN-XL-INFO ok' "$con" || ok=0
 grep -q 'REMUSDB-XEN-XL-LIST ok' "$con" || ok=0
+fi
 migrate_ms=$(field REMUSDB-XEN-MIGRATE migrate_ms)
-if [ "${XENHOST_MIGRATE:-1}" != 0 ]; then
+if [ "$SMOKE" = 1 ] && [ "${XENHOST_MIGRATE:-1}" != 0 ]; then
 	want=ok
 	[ "${XENHOST_DEBIAN_XEN:-0}" = 1 ] && want=unsupported
 	grep -q "REMUSDB-XEN-MIGRATE $want" "$con" || ok=0
@@ -142,9 +151,9 @@ xcjson() {	# xcjson save|remus: xcstat's JSON line, or null
 	jq -ce . <<<"$j" 2>/dev/null || echo null
 }
 xc_save=$(xcjson save)
-jq -e '.ok and .end and .pages > 0 and .pages_with_data > 0' <<<"$xc_save" >/dev/null 2>&1 || ok=0
+[ "$SMOKE" = 0 ] || jq -e '.ok and .end and .pages > 0 and .pages_with_data > 0' <<<"$xc_save" >/dev/null 2>&1 || ok=0
 xc_remus=null xc_image=null xc_backend=null
-if [ "${XENHOST_MIGRATE:-1}" != 0 ] && [ "${XENHOST_DEBIAN_XEN:-0}" != 1 ]; then
+if [ "$SMOKE" = 1 ] && [ "${XENHOST_MIGRATE:-1}" != 0 ] && [ "${XENHOST_DEBIAN_XEN:-0}" != 1 ]; then
 	xc_remus=$(xcjson remus)
 	jq -e '.ok and .epochs >= 1 and .pages > 0' <<<"$xc_remus" >/dev/null 2>&1 || ok=0
 	# the image of the last complete checkpoint, built by
@@ -157,6 +166,15 @@ if [ "${XENHOST_MIGRATE:-1}" != 0 ] && [ "${XENHOST_DEBIAN_XEN:-0}" != 1 ]; then
 	xc_backend=$(xcjson backend)
 	jq -e '.ok and .epochs >= 2' <<<"$xc_backend" >/dev/null 2>&1 || ok=0
 	grep -q "REMUSDB-XEN-BACKEND ok" "$con" || ok=0
+fi
+# The drill (tests/xen/drill-dom0.sh): remusdbd protecting the domU, a
+# power pull, the client's connection checked
+drill=null
+if [ "$DRILL" = 1 ]; then
+	drill=$(sed -n 's/.*REMUSDB-XEN-DRILL-RESULT \({.*}\).*/\1/p' "$con" | tr -d '\r' | head -n 1)
+	drill=$(jq -ce . <<<"$drill" 2>/dev/null || echo null)
+	[ "$(field REMUSDB-XEN-DRILL-DONE rc)" = 0 ] || ok=0
+	grep -q 'REMUSDB-XEN-DRILL-OK' "$con" || ok=0
 fi
 word() {	# word MARKER: the word after MARKER on its first line, quoted
 	local w
@@ -177,6 +195,9 @@ cat <<EOJ
  "backend": $xc_backend,
  "synth_restore": $(word REMUSDB-XEN-SYNTH-RESTORE), "synth_restore_ms": $(field REMUSDB-XEN-SYNTH-RESTORE restore_ms),
  "synth_restored_beat": $(field REMUSDB-XEN-SYNTH-RESTORE beat),
+ "s_to_drill_protected": $(secs drill_protected), "s_to_drill_done": $(secs drill_done),
+ "drill_domu_up_ms": $(field REMUSDB-XEN-DRILL-DOMU-UP ms), "drill_protect_ms": $(field REMUSDB-XEN-DRILL-PROTECTED ms),
+ "drill_failover_ms": $(field REMUSDB-XEN-DRILL-FAILED-OVER ms), "drill": $drill,
  "hypervisor": "$([ "${XENHOST_DEBIAN_XEN:-0}" = 1 ] && echo debian || echo shadow-rebuild)"}
 EOJ
 grep -E 'REMUSDB-XEN-[A-Z-]+' "$con" | grep -v 'XL-INFO:\|XL-LIST:' | sed 's/^/  /' | tr -d '\r' >&2
