@@ -144,7 +144,7 @@ build/helpers/xenrecv: $(XENRECV_SRCS) hypervisor/hv.h hypervisor/xen/xen_state.
 # The Xen backend's helper (hypervisor/xen/xen_helper.h): the one program
 # linked with Xen's libraries (libxen-dev), run in a Xen dom0.
 XENHELPER_SRCS := hypervisor/xen/helper/remusdb-xen.c hypervisor/xen/helper/vifrelay.c \
-	hypervisor/xen/vif_frame.c
+	hypervisor/xen/vif_frame.c dom0-daemon/lib/clock.c
 XEN_PKGS := xenlight xenguest xencontrol xenstore xentoollog
 $(B)/remusdb-xen: $(XENHELPER_SRCS) hypervisor/xen/xen_helper.h hypervisor/xen/xen_state.h \
 	hypervisor/xen/vif_frame.h hypervisor/xen/helper/vifrelay.h

@@ -1643,13 +1643,11 @@ static int restore_load(struct rdb_backup *b)
 		 * already and is the VM's only copy now: a NIC that cannot be
 		 * attached is the operator's to mend, not a reason to kill
 		 * it. */
-		char path[108], log[300], why[300];
+		char log[300], why[300];
 
-		snprintf(path, sizeof(path), "%s/%s.net", b->d->cfg.run_dir,
-			 vm->name);
 		snprintf(log, sizeof(log), "%s/%s.nic.log", b->d->cfg.run_dir,
 			 vm->name);
-		if (b->hv->nic_attach(vm->name, path, log, rdb_now_ns() +
+		if (b->hv->nic_attach(vm->name, b->nic.path, log, rdb_now_ns() +
 				      RESTORE_DEADLINE_NS, why, sizeof(why)) < 0)
 			LOGVM(ERROR, vm->name, "the restored guest runs with its "
 			      "NIC not connected to this daemon: %s (see %s)",

@@ -274,6 +274,20 @@ add_mod() {
 	order+=("$file")
 }
 
+# initramfs_modules DIR MODULE...: the modules and their dependencies in
+# DIR/lib/modules, with DIR/lib/modules/load-order (insmod in that order)
+initramfs_modules() {
+	local dir=$1 m f
+	shift
+	seen=() order=()
+	for m in "$@"; do add_mod "$m"; done
+	: > "$dir/lib/modules/load-order"
+	for f in "${order[@]}"; do
+		cp "$f" "$dir/lib/modules/"
+		basename "$f" >> "$dir/lib/modules/load-order"
+	done
+}
+
 # dom0's modules, installed for modprobe
 for m in $DOM0_MODULES $INITRD_MODULES; do add_mod "$m"; done
 for f in "${order[@]}"; do
@@ -532,13 +546,7 @@ for app in $(/bin/busybox --list); do
 	[ "$app" = busybox ] || ln -sf busybox "$du/bin/$app"
 done
 install -m 755 "$here/../build/helpers/seqsrv" "$du/bin/seqsrv"
-seen=() order=()
-for m in $DOMU_MODULES; do add_mod "$m"; done
-: > "$du/lib/modules/load-order"
-for f in "${order[@]}"; do
-	cp "$f" "$du/lib/modules/"
-	basename "$f" >> "$du/lib/modules/load-order"
-done
+initramfs_modules "$du" $DOMU_MODULES
 # remusdb.ip=ADDR/LEN on its command line: its NIC up with that address;
 # remusdb.run=PROG:ARG:...: that program started (xl's extra= has no
 # quoting, so the words are joined with colons)
@@ -597,13 +605,7 @@ cp /bin/busybox "$ird/bin/busybox"
 for app in $(/bin/busybox --list); do
 	[ "$app" = busybox ] || ln -sf busybox "$ird/bin/$app"
 done
-seen=() order=()
-for m in $INITRD_MODULES; do add_mod "$m"; done
-: > "$ird/lib/modules/load-order"
-for f in "${order[@]}"; do
-	cp "$f" "$ird/lib/modules/"
-	basename "$f" >> "$ird/lib/modules/load-order"
-done
+initramfs_modules "$ird" $INITRD_MODULES
 cat > "$ird/init" <<'EOI'
 #!/bin/sh
 # dom0's initramfs (tools/mkxenhost.sh): mount /dev/vda, switch to it.

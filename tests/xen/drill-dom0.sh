@@ -52,7 +52,7 @@ wait_for() {
 	done
 }
 ctl() { local side=$1; shift; remusdbctl --socket "$D/$side/ctl.sock" "$@"; }
-nsx() { local side=$1; shift; ip netns exec "$(netns_name $RUN "$side")" "$@"; }
+nsx() { _nsx $RUN "$@"; }	# nsx HOST CMD...: netns.sh's, for this run
 
 for m in tun veth bridge; do modprobe "$m" || fail "modprobe $m"; done
 # the smoke's domU goes (memory for this one and its restored copy), and

@@ -27,6 +27,7 @@
 #include <xenstore.h>
 #include <xen/sched.h>
 
+#include "clock.h"
 #include "xen/xc_stream.h"
 #include "xen/xen_helper.h"
 #include "xen/xen_state.h"
@@ -63,10 +64,7 @@ static void die_msg(const char *fmt, ...)
 
 static uint64_t now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return rdb_now_ns() / RDB_NS_PER_MS;
 }
 
 /* The domain named name: 0 with its id, -ENOENT. */

@@ -36,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "xen/vif_frame.h"
 #include "xen/helper/vifrelay.h"
 
@@ -82,14 +83,6 @@ static void say(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
-}
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 /* The packet socket on ifname, in PID 1's network namespace (the vif's),
@@ -333,11 +326,12 @@ static void from_daemon(struct relay *r)
 
 static void relay_loop(struct relay *r)
 {
-	uint64_t next_try = 0, next_check = now_ms() + CHECK_MS;
+	uint64_t next_try = 0;
+	uint64_t next_check = rdb_now_ns() / RDB_NS_PER_MS + CHECK_MS;
 
 	while (!stopping) {
 		struct pollfd p[2] = { { r->pkt, POLLIN, 0 }, { r->fd, 0, 0 } };
-		uint64_t now = now_ms();
+		uint64_t now = rdb_now_ns() / RDB_NS_PER_MS;
 
 		if (r->fd < 0 && now >= next_try) {
 			try_connect(r);
