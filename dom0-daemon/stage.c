@@ -435,12 +435,9 @@ int rdb_stage_set_verify(struct rdb_stage *st, uint64_t epoch,
 	return 0;
 }
 
-int rdb_stage_commit(struct rdb_stage *st, uint64_t epoch, uint64_t pages,
-		     uint64_t bytes, struct rdb_ramimage *img)
+int rdb_stage_commit_check(struct rdb_stage *st, uint64_t epoch,
+			   uint64_t pages, uint64_t bytes)
 {
-	const uint8_t *p, *end;
-	uint64_t digest = 0, npages = 0;
-	bool verify = st->verify;
 	int rc = open_epoch(st, epoch);
 
 	if (rc < 0)
@@ -455,15 +452,27 @@ int rdb_stage_commit(struct rdb_stage *st, uint64_t epoch, uint64_t pages,
 			    (unsigned long long)pages,
 			    (unsigned long long)(st->bytes + st->devstate_len),
 			    (unsigned long long)bytes);
-	/* The disk first: it is the only part that can still fail (the
-	 * replica's filesystem), and if it does, RAM keeps the old epoch. */
-	if (st->disk) {
-		rc = st->have_committed ? rdb_diskbuf_apply(st->disk) :
-			rdb_diskbuf_sync(st->disk);
-		if (rc < 0)
-			return disk_fail(st, rc);
-	}
-	/* From here on nothing can fail, so the apply is whole. */
+	return 0;
+}
+
+int rdb_stage_commit_disk(struct rdb_stage *st)
+{
+	int rc;
+
+	if (!st->disk)
+		return 0;
+	rc = st->have_committed ? rdb_diskbuf_apply(st->disk) :
+		rdb_diskbuf_sync(st->disk);
+	return rc < 0 ? disk_fail(st, rc) : 0;
+}
+
+int rdb_stage_commit_apply(struct rdb_stage *st, uint64_t epoch,
+			   struct rdb_ramimage *img)
+{
+	const uint8_t *p, *end;
+	uint64_t digest = 0, npages = 0;
+	bool verify = st->verify;
+
 	p = st->pages.data;
 	end = p + st->pages.len;
 	while (p < end) {
@@ -519,6 +528,19 @@ int rdb_stage_commit(struct rdb_stage *st, uint64_t epoch, uint64_t pages,
 	if (verify)
 		st->verified++;
 	return 0;
+}
+
+int rdb_stage_commit(struct rdb_stage *st, uint64_t epoch, uint64_t pages,
+		     uint64_t bytes, struct rdb_ramimage *img)
+{
+	int rc = rdb_stage_commit_check(st, epoch, pages, bytes);
+
+	/* The disk first: it is the only part that can still fail (the
+	 * replica's filesystem), and if it does, RAM keeps the old epoch. */
+	if (rc == 0)
+		rc = rdb_stage_commit_disk(st);
+	/* From here on nothing can fail, so the apply is whole. */
+	return rc < 0 ? rc : rdb_stage_commit_apply(st, epoch, img);
 }
 
 void rdb_stage_discard(struct rdb_stage *st)

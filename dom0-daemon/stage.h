@@ -103,6 +103,21 @@ int rdb_stage_set_verify(struct rdb_stage *st, uint64_t epoch,
  * rdb_stage_discard. */
 int rdb_stage_commit(struct rdb_stage *st, uint64_t epoch, uint64_t pages,
 		     uint64_t bytes, struct rdb_ramimage *img);
+/*
+ * rdb_stage_commit in its three steps, for a caller that writes the disk
+ * off its event loop (backup.c: a replica's fdatasync can take seconds).
+ * check: the epoch is next in line and complete (-EPROTO otherwise).
+ * disk: the buffered disk changes replayed into the replica (epoch 0: the
+ * replica synced); touches only st->disk and st->err, so it may run on
+ * another thread while the caller leaves the stage alone.  apply: the
+ * pages into the image, the device state swapped in; it cannot fail but
+ * by VERIFY.  Each step only after the one before returned 0.
+ */
+int rdb_stage_commit_check(struct rdb_stage *st, uint64_t epoch,
+			   uint64_t pages, uint64_t bytes);
+int rdb_stage_commit_disk(struct rdb_stage *st);
+int rdb_stage_commit_apply(struct rdb_stage *st, uint64_t epoch,
+			   struct rdb_ramimage *img);
 /* Drops the uncommitted epoch (failover, or a link that died); the
  * committed one is untouched and the next epoch may be sent again. */
 void rdb_stage_discard(struct rdb_stage *st);
