@@ -39,6 +39,15 @@
 #define HELLO_DEADLINE_NS (5 * RDB_NS_PER_S)
 #define RESTORE_DEADLINE_NS (20 * RDB_NS_PER_S)
 #define INITIAL_SYNC_SILENCE_NS (10 * RDB_NS_PER_S)
+/* While an epoch's disk step runs (commit_start), the link is read into
+ * the decoder up to this much; then TCP pushes back on the primary. */
+#define COMMIT_READ_MAX (64u << 20)
+/* A disk step this long is logged (the ACK waited for it). */
+#define SLOW_COMMIT_NS RDB_NS_PER_S
+/* fault injection slow-replica: the next disk step starts this late */
+#define FAULT_SLOW_REPLICA_NS (3 * RDB_NS_PER_S)
+
+struct commit_job;
 
 struct rdb_backup {
 	struct rdb_vm *vm;
@@ -54,6 +63,11 @@ struct rdb_backup {
 	 * link is not read meanwhile (see link_frames) */
 	bool backlog;
 	uint64_t slice_timer;
+	int link_rc;			/* a read's error, due when frames resume */
+	/* An epoch's disk step (replica writes, fdatasync) on a thread: the
+	 * loop serves heartbeats meanwhile; the frames after the EPOCH_END
+	 * wait for it (commit_start, on_commit_done). */
+	struct commit_job *commit_job;
 
 	struct rdb_vm_setup setup;	/* from VM_SETUP */
 	bool have_setup;
@@ -108,6 +122,7 @@ struct rdb_backup {
 	uint64_t ho_out_epoch, ho_out_frames;
 	bool fault_restore_fail;	/* tests: rdb_backup_inject */
 	bool fault_handover_cut;	/* the link cut as a handover arrives */
+	bool fault_slow_replica;	/* the next disk step 3 s late */
 	struct restore_job *restore_job;	/* a restore under way */
 	uint64_t failover_t0;
 	/* the last failover as remusdbctl drill reports it: how long the
@@ -135,10 +150,14 @@ static void slice_reset(struct rdb_backup *b)
 		rdb_evloop_del_timer(b->d->loop, b->slice_timer);
 	b->slice_timer = 0;
 	b->backlog = false;
+	b->link_rc = 0;
 }
+
+static void commit_settle(struct rdb_backup *b);
 
 static void close_link(struct rdb_backup *b)
 {
+	commit_settle(b);
 	slice_reset(b);
 	if (b->fd >= 0) {
 		rdb_evloop_del_fd(b->d->loop, b->fd);
@@ -201,6 +220,7 @@ static void refuse_link(struct rdb_backup *b, const char *why)
 {
 	int fd = b->fd;
 
+	commit_settle(b);
 	slice_reset(b);
 	rdb_proto_put_error(&b->out, why);
 	rdb_buf_write_fd(&b->out, fd);
@@ -523,6 +543,198 @@ static int record_replica(struct rdb_backup *b)
 	return 0;
 }
 
+/*
+ * The rest of epoch N's commit once its disk step is done (rc_disk):
+ * the pages, then the ACK.  The primary releases N's output on that ACK,
+ * so it follows the replica's writes and syncs, wherever they ran.
+ */
+static int commit_finish(struct rdb_backup *b, uint64_t epoch, uint64_t pages,
+			 uint64_t bytes, uint64_t t0, int rc)
+{
+	struct rdb_vm *vm = b->vm;
+
+	if (rc == 0)
+		rc = rdb_stage_commit_apply(&b->st, epoch, &b->img);
+	rdb_vm_commit_recorded(vm, rdb_now_ns() - t0);
+	if (rc < 0) {
+		LOGVM(ERROR, vm->name, "epoch %llu not committed: %s",
+		      (unsigned long long)epoch, rdb_stage_error(&b->st));
+		return rc;
+	}
+	/* Committed: the image, device state and disk are exactly epoch N. */
+	b->have_committed = true;
+	if (b->has_disk) {
+		vm->st.disk_bytes = b->disk.applied_bytes;
+		vm->st.disk_syncs = b->disk.syncs;
+	}
+	vm->st.committed_epoch = epoch;
+	vm->st.pages += pages;
+	vm->st.bytes += bytes;
+	if (vm->st.checkpoints == 0)
+		vm->st.first_ckpt_ns = rdb_now_ns();
+	vm->st.last_ckpt_ns = rdb_now_ns();
+	vm->st.checkpoints = epoch + 1;
+	rc = rdb_proto_put_ack(&b->out, epoch);
+	if (rc < 0)
+		return rc;
+	want_write(b);
+	if (vm->state == RDB_VM_PROTECTING)
+		rdb_vm_set_state(vm, RDB_VM_PROTECTED,
+				 "initial state committed (%llu pages)",
+				 (unsigned long long)pages);
+	return 0;
+}
+
+/*
+ * An epoch's disk step runs on a thread of its own.  A replica's
+ * fdatasync waits for the host's disk, and behind another writer that
+ * took over a second (seen in CI): on the loop, that was a backup whose
+ * heartbeats stopped, and the primary dropped protection ("backup silent
+ * for 1007 ms") with nothing wrong but a slow disk.  While the thread
+ * runs it owns b->disk and b->st's error; the loop leaves the stage
+ * alone (the link's later frames wait in the decoder, read up to
+ * COMMIT_READ_MAX so the primary is heard) and sends heartbeats.
+ * on_commit_done finishes on the loop; anything that must see the
+ * commit settled (the link closing, a failover, teardown) waits for it
+ * there (commit_settle).  The pipe is non-blocking: an event left over
+ * for a pipe a settle closed, whose number a later one took, reads
+ * nothing and returns.
+ */
+struct commit_job {
+	struct rdb_backup *b;
+	uint64_t epoch, pages, bytes, t0;
+	uint64_t late_ns;		/* fault injection: slow-replica */
+	/* what status shows of the replica meanwhile (the thread changes it) */
+	uint64_t data_bytes, applied_bytes;
+	bool consistent;
+	int rc;
+	uint64_t disk_ns;
+	pthread_t thread;
+	int pipe_rd, pipe_wr;
+};
+
+static void *commit_thread(void *opaque)
+{
+	struct commit_job *j = opaque;
+	uint64_t t = rdb_now_ns();
+	char one = 1;
+
+	if (j->late_ns) {
+		struct timespec ts = { .tv_sec = (time_t)(j->late_ns / RDB_NS_PER_S),
+				       .tv_nsec = (long)(j->late_ns % RDB_NS_PER_S) };
+
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+			;
+	}
+	j->rc = rdb_stage_commit_disk(&j->b->st);
+	j->disk_ns = rdb_now_ns() - t;
+	while (write(j->pipe_wr, &one, 1) < 0 && errno == EINTR)
+		;
+	return NULL;
+}
+
+/* The thread is done: joined, its commit finished; its rc. */
+static int commit_take(struct rdb_backup *b)
+{
+	struct commit_job *j = b->commit_job;
+	int rc;
+
+	pthread_join(j->thread, NULL);
+	b->commit_job = NULL;
+	rdb_evloop_del_fd(b->d->loop, j->pipe_rd);
+	close(j->pipe_rd);
+	close(j->pipe_wr);
+	if (j->rc == 0 && j->disk_ns >= SLOW_COMMIT_NS)
+		LOGVM(WARN, b->vm->name, "epoch %llu: the disk replica's writes "
+		      "and sync took %.0f ms; its acknowledgement waited, the "
+		      "link was served meanwhile", (unsigned long long)j->epoch,
+		      (double)j->disk_ns / RDB_NS_PER_MS);
+	rc = commit_finish(b, j->epoch, j->pages, j->bytes, j->t0, j->rc);
+	free(j);
+	return rc;
+}
+
+/* Whatever must see the last EPOCH_END settled waits for its thread. */
+static void commit_settle(struct rdb_backup *b)
+{
+	if (b->commit_job)
+		commit_take(b);
+}
+
+static void link_frames(struct rdb_backup *b, int rc);
+
+static void on_commit_done(struct rdb_evloop *loop, int fd, unsigned ev,
+			   void *opaque)
+{
+	struct commit_job *j = opaque;
+	struct rdb_backup *b = j->b;
+	uint64_t epoch = j->epoch;
+	char c;
+	int rc;
+
+	if (read(fd, &c, 1) != 1)
+		return;
+	rc = commit_take(b);
+	if (b->fd < 0)
+		return;
+	if (rc < 0) {
+		char why[300];
+
+		snprintf(why, sizeof(why), "EPOCH_END of epoch %llu: %s",
+			 (unsigned long long)epoch, b->st.err[0] ? b->st.err :
+			 strerror(-rc));
+		refuse_link(b, why);
+		return;
+	}
+	rc = b->link_rc;
+	b->link_rc = 0;
+	link_frames(b, rc);
+}
+
+/* 0: the disk step runs (or ran here, if no thread could); < 0: failed. */
+static int commit_start(struct rdb_backup *b, uint64_t epoch, uint64_t pages,
+			uint64_t bytes, uint64_t t0)
+{
+	struct commit_job *j = calloc(1, sizeof(*j));
+	int fds[2] = { -1, -1 }, rc = -ENOMEM;
+
+	if (j && pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0) {
+		j->b = b;
+		j->epoch = epoch;
+		j->pages = pages;
+		j->bytes = bytes;
+		j->t0 = t0;
+		j->late_ns = b->fault_slow_replica ? FAULT_SLOW_REPLICA_NS : 0;
+		j->data_bytes = b->disk.data_bytes;
+		j->applied_bytes = b->disk.applied_bytes;
+		j->consistent = rdb_diskbuf_consistent(&b->disk);
+		j->pipe_rd = fds[0];
+		j->pipe_wr = fds[1];
+		rc = rdb_evloop_add_fd(b->d->loop, fds[0], RDB_EV_READ,
+				       on_commit_done, j);
+		if (rc == 0) {
+			rc = -pthread_create(&j->thread, NULL, commit_thread, j);
+			if (rc < 0)
+				rdb_evloop_del_fd(b->d->loop, fds[0]);
+		}
+	}
+	if (rc == 0) {
+		b->fault_slow_replica = false;
+		b->commit_job = j;
+		return 0;
+	}
+	if (fds[0] >= 0) {
+		close(fds[0]);
+		close(fds[1]);
+	}
+	free(j);
+	LOGVM(WARN, b->vm->name, "epoch %llu: no thread for the disk step "
+	      "(%s): it runs on the event loop", (unsigned long long)epoch,
+	      strerror(-rc));
+	return commit_finish(b, epoch, pages, bytes, t0,
+			     rdb_stage_commit_disk(&b->st));
+}
+
 static int handle_epoch_end(struct rdb_backup *b, const struct rdb_frame *f)
 {
 	struct rdb_vm *vm = b->vm;
@@ -537,35 +749,15 @@ static int handle_epoch_end(struct rdb_backup *b, const struct rdb_frame *f)
 		if (rc < 0)
 			return rc;
 	}
-	rc = rdb_stage_commit(&b->st, f->epoch, pages, bytes, &b->img);
-	rdb_vm_commit_recorded(vm, rdb_now_ns() - t0);
+	rc = rdb_stage_commit_check(&b->st, f->epoch, pages, bytes);
 	if (rc < 0) {
 		LOGVM(ERROR, vm->name, "epoch %llu not committed: %s",
 		      (unsigned long long)f->epoch, rdb_stage_error(&b->st));
 		return rc;
 	}
-	/* Committed: the image, device state and disk are exactly epoch N. */
-	b->have_committed = true;
-	if (b->has_disk) {
-		vm->st.disk_bytes = b->disk.applied_bytes;
-		vm->st.disk_syncs = b->disk.syncs;
-	}
-	vm->st.committed_epoch = f->epoch;
-	vm->st.pages += pages;
-	vm->st.bytes += bytes;
-	if (vm->st.checkpoints == 0)
-		vm->st.first_ckpt_ns = rdb_now_ns();
-	vm->st.last_ckpt_ns = rdb_now_ns();
-	vm->st.checkpoints = f->epoch + 1;
-	rc = rdb_proto_put_ack(&b->out, f->epoch);
-	if (rc < 0)
-		return rc;
-	want_write(b);
-	if (vm->state == RDB_VM_PROTECTING)
-		rdb_vm_set_state(vm, RDB_VM_PROTECTED,
-				 "initial state committed (%llu pages)",
-				 (unsigned long long)pages);
-	return 0;
+	if (b->st.disk)
+		return commit_start(b, f->epoch, pages, bytes, t0);
+	return commit_finish(b, f->epoch, pages, bytes, t0, 0);
 }
 
 static int handle_handover(struct rdb_backup *b, const struct rdb_frame *f);
@@ -646,16 +838,38 @@ static int handle_msg(struct rdb_backup *b, const struct rdb_frame *f)
  */
 #define LINK_SLICE_NS (20 * RDB_NS_PER_MS)
 
-static void link_frames(struct rdb_backup *b, int rc);
-
 static uint64_t on_link_slice(struct rdb_evloop *loop, uint64_t id, void *opaque)
 {
 	struct rdb_backup *b = opaque;
+	int rc = b->link_rc;
 
 	b->slice_timer = 0;
+	b->link_rc = 0;
 	if (b->fd >= 0 && b->backlog)
-		link_frames(b, 0);
+		link_frames(b, rc);
 	return 0;
+}
+
+/* The link while an epoch's disk step runs: read, not handled, so the
+ * primary is heard; past COMMIT_READ_MAX, or after an error (due when
+ * the frames resume), not read at all. */
+static void commit_read(struct rdb_backup *b, int fd)
+{
+	int rc;
+
+	if (b->backlog) {
+		b->last_rx_ns = rdb_now_ns();	/* as in on_link */
+		return;
+	}
+	rc = rdb_proto_decoder_read_fd(&b->dec, fd);
+	if (rc == 0)
+		b->last_rx_ns = rdb_now_ns();
+	else if (rc != -EAGAIN)
+		b->link_rc = rc;
+	if (b->link_rc || b->dec.in.len >= COMMIT_READ_MAX) {
+		b->backlog = true;
+		want_write(b);
+	}
 }
 
 static void on_link(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
@@ -673,6 +887,10 @@ static void on_link(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 	}
 	if (!(ev & RDB_EV_READ))
 		return;
+	if (b->commit_job) {
+		commit_read(b, fd);
+		return;
+	}
 	if (b->backlog) {
 		/* frames wait here: the primary is not silent (on_heartbeat) */
 		b->last_rx_ns = rdb_now_ns();
@@ -693,8 +911,16 @@ static void link_frames(struct rdb_backup *b, int rc)
 	while (rc >= 0 || rc == -EAGAIN || rc == -ECONNRESET) {
 		int r2;
 
+		if (b->commit_job) {
+			/* the frames after an EPOCH_END wait for its disk step */
+			if (rc < 0 && rc != -EAGAIN)
+				b->link_rc = rc;
+			return;
+		}
 		if (rdb_now_ns() >= until) {
-			/* a read error or end comes back when reading resumes */
+			/* a read error or end is due when the frames resume */
+			if (rc < 0 && rc != -EAGAIN)
+				b->link_rc = rc;
 			b->backlog = true;
 			want_write(b);
 			if (!b->slice_timer &&
@@ -882,6 +1108,7 @@ int rdb_backup_operator_failover(struct rdb_vm *vm, bool force, char *msg,
 
 	if (!b)
 		return -ENOENT;
+	commit_settle(b);
 	if (force || vm->peer_loss == RDB_PEER_LOSS_UNSAFE_AUTO) {
 		decide_end(b);
 		rc = rdb_backup_failover(vm, force ? "operator failover --force "
@@ -1797,7 +2024,7 @@ static int restore_start(struct rdb_backup *b, uint64_t t0, const char *drive,
 
 	if (!j)
 		return -ENOMEM;
-	if (pipe2(fds, O_CLOEXEC) < 0) {
+	if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) < 0) {
 		free(j);
 		return -errno;
 	}
@@ -1940,6 +2167,9 @@ int rdb_backup_failover(struct rdb_vm *vm, const char *why)
 		return -ENOENT;
 	if (vm->state == RDB_VM_FAILED_OVER || vm->state == RDB_VM_FAILING_OVER)
 		return -EALREADY;
+	/* an epoch whose disk step runs is committed (or not) first: its
+	 * replica writes cannot be taken back */
+	commit_settle(b);
 	if (!b->have_committed) {
 		LOGVM(ERROR, vm->name, "cannot fail over: no committed checkpoint");
 		return -ENODATA;
@@ -2260,6 +2490,7 @@ void rdb_backup_teardown(struct rdb_vm *vm)
 	if (!b)
 		return;
 	loop = b->d->loop;
+	commit_settle(b);
 	restore_wait(b);
 	decide_end(b);
 	/* a QEMU prepared for a handover that did not come: its guest
@@ -2464,13 +2695,19 @@ void rdb_backup_status(const struct rdb_vm *vm, json_t *o)
 			"fence_timed_out", st->fence_timed_out,
 			"check_ms", (double)st->check_ns / RDB_NS_PER_MS));
 	}
-	if (b->has_disk)
-		json_object_set_new(o, "disk", json_pack("{s:s, s:I, s:b, s:b, s:I, s:I}",
+	if (b->has_disk) {
+		/* while an epoch's disk step runs, its thread owns the replica's
+		 * counters: what they were when it began */
+		const struct commit_job *j = b->commit_job;
+
+		json_object_set_new(o, "disk", json_pack("{s:s, s:I, s:b, s:b, s:I, s:I, s:b}",
 			"replica", b->disk_path, "size", (json_int_t)b->disk.size,
-			"consistent", rdb_diskbuf_consistent(&b->disk),
+			"consistent", j ? j->consistent : rdb_diskbuf_consistent(&b->disk),
 			"served", b->disk_pid > 0,
-			"buffered_bytes", (json_int_t)b->disk.data_bytes,
-			"applied_bytes", (json_int_t)b->disk.applied_bytes));
+			"buffered_bytes", (json_int_t)(j ? j->data_bytes : b->disk.data_bytes),
+			"applied_bytes", (json_int_t)(j ? j->applied_bytes : b->disk.applied_bytes),
+			"writing", j != NULL));
+	}
 }
 
 int rdb_backup_inject(struct rdb_vm *vm, const char *fault)
@@ -2483,6 +2720,17 @@ int rdb_backup_inject(struct rdb_vm *vm, const char *fault)
 	}
 	if (strcmp(fault, "handover-cut") == 0) {
 		vm->bak->fault_handover_cut = true;
+		return 0;
+	}
+	if (strcmp(fault, "slow-replica") == 0 && vm->bak->has_disk) {
+		vm->bak->fault_slow_replica = true;
+		return 0;
+	}
+	/* the next epoch with a disk change fails its replay at its first
+	 * record, as a replica's I/O error would (diskbuf.h) */
+	if (strcmp(fault, "replica-eio") == 0 && vm->bak->has_disk) {
+		commit_settle(vm->bak);	/* its thread owns the replica */
+		vm->bak->disk.fail_at = 1;
 		return 0;
 	}
 	return -EINVAL;

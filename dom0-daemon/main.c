@@ -259,8 +259,9 @@ static int ctl_inject(void *opaque, json_t *req, json_t **reply_out)
 		*reply_out = json_string("unknown fault (known: stop-in-pause, "
 					 "stop-in-disk-pause and stop-in-initial-state "
 					 "on a primary, "
-					 "restore-fail and handover-cut on a "
-					 "backup)");
+					 "restore-fail, handover-cut, "
+					 "slow-replica and replica-eio (a VM "
+					 "with a disk) on a backup)");
 		return -EINVAL;
 	}
 	return 0;
