@@ -68,12 +68,20 @@ netns_setup() {
 	_nsx "$run" bak ip addr add 10.78.0.2/24 dev repl
 }
 
-# Pulling the power (of the primary, or of SIDE): every link goes down first (its
-# switch port in sw, then each of its own interfaces, which also drops
-# the carrier of the replication link's far end in bak), so not a FIN or
-# RST can leave it; then everything running there is killed.
+# Pulling the power (of the primary, or of SIDE): every link goes down first (the
+# replication link, its switch port in sw, then each of its other
+# interfaces; the replication link's going down drops the carrier of its
+# far end too), so not a FIN or RST can leave it; then everything running
+# there is killed.
 netns_power_pull() {
 	local run=$1 side=${2:-pri} l pids
+	# A real pull cuts every link at once; here each `ip` takes a few ms.
+	# The replication link goes first: with the switch port first, the
+	# backup could go on committing epochs whose output no client could
+	# hear any more, and a primary that let output out before the
+	# backup's acknowledgement would pass (seen on the Xen drill, where
+	# one `ip` takes 0.1-1 s).
+	_nsx "$run" "$side" ip link set repl down 2>/dev/null
 	_nsx "$run" sw ip link set "port-$side" down
 	for l in $(_nsx "$run" "$side" ls /sys/class/net); do
 		_nsx "$run" "$side" ip link set "$l" down 2>/dev/null

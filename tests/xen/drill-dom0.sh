@@ -148,7 +148,8 @@ pulled_domid=$(xl domid $VM)
 
 # The power pull: links down, every process of the host killed, its
 # domain gone.  The replication link goes down first, then the switch
-# port (netns_power_pull takes the port first): each `ip` here takes
+# port (as netns_power_pull does; the drill takes both itself, to mark
+# the client's moment between them and the destroy): each `ip` here takes
 # ~0.1 s under TCG, and with the port first the backup went on
 # committing checkpoints for half a second that the client could no
 # longer hear, so no output of a lost epoch could ever reach the client
