@@ -150,7 +150,7 @@ $(B)/remusdb-xen: $(XENHELPER_SRCS) hypervisor/xen/xen_helper.h hypervisor/xen/x
 	hypervisor/xen/vif_frame.h hypervisor/xen/helper/vifrelay.h
 	@mkdir -p $(dir $@)
 	@pkg-config --exists $(XEN_PKGS) || { echo "remusdb-xen needs libxen-dev (tools/setup-deps.sh)" >&2; exit 1; }
-	$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(INCS) $$(pkg-config --cflags $(XEN_PKGS)) -o $@ $(XENHELPER_SRCS) $$(pkg-config --libs $(XEN_PKGS))
+	$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) $(CPPFLAGS) $(CFLAGS) $(INCS) $$(pkg-config --cflags $(XEN_PKGS)) $(LDFLAGS) -o $@ $(XENHELPER_SRCS) $$(pkg-config --libs $(XEN_PKGS))
 
 # The ledger: libpq always, MariaDB Connector/C with its driver.
 LEDGER_SRCS := tests/workload/ledger.c tests/workload/ledger_pg.c \

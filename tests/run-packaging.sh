@@ -4,6 +4,9 @@
 #  - remusdb installs with apt (its dependencies from the mirror), every
 #    file where it belongs, the configuration a conffile with every option
 #    commented out, the unit enabled;
+#  - remusdb-xen installs beside it (Xen's libraries from the mirror): the
+#    helper runs, the vif script is in /etc/xen/scripts, executable, and
+#    purging the package removes both;
 #  - the root boots systemd as a container (systemd-nspawn, private
 #    network); the enabled unit starts at boot and fails for want of the
 #    link key, saying so; with the key, `systemctl start` returns once
@@ -32,7 +35,7 @@ done
 
 debs=$PWD/build/deb
 ver=$(dpkg-parsechangelog -l tools/debian/changelog -S Version)
-for p in remusdb_${ver}_amd64 remusdb-dkms_${ver}_all remusdb-guest_${ver}_amd64; do
+for p in remusdb_${ver}_amd64 remusdb-xen_${ver}_amd64 remusdb-dkms_${ver}_all remusdb-guest_${ver}_amd64; do
 	[ -f "$debs/$p.deb" ] || rdb_fail "$debs/$p.deb missing (make deb)"
 done
 kver=6.1.0-56-amd64	# the test guest's kernel (Makefile KMOD_KVER)
@@ -167,6 +170,26 @@ chroot "$root" bash -c '. /usr/share/bash-completion/completions/remusdbctl && c
 	>/dev/null 2>&1 || rdb_fail "the bash completion does not register for remusdbctl"
 [ "$(chroot "$root" systemctl is-enabled remusdbd 2>&1)" = enabled ] || rdb_fail "remusdbd.service is not enabled"
 
+# -- the Xen dom0 helper, with Xen's libraries from the mirror -----------
+# (Recommends: xen-utils-4.17 left out: the hypervisor is not booted here)
+nspawn_run apt-get install -y -q --no-install-recommends "/debs/remusdb-xen_${ver}_amd64.deb" \
+	>> "$d/apt.log" 2>&1 || rdb_fail "apt-get install remusdb-xen: $(tail -5 "$d/apt.log")"
+xlisted=$(chroot "$root" dpkg -L remusdb-xen)
+for f in /usr/sbin/remusdb-xen /etc/xen/scripts/vif-remusdb /usr/share/man/man8/remusdb-xen.8.gz; do
+	grep -qx "$f" <<<"$xlisted" && [ -e "$root$f" ] || rdb_fail "remusdb-xen has no $f"
+done
+[ -x "$root/etc/xen/scripts/vif-remusdb" ] || rdb_fail "vif-remusdb is not executable"
+cmp -s "$root/etc/xen/scripts/vif-remusdb" hypervisor/xen/vif-remusdb ||
+	rdb_fail "the installed vif-remusdb is not hypervisor/xen/vif-remusdb"
+help=$(chroot "$root" remusdb-xen --help 2>&1) && grep -q '^usage: remusdb-xen save' <<<"$help" ||
+	rdb_fail "remusdb-xen --help (its libraries resolved?): $help"
+readelf -d "$root/usr/sbin/remusdb-xen" | grep -q BIND_NOW || rdb_fail "remusdb-xen is not linked with -z now (LDFLAGS lost)"
+zcat "$root/usr/share/man/man8/remusdb-xen.8.gz" | grep -q '^\.TH REMUSDB-XEN 8' || rdb_fail "remusdb-xen.8 is not a manual page"
+out=$(chroot "$root" dpkg -P remusdb-xen 2>&1) || rdb_fail "dpkg -P remusdb-xen: $out"
+[ ! -e "$root/etc/xen/scripts/vif-remusdb" ] && [ ! -e "$root/usr/sbin/remusdb-xen" ] ||
+	rdb_fail "dpkg -P remusdb-xen left its files"
+rdb_log "remusdb-xen installed, its helper runs, purged ($(( $(date +%s) - t0 )) s)"
+
 # -- boot the root: systemd as PID 1 of a container ----------------------
 systemd-nspawn -q -D "$root" --register=no --keep-unit -M "$machine" -b \
 	--private-network --console=read-only > "$d/boot.log" 2>&1 &
@@ -297,7 +320,8 @@ else
 	dkms_note="; DKMS part skipped (RDB_PKG_DKMS=0)"
 fi
 
-echo "packaging: remusdb $ver installed with apt in a clean $suite root, every file in place;"
+echo "packaging: remusdb $ver installed with apt in a clean $suite root, every file in place"
+echo "  (and remusdb-xen: its helper runs with Xen's libraries from the mirror, purged);"
 echo "  remusdbd.service enabled, started at boot (refused without link key), active under systemd"
 echo "  (READY=1, STATUS=, watchdog), remusdbctl status answered, stopped cleanly, stopped by dpkg -r, purged$dkms_note"
 echo "  in $(( $(date +%s) - t0 )) s.  systemctl status, as it was:"

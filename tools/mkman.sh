@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The manual pages -> build/man/: remusdbd.8, remusdbctl.8 and the guest
-# helper's remusdb-eventd.8 as written (tools/man/), remusdb.conf.5 and
+# The manual pages -> build/man/: remusdbd.8, remusdbctl.8, the Xen
+# helper's remusdb-xen.8 and the guest helper's remusdb-eventd.8 as
+# written (tools/man/), remusdb.conf.5 and
 # remusdb-vm.conf.5 made from the daemon's own option tables (remusdbctl
 # config --dump-defaults), so that every option, default and range is
 # there and nothing else.
@@ -9,7 +10,8 @@ set -eu
 ctl=$1 out=$2
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
-cp "$here/man/remusdbd.8" "$here/man/remusdbctl.8" "$here/man/remusdb-eventd.8" "$out/"
+cp "$here/man/remusdbd.8" "$here/man/remusdbctl.8" "$here/man/remusdb-xen.8" \
+	"$here/man/remusdb-eventd.8" "$out/"
 
 # roff-safe text: backslashes escaped, no line starting with . or '
 esc() { sed -e 's/\\/\\e/g' -e "s/^\\([.']\\)/\\\\\\&\\1/"; }

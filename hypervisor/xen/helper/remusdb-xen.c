@@ -413,15 +413,23 @@ int main(int argc, char **argv)
 	struct helper h = { .fd = -1 };
 	int rc;
 
+	static const char usage[] =
+		"usage: remusdb-xen save DOMAIN SOCKET INTERVAL_MS\n"
+		"       remusdb-xen ctl DOMAIN pause|unpause|state|resume\n"
+		"       remusdb-xen vif DOMAIN SOCKET LOG\n"
+		"remusdbd runs it (remusdb-xen(8)); not a command for operators.\n";
+
 	signal(SIGPIPE, SIG_IGN);
+	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+		fputs(usage, stdout);
+		return 0;
+	}
 	if (argc < 4 || (strcmp(argv[1], "save") == 0 && argc != 5) ||
 	    (strcmp(argv[1], "ctl") == 0 && argc != 4) ||
 	    (strcmp(argv[1], "vif") == 0 && argc != 5) ||
 	    (strcmp(argv[1], "save") && strcmp(argv[1], "ctl") &&
 	     strcmp(argv[1], "vif"))) {
-		fprintf(stderr, "usage: remusdb-xen save DOMAIN SOCKET INTERVAL_MS\n"
-			"       remusdb-xen ctl DOMAIN pause|unpause|state|resume\n"
-			"       remusdb-xen vif DOMAIN SOCKET LOG\n");
+		fputs(usage, stderr);
 		return 2;
 	}
 	h.xch = xc_interface_open(NULL, NULL, 0);
