@@ -97,11 +97,12 @@ static void request(uint8_t *r, uint16_t flags, uint16_t type, uint64_t cookie,
 }
 
 /* Session in transmission phase through NBD_OPT_GO; out emptied. */
-static void start(struct rdb_nbd_server *s)
+static void start_on(struct rdb_nbd_server *s, uint64_t size,
+		     const struct rdb_nbd_ops *o)
 {
 	uint8_t go[4 + 3 + 2 + 2], flags[4];
 
-	assert_int_equal(rdb_nbd_server_init(s, "vm1", DISK, &ops, NULL), 0);
+	assert_int_equal(rdb_nbd_server_init(s, "vm1", size, o, NULL), 0);
 	assert_int_equal(s->out.len, 18);
 	assert_int_equal(get(s->out.data, 8), 0x4e42444d41474943ULL);
 	be(flags, 3, 4);	/* FIXED_NEWSTYLE | NO_ZEROES */
@@ -116,9 +117,14 @@ static void start(struct rdb_nbd_server *s)
 	/* INFO(EXPORT) 20+12, INFO(BLOCK_SIZE) 20+14, ACK 20 */
 	assert_int_equal(s->out.len, 32 + 34 + 20);
 	assert_int_equal(get(s->out.data + 12, 4), 3);		/* REP_INFO */
-	assert_int_equal(get(s->out.data + 22, 8), DISK);	/* size */
+	assert_int_equal(get(s->out.data + 22, 8), size);	/* size */
 	assert_int_equal(get(s->out.data + 66 + 12, 4), 1);	/* ACK */
 	rdb_buf_reset(&s->out);
+}
+
+static void start(struct rdb_nbd_server *s)
+{
+	start_on(s, DISK, &ops);
 }
 
 static uint32_t reply_err(struct rdb_nbd_server *s, uint64_t cookie)
@@ -298,12 +304,93 @@ static void test_random_bytes_never_crash(void **state)
 	}
 }
 
+/* A big export whose TRIM and WRITE_ZEROES calls are recorded. */
+#define BIG (4ULL << 30)
+static struct { uint64_t off; uint32_t len; bool trim, may_trim; } calls[300];
+static int ncalls, fail_call;	/* fail_call: that call (1-based) fails */
+
+static int rec(uint64_t off, uint32_t len, bool trim, bool may_trim)
+{
+	assert_true(ncalls < 300);
+	calls[ncalls].off = off;
+	calls[ncalls].len = len;
+	calls[ncalls].trim = trim;
+	calls[ncalls].may_trim = may_trim;
+	return ++ncalls == fail_call ? -EIO : 0;
+}
+static int r_trim(void *o, uint64_t off, uint32_t len) { return rec(off, len, true, true); }
+static int r_zero(void *o, uint64_t off, uint32_t len, bool may_trim)
+{
+	return rec(off, len, false, may_trim);
+}
+static const struct rdb_nbd_ops rec_ops = { d_read, d_write, d_flush, r_trim, r_zero };
+
+/*
+ * TRIM and WRITE_ZEROES longer than the maximum payload (QEMU sends
+ * discards up to ~2 GiB, the Linux nbd driver any length): done, in
+ * pieces of at most RDB_NBD_MAX_REQUEST, in order, covering exactly the
+ * range; a failed piece fails the request and stops the rest.
+ */
+static void test_long_trim_and_zeroes(void **state)
+{
+	const uint32_t M = RDB_NBD_MAX_REQUEST;
+	struct rdb_nbd_server s;
+	uint8_t r[28];
+	uint64_t at;
+
+	start_on(&s, BIG, &rec_ops);
+	ncalls = fail_call = 0;
+	request(r, 0, 4, 1, 4096, 2 * M + 8192);		/* TRIM */
+	feed(&s, r, 28);
+	assert_int_equal(reply_err(&s, 1), 0);
+	assert_int_equal(ncalls, 3);
+	at = 4096;
+	for (int i = 0; i < 3; i++) {
+		assert_true(calls[i].trim);
+		assert_int_equal(calls[i].off, at);
+		assert_int_equal(calls[i].len, i < 2 ? M : 8192);
+		at += calls[i].len;
+	}
+	rdb_buf_reset(&s.out);
+	ncalls = 0;
+	request(r, 2 /* NO_HOLE */, 6, 2, 0, UINT32_MAX & ~511u);	/* WRITE_ZEROES */
+	feed(&s, r, 28);
+	assert_int_equal(reply_err(&s, 2), 0);
+	assert_int_equal(ncalls, 128);
+	at = 0;
+	for (int i = 0; i < ncalls; i++) {
+		assert_false(calls[i].trim);
+		assert_false(calls[i].may_trim);
+		assert_int_equal(calls[i].off, at);
+		assert_true(calls[i].len <= M);
+		at += calls[i].len;
+	}
+	assert_int_equal(at, UINT32_MAX & ~511u);
+	rdb_buf_reset(&s.out);
+	/* the second piece fails: EIO, the rest not tried */
+	ncalls = 0;
+	fail_call = 2;
+	request(r, 0, 4, 3, 0, 3 * M);
+	feed(&s, r, 28);
+	assert_int_equal(reply_err(&s, 3), 5);
+	assert_int_equal(ncalls, 2);
+	rdb_buf_reset(&s.out);
+	/* past the end: ENOSPC, nothing done */
+	ncalls = fail_call = 0;
+	request(r, 0, 4, 4, BIG - M, 2 * M);
+	feed(&s, r, 28);
+	assert_int_equal(reply_err(&s, 4), 28);
+	assert_int_equal(ncalls, 0);
+	rdb_nbd_server_dispose(&s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_write_read_flush_trim_zeroes),
 		cmocka_unit_test(test_bad_requests_get_errors_not_crashes),
 		cmocka_unit_test(test_options),
+		cmocka_unit_test(test_long_trim_and_zeroes),
 		cmocka_unit_test(test_random_bytes_never_crash),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
