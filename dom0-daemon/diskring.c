@@ -53,7 +53,9 @@ int rdb_dring_put(struct rdb_dring *r, uint32_t op, uint64_t off,
 	uint64_t pos = head % size, need = span(op, len), pad = 0;
 	struct rdb_dring_rec h = { op, len, off };
 
-	if (len > RDB_DRING_REC_MAX || need > size / 2)
+	/* only a record's data is bounded: a ZERO of any length is one */
+	if (((op == RDB_DISK_WRITE || op == RDB_DRING_READ) &&
+	     len > RDB_DRING_REC_MAX) || need > size / 2)
 		return -EMSGSIZE;
 	if (size - pos < need)
 		pad = size - pos;	/* a multiple of 16, at least 16 */

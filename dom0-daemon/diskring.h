@@ -112,7 +112,8 @@ void rdb_dring_init(struct rdb_dring *r, void *map, uint64_t size);
 void rdb_dring_attach(struct rdb_dring *r, void *map);
 
 /* Producer: 0, -ENOSPC (no room now: retry after the consumer ran), or
- * -EMSGSIZE (len over RDB_DRING_REC_MAX). */
+ * -EMSGSIZE (a WRITE's or READ's len over RDB_DRING_REC_MAX; a ZERO or
+ * FLUSH carries no data, whatever its len). */
 int rdb_dring_put(struct rdb_dring *r, uint32_t op, uint64_t off,
 		  uint32_t len, const uint8_t *data);
 /* Consumer: the oldest record (data follows it for a WRITE), or NULL if

@@ -376,6 +376,23 @@ static void test_big_write_split(void **state)
 	free(w);
 }
 
+/* A zeroing or trim longer than a WRITE's record (1 MiB) is one record:
+ * it carries no data.  (It was refused by the ring, and the server gave
+ * the replica up: a guest's discard of a few MiB dropped protection.) */
+static void test_big_zeroing_is_one_record(void **state)
+{
+	(void)state;
+	request(6, 0, 18, 1u << 20, 6u << 20, NULL);	/* WRITE_ZEROES 6 MiB */
+	assert_int_equal(reply(18, NULL, 0), 0);
+	request(4, 0, 19, 0, SIZE, NULL);		/* TRIM all 8 MiB */
+	assert_int_equal(reply(19, NULL, 0), 0);
+	next_rec(RDB_DISK_ZERO, 1u << 20, 6u << 20);
+	next_rec(RDB_DISK_ZERO, 0, SIZE);
+	assert_null(rdb_dring_peek(&ring));
+	assert_int_equal(atomic_load(&ring.sh->lost), RDB_DRING_OK);
+	assert_int_equal(atomic_load(&ring.sh->record), 1);
+}
+
 /* The guest's flushes: fdatasync()ed before the reply unless replicated;
  * carried by the backup (no local sync, the FLUSH in the ring) if so. */
 static void test_flushes_local_or_replicated(void **state)
@@ -989,6 +1006,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_changes_reach_image_then_ring_then_reply, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_big_write_split, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_big_zeroing_is_one_record, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_flushes_local_or_replicated, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failed_write_passes_on_the_image, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_write_whose_fua_sync_failed_is_replicated, setup, teardown),
