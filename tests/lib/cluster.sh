@@ -243,7 +243,8 @@ cluster_vm_up() {
 		cl_ctl pri attach "$CL_DIR/$CL_VM.conf" || return 1
 		# reconnect-delay: if remusdbd restarts, QEMU holds the guest's
 		# disk requests (up to 15 s) until the disk is served again
-		drive=(-drive "if=none,id=disk0,driver=nbd,server.type=unix,server.path=$CL_DIR/pri/run/$CL_VM.disk,reconnect-delay=15")
+		# CL_DRIVE_OPTS: more of the drive's options (discard=unmap)
+		drive=(-drive "if=none,id=disk0,driver=nbd,server.type=unix,server.path=$CL_DIR/pri/run/$CL_VM.disk,reconnect-delay=15${CL_DRIVE_OPTS:+,$CL_DRIVE_OPTS}")
 	fi
 
 	# CL_ATTACH: known to the daemon before QEMU starts, disk or not (a
