@@ -405,3 +405,247 @@ int rdb_xen_image_write(int fd, const uint8_t *config, size_t config_len,
 		snprintf(err, errlen, "writing the image: %s", strerror(-r));
 	return r;
 }
+
+/* ---- the restored domain's disk: xl's config, its target rewritten ---- */
+
+/*
+ * Just enough JSON to find one member's string value in libxl's config
+ * (libxl_domain_config_to_json): every value is skipped whole, strings
+ * with their escapes, so a key or a brace inside a string never counts.
+ * The rest of the text is copied as it was (no parse and print again:
+ * libxl's 64-bit integers and its key order stay untouched).
+ */
+struct jscan {
+	const char *j;
+	size_t n, at;
+};
+
+static void j_ws(struct jscan *s)
+{
+	while (s->at < s->n && (s->j[s->at] == ' ' || s->j[s->at] == '\t' ||
+				s->j[s->at] == '\n' || s->j[s->at] == '\r'))
+		s->at++;
+}
+
+static bool j_eat(struct jscan *s, char c)
+{
+	j_ws(s);
+	if (s->at < s->n && s->j[s->at] == c) {
+		s->at++;
+		return true;
+	}
+	return false;
+}
+
+/* A string: [*b, *e) its raw contents between the quotes. */
+static bool j_str(struct jscan *s, size_t *b, size_t *e)
+{
+	if (!j_eat(s, '"'))
+		return false;
+	*b = s->at;
+	while (s->at < s->n && s->j[s->at] != '"') {
+		if (s->j[s->at] == '\\')
+			s->at++;
+		s->at++;
+	}
+	if (s->at >= s->n)
+		return false;
+	*e = s->at++;
+	return true;
+}
+
+static bool j_skip(struct jscan *s, int depth)
+{
+	size_t b, e;
+
+	if (depth > 64)
+		return false;
+	j_ws(s);
+	if (s->at >= s->n)
+		return false;
+	if (s->j[s->at] == '"')
+		return j_str(s, &b, &e);
+	if (s->j[s->at] == '{' || s->j[s->at] == '[') {
+		char close = s->j[s->at] == '{' ? '}' : ']';
+
+		s->at++;
+		if (j_eat(s, close))
+			return true;
+		do {
+			if (close == '}' && (!j_str(s, &b, &e) || !j_eat(s, ':')))
+				return false;
+			if (!j_skip(s, depth + 1))
+				return false;
+		} while (j_eat(s, ','));
+		return j_eat(s, close);
+	}
+	b = s->at;
+	while (s->at < s->n && !strchr(",]} \t\r\n", s->j[s->at]))
+		s->at++;
+	return s->at > b;
+}
+
+static bool j_key_is(const struct jscan *s, size_t b, size_t e, const char *k)
+{
+	return e - b == strlen(k) && !memcmp(s->j + b, k, e - b);
+}
+
+/* In the disks array at s: how many disks run `script` (its base name
+ * compared), the last one's pdev_path value in [*pb, *pe). */
+static bool j_disks(struct jscan *s, const char *script, int *count,
+		    size_t *pb, size_t *pe)
+{
+	if (!j_eat(s, '['))
+		return false;
+	if (j_eat(s, ']'))
+		return true;
+	do {
+		size_t kb, ke, vb, ve, path_b = 0, path_e = 0;
+		bool path = false, ours = false;
+
+		if (!j_eat(s, '{'))
+			return false;
+		if (!j_eat(s, '}')) {
+			do {
+				if (!j_str(s, &kb, &ke) || !j_eat(s, ':'))
+					return false;
+				if (j_key_is(s, kb, ke, "pdev_path") ||
+				    j_key_is(s, kb, ke, "script")) {
+					if (!j_str(s, &vb, &ve))
+						return false;
+				} else if (!j_skip(s, 2)) {
+					return false;
+				} else {
+					continue;
+				}
+				if (s->j[kb] == 'p') {
+					path = true;
+					path_b = vb;
+					path_e = ve;
+				} else {
+					const char *v = s->j + vb, *slash;
+					size_t l = ve - vb;
+
+					slash = memrchr(v, '/', l);
+					if (slash) {
+						l -= (size_t)(slash + 1 - v);
+						v = slash + 1;
+					}
+					ours = l == strlen(script) && !memcmp(v, script, l);
+				}
+			} while (j_eat(s, ','));
+			if (!j_eat(s, '}'))
+				return false;
+		}
+		if (ours) {
+			if (!path)
+				return false;
+			(*count)++;
+			*pb = path_b;
+			*pe = path_e;
+		}
+	} while (j_eat(s, ','));
+	return j_eat(s, ']');
+}
+
+int rdb_xen_config_set_disk(const uint8_t *config, size_t config_len,
+			    const char *script, const char *target,
+			    struct rdb_buf *out, char *err, size_t errlen)
+{
+	static const char magic[32] = "Xen saved domain, xl format\n \0 \r";
+	const uint8_t *body, *xlh = NULL;
+	size_t at = 0, rec_at = 0, rec_end = 0, pb = 0, pe = 0;
+	uint32_t type, blen, optlen, jlen;
+	struct rdb_buf esc, h;
+	struct jscan s;
+	uint32_t mand;
+	int r, count = 0;
+
+	rdb_buf_init(&esc);
+	rdb_buf_init(&h);
+
+	while ((r = next_rec(config, config_len, &at, &type, &body, &blen)) > 0) {
+		if (type == RDB_XEN_REC_XL_HEADER) {
+			xlh = body;
+			rec_end = at;
+			break;
+		}
+		rec_at = at;
+	}
+	if (r < 0 || !xlh)
+		return fail(err, errlen, "no xl header and domain config in the "
+			    "saved config");
+	/* magic, byte order, mandatory, optional flags, optional data's
+	 * length; in it: the JSON's length (with its NUL), the JSON */
+	if (blen < 52 || memcmp(xlh, magic, sizeof(magic)))
+		return fail(err, errlen, "xl's header is not xl's");
+	memcpy(&type, xlh + 32, 4);
+	memcpy(&optlen, xlh + 44, 4);
+	memcpy(&jlen, xlh + 48, 4);
+	memcpy(&mand, xlh + 36, 4);
+	if (type != 0x01020304 || !(mand & 1))
+		return fail(err, errlen, "xl's header is in another byte order "
+			    "or without a JSON config");
+	if (optlen < 4 || (size_t)optlen > blen - 48 || jlen != optlen - 4 ||
+	    jlen == 0 || xlh[52 + jlen - 1] != 0)
+		return fail(err, errlen, "xl's header: its config's length "
+			    "(%u of %u optional bytes) does not fit", jlen, optlen);
+	s = (struct jscan){ .j = (const char *)xlh + 52, .n = jlen - 1 };
+	if (!j_eat(&s, '{'))
+		return fail(err, errlen, "the domain's config is not a JSON object");
+	if (!j_eat(&s, '}')) {
+		do {
+			size_t kb, ke;
+
+			if (!j_str(&s, &kb, &ke) || !j_eat(&s, ':'))
+				return fail(err, errlen, "the domain's config: bad "
+					    "JSON at byte %zu", s.at);
+			if (j_key_is(&s, kb, ke, "disks")) {
+				if (!j_disks(&s, script, &count, &pb, &pe))
+					return fail(err, errlen, "the domain's config: "
+						    "bad disks at byte %zu", s.at);
+			} else if (!j_skip(&s, 1)) {
+				return fail(err, errlen, "the domain's config: bad "
+					    "JSON at byte %zu", s.at);
+			}
+		} while (j_eat(&s, ','));
+		if (!j_eat(&s, '}'))
+			return fail(err, errlen, "the domain's config: bad JSON "
+				    "at byte %zu", s.at);
+	}
+	if (count != 1)
+		return fail(err, errlen, "the domain's config has %d disks with "
+			    "script %s (one is replicated)", count, script);
+	/* the new target, as a JSON string's contents */
+	for (const char *c = target; *c; c++) {
+		if ((unsigned char)*c < 0x20) {
+			rdb_buf_dispose(&esc);
+			return fail(err, errlen, "disk target with a control character");
+		}
+		if ((*c == '"' || *c == '\\') && rdb_buf_append(&esc, "\\", 1) < 0)
+			goto nomem;
+		if (rdb_buf_append(&esc, c, 1) < 0)
+			goto nomem;
+	}
+	jlen = (uint32_t)(jlen - (pe - pb) + esc.len);
+	optlen = jlen + 4;
+	if (rdb_buf_append(&h, xlh, 44) < 0 || rdb_buf_append(&h, &optlen, 4) < 0 ||
+	    rdb_buf_append(&h, &jlen, 4) < 0 ||
+	    rdb_buf_append(&h, xlh + 52, pb) < 0 ||
+	    (esc.len && rdb_buf_append(&h, esc.data, esc.len) < 0) ||
+	    rdb_buf_append(&h, xlh + 52 + pe, blen - 52 - pe) < 0)
+		goto nomem;
+	rdb_buf_reset(out);
+	if (rdb_buf_append(out, config, rec_at) < 0 ||
+	    put_rec(out, RDB_XEN_REC_XL_HEADER, h.data, h.len) < 0 ||
+	    rdb_buf_append(out, config + rec_end, config_len - rec_end) < 0)
+		goto nomem;
+	rdb_buf_dispose(&esc);
+	rdb_buf_dispose(&h);
+	return 0;
+nomem:
+	rdb_buf_dispose(&esc);
+	rdb_buf_dispose(&h);
+	snprintf(err, errlen, "out of memory");
+	return -ENOMEM;
+}

@@ -85,4 +85,16 @@ int rdb_xen_image_write(int fd, const uint8_t *config, size_t config_len,
 			const uint8_t *ram, uint64_t ram_bytes, char *err,
 			size_t errlen);
 
+/*
+ * The restored domain's replicated disk (the backup serves its replica on
+ * a socket of its own): config with xl's saved domain config changed so
+ * that the one disk whose hotplug script is `script` (base name) has
+ * pdev_path (xl's target=) `target`; everything else as saved.  0 with
+ * the new blob in out, -EPROTO with err when there is no xl header, its
+ * JSON does not parse, or not exactly one disk runs that script; -ENOMEM.
+ */
+int rdb_xen_config_set_disk(const uint8_t *config, size_t config_len,
+			    const char *script, const char *target,
+			    struct rdb_buf *out, char *err, size_t errlen);
+
 #endif

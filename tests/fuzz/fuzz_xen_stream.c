@@ -4,7 +4,10 @@
  * xen_state.c).  Any input: nothing is read outside the buffers (ASan),
  * fed in pieces of any size it gives what fed whole gives (result,
  * config, pages, epochs and their devstate), and each epoch's blobs
- * either make an xl image or are refused with a reason; never a crash. */
+ * either make an xl image or are refused with a reason; never a crash.
+ * The input as xl's saved JSON config goes through the restore's disk
+ * rewrite too: refused with a reason, or the new target in a header whose
+ * lengths add up. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stddef.h>
@@ -113,6 +116,49 @@ static int run(const uint8_t *d, size_t n, size_t step, struct seen *s)
 	return rc;
 }
 
+/* DOMAIN, XL_HEADER(xl's header + d as the JSON, NUL-ended), rewritten */
+static void set_disk(const uint8_t *d, size_t n)
+{
+	static const char target[] = "/run/remusdb/fuzz,\"x\".disk";
+	static const char escaped[] = "fuzz,\\\"x\\\".disk";	/* as JSON has it */
+	uint32_t v[5] = { 0x01020304, 3, 0, (uint32_t)n + 5, (uint32_t)n + 1 };
+	uint8_t rec[8] = { 0 }, zero[8] = { 0 }, dom[16] = { 0 };
+	struct rdb_buf in, out;
+	uint32_t hl = (uint32_t)(32 + sizeof(v) + n + 1), jl;
+	char err[200] = "";
+	int rc;
+
+	rdb_buf_init(&in);
+	rdb_buf_init(&out);
+	rec[0] = 0x01; rec[1] = 0x44; rec[2] = 0x52; rec[3] = 0x80; rec[4] = 16;
+	if (rdb_buf_append(&in, rec, 8) < 0 || rdb_buf_append(&in, dom, 16) < 0)
+		abort();
+	rec[0] = 0x02;
+	memcpy(rec + 4, &hl, 4);
+	if (rdb_buf_append(&in, rec, 8) < 0 ||
+	    rdb_buf_append(&in, "Xen saved domain, xl format\n \0 \r", 32) < 0 ||
+	    rdb_buf_append(&in, v, sizeof(v)) < 0 ||
+	    (n && rdb_buf_append(&in, d, n) < 0) || rdb_buf_append(&in, zero, 1) < 0 ||
+	    rdb_buf_append(&in, zero, (8 - hl % 8) % 8) < 0)
+		abort();
+	rc = rdb_xen_config_set_disk(in.data, in.len, "block-remusdb", target,
+				     &out, err, sizeof(err));
+	if (rc == -EPROTO ? !err[0] : rc != 0)
+		abort();
+	if (rc == 0) {
+		/* DOMAIN as it was; the header's lengths agree; NUL-ended */
+		memcpy(&hl, out.data + 28, 4);
+		memcpy(&jl, out.data + 32 + 48, 4);
+		if (memcmp(out.data, in.data, 24) || hl != 52 + jl ||
+		    out.len != 32 + hl + (8 - hl % 8) % 8 ||
+		    out.data[32 + 52 + jl - 1] != 0 ||
+		    !memmem(out.data + 32 + 52, jl, escaped, sizeof(escaped) - 1))
+			abort();
+	}
+	rdb_buf_dispose(&in);
+	rdb_buf_dispose(&out);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct seen *a, *b;
@@ -134,5 +180,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	free(a);
 	free(b);
+	set_disk(data, size);
 	return 0;
 }

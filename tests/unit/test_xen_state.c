@@ -320,12 +320,173 @@ static void test_refused(void **state)
 	keeper_free(k);
 }
 
+/* ---- the restored domain's disk (rdb_xen_config_set_disk) ---- */
+
+static void blob_rec(struct rdb_buf *b, uint32_t type, const void *body,
+		     size_t len)
+{
+	static const uint8_t zero[8];
+	uint32_t h[2] = { type, (uint32_t)len };	/* (a little-endian host) */
+
+	assert_int_equal(rdb_buf_append(b, h, 8), 0);
+	assert_int_equal(rdb_buf_append(b, body, len), 0);
+	assert_int_equal(rdb_buf_append(b, zero, (8 - len % 8) % 8), 0);
+}
+
+/* DOMAIN, XL_HEADER(json), one static record */
+static void config_with(struct rdb_buf *b, const char *json)
+{
+	static const uint8_t dom[16] = { 1, 2, 3 };
+	uint32_t jl = (uint32_t)strlen(json) + 1;
+	uint32_t v[5] = { 0x01020304, 3, 0, jl + 4, jl };
+	struct rdb_buf h;
+
+	rdb_buf_init(b);
+	rdb_buf_init(&h);
+	assert_int_equal(rdb_buf_append(&h, "Xen saved domain, xl format\n \0 \r", 32), 0);
+	assert_int_equal(rdb_buf_append(&h, v, sizeof(v)), 0);
+	assert_int_equal(rdb_buf_append(&h, json, jl), 0);
+	blob_rec(b, RDB_XEN_REC_DOMAIN, dom, sizeof(dom));
+	blob_rec(b, RDB_XEN_REC_XL_HEADER, h.data, h.len);
+	blob_rec(b, 0x5, "STATIC!!", 8);
+	rdb_buf_dispose(&h);
+}
+
+/* The JSON in a config blob built by config_with (or rewritten). */
+static const char *config_json(const struct rdb_buf *b, uint32_t *jl)
+{
+	const uint8_t *x = b->data + 24 + 8;	/* DOMAIN, then XL_HEADER's body */
+	uint32_t rl, opt;
+
+	memcpy(&rl, b->data + 24 + 4, 4);
+	memcpy(&opt, x + 44, 4);
+	memcpy(jl, x + 48, 4);
+	assert_int_equal(opt, *jl + 4);
+	assert_int_equal(rl, 52 + *jl);
+	assert_int_equal(x[52 + *jl - 1], 0);
+	/* the static record after it, intact */
+	assert_memory_equal(b->data + 24 + 8 + rl + (8 - rl % 8) % 8 + 8,
+			    "STATIC!!", 8);
+	assert_int_equal(b->len, 24 + 8 + rl + (8 - rl % 8) % 8 + 16);
+	return (const char *)x + 52;
+}
+
+static const char libxl_like[] =
+	"{\n    \"c_info\": {\n        \"type\": \"pv\",\n        \"name\": \"drill\"\n    },\n"
+	"    \"b_info\": {\n        \"max_memkb\": 18446744073709551615,\n"
+	"        \"cmdline\": \"x \\\"disks\\\": [{\\\"script\\\": \\\"block-remusdb\\\"\",\n"
+	"        \"weird\": [1, -2.5e3, true, null, {\"a\": [[]]}, {}]\n    },\n"
+	"    \"disks\": [\n        {\n            \"pdev_path\": \"/srv/iso.img\",\n"
+	"            \"vdev\": \"xvdb\",\n            \"backend\": \"phy\"\n        },\n"
+	"        {\n            \"backend_domid\": 0,\n"
+	"            \"pdev_path\": \"/var/tmp/drill/pri/run/drill.disk\",\n"
+	"            \"vdev\": \"xvda\",\n            \"script\": \"block-remusdb\",\n"
+	"            \"readwrite\": 1\n        }\n    ],\n"
+	"    \"nics\": [\n        {\n            \"script\": \"vif-remusdb\"\n        }\n    ]\n}\n";
+
+static void test_set_disk(void **state)
+{
+	struct rdb_buf in, out;
+	char err[200] = "", want[sizeof(libxl_like) + 64];
+	const char *at = strstr(libxl_like, "/var/tmp/drill/pri/run/drill.disk");
+	const char *j;
+	uint32_t jl;
+
+	(void)state;
+	config_with(&in, libxl_like);
+	rdb_buf_init(&out);
+	assert_int_equal(rdb_xen_config_set_disk(in.data, in.len, "block-remusdb",
+						 "/var/tmp/drill/bak/run/drill.disk",
+						 &out, err, sizeof(err)), 0);
+	snprintf(want, sizeof(want), "%.*s/var/tmp/drill/bak/run/drill.disk%s",
+		 (int)(at - libxl_like), libxl_like,
+		 at + strlen("/var/tmp/drill/pri/run/drill.disk"));
+	j = config_json(&out, &jl);
+	assert_int_equal(jl, strlen(want) + 1);
+	assert_string_equal(j, want);
+	assert_memory_equal(out.data, in.data, 24);	/* DOMAIN as it was */
+
+	/* a script named by its path; a target that needs escapes */
+	rdb_buf_dispose(&in);
+	config_with(&in, "{\"disks\":[{\"script\":\"/etc/xen/scripts/block-remusdb\","
+		    "\"pdev_path\":\"/a\"}]}");
+	assert_int_equal(rdb_xen_config_set_disk(in.data, in.len, "block-remusdb",
+						 "/r\"q\\s", &out, err, sizeof(err)), 0);
+	j = config_json(&out, &jl);
+	assert_string_equal(j, "{\"disks\":[{\"script\":\"/etc/xen/scripts/block-remusdb\","
+			    "\"pdev_path\":\"/r\\\"q\\\\s\"}]}");
+	rdb_buf_dispose(&in);
+	rdb_buf_dispose(&out);
+}
+
+static void test_set_disk_refused(void **state)
+{
+	static const struct {
+		const char *json, *why;
+	} bad[] = {
+		{ "{\"disks\":[]}", "has 0 disks" },
+		{ "{\"nics\":[{\"script\":\"block-remusdb\",\"pdev_path\":\"/a\"}]}", "has 0 disks" },
+		{ "{\"disks\":[{\"script\":\"block-remusdbx\",\"pdev_path\":\"/a\"}]}", "has 0 disks" },
+		{ "{\"disks\":[{\"script\":\"block-remusdb\",\"pdev_path\":\"/a\"},"
+		  "{\"script\":\"block-remusdb\",\"pdev_path\":\"/b\"}]}", "has 2 disks" },
+		{ "{\"disks\":[{\"script\":\"block-remusdb\"}]}", "bad disks" },
+		{ "{\"disks\":[{\"script\":\"block-remusdb\",\"pdev_path\":\"/a\"}", "bad disks" },
+		{ "{\"disks\":[{\"script\":\"block-remusdb\",\"pdev_path\":\"/a\"}]", "bad JSON" },
+		{ "{\"disks\":[{\"script\":\"block-remusdb\",\"pdev_path\":\"/a}]}", "bad disks" },
+		{ "[1]", "not a JSON object" },
+		{ "{\"a\" 1}", "bad JSON" },
+		{ "{\"disks\":[{\"script\":\"block-remusdb\",\"pdev_path\":7}]}", "bad disks" },
+	};
+	struct rdb_buf in, out;
+	char err[200];
+
+	(void)state;
+	rdb_buf_init(&out);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		config_with(&in, bad[i].json);
+		err[0] = 0;
+		assert_int_equal(rdb_xen_config_set_disk(in.data, in.len,
+							 "block-remusdb", "/t", &out,
+							 err, sizeof(err)), -EPROTO);
+		if (!strstr(err, bad[i].why))
+			fail_msg("%s: \"%s\", not \"%s\"", bad[i].json, err, bad[i].why);
+		/* a header whose lengths disagree */
+		in.data[24 + 8 + 48] ^= 1;
+		assert_int_equal(rdb_xen_config_set_disk(in.data, in.len,
+							 "block-remusdb", "/t", &out,
+							 err, sizeof(err)), -EPROTO);
+		assert_non_null(strstr(err, "does not fit"));
+		rdb_buf_dispose(&in);
+	}
+	/* no xl header at all; not xl's */
+	{
+		static const uint8_t dom[16];
+
+		rdb_buf_init(&in);
+		blob_rec(&in, RDB_XEN_REC_DOMAIN, dom, sizeof(dom));
+		assert_int_equal(rdb_xen_config_set_disk(in.data, in.len,
+							 "block-remusdb", "/t", &out,
+							 err, sizeof(err)), -EPROTO);
+		assert_non_null(strstr(err, "no xl header"));
+		blob_rec(&in, RDB_XEN_REC_XL_HEADER, "Xen saved domain, XX format\n \0 \r"
+			 "0123456789012345678901234567890123456789", 72);
+		assert_int_equal(rdb_xen_config_set_disk(in.data, in.len,
+							 "block-remusdb", "/t", &out,
+							 err, sizeof(err)), -EPROTO);
+		assert_non_null(strstr(err, "not xl's"));
+		rdb_buf_dispose(&in);
+	}
+	rdb_buf_dispose(&out);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_image_round_trip),
 		cmocka_unit_test(test_split_same),
 		cmocka_unit_test(test_refused),
+		cmocka_unit_test(test_set_disk),
+		cmocka_unit_test(test_set_disk_refused),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
