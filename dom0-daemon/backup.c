@@ -85,6 +85,7 @@ struct rdb_backup {
 	bool replica_recorded;		/* lineage says "replica" of this one */
 	char base_actlog[256];		/* the base's activity log */
 	char wmap_path[512];		/* after failover: blocks written since */
+	char disk_arg[400];		/* serve_replica's drive, for restore_load */
 	int disk_pid;			/* after failover: the replica's server */
 	int event_fd;			/* after failover: the event port's socket */
 	struct rdb_buf event_in;	/* the guest's answers on it */
@@ -1656,9 +1657,11 @@ static int serve_replica(struct rdb_backup *b, char *drive, size_t len)
 	rc = rdb_daemon_share_with_qemu(b->d, sock, -1);
 	if (rc == 0)
 		rc = b->hv->disk_arg(drive, len, vm->cfg.disk_id, sock);
-	if (rc == 0)
+	if (rc == 0) {
+		snprintf(b->disk_arg, sizeof(b->disk_arg), "%s", drive);
 		LOGVM(INFO, vm->name, "disk replica %s served on %s", b->disk_path,
 		      sock);
+	}
 	return rc;
 }
 
@@ -1861,7 +1864,9 @@ static int restore_load(struct rdb_backup *b)
 		.devstate = c->devstate,
 		.devstate_len = c->devstate_len,
 	};
-	restore_req(b, NULL, &q);
+	/* (a Xen domain's config takes the replica here: xl restore
+	 * creates it with its state) */
+	restore_req(b, b->disk_arg[0] ? b->disk_arg : NULL, &q);
 	rc = b->hv->restore_load(&q.r, &b->rs, &st,
 				 rdb_now_ns() + RESTORE_DEADLINE_NS, err,
 				 sizeof(err));

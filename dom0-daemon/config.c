@@ -186,9 +186,9 @@ static const struct rdb_option vm_opts[] = {
 	{ "disk", RDB_OPT_STRING, OFF(rdb_vm_config, disk), "", 0, 0, NULL,
 	  "the VM's disk image on this host (raw); empty: no disk. remusdbd serves it over NBD and replicates it" },
 	{ "disk_socket", RDB_OPT_STRING, OFF(rdb_vm_config, disk_socket), "", 0, 0, NULL,
-	  "unix socket remusdbd serves the disk on, for QEMU's -drive driver=nbd,server.type=unix (required with disk)" },
+	  "unix socket remusdbd serves the disk on, for QEMU's -drive driver=nbd,server.type=unix, or a Xen domain's disk = [ '...,script=block-remusdb,target=SOCKET' ] (required with disk)" },
 	{ "disk_id", RDB_OPT_STRING, OFF(rdb_vm_config, disk_id), "disk0", 0, 0, v_name,
-	  "the -drive id the VM's disk device names (drive=...); the backup gives its replica the same id" },
+	  "the -drive id the VM's disk device names (drive=...); the backup gives its replica the same id (QEMU only: a Xen domain's saved config names its device)" },
 	{ "disk_ring_mb", RDB_OPT_U32, OFF(rdb_vm_config, disk_ring_mb), "32", 4, 1024, NULL,
 	  "the ring carrying the disk server's changes to remusdbd; full for longer than checkpoint_deadline_ms (remusdbd stalled), the server stops waiting and protection drops" },
 	{ "activity_log_extents", RDB_OPT_U32, OFF(rdb_vm_config, activity_log_extents), "1024", 16, 1u << 20, NULL,
@@ -492,11 +492,10 @@ int rdb_vm_config_check(const struct rdb_vm_config *c, char *err, size_t errlen)
 		snprintf(err, errlen, "VM config: '%s' is required", missing);
 		return -EINVAL;
 	}
-	if (xen && (c->qemu_arg.n || (c->disk && c->disk[0]) ||
+	if (xen && (c->qemu_arg.n ||
 		    (c->libvirt_restore && c->libvirt_restore[0]))) {
 		snprintf(err, errlen, "VM config: hypervisor = xen takes no %s",
-			 c->qemu_arg.n ? "qemu_arg" : c->disk && c->disk[0] ?
-			 "disk (not replicated for Xen yet)" : "libvirt_restore");
+			 c->qemu_arg.n ? "qemu_arg" : "libvirt_restore");
 		return -EINVAL;
 	}
 	if (c->disk && c->disk[0] && (!c->disk_socket || !c->disk_socket[0])) {

@@ -1794,8 +1794,11 @@ static int attach_guest_nic(struct rdb_daemon *d, struct rdb_vm *vm,
 				 RDB_NS_PER_MS / 2, err, errlen);
 }
 
+/* nic_later: an attach before the domain exists (its disk must be served
+ * before xl creates it) relays its NIC at protect instead. */
 static int attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
-		  char *err, size_t errlen, struct rdb_vm **vm_out)
+		  bool nic_later, char *err, size_t errlen,
+		  struct rdb_vm **vm_out)
 {
 	struct rdb_primary *p;
 	struct rdb_vm *vm;
@@ -1829,8 +1832,16 @@ static int attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 							 -1)) < 0)
 		snprintf(err, errlen, "%s for qemu_group: %s",
 			 vm->cfg.net_socket, strerror(-rc));
-	if (rc == 0 && p->hv->nic_attach)
+	if (rc == 0 && p->hv->nic_attach) {
 		rc = attach_guest_nic(d, vm, p, err, errlen);
+		if (rc == -ENOENT && nic_later) {
+			LOGVM(INFO, vm->name, "NIC: no domain %s yet (%s): its "
+			      "NIC is relayed when it is protected", vm->name, err);
+			err[0] = 0;
+			p->nic_pending = true;
+			rc = 0;
+		}
+	}
 	if (rc == 0 && vm->cfg.disk && vm->cfg.disk[0])
 		rc = open_disk(p, NULL, err, errlen);
 	if (rc < 0) {
@@ -1849,7 +1860,7 @@ int rdb_primary_attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 		       char *err, size_t errlen)
 {
 	struct rdb_vm *vm;
-	int rc = attach(d, cfg, err, errlen, &vm);
+	int rc = attach(d, cfg, true, err, errlen, &vm);
 
 	if (rc < 0)
 		return rc;
@@ -2106,11 +2117,21 @@ int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 		return -EEXIST;
 	}
 	if (!vm) {
-		rc = attach(d, cfg, err, errlen, &vm);
+		rc = attach(d, cfg, false, err, errlen, &vm);
 		if (rc < 0)
 			return rc;
 	} else {
 		bool again = vm->pri->protect_started;
+
+		if (vm->pri->nic_pending) {
+			/* attached before its domain was created */
+			rc = attach_guest_nic(d, vm, vm->pri, err, errlen);
+			if (rc < 0) {
+				LOGVM(ERROR, vm->name, "protect: NIC: %s", err);
+				return rc;
+			}
+			vm->pri->nic_pending = false;
+		}
 
 		rc = rdb_vm_config_take_protection(&vm->cfg, cfg);
 		if (rc < 0) {

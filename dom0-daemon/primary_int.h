@@ -78,6 +78,7 @@ struct rdb_primary {
 
 	/* disk */
 	bool has_disk;
+	bool nic_pending;	/* attached before its domain: NIC relayed at protect */
 	struct rdb_disk disk;
 	bool copying;			/* the initial disk copy is under way */
 	uint64_t copy_off, copy_sent, copy_start_ns, copy_timer;

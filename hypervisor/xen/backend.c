@@ -364,9 +364,18 @@ static int checkpoint_end(struct rdb_hv_ctl *c, uint64_t deadline_ns)
 
 /* ---- the restore ---- */
 
+/*
+ * The replica's socket, for the restored domain's config: its disk's
+ * hotplug script (block-remusdb, installed in /etc/xen/scripts) takes it
+ * as xl's target= and attaches it as a kernel NBD device that blkback
+ * serves to the domain.
+ */
 static int disk_arg(char *buf, size_t len, const char *id, const char *sock)
 {
-	return -EOPNOTSUPP;	/* a replicated disk for Xen: not yet */
+	(void)id;	/* the saved config names the domain's device */
+	if ((size_t)snprintf(buf, len, "%s", sock) >= len)
+		return -ENAMETOOLONG;
+	return 0;
 }
 
 /* ---- the NIC: remusdb-xen vif ---- */
@@ -418,6 +427,9 @@ static int restore_load(const struct rdb_hv_restore *req,
 {
 	char img[600], *out = NULL;
 	char *argv[] = { "xl", "restore", "-e", img, NULL };
+	const uint8_t *config = st->config;
+	size_t config_len = st->config_len;
+	struct rdb_buf disk_config;
 	enum rdb_hv_guest g;
 	int fd, rc;
 
@@ -426,18 +438,32 @@ static int restore_load(const struct rdb_hv_restore *req,
 			 "block %s)", st->nblocks ? st->blocks[0].idstr : "none");
 		return -EPROTO;
 	}
+	/* the domain as saved, but its replicated disk on this host's
+	 * replica (the primary's socket is gone with the primary) */
+	rdb_buf_init(&disk_config);
+	if (req->disk_arg && req->disk_arg[0]) {
+		rc = rdb_xen_config_set_disk(st->config, st->config_len,
+					     RDB_XEN_BLOCK_SCRIPT, req->disk_arg,
+					     &disk_config, err, errlen);
+		if (rc < 0)
+			return rc;
+		config = disk_config.data;
+		config_len = disk_config.len;
+	}
 	snprintf(img, sizeof(img), "%s/xen-restore.img", req->work_dir);
 	fd = open(img, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		rc = -errno;
 		snprintf(err, errlen, "%s: %s", img, strerror(-rc));
+		rdb_buf_dispose(&disk_config);
 		return rc;
 	}
-	rc = rdb_xen_image_write(fd, st->config, st->config_len, st->devstate,
+	rc = rdb_xen_image_write(fd, config, config_len, st->devstate,
 				 st->devstate_len, st->block_data[0],
 				 st->blocks[0].used_length, err, errlen);
 	if (close(fd) < 0 && rc == 0)
 		rc = -errno;
+	rdb_buf_dispose(&disk_config);
 	r->built_ns = rdb_now_ns();
 	r->stream_bytes = (size_t)st->blocks[0].used_length;
 	if (rc == 0) {

@@ -63,5 +63,10 @@ enum rdb_xen_reply {
 
 #define RDB_XEN_REPLY_TIMEOUT_MS 30000
 #define RDB_XEN_EXIT_NO_DOMAIN 3
+/* The hotplug script of a protected domain's replicated disk (xl: disk =
+ * [ 'vdev=xvda,format=raw,script=block-remusdb,target=DISK_SOCKET' ];
+ * hypervisor/xen/block-remusdb, in /etc/xen/scripts): a restore points
+ * that disk, and no other, at the backup's replica. */
+#define RDB_XEN_BLOCK_SCRIPT "block-remusdb"
 
 #endif

@@ -135,7 +135,7 @@ static void test_vm_file_with_lists_and_errors(void **state)
 					err, sizeof(err)), 0);
 	assert_int_equal(rdb_config_set(&rdb_vm_config_table, &c, "hypervisor", "qemu",
 					err, sizeof(err)), 0);
-	/* a Xen VM: no qemu_arg needed, and none, nor a disk, taken */
+	/* a Xen VM: no qemu_arg needed, and none taken; a disk is */
 	{
 		struct rdb_vm_config x;
 
@@ -150,8 +150,10 @@ static void test_vm_file_with_lists_and_errors(void **state)
 		assert_int_equal(rdb_vm_config_check(&x, err, sizeof(err)), 0);
 		assert_int_equal(rdb_config_set(&rdb_vm_config_table, &x, "disk", "/d.img", err, sizeof(err)), 0);
 		assert_int_equal(rdb_config_set(&rdb_vm_config_table, &x, "disk_socket", "/run/d", err, sizeof(err)), 0);
+		assert_int_equal(rdb_vm_config_check(&x, err, sizeof(err)), 0);
+		assert_int_equal(rdb_config_set(&rdb_vm_config_table, &x, "libvirt_restore", "dom1", err, sizeof(err)), 0);
 		assert_int_equal(rdb_vm_config_check(&x, err, sizeof(err)), -EINVAL);
-		assert_non_null(strstr(err, "not replicated for Xen"));
+		assert_non_null(strstr(err, "hypervisor = xen takes no libvirt_restore"));
 		rdb_config_dispose(&rdb_vm_config_table, &x);
 	}
 	/* host-specific QEMU arguments are refused */
