@@ -63,8 +63,9 @@ INCLUDE=busybox,kmod,iproute2,procps
 XEN_PKGS="xen-utils-4.17=$XEN_VERSION xen-hypervisor-4.17-amd64=$XEN_VERSION"
 # what the drill in dom0 runs (tests/xen/drill-dom0.sh): remusdbd's
 # libraries, remusdbctl's (libvirt0: it links libvirt for libvirt
-# domains), jq for their JSON
-DRILL_PKGS="libjansson4 liblz4-1 libcurl4 libssl3 libxxhash0 libvirt0 jq"
+# domains), jq for their JSON; qemu-nbd for the replicated disk's script
+# (hypervisor/xen/block-remusdb)
+DRILL_PKGS="libjansson4 liblz4-1 libcurl4 libssl3 libxxhash0 libvirt0 jq qemu-utils"
 # The hypervisor actually booted is rebuilt from Debian's source with
 # CONFIG_SHADOW_PAGING=y (Debian's config otherwise): Debian builds it
 # without shadow paging, and a PV guest's log-dirty mode -- which live
@@ -73,11 +74,12 @@ DRILL_PKGS="libjansson4 liblz4-1 libcurl4 libssl3 libxxhash0 libvirt0 jq"
 # XEN_VERSION's (same 4.17 interfaces).  --debian-xen boots Debian's own.
 XEN_SRC_VERSION=4.17.5+72-g01140da4e8-1
 # dom0's modules (dependencies from modinfo): the Xen back ends and
-# devices xl needs, loop for later disks; bridge, veth and tun for the
-# drill's hosts (network namespaces, tests/lib/netns.sh)
-DOM0_MODULES="xen-evtchn xen-gntdev xen-gntalloc xen-privcmd xenfs xen-blkback xen-netback loop bridge veth tun"
-# the domU's: its NIC (the drill's domU has a vif)
-DOMU_MODULES="xen-netfront"
+# devices xl needs, loop for later disks, nbd for the replicated disk
+# (block-remusdb); bridge, veth and tun for the drill's hosts (network
+# namespaces, tests/lib/netns.sh)
+DOM0_MODULES="xen-evtchn xen-gntdev xen-gntalloc xen-privcmd xenfs xen-blkback xen-netback loop nbd bridge veth tun"
+# the domU's: its NIC and its disk (the drill's domU has a vif and a vbd)
+DOMU_MODULES="xen-netfront xen-blkfront"
 # the initramfs's: dom0's root disk (ext4 wants crc32c, a soft dependency)
 INITRD_MODULES="virtio_pci virtio_blk crc32c_generic ext4"
 IMG_MB=1024
@@ -121,10 +123,10 @@ make -s -C "$here/.." build/remusdb-xen build/helpers/xenrecv >&2 ||
 # The drill (tests/xen/drill-dom0.sh): remusdbd and remusdbctl in dom0
 # (Debian 12 like this machine: the same libraries, from DRILL_PKGS),
 # the sequence client in dom0 and its server (static) in the domU
-drill_bins="build/remusdbd build/remusdbctl build/helpers/seqsrv build/helpers/seqcheck"
+drill_bins="build/remusdbd build/remusdbctl build/helpers/seqsrv build/helpers/seqcheck build/helpers/diskseq"
 make -s -C "$here/.." $drill_bins >&2 ||
 	{ echo "mkxenhost: building $drill_bins failed" >&2; exit 1; }
-drill_files="tests/xen/drill-dom0.sh tests/lib/netns.sh hypervisor/xen/vif-remusdb"
+drill_files="tests/xen/drill-dom0.sh tests/lib/netns.sh hypervisor/xen/vif-remusdb hypervisor/xen/block-remusdb"
 
 # The kernel: mkguest.sh's pin, and its download cache.
 KVER=$(sed -n 's/^KVER=//p' "$here/mkguest.sh")
@@ -309,6 +311,7 @@ mount -t devtmpfs devtmpfs /dev 2>/dev/null
 mkdir -p /dev/pts /dev/shm
 mount -t devpts devpts /dev/pts
 mount -t tmpfs -o mode=755 tmpfs /run
+mkdir -p /run/lock
 mount -t tmpfs -o mode=1777 tmpfs /tmp
 mount -o remount,rw /
 hostname xenhost
@@ -316,6 +319,7 @@ echo "REMUSDB-XEN-INIT uptime=$(cut -d' ' -f1 /proc/uptime)"
 for m in xen-evtchn xen-gntdev xen-gntalloc xen-privcmd xenfs xen-blkback xen-netback; do
 	modprobe "$m" || echo "REMUSDB-WARN: modprobe $m failed"
 done
+modprobe nbd nbds_max=8 max_part=0 || echo "REMUSDB-WARN: modprobe nbd failed"
 mount -t xenfs xenfs /proc/xen || echo "REMUSDB-WARN: no xenfs"
 mkdir -p /run/xen /run/xenstored /var/log/xen/console /var/lib/xen
 XENBIN=/usr/lib/xen-4.17/bin
@@ -531,12 +535,13 @@ install -m 755 "$xcstat" "$root/usr/local/bin/xcstat"
 install -m 755 "$xenhelper" "$root/usr/local/bin/remusdb-xen"
 install -m 755 "$xenrecv" "$root/usr/local/bin/xenrecv"
 # the drill: the daemon, its control tool, the client, the vif script
-for b in remusdbd remusdbctl helpers/seqcheck; do
+for b in remusdbd remusdbctl helpers/seqcheck helpers/diskseq; do
 	install -m 755 "$here/../build/$b" "$root/usr/local/bin/$(basename "$b")"
 done
 install -m 755 "$here/../tests/xen/drill-dom0.sh" "$root/usr/local/sbin/remusdb-xen-drill"
 install -D -m 644 "$here/../tests/lib/netns.sh" "$root/usr/local/lib/remusdb/netns.sh"
 install -m 755 "$here/../hypervisor/xen/vif-remusdb" "$root/etc/xen/scripts/vif-remusdb"
+install -m 755 "$here/../hypervisor/xen/block-remusdb" "$root/etc/xen/scripts/block-remusdb"
 
 # ---- the PV domU: the same kernel, a busybox initramfs ----
 du=$work/domu
@@ -548,6 +553,7 @@ done
 install -m 755 "$here/../build/helpers/seqsrv" "$du/bin/seqsrv"
 initramfs_modules "$du" $DOMU_MODULES
 # remusdb.ip=ADDR/LEN on its command line: its NIC up with that address;
+# remusdb.wait=DEV: /dev/DEV waited for (20 s) before PROG starts;
 # remusdb.run=PROG:ARG:...: that program started (xl's extra= has no
 # quoting, so the words are joined with colons)
 cat > "$du/init" <<'EOI'
@@ -556,11 +562,12 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 echo "REMUSDB-DOMU-READY $(uname -r) $(cat /sys/hypervisor/guest_type 2>/dev/null)"
-ip= run=
+ip= run= wait_dev=
 for w in $(cat /proc/cmdline); do
 	case $w in
 	remusdb.ip=*) ip=${w#remusdb.ip=} ;;
 	remusdb.run=*) run=${w#remusdb.run=} ;;
+	remusdb.wait=*) wait_dev=${w#remusdb.wait=} ;;
 	esac
 done
 if [ -n "$ip" ]; then
@@ -569,6 +576,13 @@ if [ -n "$ip" ]; then
 	done < /lib/modules/load-order
 	i=0
 	while [ ! -e /sys/class/net/eth0 ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+	# remusdb.wait=DEV: the program needs /dev/DEV (the vbd's frontend)
+	i=0
+	while [ -n "$wait_dev" ] && [ ! -b "/dev/$wait_dev" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i+1)); done
+	if [ -n "$wait_dev" ]; then
+		[ -b "/dev/$wait_dev" ] && echo "REMUSDB-DOMU-DISK $wait_dev" ||
+			echo "REMUSDB-DOMU-WARN no /dev/$wait_dev"
+	fi
 	ip link set lo up
 	ip addr add "$ip" dev eth0 && ip link set eth0 up &&
 		echo "REMUSDB-DOMU-NET $ip" || echo "REMUSDB-DOMU-WARN no eth0"

@@ -7,6 +7,13 @@
  * from the disk image after a power loss (tests/e2e/flush-durable.sh).
  *
  *   diskseq DEVICE [INTERVAL_MS]
+ *   diskseq --check IMAGE LAST
+ *
+ * --check (on a host, over a disk image or replica): records 1..LAST
+ * must all be there, intact.  Prints {"checked", "missing",
+ * "first_missing", "highest"} (highest: the last record of the unbroken
+ * run from 1, which may go past LAST) and exits 0 only if none is
+ * missing.
  *
  * Record N lives at byte N * 4096: "RDBSEQ01", N (8 bytes, little
  * endian), then N's low byte repeated.
@@ -19,14 +26,66 @@
 #include <string.h>
 #include <unistd.h>
 
+static int record_ok(const uint8_t *rec, uint64_t n)
+{
+	uint64_t got = 0;
+
+	if (memcmp(rec, "RDBSEQ01", 8))
+		return 0;
+	for (int i = 0; i < 8; i++)
+		got |= (uint64_t)rec[8 + i] << (8 * i);
+	if (got != n)
+		return 0;
+	for (int i = 16; i < 4096; i++)
+		if (rec[i] != (uint8_t)(n & 0xff))
+			return 0;
+	return 1;
+}
+
+static int check(const char *path, uint64_t last)
+{
+	uint64_t missing = 0, first_missing = 0, highest = 0;
+	static uint8_t rec[4096];
+	int fd = open(path, O_RDONLY);
+
+	if (fd < 0) {
+		fprintf(stderr, "diskseq: %s: %s\n", path, strerror(errno));
+		return 2;
+	}
+	for (uint64_t n = 1;; n++) {
+		ssize_t r = pread(fd, rec, sizeof(rec), (off_t)(n * 4096));
+		int ok = r == (ssize_t)sizeof(rec) && record_ok(rec, n);
+
+		if (r < 0) {
+			fprintf(stderr, "diskseq: %s: %s\n", path, strerror(errno));
+			return 2;
+		}
+		if (ok && highest == n - 1)
+			highest = n;
+		if (n <= last && !ok && missing++ == 0)
+			first_missing = n;
+		if (n >= last && (!ok || r == 0))
+			break;
+	}
+	close(fd);
+	printf("{\"checked\":%llu,\"missing\":%llu,\"first_missing\":%llu,"
+	       "\"highest\":%llu}\n", (unsigned long long)last,
+	       (unsigned long long)missing, (unsigned long long)first_missing,
+	       (unsigned long long)highest);
+	return missing ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	int interval_ms = argc > 2 ? atoi(argv[2]) : 10, fd;
 	uint8_t *rec;
 	off_t size;
 
+	if (argc == 4 && !strcmp(argv[1], "--check"))
+		return check(argv[2], strtoull(argv[3], NULL, 10));
 	if (argc < 2) {
-		fprintf(stderr, "usage: diskseq DEVICE [INTERVAL_MS]\n");
+		fprintf(stderr, "usage: diskseq DEVICE [INTERVAL_MS] | "
+			"diskseq --check IMAGE LAST\n");
 		return 2;
 	}
 	fd = open(argv[1], O_RDWR | O_DIRECT);

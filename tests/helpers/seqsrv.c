@@ -18,8 +18,17 @@
  * the stream it reads misaligns and seqcheck sees a malformed line or a
  * broken sequence.  With fixed-width lines that violation would be
  * invisible.
+ *
+ * --disk DEVICE: before line N is sent, record N is written to DEVICE
+ * with O_DIRECT and synced (fdatasync), in diskseq's format (4 KiB at
+ * N * 4096: "RDBSEQ01", N little endian, N's low byte repeated).  Every
+ * value a client received was then on stable storage first; after a
+ * failover, `diskseq --check` reads the records back from the disk the
+ * surviving copy writes (tests/xen/drill-dom0.sh).
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -43,12 +52,24 @@ int main(int argc, char **argv)
 	int port = 7000, interval_us = 1000, one = 1, l, c;
 	struct sockaddr_in sa = { .sin_family = AF_INET };
 	unsigned long long n = 0;
+	const char *disk = NULL;
+	uint8_t *rec = NULL;
+	int dfd = -1;
 
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--port"))
 			port = atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "--interval-us"))
 			interval_us = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--disk"))
+			disk = argv[i + 1];
+	}
+	if (disk) {
+		dfd = open(disk, O_RDWR | O_DIRECT);
+		if (dfd < 0 || posix_memalign((void **)&rec, 4096, 4096)) {
+			printf("seqsrv: %s: %s\n", disk, strerror(errno));
+			return 1;
+		}
 	}
 	l = socket(AF_INET, SOCK_STREAM, 0);
 	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -82,6 +103,20 @@ int main(int argc, char **argv)
 			       (int)(r % 13), pad);
 		const char *p = line;
 
+		if (dfd >= 0) {
+			unsigned long long m = n;	/* this line's */
+
+			memset(rec, (int)(m & 0xff), 4096);
+			memcpy(rec, "RDBSEQ01", 8);
+			for (int i = 0; i < 8; i++)
+				rec[8 + i] = (uint8_t)(m >> (8 * i));
+			if (pwrite(dfd, rec, 4096, (off_t)(m * 4096)) != 4096 ||
+			    fdatasync(dfd) < 0) {
+				printf("seqsrv: record %llu on %s: %s\n", m, disk,
+				       strerror(errno));
+				return 1;
+			}
+		}
 		while (len > 0) {
 			ssize_t w = write(c, p, (size_t)len);
 

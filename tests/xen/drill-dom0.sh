@@ -12,6 +12,13 @@
 # domain destroyed) and the backup restores the domU from the last
 # checkpoint.  Pass: the client's one connection goes on with no gap, no
 # repeat and nothing malformed.
+# The domU's disk is the primary daemon's replicated disk (attached before
+# xl creates the domain; block-remusdb makes its NBD socket the vbd's
+# device), and seqsrv writes record N to it, synced, before it sends N
+# (--disk).  Pass also: after the failover the restored domU's disk is
+# the backup's replica, and every record up to the last value the client
+# received is in it, intact (diskseq --check): no write the client was
+# told of was lost, and the restored domain writes on.
 #
 # Output: REMUSDB-XEN-DRILL-* lines on stdout (dom0's console), the last
 # REMUSDB-XEN-DRILL-DONE rc=0|1.  Every wait has a deadline.
@@ -34,7 +41,8 @@ say() { echo "REMUSDB-XEN-DRILL-$*"; }
 dump() {
 	local f
 	for f in "$D/pri/remusdbd.log" "$D/bak/remusdbd.log" "$D/pri/run/$VM.nic.log" \
-		"$D/bak/run/$VM.nic.log" "$D/seq.log" "$D/pri/run/$VM.colo.log"; do
+		"$D/bak/run/$VM.nic.log" "$D/seq.log" "$D/pri/run/$VM.colo.log" \
+		/var/log/xen/block-remusdb.log; do
 		[ -f "$f" ] && tail -n 25 "$f" | sed "s|^|REMUSDB-XEN-DRILL-LOG $(basename "$(dirname "$f")")/$(basename "$f"): |"
 	done
 	tail -n 15 "$CON" 2>/dev/null | sed 's/^/REMUSDB-XEN-DRILL-LOG domU: /'
@@ -92,28 +100,13 @@ done
 wait_for 20 "the daemons' control sockets" test -S "$D/pri/ctl.sock" -a -S "$D/bak/ctl.sock" ||
 	fail "a daemon did not start"
 
-# The domU: the smoke's kernel and initramfs, with a vif whose script is
-# remusdb's, and the sequence server
-cat > "$D/$VM.cfg" <<EOC
-name = "$VM"
-type = "pv"
-kernel = "/var/lib/remusdb-xen/domu-vmlinuz"
-ramdisk = "/var/lib/remusdb-xen/domu-initrd.img"
-extra = "console=hvc0 quiet noxsave remusdb.ip=$IP/24 remusdb.run=/bin/seqsrv:--port:$PORT:--interval-us:20000"
-memory = 128
-vcpus = 1
-vif = [ 'mac=52:54:00:52:44:01,script=vif-remusdb' ]
-on_crash = "preserve"
-EOC
-t=$(ms)
-timeout 120 xl create "$D/$VM.cfg" > "$D/xl-create.log" 2>&1 || { sed 's/^/REMUSDB-XEN-DRILL-LOG xl create: /' "$D/xl-create.log"; fail "xl create"; }
-wait_for 120 "the domU's seqsrv" grep -q REMUSDB-DOMU-SEQSRV "$CON" || fail "the domU did not come up"
-say "DOMU-UP ms=$(( $(ms) - t ))"
-
+# The VM's disk, attached (served on its socket) before the domain exists:
+# xl runs block-remusdb, which connects to it, when it creates the domain.
 # checkpoint_deadline_ms (the primary's watchdog) 10 s: under TCG one
 # wake-up of the primary's loop reading the initial state took up to
 # 1.4 s, and with the host busy (unit tests beside it) the loop went
 # silent for 3 s once, past the 3 s deadline then: protection dropped
+truncate -s 64M "$D/pri/disk.img"
 cat > "$D/$VM.conf" <<EOC
 name = $VM
 hypervisor = xen
@@ -122,12 +115,38 @@ watchdog_qmp = $VM
 net_socket = $D/pri/run/$VM.net
 tap = vmtap0
 mac = 52:54:00:52:44:01
+disk = $D/pri/disk.img
+disk_socket = $D/pri/run/$VM.disk
 peer = 10.78.0.2:7788
 checkpoint_ms = $CKPT_MS
 checkpoint_deadline_ms = 10000
 ram_mb = 128
 on_peer_loss = unsafe-auto
 EOC
+ctl pri attach "$D/$VM.conf" > "$D/attach.log" 2>&1 ||
+	{ sed 's/^/REMUSDB-XEN-DRILL-LOG attach: /' "$D/attach.log"; fail "remusdbctl attach"; }
+wait_for 10 "the disk's socket" test -S "$D/pri/run/$VM.disk" || fail "the disk is not served"
+
+# The domU: the smoke's kernel and initramfs, with a vif whose script is
+# remusdb's, its disk, and the sequence server writing to it
+cat > "$D/$VM.cfg" <<EOC
+name = "$VM"
+type = "pv"
+kernel = "/var/lib/remusdb-xen/domu-vmlinuz"
+ramdisk = "/var/lib/remusdb-xen/domu-initrd.img"
+extra = "console=hvc0 quiet noxsave remusdb.ip=$IP/24 remusdb.wait=xvda remusdb.run=/bin/seqsrv:--port:$PORT:--interval-us:20000:--disk:/dev/xvda"
+memory = 128
+vcpus = 1
+vif = [ 'mac=52:54:00:52:44:01,script=vif-remusdb' ]
+disk = [ 'vdev=xvda,format=raw,access=rw,script=block-remusdb,target=$D/pri/run/$VM.disk' ]
+on_crash = "preserve"
+EOC
+t=$(ms)
+timeout 120 xl create "$D/$VM.cfg" > "$D/xl-create.log" 2>&1 || { sed 's/^/REMUSDB-XEN-DRILL-LOG xl create: /' "$D/xl-create.log"; fail "xl create"; }
+wait_for 120 "the domU's seqsrv" grep -q REMUSDB-DOMU-SEQSRV "$CON" || fail "the domU did not come up"
+grep -q "REMUSDB-DOMU-DISK xvda" "$CON" || fail "the domU has no xvda"
+say "DOMU-UP ms=$(( $(ms) - t ))"
+
 t=$(ms)
 ctl pri protect "$D/$VM.conf" > "$D/protect.log" 2>&1 ||
 	{ sed 's/^/REMUSDB-XEN-DRILL-LOG protect: /' "$D/protect.log"; fail "remusdbctl protect"; }
@@ -178,12 +197,22 @@ kill -0 $checker 2>/dev/null && { kill -9 $checker; fail "the client did not end
 wait $checker
 seqrc=$?
 seq=$(tr -d '\n' < "$D/seq.json")
+# The disk: the restored domain paused, every record up to the client's
+# last value must be in the backup's replica (the file its disk server
+# writes: what the domU was told is on disk is there already)
+replica=$(sed -n 's/.*disk replica \(.*\) served on .*/\1/p' "$D/bak/remusdbd.log" | tail -n 1)
+last=$(jq -r '.last // 0' "$D/seq.json" 2>/dev/null)
+disk=null
+if [ -n "$replica" ] && [ "${last:-0}" -gt 0 ] && timeout 60 xl pause $VM; then
+	disk=$(diskseq --check "$replica" "$last" 2>&1)
+	timeout 60 xl unpause $VM
+fi
 pri=$(jq -c '.vms[0] | {checkpoints, checkpoints_per_s, pause_ms_p50, pause_ms_p99,
 	pause_work_ms_p50, pause_work_ms_p99, ack_ms_p50, ack_ms_p99, deadline_misses}' \
 	"$D/pri-status.json" 2>/dev/null)
 bak=$(jq -c '.vms[0] | {state, failover_ms}' "$D/bak-status.json" 2>/dev/null)
 restored=$(sed -n 's/.*restore: \(.*\)/\1/p' "$D/bak/remusdbd.log" | tail -n 1 | tr -d '"')
-say "RESULT {\"seq\":${seq:-null},\"primary\":${pri:-null},\"backup\":${bak:-null},\"restore\":\"$restored\"}"
+say "RESULT {\"seq\":${seq:-null},\"disk\":${disk:-null},\"primary\":${pri:-null},\"backup\":${bak:-null},\"restore\":\"$restored\"}"
 jq -e 'type == "object"' "$D/seq.json" > /dev/null 2>&1 || fail "no result from the client (seqcheck rc=$seqrc)"
 # ... and the restored guest goes on: a quarter of the values AFTER_S
 # would carry at the server's pace (50/s) at least
@@ -191,6 +220,9 @@ jq -e --argjson min $(( AFTER_S * 50 / 4 )) '.gaps == 0 and .dups == 0 and
 	.regressions == 0 and .corrupt == 0 and (.connection_lost | not) and
 	.marks[0].next_ms >= 0 and .values_after_stall >= $min' "$D/seq.json" > /dev/null 2>&1 ||
 	fail "the client saw the failover (seqcheck rc=$seqrc)"
+[ -n "$replica" ] || fail "the backup served no disk replica"
+jq -e '.missing == 0 and .checked > 0' <<< "$disk" > /dev/null 2>&1 ||
+	fail "records the client was told of are not on the restored domain's disk: ${disk:-no check}"
 # one running copy: the restored domain, and the pulled one gone
 # (counted by the shell: wc dies of SIGILL in this dom0, docs/xen-host.md)
 domains=$(xl list 2>&1)
