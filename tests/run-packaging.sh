@@ -175,18 +175,24 @@ chroot "$root" bash -c '. /usr/share/bash-completion/completions/remusdbctl && c
 nspawn_run apt-get install -y -q --no-install-recommends "/debs/remusdb-xen_${ver}_amd64.deb" \
 	>> "$d/apt.log" 2>&1 || rdb_fail "apt-get install remusdb-xen: $(tail -5 "$d/apt.log")"
 xlisted=$(chroot "$root" dpkg -L remusdb-xen)
-for f in /usr/sbin/remusdb-xen /etc/xen/scripts/vif-remusdb /usr/share/man/man8/remusdb-xen.8.gz; do
+for f in /usr/sbin/remusdb-xen /etc/xen/scripts/vif-remusdb /etc/xen/scripts/block-remusdb \
+	/usr/share/man/man8/remusdb-xen.8.gz; do
 	grep -qx "$f" <<<"$xlisted" && [ -e "$root$f" ] || rdb_fail "remusdb-xen has no $f"
 done
-[ -x "$root/etc/xen/scripts/vif-remusdb" ] || rdb_fail "vif-remusdb is not executable"
-cmp -s "$root/etc/xen/scripts/vif-remusdb" hypervisor/xen/vif-remusdb ||
-	rdb_fail "the installed vif-remusdb is not hypervisor/xen/vif-remusdb"
+for s in vif-remusdb block-remusdb; do
+	[ -x "$root/etc/xen/scripts/$s" ] || rdb_fail "$s is not executable"
+	cmp -s "$root/etc/xen/scripts/$s" "hypervisor/xen/$s" ||
+		rdb_fail "the installed $s is not hypervisor/xen/$s"
+done
+# block-remusdb's NBD client came with it (Depends: qemu-utils)
+chroot "$root" sh -c 'command -v qemu-nbd' > /dev/null || rdb_fail "remusdb-xen did not bring qemu-nbd"
 help=$(chroot "$root" remusdb-xen --help 2>&1) && grep -q '^usage: remusdb-xen save' <<<"$help" ||
 	rdb_fail "remusdb-xen --help (its libraries resolved?): $help"
 readelf -d "$root/usr/sbin/remusdb-xen" | grep -q BIND_NOW || rdb_fail "remusdb-xen is not linked with -z now (LDFLAGS lost)"
 zcat "$root/usr/share/man/man8/remusdb-xen.8.gz" | grep -q '^\.TH REMUSDB-XEN 8' || rdb_fail "remusdb-xen.8 is not a manual page"
 out=$(chroot "$root" dpkg -P remusdb-xen 2>&1) || rdb_fail "dpkg -P remusdb-xen: $out"
-[ ! -e "$root/etc/xen/scripts/vif-remusdb" ] && [ ! -e "$root/usr/sbin/remusdb-xen" ] ||
+[ ! -e "$root/etc/xen/scripts/vif-remusdb" ] && [ ! -e "$root/etc/xen/scripts/block-remusdb" ] &&
+	[ ! -e "$root/usr/sbin/remusdb-xen" ] ||
 	rdb_fail "dpkg -P remusdb-xen left its files"
 rdb_log "remusdb-xen installed, its helper runs, purged ($(( $(date +%s) - t0 )) s)"
 
