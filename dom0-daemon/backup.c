@@ -2599,8 +2599,9 @@ void rdb_backup_housekeeping(struct rdb_vm *vm)
 		return;
 	}
 	if (rdb_hv_poll_exit(&b->rs.proc, &status) == 1) {
-		rdb_vm_set_state(vm, RDB_VM_FAILED, "the restored QEMU exited "
-				 "(status 0x%x; see %s/%s/qemu.log)", status,
+		rdb_vm_set_state(vm, RDB_VM_FAILED, "the restored %s "
+				 "(status 0x%x; see %s/%s/qemu.log)",
+				 b->hv->restored_ended, status,
 				 b->d->cfg.state_dir, vm->name);
 		rdb_hv_restored_dispose(b->hv, &b->rs, false);
 		stop_disk_server(b);

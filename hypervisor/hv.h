@@ -131,6 +131,9 @@ struct rdb_hv_state {
 
 struct rdb_hv_ops {
 	const char *name;
+	/* the log's words when restore_load's proc ends: "QEMU exited",
+	 * "domain ended" (a Xen domain's watch process ends with it) */
+	const char *restored_ended;
 	/* The RAM block restore_prepare maps from its image file. */
 	const char *main_block;
 

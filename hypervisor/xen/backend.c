@@ -496,11 +496,24 @@ static int restore_load(const struct rdb_hv_restore *req,
 			      "could not be destroyed (or is gone): xl destroy %s", req->vm);
 	}
 	r->running_ns = rdb_now_ns();
+	if (rc == 0) {
+		/* The domain is no process: `remusdb-xen watch` stands for
+		 * it, and ends with it (the daemon sees r->proc exit). */
+		char *wargv[] = { HELPER, "watch", (char *)req->vm, NULL };
+		int wrc = rdb_hv_spawn(wargv, req->log_path, NULL, &r->proc);
+
+		/* the restored domain is the VM's only copy now: it runs on,
+		 * unwatched, rather than die for this */
+		if (wrc < 0)
+			LOGVM(ERROR, req->vm, "the restored domain runs unwatched: "
+			      "starting %s watch: %s", HELPER, strerror(-wrc));
+	}
 	return rc;
 }
 
 const struct rdb_hv_ops rdb_hv_xen_ops = {
 	.name = "xen",
+	.restored_ended = "domain ended",
 	.main_block = XEN_RAM_BLOCK,
 	.stream_new = stream_new,
 	.stream_feed = stream_feed,

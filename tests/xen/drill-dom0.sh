@@ -18,7 +18,8 @@
 # (--disk).  Pass also: after the failover the restored domU's disk is
 # the backup's replica, and every record up to the last value the client
 # received is in it, intact (diskseq --check): no write the client was
-# told of was lost, and the restored domain writes on.
+# told of was lost, and the restored domain writes on.  Last, the
+# restored domain is destroyed: the backup must see it (its VM failed).
 #
 # Output: REMUSDB-XEN-DRILL-* lines on stdout (dom0's console), the last
 # REMUSDB-XEN-DRILL-DONE rc=0|1.  Every wait has a deadline.
@@ -231,5 +232,15 @@ while read -r name _ _ _ state _; do
 	[ "$name" = "$VM" ] && [[ $state == r* || $state == -b* ]] && copies=$((copies + 1))
 done <<< "$domains"
 [ "$copies" = 1 ] || fail "$copies running copies of $VM: $(tr '\n' ' ' <<< "$domains")"
+# The restored domain is watched (remusdb-xen watch stands for it, as the
+# restored QEMU process does for a QEMU guest): destroyed behind the
+# daemon's back, the backup's VM turns failed, and says why
+t=$(ms)
+timeout 120 xl destroy $VM || fail "xl destroy of the restored domain"
+ctl bak wait $VM failed --timeout 60 > /dev/null 2>&1 ||
+	fail "the backup did not see its restored domain go"
+grep -q "failed-over -> failed.*the restored domain ended" "$D/bak/remusdbd.log" ||
+	fail "the backup's VM failed, but not for its domain's end"
+say "WATCHED ms=$(( $(ms) - t ))"
 say "OK"
 say "DONE rc=0"

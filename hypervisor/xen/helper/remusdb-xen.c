@@ -408,6 +408,47 @@ static int do_ctl(struct helper *h, const char *cmd)
 	return 2;
 }
 
+/*
+ * watch: runs while the domain does (running, paused or suspended for a
+ * checkpoint) and ends when it is gone or shut down, the reason on
+ * stderr: exit 0 for a shutdown it asked for (poweroff, reboot), 4 for a
+ * crash, RDB_XEN_EXIT_NO_DOMAIN when it was destroyed.  A restored domain
+ * is no process of remusdbd's: this one stands for it (remusdbd watches
+ * it as it watches a restored QEMU).  Xen tells of every domain's end on
+ * @releaseDomain; a poll every second backs that up.
+ */
+static int do_watch(struct helper *h)
+{
+	static const char *const why[] = { "poweroff", "reboot", "suspend",
+					   "crash", "watchdog", "soft_reset" };
+
+	if (!xs_watch(h->xsh, "@releaseDomain", "remusdb-xen")) {
+		die_msg("xenstore watch @releaseDomain: %s", strerror(errno));
+		return 1;
+	}
+	for (;;) {
+		struct pollfd p = { .fd = xs_fileno(h->xsh), .events = POLLIN };
+		xc_dominfo_t info;
+
+		if (xc_domain_getinfo(h->xch, h->domid, 1, &info) != 1 ||
+		    info.domid != h->domid || info.dying) {
+			die_msg("domain %u is gone (destroyed)", h->domid);
+			return RDB_XEN_EXIT_NO_DOMAIN;
+		}
+		if (info.shutdown && info.shutdown_reason != SHUTDOWN_suspend) {
+			die_msg("domain %u shut down: %s", h->domid,
+				info.shutdown_reason < sizeof(why) / sizeof(why[0]) ?
+				why[info.shutdown_reason] : "unknown reason");
+			return info.shutdown_reason == SHUTDOWN_crash ? 4 : 0;
+		}
+		if (poll(&p, 1, 1000) > 0) {
+			unsigned n;
+
+			free(xs_read_watch(h->xsh, &n));
+		}
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct helper h = { .fd = -1 };
@@ -417,6 +458,7 @@ int main(int argc, char **argv)
 		"usage: remusdb-xen save DOMAIN SOCKET INTERVAL_MS\n"
 		"       remusdb-xen ctl DOMAIN pause|unpause|state|resume\n"
 		"       remusdb-xen vif DOMAIN SOCKET LOG\n"
+		"       remusdb-xen watch DOMAIN\n"
 		"remusdbd runs it (remusdb-xen(8)); not a command for operators.\n";
 
 	signal(SIGPIPE, SIG_IGN);
@@ -424,11 +466,12 @@ int main(int argc, char **argv)
 		fputs(usage, stdout);
 		return 0;
 	}
-	if (argc < 4 || (strcmp(argv[1], "save") == 0 && argc != 5) ||
+	if (argc < 3 || (strcmp(argv[1], "save") == 0 && argc != 5) ||
 	    (strcmp(argv[1], "ctl") == 0 && argc != 4) ||
 	    (strcmp(argv[1], "vif") == 0 && argc != 5) ||
+	    (strcmp(argv[1], "watch") == 0 && argc != 3) ||
 	    (strcmp(argv[1], "save") && strcmp(argv[1], "ctl") &&
-	     strcmp(argv[1], "vif"))) {
+	     strcmp(argv[1], "vif") && strcmp(argv[1], "watch"))) {
 		fputs(usage, stderr);
 		return 2;
 	}
@@ -447,7 +490,9 @@ int main(int argc, char **argv)
 		xc_interface_close(h.xch);
 		return rdb_xen_vif_relay(h.domid, argv[2], argv[3], argv[4]);
 	}
-	if (strcmp(argv[1], "save") == 0) {
+	if (strcmp(argv[1], "watch") == 0) {
+		rc = do_watch(&h);
+	} else if (strcmp(argv[1], "save") == 0) {
 		h.interval_ms = (unsigned)strtoul(argv[4], NULL, 10);
 		rc = do_save(&h, argv[3]);
 	} else {
