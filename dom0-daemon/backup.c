@@ -1908,10 +1908,10 @@ static int restore_vm(struct rdb_backup *b, uint64_t t0, const char *drive)
 	t2 = rdb_now_ns();
 	rc = restore_load(b);
 	if (rc == 0)
-		LOGVM(INFO, b->vm->name, "restore: %s %.1f ms after the decision "
+		LOGVM(INFO, b->vm->name, "restore: %s %s %.1f ms after the decision "
 		      "(control up in %.1f ms); state of %zu KiB built in %.1f ms, "
 		      "fed in %.1f ms, the guest running %.1f ms later",
-		      b->prepared ? "QEMU prepared, used" : "QEMU started",
+		      b->hv->name, b->prepared ? "prepared, used" : "started",
 		      (double)(t2 - t0) / RDB_NS_PER_MS,
 		      (double)ctl_ns / RDB_NS_PER_MS, b->rs.stream_bytes >> 10,
 		      (double)(b->rs.built_ns - t2) / RDB_NS_PER_MS,
