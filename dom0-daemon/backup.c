@@ -7,6 +7,7 @@
 #include "disk.h"
 #include "diskbuf.h"
 #include "actlog.h"
+#include "bgjob.h"
 #include "flowcheck.h"
 #include "lineage.h"
 #include "linksec.h"
@@ -595,14 +596,13 @@ static int commit_finish(struct rdb_backup *b, uint64_t epoch, uint64_t pages,
  * runs it owns b->disk and b->st's error; the loop leaves the stage
  * alone (the link's later frames wait in the decoder, read up to
  * COMMIT_READ_MAX so the primary is heard) and sends heartbeats.
- * on_commit_done finishes on the loop; anything that must see the
- * commit settled (the link closing, a failover, teardown) waits for it
- * there (commit_settle).  The pipe is non-blocking: an event left over
- * for a pipe a settle closed, whose number a later one took, reads
- * nothing and returns.
+ * on_commit_done finishes on the loop (lib/bgjob.h); anything that must
+ * see the commit settled (the link closing, a failover, teardown) joins
+ * the thread there instead (commit_settle).
  */
 struct commit_job {
 	struct rdb_backup *b;
+	struct rdb_bgjob *job;
 	uint64_t epoch, pages, bytes, t0;
 	uint64_t late_ns;		/* fault injection: slow-replica */
 	/* what status shows of the replica meanwhile (the thread changes it) */
@@ -610,15 +610,12 @@ struct commit_job {
 	bool consistent;
 	int rc;
 	uint64_t disk_ns;
-	pthread_t thread;
-	int pipe_rd, pipe_wr;
 };
 
-static void *commit_thread(void *opaque)
+static void commit_run(void *opaque)
 {
 	struct commit_job *j = opaque;
 	uint64_t t = rdb_now_ns();
-	char one = 1;
 
 	if (j->late_ns) {
 		struct timespec ts = { .tv_sec = (time_t)(j->late_ns / RDB_NS_PER_S),
@@ -629,22 +626,14 @@ static void *commit_thread(void *opaque)
 	}
 	j->rc = rdb_stage_commit_disk(&j->b->st);
 	j->disk_ns = rdb_now_ns() - t;
-	while (write(j->pipe_wr, &one, 1) < 0 && errno == EINTR)
-		;
-	return NULL;
 }
 
-/* The thread is done: joined, its commit finished; its rc. */
-static int commit_take(struct rdb_backup *b)
+/* The thread is done (joined): its commit finished; its rc. */
+static int commit_take(struct rdb_backup *b, struct commit_job *j)
 {
-	struct commit_job *j = b->commit_job;
 	int rc;
 
-	pthread_join(j->thread, NULL);
 	b->commit_job = NULL;
-	rdb_evloop_del_fd(b->d->loop, j->pipe_rd);
-	close(j->pipe_rd);
-	close(j->pipe_wr);
 	if (j->rc == 0 && j->disk_ns >= SLOW_COMMIT_NS)
 		LOGVM(WARN, b->vm->name, "epoch %llu: the disk replica's writes "
 		      "and sync took %.0f ms; its acknowledgement waited, the "
@@ -658,24 +647,24 @@ static int commit_take(struct rdb_backup *b)
 /* Whatever must see the last EPOCH_END settled waits for its thread. */
 static void commit_settle(struct rdb_backup *b)
 {
-	if (b->commit_job)
-		commit_take(b);
+	struct commit_job *j = b->commit_job;
+
+	if (j) {
+		rdb_bgjob_join(j->job);
+		commit_take(b, j);
+	}
 }
 
 static void link_frames(struct rdb_backup *b, int rc);
 
-static void on_commit_done(struct rdb_evloop *loop, int fd, unsigned ev,
-			   void *opaque)
+static void on_commit_done(void *opaque)
 {
 	struct commit_job *j = opaque;
 	struct rdb_backup *b = j->b;
 	uint64_t epoch = j->epoch;
-	char c;
 	int rc;
 
-	if (read(fd, &c, 1) != 1)
-		return;
-	rc = commit_take(b);
+	rc = commit_take(b, j);
 	if (b->fd < 0)
 		return;
 	if (rc < 0) {
@@ -697,9 +686,9 @@ static int commit_start(struct rdb_backup *b, uint64_t epoch, uint64_t pages,
 			uint64_t bytes, uint64_t t0)
 {
 	struct commit_job *j = calloc(1, sizeof(*j));
-	int fds[2] = { -1, -1 }, rc = -ENOMEM;
+	int rc = -ENOMEM;
 
-	if (j && pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0) {
+	if (j) {
 		j->b = b;
 		j->epoch = epoch;
 		j->pages = pages;
@@ -709,25 +698,17 @@ static int commit_start(struct rdb_backup *b, uint64_t epoch, uint64_t pages,
 		j->data_bytes = b->disk.data_bytes;
 		j->applied_bytes = b->disk.applied_bytes;
 		j->consistent = rdb_diskbuf_consistent(&b->disk);
-		j->pipe_rd = fds[0];
-		j->pipe_wr = fds[1];
-		rc = rdb_evloop_add_fd(b->d->loop, fds[0], RDB_EV_READ,
-				       on_commit_done, j);
-		if (rc == 0) {
-			rc = -pthread_create(&j->thread, NULL, commit_thread, j);
-			if (rc < 0)
-				rdb_evloop_del_fd(b->d->loop, fds[0]);
-		}
+		/* (b->commit_job before the thread can end: done runs on
+		 * this loop, after this returns) */
+		b->commit_job = j;
+		rc = rdb_bgjob_start(b->d->loop, commit_run, on_commit_done, j,
+				     &j->job);
 	}
 	if (rc == 0) {
 		b->fault_slow_replica = false;
-		b->commit_job = j;
 		return 0;
 	}
-	if (fds[0] >= 0) {
-		close(fds[0]);
-		close(fds[1]);
-	}
+	b->commit_job = NULL;
 	free(j);
 	LOGVM(WARN, b->vm->name, "epoch %llu: no thread for the disk step "
 	      "(%s): it runs on the event loop", (unsigned long long)epoch,
@@ -1930,32 +1911,19 @@ static int restore_vm(struct rdb_backup *b, uint64_t t0, const char *drive)
  */
 struct restore_job {
 	struct rdb_backup *b;
+	struct rdb_bgjob *job;
 	uint64_t t0;
 	char drive[400];
 	bool prepare;			/* restore_spawn only: a handover's */
 	int rc;
-	pthread_t thread;
-	int pipe_rd, pipe_wr;
 };
 
-static void *restore_thread(void *opaque)
+static void restore_run(void *opaque)
 {
 	struct restore_job *j = opaque;
-	char one = 1;
 
 	j->rc = j->prepare ? restore_spawn(j->b, j->drive[0] ? j->drive : NULL) :
 		restore_vm(j->b, j->t0, j->drive[0] ? j->drive : NULL);
-	while (write(j->pipe_wr, &one, 1) < 0 && errno == EINTR)
-		;
-	return NULL;
-}
-
-static void restore_job_free(struct rdb_evloop *loop, struct restore_job *j)
-{
-	rdb_evloop_del_fd(loop, j->pipe_rd);
-	close(j->pipe_rd);
-	close(j->pipe_wr);
-	free(j);
 }
 
 static void failover_failed(struct rdb_backup *b, int rc)
@@ -1974,25 +1942,22 @@ static void failover_failed(struct rdb_backup *b, int rc)
 }
 
 /* The restore thread is done: the guest runs, or the failover failed. */
-static void on_restore_done(struct rdb_evloop *loop, int fd, unsigned ev,
-			    void *opaque)
+static void on_restore_done(void *opaque)
 {
 	struct restore_job *j = opaque;
 	struct rdb_backup *b = j->b;
+	struct rdb_evloop *loop = b->d->loop;
 	struct rdb_vm *vm = b->vm;
+	bool prepare = j->prepare;
 	int rc = j->rc;
-	char c, ev_path[108];
+	char ev_path[108];
 
-	if (read(fd, &c, 1) != 1)
-		return;
-	pthread_join(j->thread, NULL);
 	b->restore_job = NULL;
-	if (j->prepare) {
-		restore_job_free(loop, j);
+	free(j);
+	if (prepare) {
 		prepared(b, rc);
 		return;
 	}
-	restore_job_free(loop, j);
 	b->prepared = false;	/* used (or killed: failover_failed) */
 	if (rc < 0) {
 		failover_failed(b, rc);
@@ -2025,35 +1990,21 @@ static int restore_start(struct rdb_backup *b, uint64_t t0, const char *drive,
 			 bool prepare)
 {
 	struct restore_job *j = calloc(1, sizeof(*j));
-	int fds[2], rc;
+	int rc;
 
 	if (!j)
 		return -ENOMEM;
-	if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) < 0) {
-		free(j);
-		return -errno;
-	}
 	j->b = b;
 	j->t0 = t0;
 	j->prepare = prepare;
-	j->pipe_rd = fds[0];
-	j->pipe_wr = fds[1];
 	snprintf(j->drive, sizeof(j->drive), "%s", drive ? drive : "");
-	rc = rdb_evloop_add_fd(b->d->loop, j->pipe_rd, RDB_EV_READ,
-			       on_restore_done, j);
-	if (rc == 0) {
-		rc = -pthread_create(&j->thread, NULL, restore_thread, j);
-		if (rc < 0)
-			rdb_evloop_del_fd(b->d->loop, j->pipe_rd);
-	}
-	if (rc < 0) {
-		close(fds[0]);
-		close(fds[1]);
-		free(j);
-		return rc;
-	}
 	b->restore_job = j;
-	return 0;
+	rc = rdb_bgjob_start(b->d->loop, restore_run, on_restore_done, j, &j->job);
+	if (rc < 0) {
+		b->restore_job = NULL;
+		free(j);
+	}
+	return rc;
 }
 
 /* Waits for a restore under way (teardown: the thread uses b); a
@@ -2066,11 +2017,11 @@ static void restore_wait(struct rdb_backup *b)
 
 	if (!j)
 		return;
-	pthread_join(j->thread, NULL);
+	rdb_bgjob_join(j->job);
 	b->restore_job = NULL;
 	prepare = j->prepare;
 	rc = j->rc;
-	restore_job_free(b->d->loop, j);
+	free(j);
 	if (prepare)
 		prepared(b, rc);
 }

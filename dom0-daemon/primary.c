@@ -4,6 +4,7 @@
 #include "backup.h"
 #include "cpulist.h"
 #include "actlog.h"
+#include "bgjob.h"
 #include "lineage.h"
 #include "wmap.h"
 #include "linksec.h"
@@ -1219,8 +1220,7 @@ struct connect_job {
 	char peer[128], name[65];
 	uint32_t offered;
 	struct rdb_linksec *ls;
-	pthread_t thread;
-	int pipe_rd, pipe_wr;
+	struct rdb_bgjob *job;
 	/* results */
 	int rc, fd;
 	uint32_t features;
@@ -1228,7 +1228,7 @@ struct connect_job {
 	char err[600], link[256];
 };
 
-static void *connect_thread(void *opaque)
+static void connect_run(void *opaque)
 {
 	struct connect_job *j = opaque;
 	uint64_t deadline = rdb_now_ns() + SETUP_DEADLINE_NS;
@@ -1237,7 +1237,6 @@ static void *connect_thread(void *opaque)
 	struct rdb_buf out;
 	struct rdb_frame f;
 	int fd, rc;
-	char one = 1;
 
 	rdb_buf_init(&out);
 	rc = rdb_sock_connect_tcp(j->peer, deadline, &fd);
@@ -1310,16 +1309,10 @@ done:
 	rdb_tlsrelay_put(relay);
 	rdb_buf_dispose(&out);
 	j->rc = rc;
-	while (write(j->pipe_wr, &one, 1) < 0 && errno == EINTR)
-		;
-	return NULL;
 }
 
-static void connect_job_free(struct rdb_evloop *loop, struct connect_job *j)
+static void connect_job_free(struct connect_job *j)
 {
-	rdb_evloop_del_fd(loop, j->pipe_rd);
-	close(j->pipe_rd);
-	close(j->pipe_wr);
 	if (j->fd >= 0)
 		close(j->fd);
 	rdb_proto_decoder_dispose(&j->dec);
@@ -1328,20 +1321,15 @@ static void connect_job_free(struct rdb_evloop *loop, struct connect_job *j)
 
 static void connected(struct rdb_primary *p, struct connect_job *j);
 
-static void on_connect_done(struct rdb_evloop *loop, int fd, unsigned ev,
-			    void *opaque)
+static void on_connect_done(void *opaque)
 {
 	struct connect_job *j = opaque;
-	char c;
 
-	if (read(fd, &c, 1) != 1)
-		return;
-	pthread_join(j->thread, NULL);
 	if (j->p) {
 		j->p->connect_job = NULL;
 		connected(j->p, j);
 	}
-	connect_job_free(loop, j);
+	connect_job_free(j);
 }
 
 /* Undoes a connect under way: its result will be dropped (the job frees
@@ -1358,33 +1346,19 @@ static int connect_start(struct rdb_primary *p)
 {
 	struct rdb_vm *vm = p->vm;
 	struct connect_job *j = calloc(1, sizeof(*j));
-	int fds[2], rc;
+	int rc;
 
 	if (!j)
 		return -ENOMEM;
-	if (pipe2(fds, O_CLOEXEC) < 0) {
-		free(j);
-		return -errno;
-	}
 	j->p = p;
-	j->pipe_rd = fds[0];
-	j->pipe_wr = fds[1];
 	j->fd = -1;
 	j->ls = p->d->linksec;
 	j->offered = offered_features(p);
 	snprintf(j->peer, sizeof(j->peer), "%s", vm->cfg.peer);
 	snprintf(j->name, sizeof(j->name), "%s", vm->name);
 	rdb_proto_decoder_init(&j->dec);
-	rc = rdb_evloop_add_fd(p->d->loop, j->pipe_rd, RDB_EV_READ,
-			       on_connect_done, j);
-	if (rc == 0) {
-		rc = -pthread_create(&j->thread, NULL, connect_thread, j);
-		if (rc < 0)
-			rdb_evloop_del_fd(p->d->loop, j->pipe_rd);
-	}
+	rc = rdb_bgjob_start(p->d->loop, connect_run, on_connect_done, j, &j->job);
 	if (rc < 0) {
-		close(fds[0]);
-		close(fds[1]);
 		rdb_proto_decoder_dispose(&j->dec);
 		free(j);
 		return rc;
@@ -1410,8 +1384,7 @@ struct colo_job {
 	const struct rdb_hv_ops *hv;
 	char qmp_path[108], name[65], stream_path[108];
 	unsigned checkpoint_ms;
-	pthread_t thread;
-	int pipe_rd, pipe_wr;
+	struct rdb_bgjob *job;
 	pthread_mutex_t lock;		/* cancelled, live_fd */
 	bool cancelled;
 	int live_fd;			/* the QMP fd, once connected */
@@ -1421,12 +1394,11 @@ struct colo_job {
 	char err[600];
 };
 
-static void *colo_thread(void *opaque)
+static void colo_run(void *opaque)
 {
 	struct colo_job *j = opaque;
 	uint64_t deadline = rdb_now_ns() + SETUP_DEADLINE_NS;
 	bool cancelled;
-	char one = 1;
 	int rc;
 
 	rc = j->hv->ctl_open(&j->ctl, j->qmp_path, j->name, deadline, j->err,
@@ -1450,16 +1422,10 @@ static void *colo_thread(void *opaque)
 			 strerror(-rc));
 done:
 	j->rc = rc;
-	while (write(j->pipe_wr, &one, 1) < 0 && errno == EINTR)
-		;
-	return NULL;
 }
 
-static void colo_job_free(struct rdb_evloop *loop, struct colo_job *j)
+static void colo_job_free(struct colo_job *j)
 {
-	rdb_evloop_del_fd(loop, j->pipe_rd);
-	close(j->pipe_rd);
-	close(j->pipe_wr);
 	j->hv->ctl_close(j->ctl);
 	pthread_mutex_destroy(&j->lock);
 	free(j);
@@ -1520,21 +1486,15 @@ static void colo_started(struct rdb_primary *p, struct colo_job *j)
 	check_placement(p);
 }
 
-static void on_colo_done(struct rdb_evloop *loop, int fd, unsigned ev,
-			 void *opaque)
+static void on_colo_done(void *opaque)
 {
 	struct colo_job *j = opaque;
-	char c;
 
-	(void)ev;
-	if (read(fd, &c, 1) != 1)
-		return;
-	pthread_join(j->thread, NULL);
 	if (j->p) {
 		j->p->colo_job = NULL;
 		colo_started(j->p, j);
 	}
-	colo_job_free(loop, j);
+	colo_job_free(j);
 }
 
 /* Undoes a start under way: no command is sent after this, QEMU's QMP is
@@ -1558,7 +1518,7 @@ static int start_colo(struct rdb_primary *p, char *err, size_t errlen)
 {
 	struct rdb_vm *vm = p->vm;
 	struct colo_job *j;
-	int fds[2], rc;
+	int rc;
 
 	vm->st.colo_start_ns = rdb_now_ns();
 	vm->st.colo_start_bytes = vm->st.bytes;
@@ -1602,13 +1562,7 @@ static int start_colo(struct rdb_primary *p, char *err, size_t errlen)
 	j = calloc(1, sizeof(*j));
 	if (!j)
 		return -ENOMEM;
-	if (pipe2(fds, O_CLOEXEC) < 0) {
-		free(j);
-		return -errno;
-	}
 	j->p = p;
-	j->pipe_rd = fds[0];
-	j->pipe_wr = fds[1];
 	j->live_fd = -1;
 	pthread_mutex_init(&j->lock, NULL);
 	j->checkpoint_ms = vm->cfg.checkpoint_ms;
@@ -1616,16 +1570,8 @@ static int start_colo(struct rdb_primary *p, char *err, size_t errlen)
 	snprintf(j->name, sizeof(j->name), "%s", vm->name);
 	snprintf(j->stream_path, sizeof(j->stream_path), "%s", p->mig_path);
 	j->hv = p->hv;
-	rc = rdb_evloop_add_fd(p->d->loop, j->pipe_rd, RDB_EV_READ,
-			       on_colo_done, j);
-	if (rc == 0) {
-		rc = -pthread_create(&j->thread, NULL, colo_thread, j);
-		if (rc < 0)
-			rdb_evloop_del_fd(p->d->loop, j->pipe_rd);
-	}
+	rc = rdb_bgjob_start(p->d->loop, colo_run, on_colo_done, j, &j->job);
 	if (rc < 0) {
-		close(fds[0]);
-		close(fds[1]);
 		pthread_mutex_destroy(&j->lock);
 		free(j);
 		snprintf(err, errlen, "starting COLO: %s", strerror(-rc));
