@@ -2494,6 +2494,12 @@ int rdb_backup_hand_over(struct rdb_vm *vm, struct rdb_nic *nic_dst,
 	memset(h, 0, sizeof(*h));
 	h->event_fd = -1;
 	rdb_hv_proc_init(&h->qemu);
+	if (b && !b->hv->restored_reprotect) {
+		snprintf(err, errlen, "VM %s: a restored %s guest cannot be "
+			 "protected again from this host (not supported yet)",
+			 vm->name, b->hv->name);
+		return -EOPNOTSUPP;
+	}
 	if (!b || vm->state != RDB_VM_FAILED_OVER || b->restore_job ||
 	    b->rs.proc.pid <= 0 || rdb_hv_poll_exit(&b->rs.proc, &status) != 0) {
 		snprintf(err, errlen, "VM %s is %s here, not a restored VM that "

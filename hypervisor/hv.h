@@ -134,6 +134,10 @@ struct rdb_hv_ops {
 	/* the log's words when restore_load's proc ends: "QEMU exited",
 	 * "domain ended" (a Xen domain's watch process ends with it) */
 	const char *restored_ended;
+	/* restore_load's proc is the guest itself (QEMU): a restored VM can
+	 * be protected again from its host, the process handed over.  Not a
+	 * Xen domain's watch: killing that would not stop the domain. */
+	bool restored_reprotect;
 	/* The RAM block restore_prepare maps from its image file. */
 	const char *main_block;
 

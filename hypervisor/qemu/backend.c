@@ -402,6 +402,7 @@ out:
 const struct rdb_hv_ops rdb_hv_qemu_ops = {
 	.name = "qemu",
 	.restored_ended = "QEMU exited",
+	.restored_reprotect = true,
 	.main_block = RDB_RESTORE_SHARED_BLOCK,
 	.stream_new = stream_new,
 	.stream_feed = stream_feed,

@@ -232,6 +232,14 @@ while read -r name _ _ _ state _; do
 	[ "$name" = "$VM" ] && [[ $state == r* || $state == -b* ]] && copies=$((copies + 1))
 done <<< "$domains"
 [ "$copies" = 1 ] || fail "$copies running copies of $VM: $(tr '\n' ' ' <<< "$domains")"
+# Protecting the restored domain again from this host is refused for Xen
+# (its restore's process is the watch, not the domain), and it runs on
+out=$(ctl bak protect $VM peer=10.78.0.1:7788 2>&1) &&
+	fail "protect of the restored Xen domain was accepted: $out"
+grep -q "not supported yet" <<< "$out" ||
+	fail "protect of the restored domain refused, but not as unsupported: $out"
+ctl bak wait $VM failed-over --timeout 10 > /dev/null 2>&1 ||
+	fail "the refused protect changed the restored VM's state"
 # The restored domain is watched (remusdb-xen watch stands for it, as the
 # restored QEMU process does for a QEMU guest): destroyed behind the
 # daemon's back, the backup's VM turns failed, and says why
