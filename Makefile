@@ -120,6 +120,7 @@ $(B)/bench/%: $(B)/obj/tests/bench/%.o $(B)/librdb.a
 build/helpers/%: tests/helpers/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O2 -static -o $@ $<
+build/helpers/diskseq build/helpers/seqsrv: tests/helpers/seqrec.h
 
 # the Xen stream parser over xl's real streams, in the Xen host's dom0
 XCSTAT_SRCS := tests/helpers/xcstat.c hypervisor/xen/xc_stream.c hypervisor/xen/xen_state.c \

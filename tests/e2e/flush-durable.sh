@@ -98,18 +98,11 @@ crashfs_pull
 last=$(grep -ao '^durable [0-9]*' "$con" | tail -n 1 | cut -d' ' -f2)
 [ -n "$last" ] && [ "$last" -ge "$records" ] || rdb_fail "no durable records on the console"
 img=$CRASH/backing/disk.img
-missing=0 first_missing=
-for ((n = 1; n <= last; n++)); do
-	# header: "RDBSEQ01" then N (little endian); the last byte: N & 0xff
-	read -r magic seq < <(dd if="$img" bs=4096 skip="$n" count=1 2>/dev/null |
-		head -c 16 | od -A n -t u8)
-	tail=$(dd if="$img" bs=1 skip=$((n * 4096 + 4095)) count=1 2>/dev/null | od -A n -t u1 | tr -d ' ')
-	# "RDBSEQ01" read as a little-endian u64
-	if [ "$magic" != 3544422264932025426 ] || [ "$seq" != "$n" ] || [ "$tail" != $((n & 255)) ]; then
-		missing=$((missing + 1))
-		[ -n "$first_missing" ] || first_missing=$n
-	fi
-done
+# every record 1..last intact: "RDBSEQ01", N, N's low byte (seqrec.h)
+check=$("$RDB_HELPERS/diskseq" --check "$img" "$last")
+[ $? -le 1 ] || rdb_fail "diskseq --check $img: $check"
+missing=$(jq -r .missing <<<"$check")
+first_missing=$(jq -r .first_missing <<<"$check")
 jq -n --argjson last "$last" --argjson missing "$missing" --argjson syncs "$syncs" \
 	--argjson flushes "$flushes" '{ durable_records: $last, missing_after_power_loss: $missing,
 	guest_flushes: $flushes, image_syncs: $syncs }' | tee "$CL_DIR/flush-durable.json"

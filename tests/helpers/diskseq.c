@@ -26,26 +26,12 @@
 #include <string.h>
 #include <unistd.h>
 
-static int record_ok(const uint8_t *rec, uint64_t n)
-{
-	uint64_t got = 0;
-
-	if (memcmp(rec, "RDBSEQ01", 8))
-		return 0;
-	for (int i = 0; i < 8; i++)
-		got |= (uint64_t)rec[8 + i] << (8 * i);
-	if (got != n)
-		return 0;
-	for (int i = 16; i < 4096; i++)
-		if (rec[i] != (uint8_t)(n & 0xff))
-			return 0;
-	return 1;
-}
+#include "seqrec.h"
 
 static int check(const char *path, uint64_t last)
 {
 	uint64_t missing = 0, first_missing = 0, highest = 0;
-	static uint8_t rec[4096];
+	static uint8_t rec[SEQREC_SIZE];
 	int fd = open(path, O_RDONLY);
 
 	if (fd < 0) {
@@ -53,8 +39,8 @@ static int check(const char *path, uint64_t last)
 		return 2;
 	}
 	for (uint64_t n = 1;; n++) {
-		ssize_t r = pread(fd, rec, sizeof(rec), (off_t)(n * 4096));
-		int ok = r == (ssize_t)sizeof(rec) && record_ok(rec, n);
+		ssize_t r = pread(fd, rec, sizeof(rec), (off_t)(n * SEQREC_SIZE));
+		int ok = r == (ssize_t)sizeof(rec) && seqrec_ok(rec, n);
 
 		if (r < 0) {
 			fprintf(stderr, "diskseq: %s: %s\n", path, strerror(errno));
@@ -90,17 +76,14 @@ int main(int argc, char **argv)
 	}
 	fd = open(argv[1], O_RDWR | O_DIRECT);
 	if (fd < 0 || (size = lseek(fd, 0, SEEK_END)) < 0 ||
-	    posix_memalign((void **)&rec, 4096, 4096)) {
+	    posix_memalign((void **)&rec, 4096, SEQREC_SIZE)) {
 		printf("diskseq: %s: %s\n", argv[1], strerror(errno));
 		return 1;
 	}
 	printf("diskseq: %s, %lld bytes\n", argv[1], (long long)size);
-	for (uint64_t n = 1; (off_t)((n + 1) * 4096) <= size; n++) {
-		memset(rec, (int)(n & 0xff), 4096);
-		memcpy(rec, "RDBSEQ01", 8);
-		for (int i = 0; i < 8; i++)
-			rec[8 + i] = (uint8_t)(n >> (8 * i));
-		if (pwrite(fd, rec, 4096, (off_t)(n * 4096)) != 4096 ||
+	for (uint64_t n = 1; (off_t)((n + 1) * SEQREC_SIZE) <= size; n++) {
+		seqrec_fill(rec, n);
+		if (pwrite(fd, rec, SEQREC_SIZE, (off_t)(n * SEQREC_SIZE)) != SEQREC_SIZE ||
 		    fdatasync(fd) < 0) {
 			printf("diskseq: record %llu: %s\n",
 			       (unsigned long long)n, strerror(errno));

@@ -38,6 +38,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "seqrec.h"
+
 static unsigned long long rnd(void)
 {
 	struct timespec ts;
@@ -66,7 +68,7 @@ int main(int argc, char **argv)
 	}
 	if (disk) {
 		dfd = open(disk, O_RDWR | O_DIRECT);
-		if (dfd < 0 || posix_memalign((void **)&rec, 4096, 4096)) {
+		if (dfd < 0 || posix_memalign((void **)&rec, 4096, SEQREC_SIZE)) {
 			printf("seqsrv: %s: %s\n", disk, strerror(errno));
 			return 1;
 		}
@@ -103,16 +105,11 @@ int main(int argc, char **argv)
 			       (int)(r % 13), pad);
 		const char *p = line;
 
-		if (dfd >= 0) {
-			unsigned long long m = n;	/* this line's */
-
-			memset(rec, (int)(m & 0xff), 4096);
-			memcpy(rec, "RDBSEQ01", 8);
-			for (int i = 0; i < 8; i++)
-				rec[8 + i] = (uint8_t)(m >> (8 * i));
-			if (pwrite(dfd, rec, 4096, (off_t)(m * 4096)) != 4096 ||
-			    fdatasync(dfd) < 0) {
-				printf("seqsrv: record %llu on %s: %s\n", m, disk,
+		if (dfd >= 0) {		/* record n, this line's, first */
+			seqrec_fill(rec, n);
+			if (pwrite(dfd, rec, SEQREC_SIZE, (off_t)(n * SEQREC_SIZE)) !=
+			    SEQREC_SIZE || fdatasync(dfd) < 0) {
+				printf("seqsrv: record %llu on %s: %s\n", n, disk,
 				       strerror(errno));
 				return 1;
 			}
