@@ -24,6 +24,10 @@
 #include <time.h>
 #include <unistd.h>
 
+/* stop-late-in-initial-state: how long the daemon works on after QEMU
+ * stopped the guest, before it stalls */
+#define FAULT_INITIAL_BUSY_NS (400 * RDB_NS_PER_MS)
+
 static int put_flows(struct rdb_primary *p, uint64_t epoch);
 static void drop(struct rdb_primary *p, const char *why, bool backup_stopped);
 static void colo_cancel(struct rdb_primary *p);
@@ -160,6 +164,9 @@ static int on_checkpoint_request(void *opaque, uint64_t epoch)
 		return rc;
 	/* The VM stops now, until our RESUME. */
 	p->ckpt_start_ns = rdb_now_ns();
+	if (p->vm->wd_slot >= 0)
+		rdb_watchdog_guest_stopped(p->d->wd, p->vm->wd_slot,
+					   p->ckpt_start_ns);
 	p->pause_work_ns = 0;
 	p->in_pause = true;
 	rdb_pri_peer_want_write(p);
@@ -188,9 +195,19 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 	int rc;
 
 	if (p->fault_stop_in_initial && epoch == 0) {
+		uint64_t since = p->initial_stop_ns ? p->initial_stop_ns : t0;
+
 		p->fault_stop_in_initial = false;
+		/* a daemon slow to take the last of it (it still beats),
+		 * that then stalls */
+		while (rdb_now_ns() - since < p->fault_initial_busy_ns) {
+			rdb_watchdog_beat(p->d->wd);
+			usleep(5000);
+		}
 		LOGVM(WARN, vm->name, "fault injection: stopping remusdbd while "
-		      "QEMU waits for the initial state to be taken");
+		      "QEMU waits for the initial state to be taken (%.0f ms "
+		      "after QEMU stopped the guest)",
+		      (double)(rdb_now_ns() - since) / RDB_NS_PER_MS);
 		raise(SIGSTOP);
 	}
 	/* QEMU drained the guest's disk before it sent this: every change
@@ -250,6 +267,16 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 	if (rc < 0)
 		return rc;
 	now = rdb_now_ns();
+	/* runs again (a handover's guest stays stopped on purpose: its
+	 * stalls are bounded by the beat alone, as before it stopped) */
+	if (vm->wd_slot >= 0)
+		rdb_watchdog_guest_stopped(p->d->wd, vm->wd_slot, 0);
+	if (epoch == 0 && p->initial_stop_ns) {
+		vm->st.initial_stop_ns = now - p->initial_stop_ns;
+		LOGVM(INFO, vm->name, "initial state taken: %s stopped the guest "
+		      "%.1f ms for the last of it", p->hv->name,
+		      (double)vm->st.initial_stop_ns / RDB_NS_PER_MS);
+	}
 	pause_ns = 0;
 	if (handover) {
 		p->in_pause = false;	/* (not a pause: not recorded) */
@@ -299,12 +326,26 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 	return 0;
 }
 
+/* QEMU stopped the guest to send the last of the initial state: until
+ * our START it is frozen, and the watchdog counts from here. */
+static int on_initial_stop(void *opaque)
+{
+	struct rdb_primary *p = opaque;
+
+	p->initial_stop_ns = rdb_now_ns();
+	if (p->vm->wd_slot >= 0)
+		rdb_watchdog_guest_stopped(p->d->wd, p->vm->wd_slot,
+					   p->initial_stop_ns);
+	return 0;
+}
+
 static const struct rdb_hv_stream_cb stream_cb = {
 	.config = on_config,
 	.ram_blocks = on_ram_blocks,
 	.page = on_page,
 	.epoch_end = on_epoch_end,
 	.checkpoint_request = on_checkpoint_request,
+	.initial_stop = on_initial_stop,
 };
 
 /* ---- disk: every change the guest made goes to the backup ---- */
@@ -805,6 +846,9 @@ static void on_mig(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 			return;
 		}
 		rc = p->hv->stream_feed(p->stream, buf, (size_t)r);
+		/* taking the stream is a sign of life (the watchdog must see
+		 * a stall, not a busy read of a checkpoint) */
+		rdb_watchdog_beat(p->d->wd);
 		if (rc < 0) {
 			char why[256];
 
@@ -1522,6 +1566,7 @@ static int start_colo(struct rdb_primary *p, char *err, size_t errlen)
 
 	vm->st.colo_start_ns = rdb_now_ns();
 	vm->st.colo_start_bytes = vm->st.bytes;
+	p->initial_stop_ns = 0;
 	snprintf(p->mig_path, sizeof(p->mig_path), "%s/%s.colo",
 		 p->d->cfg.run_dir, vm->name);
 	rc = rdb_sock_listen_unix(p->mig_path, &p->mig_listen_fd);
@@ -2103,7 +2148,7 @@ static int begin_protection(struct rdb_vm *vm, enum rdb_peer_loss peer_loss,
 	vm->pri->registered[0] = 0;
 	vm->st.protect_start_ns = rdb_now_ns();
 	vm->st.colo_start_ns = vm->st.initial_mem_bytes = 0;
-	vm->st.initial_ns = vm->st.initial_mem_ns = 0;
+	vm->st.initial_ns = vm->st.initial_mem_ns = vm->st.initial_stop_ns = 0;
 	/* A new protection, told apart from every other one (the witness's
 	 * decision, the guest's failover event): 64 random bits. */
 	if (getrandom(&vm->pri->generation, sizeof(vm->pri->generation), 0) !=
@@ -2549,6 +2594,12 @@ int rdb_primary_inject(struct rdb_vm *vm, const char *fault)
 	}
 	if (strcmp(fault, "stop-in-initial-state") == 0) {
 		vm->pri->fault_stop_in_initial = true;
+		vm->pri->fault_initial_busy_ns = 0;
+		return 0;
+	}
+	if (strcmp(fault, "stop-late-in-initial-state") == 0) {
+		vm->pri->fault_stop_in_initial = true;
+		vm->pri->fault_initial_busy_ns = FAULT_INITIAL_BUSY_NS;
 		return 0;
 	}
 	return -EINVAL;

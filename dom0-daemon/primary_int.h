@@ -158,6 +158,11 @@ struct rdb_primary {
 	bool fault_stop_in_pause;
 	bool fault_stop_in_disk_pause;	/* at a disk change inside a pause */
 	bool fault_stop_in_initial;	/* before taking epoch 0 (QEMU waits) */
+	uint64_t fault_initial_busy_ns;	/* ... after working (and beating) this
+					 * long since QEMU stopped the guest */
+	/* QEMU stopped the guest for the last of the initial state then
+	 * (0: not yet, or its stream does not show it) */
+	uint64_t initial_stop_ns;
 
 	/*
 	 * Compression (features granted by the backup): epoch N's records

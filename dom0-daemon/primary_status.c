@@ -24,14 +24,21 @@ void rdb_primary_status(const struct rdb_vm *vm, json_t *o)
 	json_object_set_new(o, "open_epoch", json_integer((json_int_t)p->open_epoch));
 	/* the last protection's start, until epoch 0 was committed: the
 	 * disk copy (queued), then the memory copy (COLO start to ACK 0) */
-	if (vm->st.initial_ns)
-		json_object_set_new(o, "initial_state", json_pack(
+	if (vm->st.initial_ns) {
+		json_t *is = json_pack(
 			"{s:f, s:f, s:f, s:I, s:I}",
 			"seconds", (double)vm->st.initial_ns / RDB_NS_PER_S,
 			"disk_queued_seconds", (double)vm->st.copy_ns / RDB_NS_PER_S,
 			"memory_seconds", (double)vm->st.initial_mem_ns / RDB_NS_PER_S,
 			"memory_bytes", (json_int_t)vm->st.initial_mem_bytes,
-			"disk_bytes", (json_int_t)vm->st.resync_bytes));
+			"disk_bytes", (json_int_t)vm->st.resync_bytes);
+
+		/* the guest's one long stop of it (when the stream shows it) */
+		if (is && vm->st.initial_stop_ns)
+			json_object_set_new(is, "guest_stopped_ms", json_real(
+				(double)vm->st.initial_stop_ns / RDB_NS_PER_MS));
+		json_object_set_new(o, "initial_state", is);
+	}
 	if (p->qemu_pid > 0) {
 		cpu_set_t q, shared;
 		char a[256], b[256], c[256];

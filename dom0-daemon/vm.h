@@ -110,6 +110,7 @@ struct rdb_vm_stats {
 	uint64_t protect_start_ns, colo_start_ns, initial_mem_bytes;
 	uint64_t colo_start_bytes;	/* st.bytes then (the count goes on) */
 	uint64_t initial_ns, initial_mem_ns;
+	uint64_t initial_stop_ns;	/* the guest stopped for epoch 0's last */
 	/* since the VM was added: pauses, ACK waits (primary), commits
 	 * (backup), for the metrics file's histograms */
 	struct rdb_prom_hist pause_hist, ack_hist, commit_hist;

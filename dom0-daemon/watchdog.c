@@ -23,14 +23,25 @@
 /* The child's copies of each slot's checkpoint-stream socket. */
 static int stream_fd[RDB_WD_MAX_VMS];
 
-bool rdb_watchdog_should_trip(const struct rdb_wd_slot *s, uint64_t beat_ns,
-			      uint64_t now_ns)
+enum rdb_wd_trip rdb_watchdog_should_trip(const struct rdb_wd_slot *s,
+					  uint64_t beat_ns, uint64_t now_ns)
 {
 	uint64_t deadline = atomic_load(&s->deadline_ns);
+	uint64_t stopped = atomic_load(&s->stopped_ns);
+	uint64_t silent;
 
 	if (!atomic_load(&s->armed) || atomic_load(&s->tripped_at_ns))
-		return false;
-	return now_ns > beat_ns && now_ns - beat_ns > deadline;
+		return RDB_WD_KEEP;
+	/* a beat or a stop newer than "now" (read race) is not late */
+	if (now_ns <= beat_ns)
+		return RDB_WD_KEEP;
+	silent = now_ns - beat_ns;
+	if (silent > deadline)
+		return RDB_WD_SILENT;
+	if (stopped && now_ns > stopped && now_ns - stopped > deadline &&
+	    silent > deadline / 4)
+		return RDB_WD_STOPPED;
+	return RDB_WD_KEEP;
 }
 
 static void trip(int i, struct rdb_wd_slot *s, const char *why)
@@ -121,6 +132,7 @@ static void child_main(struct rdb_wd_shared *shm, int sock, pid_t parent,
 		stream_fd[i] = -1;
 	while (!atomic_load(&shm->stop)) {
 		uint64_t now, beat;
+		enum rdb_wd_trip t;
 		/* A dead daemon is the longest stall of all: its guests must
 		 * not wait for it (and our copy of each stream socket would
 		 * even hide its death from QEMU). */
@@ -135,12 +147,23 @@ static void child_main(struct rdb_wd_shared *shm, int sock, pid_t parent,
 			if (orphan && atomic_load(&s->armed) &&
 			    !atomic_load(&s->tripped_at_ns)) {
 				trip(i, s, "remusdbd exited");
-			} else if (rdb_watchdog_should_trip(s, beat, now)) {
+			} else if ((t = rdb_watchdog_should_trip(s, beat, now)) ==
+				   RDB_WD_SILENT) {
 				snprintf(why, sizeof(why),
 					 "remusdbd silent for %llu ms (deadline %llu ms)",
 					 (unsigned long long)((now - beat) / RDB_NS_PER_MS),
 					 (unsigned long long)(atomic_load(&s->deadline_ns) /
 							      RDB_NS_PER_MS));
+				trip(i, s, why);
+			} else if (t == RDB_WD_STOPPED) {
+				snprintf(why, sizeof(why),
+					 "the guest stopped for %llu ms (deadline %llu ms) "
+					 "and remusdbd silent for %llu ms",
+					 (unsigned long long)((now - atomic_load(&s->stopped_ns)) /
+							      RDB_NS_PER_MS),
+					 (unsigned long long)(atomic_load(&s->deadline_ns) /
+							      RDB_NS_PER_MS),
+					 (unsigned long long)((now - beat) / RDB_NS_PER_MS));
 				trip(i, s, why);
 			} else if (!atomic_load(&s->armed) && stream_fd[i] >= 0) {
 				close(stream_fd[i]);
@@ -271,6 +294,7 @@ int rdb_watchdog_arm(struct rdb_watchdog *wd, const char *name,
 		snprintf(s->qmp_path, sizeof(s->qmp_path), "%s", qmp_path);
 		atomic_store(&s->deadline_ns, deadline_ns);
 		atomic_store(&s->tripped_at_ns, 0);
+		atomic_store(&s->stopped_ns, 0);
 		atomic_fetch_add(&s->generation, 1);
 		rdb_watchdog_beat(wd);
 		atomic_store(&s->armed, 1);
@@ -284,6 +308,14 @@ void rdb_watchdog_disarm(struct rdb_watchdog *wd, int slot)
 	if (!wd->shm || slot < 0 || slot >= RDB_WD_MAX_VMS)
 		return;
 	atomic_store(&wd->shm->slot[slot].armed, 0);
+}
+
+void rdb_watchdog_guest_stopped(struct rdb_watchdog *wd, int slot,
+				uint64_t since_ns)
+{
+	if (!wd->shm || slot < 0 || slot >= RDB_WD_MAX_VMS)
+		return;
+	atomic_store(&wd->shm->slot[slot].stopped_ns, since_ns);
 }
 
 uint64_t rdb_watchdog_tripped(const struct rdb_watchdog *wd, int slot)

@@ -14,6 +14,12 @@
  *      that write and QEMU leaves COLO with the guest running;
  *   2. it sends x-colo-lost-heartbeat over the VM's second QMP socket,
  *      for the case where QEMU was not blocked on the socket.
+ * The daemon also stamps, per slot, when the guest stopped (a checkpoint's
+ * pause, or the stop QEMU makes for the last of the initial state).  A
+ * daemon that stalls part-way through a pause must not add its whole
+ * deadline to what the guest already waited: once the guest has been
+ * stopped for the deadline, a quarter of it without a beat is enough.
+ * (A daemon that runs polices its own pauses: primary.c's heartbeat.)
  * The trip is logged as an alarm and left in the page for the daemon to
  * see when it runs again.  If the daemon dies, the watchdog trips every
  * armed slot at once and exits: a dead daemon must not freeze its guests
@@ -44,6 +50,8 @@ struct rdb_wd_slot {
 	_Atomic uint64_t deadline_ns;
 	_Atomic uint64_t tripped_at_ns;	/* child: 0, or when it tripped */
 	_Atomic uint32_t generation;	/* bumped on every (re)arm */
+	_Atomic uint64_t stopped_ns;	/* daemon: the guest is stopped since
+					 * then (0: it runs, as far as known) */
 };
 
 struct rdb_wd_shared {
@@ -71,16 +79,26 @@ int rdb_watchdog_arm(struct rdb_watchdog *wd, const char *name,
 		     const struct rdb_hv_ops *hv, const char *qmp_path,
 		     uint64_t deadline_ns);
 void rdb_watchdog_disarm(struct rdb_watchdog *wd, int slot);
+/* The guest stopped at since_ns (0: it runs again). */
+void rdb_watchdog_guest_stopped(struct rdb_watchdog *wd, int slot,
+				uint64_t since_ns);
 /* Gives the child a duplicate of the slot's checkpoint-stream socket. */
 int rdb_watchdog_pass_fd(struct rdb_watchdog *wd, int slot, int fd);
 /* Non-zero once the child dropped protection for this slot. */
 uint64_t rdb_watchdog_tripped(const struct rdb_watchdog *wd, int slot);
 
+enum rdb_wd_trip {
+	RDB_WD_KEEP,		/* no reason to trip */
+	RDB_WD_SILENT,		/* no beat for the deadline */
+	RDB_WD_STOPPED,		/* the guest stopped for the deadline, and
+				 * no beat for a quarter of it */
+};
+
 /*
  * The decision, pure so a unit test can drive it: should the slot trip
  * at now_ns given the daemon's last beat?
  */
-bool rdb_watchdog_should_trip(const struct rdb_wd_slot *s, uint64_t beat_ns,
-			      uint64_t now_ns);
+enum rdb_wd_trip rdb_watchdog_should_trip(const struct rdb_wd_slot *s,
+					  uint64_t beat_ns, uint64_t now_ns);
 
 #endif

@@ -14,7 +14,8 @@
  *             checkpoint_start(ctl, STREAM, ms)  the hypervisor connects to
  *                                                STREAM (the daemon listens)
  *                                                and sends the VM's state
- *             stream: config, ram_blocks, page*, epoch_end(0)
+ *             stream: config, ram_blocks, page*, [initial_stop,]
+ *                     page*, epoch_end(0)
  *                     the guest is stopped:  reply START  (it runs; the
  *                                                checkpoints begin)
  *             stream: checkpoint_request(k)      reply STOP (the guest stops)
@@ -64,6 +65,12 @@ struct rdb_hv_stream_cb {
 			 size_t len);
 	/* The hypervisor asks to take checkpoint epoch: reply STOP. */
 	int (*checkpoint_request)(void *opaque, uint64_t epoch);
+	/* The hypervisor stopped the guest by itself to send the last of
+	 * the initial state (epoch 0): from now until our START the guest
+	 * is frozen.  Once per stream, as soon as the stream shows it; a
+	 * backend whose stream does not show it never calls it (may be
+	 * NULL). */
+	int (*initial_stop)(void *opaque);
 };
 
 /* The daemon's replies on the stream's connection. */

@@ -47,6 +47,7 @@ static int stream_new(struct rdb_hv_stream **out,
 		.page = cb->page,
 		.epoch_end = cb->epoch_end,
 		.checkpoint_request = cb->checkpoint_request,
+		.initial_stop = cb->initial_stop,
 	};
 	rc = rdb_colo_parser_init(&s->parser, &s->ops, opaque);
 	if (rc < 0) {

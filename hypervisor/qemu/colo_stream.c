@@ -369,13 +369,30 @@ static int step_footer(struct rdb_colo_parser *p)
 	return PROGRESS;
 }
 
+/* QEMU stopped the guest before it wrote its first END or device
+ * section: tell it once, before the section is parsed. */
+static int note_initial_stop(struct rdb_colo_parser *p)
+{
+	if (p->stop_reported)
+		return 0;
+	p->stop_reported = 1;
+	return p->ops->initial_stop ? p->ops->initial_stop(p->opaque) : 0;
+}
+
 static int step_top(struct rdb_colo_parser *p)
 {
 	uint8_t t;
+	int rc;
 
 	if (p->in.len < 1)
 		return NEED_MORE;
 	t = p->in.data[0];
+	if (t == VM_SECTION_END ||
+	    ((t == VM_SECTION_FULL || t == VM_EOF) && p->blocks_reported)) {
+		rc = note_initial_stop(p);
+		if (rc < 0)
+			return rc;
+	}
 	switch (t) {
 	case VM_COMMAND:
 		return step_command(p);

@@ -33,7 +33,8 @@
  *                VMSTATE_SIZE:be32 4  n:be64  devstate[n]  (1 <= n <= 64 MiB)
  *                (we answer VMSTATE_RECEIVED 5, VMSTATE_LOADED 6)
  *
- * The initial stream is epoch 0; checkpoint k is epoch k.
+ * The initial stream is epoch 0; checkpoint k is epoch k.  Its first
+ * ram END marks where QEMU stopped the guest for the rest of it.
  */
 #ifndef RDB_COLO_STREAM_H
 #define RDB_COLO_STREAM_H
@@ -74,6 +75,11 @@ struct rdb_colo_ops {
 			 size_t len);
 	/* QEMU asks for checkpoint `epoch`: answer REPLY now. */
 	int (*checkpoint_request)(void *opaque, uint64_t epoch);
+	/* Optional (NULL: not told).  QEMU stopped the guest to complete the
+	 * initial stream: the first ram END (or a device section, or EOF,
+	 * when no END came) in it.  QEMU writes no END before it stops the
+	 * guest (savevm's precopy completion). */
+	int (*initial_stop)(void *opaque);
 };
 
 enum rdb_colo_pstate {
@@ -100,6 +106,7 @@ struct rdb_colo_parser {
 	uint32_t ram_section_id;
 	int have_ram_section;
 	int blocks_reported;
+	int stop_reported;	/* initial_stop was called */
 	int ram_setup;		/* next ram record is MEM_SIZE (START) */
 	uint64_t mem_total, mem_listed;
 	struct rdb_ram_block blocks[RDB_MAX_RAM_BLOCKS];

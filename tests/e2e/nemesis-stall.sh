@@ -38,7 +38,7 @@ nemesis_wait_state bak failed-over 10 ||
 	rdb_fail "the backup did not take over the stalled primary's VM"
 nemesis_wait_state pri fenced 10 ||
 	rdb_fail "the primary did not stop its copy after the stall (two copies)"
-grep -q "ALARM: remusdbd silent" "$CL_DIR/pri/remusdbd.log" ||
+grep -qE "ALARM: (remusdbd silent|the guest stopped for)" "$CL_DIR/pri/remusdbd.log" ||
 	rdb_fail "no watchdog alarm in the daemon's log"
 wait_pid 30 "$CL_GAP_PID"
 cl_check_freeze $((deadline_ms + margin_ms))

@@ -36,7 +36,7 @@ cl_ctl bak wait "$CL_VM" failed-over --timeout 10 ||
 	rdb_fail "the backup did not take over the stalled primary's VM"
 cl_ctl pri wait "$CL_VM" fenced --timeout 10 ||
 	rdb_fail "the primary did not stop its copy after the stall (two copies)"
-grep -q "ALARM: remusdbd silent" "$CL_DIR/pri/remusdbd.log" ||
+grep -qE "ALARM: (remusdbd silent|the guest stopped for)" "$CL_DIR/pri/remusdbd.log" ||
 	rdb_fail "no alarm in the daemon's log"
 grep -q "protected -> deciding.*watchdog" "$CL_DIR/pri/remusdbd.log" ||
 	rdb_fail "the decision does not name the watchdog"

@@ -91,6 +91,7 @@ struct seen {
 	uint64_t epochs[8];
 	size_t dev_len[8];
 	int nepochs;
+	int stops, pages_at_stop, epochs_at_stop;
 };
 
 static int on_config(void *o, const uint8_t *s, size_t n)
@@ -145,7 +146,18 @@ static int on_req(void *o, uint64_t e)
 	return 0;
 }
 
-static const struct rdb_colo_ops ops = { on_config, on_blocks, on_page, on_end, on_req };
+static int on_stop(void *o)
+{
+	struct seen *x = o;
+
+	x->stops++;
+	x->pages_at_stop = x->pages;
+	x->epochs_at_stop = x->nepochs;
+	return 0;
+}
+
+static const struct rdb_colo_ops ops = { on_config, on_blocks, on_page, on_end,
+					 on_req, on_stop };
 
 static int feed_in_steps(struct rdb_buf *s, struct seen *x, size_t step,
 			 struct rdb_colo_parser *p)
@@ -188,6 +200,49 @@ static void test_initial_stream_and_checkpoints_any_split(void **state)
 		/* epoch 0's device state: the FULL sections + EOF, no vmdesc */
 		assert_int_equal(x.dev_len[0], sizeof(DEV));
 		assert_int_equal(x.dev_len[1], sizeof(DEV));
+		/* QEMU stopped the guest where the ram END begins: after the
+		 * live PART's pages, once, not again at a checkpoint */
+		assert_int_equal(x.stops, 1);
+		assert_int_equal(x.pages_at_stop, 2);
+		assert_int_equal(x.epochs_at_stop, 0);
+		rdb_colo_parser_dispose(&p);
+	}
+	rdb_buf_dispose(&s);
+}
+
+/* A stream whose completion has no ram END (nothing iterable left): the
+ * guest stopped before the first device section. */
+static void test_initial_stop_without_ram_end(void **state)
+{
+	const char *vmdesc = "{\"devices\": []}";
+	struct rdb_colo_parser p;
+	struct rdb_buf s;
+	struct seen x;
+
+	rdb_buf_init(&s);
+	u32(&s, 0x5145564d);
+	u32(&s, 3);
+	u8(&s, 0x07); u32(&s, 14); rdb_buf_append(&s, "pc-i440fx-10.0", 14);
+	u8(&s, 0x01); u32(&s, 2); str8(&s, "ram"); u32(&s, 0); u32(&s, 4);
+	u64(&s, 8192 | 0x04);
+	str8(&s, "pc.ram"); u64(&s, 8192);
+	u64(&s, 0x10); u8(&s, 0x7e); u32(&s, 2);
+	u8(&s, 0x02); u32(&s, 2);
+	page(&s, "pc.ram", 0, 0, 0, 0x11);
+	u64(&s, 0x10); u8(&s, 0x7e); u32(&s, 2);
+	rdb_buf_append(&s, DEV, sizeof(DEV));
+	u8(&s, 0x06); u32(&s, (uint32_t)strlen(vmdesc));
+	rdb_buf_append(&s, vmdesc, strlen(vmdesc));
+	for (size_t step = 1; step <= s.len; step = step * 3 + 1) {
+		int rc = feed_in_steps(&s, &x, step, &p);
+
+		if (rc)
+			print_error("%s\n", rdb_colo_parser_error(&p));
+		assert_int_equal(rc, 0);
+		assert_int_equal(x.nepochs, 1);
+		assert_int_equal(x.stops, 1);
+		assert_int_equal(x.pages_at_stop, 1);
+		assert_int_equal(x.epochs_at_stop, 0);
 		rdb_colo_parser_dispose(&p);
 	}
 	rdb_buf_dispose(&s);
@@ -306,6 +361,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_initial_stream_and_checkpoints_any_split),
+		cmocka_unit_test(test_initial_stop_without_ram_end),
 		cmocka_unit_test(test_truncated_checkpoint_reports_no_epoch),
 		cmocka_unit_test(test_malformed_streams),
 		cmocka_unit_test(test_random_bytes_never_crash),

@@ -453,15 +453,49 @@ static void test_watchdog_trips_only_when_armed_and_late(void **state)
 
 	memset(&s, 0, sizeof(s));
 	atomic_store(&s.deadline_ns, 500 * ms);
-	assert_false(rdb_watchdog_should_trip(&s, 0, 10000 * ms));	/* not armed */
+	assert_int_equal(rdb_watchdog_should_trip(&s, 0, 10000 * ms), RDB_WD_KEEP);	/* not armed */
 	atomic_store(&s.armed, 1);
-	assert_false(rdb_watchdog_should_trip(&s, 1000 * ms, 1400 * ms));
-	assert_false(rdb_watchdog_should_trip(&s, 1000 * ms, 1500 * ms));
-	assert_true(rdb_watchdog_should_trip(&s, 1000 * ms, 1501 * ms));
+	assert_int_equal(rdb_watchdog_should_trip(&s, 1000 * ms, 1400 * ms), RDB_WD_KEEP);
+	assert_int_equal(rdb_watchdog_should_trip(&s, 1000 * ms, 1500 * ms), RDB_WD_KEEP);
+	assert_int_equal(rdb_watchdog_should_trip(&s, 1000 * ms, 1501 * ms), RDB_WD_SILENT);
 	/* a beat newer than "now" (read race) is not late */
-	assert_false(rdb_watchdog_should_trip(&s, 2000 * ms, 1999 * ms));
+	assert_int_equal(rdb_watchdog_should_trip(&s, 2000 * ms, 1999 * ms), RDB_WD_KEEP);
 	atomic_store(&s.tripped_at_ns, 1);
-	assert_false(rdb_watchdog_should_trip(&s, 0, 10000 * ms));	/* once */
+	assert_int_equal(rdb_watchdog_should_trip(&s, 0, 10000 * ms), RDB_WD_KEEP);	/* once */
+}
+
+/* The guest stopped at 1000 ms (a checkpoint, or QEMU's stop for the end
+ * of the initial state); the daemon worked on, then went silent at 1400:
+ * the guest must not wait 1400 + 500. */
+static void test_watchdog_bounds_the_guests_stop(void **state)
+{
+	struct rdb_wd_slot s;
+	uint64_t ms = RDB_NS_PER_MS;
+
+	memset(&s, 0, sizeof(s));
+	atomic_store(&s.deadline_ns, 500 * ms);
+	atomic_store(&s.armed, 1);
+	atomic_store(&s.stopped_ns, 1000 * ms);
+	/* not stopped for the deadline yet: silence alone decides */
+	assert_int_equal(rdb_watchdog_should_trip(&s, 1400 * ms, 1500 * ms), RDB_WD_KEEP);
+	/* stopped past the deadline, but the daemon beats: it polices its
+	 * own pauses */
+	assert_int_equal(rdb_watchdog_should_trip(&s, 1450 * ms, 1501 * ms), RDB_WD_KEEP);
+	assert_int_equal(rdb_watchdog_should_trip(&s, 1400 * ms, 1525 * ms), RDB_WD_KEEP);
+	/* stopped past the deadline and a quarter of it without a beat */
+	assert_int_equal(rdb_watchdog_should_trip(&s, 1400 * ms, 1526 * ms), RDB_WD_STOPPED);
+	/* silent from before the stop: trips at the deadline of the stop */
+	assert_int_equal(rdb_watchdog_should_trip(&s, 990 * ms, 1500 * ms), RDB_WD_SILENT);
+	assert_int_equal(rdb_watchdog_should_trip(&s, 1100 * ms, 1501 * ms), RDB_WD_STOPPED);
+	/* running again: silence alone decides */
+	atomic_store(&s.stopped_ns, 0);
+	assert_int_equal(rdb_watchdog_should_trip(&s, 1400 * ms, 1800 * ms), RDB_WD_KEEP);
+	/* a stop newer than "now" (read race) is not late */
+	atomic_store(&s.stopped_ns, 2000 * ms);
+	assert_int_equal(rdb_watchdog_should_trip(&s, 1000 * ms, 1400 * ms), RDB_WD_KEEP);
+	atomic_store(&s.tripped_at_ns, 1);
+	atomic_store(&s.stopped_ns, 1000 * ms);
+	assert_int_equal(rdb_watchdog_should_trip(&s, 1000 * ms, 3000 * ms), RDB_WD_KEEP);	/* once */
 }
 
 int main(void)
@@ -476,6 +510,7 @@ int main(void)
 		cmocka_unit_test(test_spawn_on_cpus),
 		cmocka_unit_test(test_place_running),
 		cmocka_unit_test(test_watchdog_trips_only_when_armed_and_late),
+		cmocka_unit_test(test_watchdog_bounds_the_guests_stop),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
