@@ -40,13 +40,27 @@ static void page(struct rdb_buf *b, const char *blk, uint64_t off, int zero,
 	}
 }
 
-static void initial(struct rdb_buf *b)
+/* The stream's header and configuration section. */
+static void header(struct rdb_buf *b)
 {
-	const char *vmdesc = "{\"configuration\": {}, \"devices\": []}";
-
 	u32(b, 0x5145564d);
 	u32(b, 3);
 	u8(b, 0x07); u32(b, 14); rdb_buf_append(b, "pc-i440fx-10.0", 14);
+}
+
+/* The initial stream's device sections, EOF and vmdesc. */
+static void devtail(struct rdb_buf *b)
+{
+	const char *vmdesc = "{\"configuration\": {}, \"devices\": []}";
+
+	rdb_buf_append(b, DEV, sizeof(DEV));
+	u8(b, 0x06); u32(b, (uint32_t)strlen(vmdesc));
+	rdb_buf_append(b, vmdesc, strlen(vmdesc));
+}
+
+static void initial(struct rdb_buf *b)
+{
+	header(b);
 	u8(b, 0x08); u16(b, 8); u16(b, 0);		/* ENABLE_COLO */
 	u8(b, 0x01); u32(b, 2); str8(b, "ram"); u32(b, 0); u32(b, 4);
 	u64(b, (2 * 8192) | 0x04);
@@ -62,9 +76,7 @@ static void initial(struct rdb_buf *b)
 	page(b, "pc.bios", 0, 0, 0, 0x22);
 	page(b, "pc.bios", 4096, 1, 1, 0);
 	u64(b, 0x10); u8(b, 0x7e); u32(b, 2);
-	rdb_buf_append(b, DEV, sizeof(DEV));
-	u8(b, 0x06); u32(b, (uint32_t)strlen(vmdesc));
-	rdb_buf_append(b, vmdesc, strlen(vmdesc));
+	devtail(b);
 }
 
 static void checkpoint(struct rdb_buf *b, uint8_t fill)
@@ -214,15 +226,12 @@ static void test_initial_stream_and_checkpoints_any_split(void **state)
  * guest stopped before the first device section. */
 static void test_initial_stop_without_ram_end(void **state)
 {
-	const char *vmdesc = "{\"devices\": []}";
 	struct rdb_colo_parser p;
 	struct rdb_buf s;
 	struct seen x;
 
 	rdb_buf_init(&s);
-	u32(&s, 0x5145564d);
-	u32(&s, 3);
-	u8(&s, 0x07); u32(&s, 14); rdb_buf_append(&s, "pc-i440fx-10.0", 14);
+	header(&s);
 	u8(&s, 0x01); u32(&s, 2); str8(&s, "ram"); u32(&s, 0); u32(&s, 4);
 	u64(&s, 8192 | 0x04);
 	str8(&s, "pc.ram"); u64(&s, 8192);
@@ -230,9 +239,7 @@ static void test_initial_stop_without_ram_end(void **state)
 	u8(&s, 0x02); u32(&s, 2);
 	page(&s, "pc.ram", 0, 0, 0, 0x11);
 	u64(&s, 0x10); u8(&s, 0x7e); u32(&s, 2);
-	rdb_buf_append(&s, DEV, sizeof(DEV));
-	u8(&s, 0x06); u32(&s, (uint32_t)strlen(vmdesc));
-	rdb_buf_append(&s, vmdesc, strlen(vmdesc));
+	devtail(&s);
 	for (size_t step = 1; step <= s.len; step = step * 3 + 1) {
 		int rc = feed_in_steps(&s, &x, step, &p);
 
