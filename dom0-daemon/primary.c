@@ -164,9 +164,7 @@ static int on_checkpoint_request(void *opaque, uint64_t epoch)
 		return rc;
 	/* The VM stops now, until our RESUME. */
 	p->ckpt_start_ns = rdb_now_ns();
-	if (p->vm->wd_slot >= 0)
-		rdb_watchdog_guest_stopped(p->d->wd, p->vm->wd_slot,
-					   p->ckpt_start_ns);
+	rdb_watchdog_guest_stopped(p->d->wd, p->vm->wd_slot, p->ckpt_start_ns);
 	p->pause_work_ns = 0;
 	p->in_pause = true;
 	rdb_pri_peer_want_write(p);
@@ -269,8 +267,7 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 	now = rdb_now_ns();
 	/* runs again (a handover's guest stays stopped on purpose: its
 	 * stalls are bounded by the beat alone, as before it stopped) */
-	if (vm->wd_slot >= 0)
-		rdb_watchdog_guest_stopped(p->d->wd, vm->wd_slot, 0);
+	rdb_watchdog_guest_stopped(p->d->wd, vm->wd_slot, 0);
 	if (epoch == 0 && p->initial_stop_ns) {
 		vm->st.initial_stop_ns = now - p->initial_stop_ns;
 		LOGVM(INFO, vm->name, "initial state taken: %s stopped the guest "
@@ -333,9 +330,7 @@ static int on_initial_stop(void *opaque)
 	struct rdb_primary *p = opaque;
 
 	p->initial_stop_ns = rdb_now_ns();
-	if (p->vm->wd_slot >= 0)
-		rdb_watchdog_guest_stopped(p->d->wd, p->vm->wd_slot,
-					   p->initial_stop_ns);
+	rdb_watchdog_guest_stopped(p->d->wd, p->vm->wd_slot, p->initial_stop_ns);
 	return 0;
 }
 

@@ -79,7 +79,8 @@ int rdb_watchdog_arm(struct rdb_watchdog *wd, const char *name,
 		     const struct rdb_hv_ops *hv, const char *qmp_path,
 		     uint64_t deadline_ns);
 void rdb_watchdog_disarm(struct rdb_watchdog *wd, int slot);
-/* The guest stopped at since_ns (0: it runs again). */
+/* The guest stopped at since_ns (0: it runs again).  A slot < 0 (no
+ * watchdog for the VM) is ignored. */
 void rdb_watchdog_guest_stopped(struct rdb_watchdog *wd, int slot,
 				uint64_t since_ns);
 /* Gives the child a duplicate of the slot's checkpoint-stream socket. */
