@@ -19,7 +19,7 @@
  * claim: a few rounds settle it. */
 #define REGISTER_ROUNDS 4
 
-enum op { OP_REGISTER, OP_CLAIM, OP_READ };
+enum op { OP_REGISTER, OP_CLAIM, OP_READ, OP_RETURN };
 
 struct req {
 	struct rdb_witness *w;
@@ -104,6 +104,20 @@ int rdb_witness_value_parse(const char *s, size_t len,
 	v_out->generation = gen;
 	snprintf(v_out->owner, sizeof(v_out->owner), "%s", owner);
 	return 0;
+}
+
+enum rdb_witness_owner rdb_witness_owner_of(const char *value, const char *node,
+					    struct rdb_witness_value *v_out)
+{
+	struct rdb_witness_value v;
+
+	if (!value[0])
+		return RDB_WITNESS_NOBODY;
+	if (rdb_witness_value_parse(value, strlen(value), &v) < 0)
+		return RDB_WITNESS_UNREADABLE;
+	if (v_out)
+		*v_out = v;
+	return strcmp(v.owner, node) == 0 ? RDB_WITNESS_SELF : RDB_WITNESS_OTHER;
 }
 
 static const char b64[] =
@@ -450,6 +464,58 @@ static void do_claim(struct req *r, json_t *key)
 	set_lost(r, cur);
 }
 
+/* The claim node won goes back: the key's value from node's "running"
+ * to the registered one, if it still holds the claim. */
+static void do_return(struct req *r, json_t *key)
+{
+	struct rdb_witness_value v;
+	char claimed[RDB_WITNESS_VALUE_MAX], cur[RDB_WITNESS_VALUE_MAX], modrev[32];
+	json_t *t, *a = NULL, *rr;
+	bool found;
+	int rc;
+
+	if (rdb_witness_value_parse(r->registered, strlen(r->registered), &v) < 0) {
+		set_error(r, -EINVAL, "no registered value to return to");
+		return;
+	}
+	snprintf(v.owner, sizeof(v.owner), "%s", r->node);
+	v.state = RDB_WITNESS_RUNNING;
+	if (rdb_witness_value_format(&v, claimed, sizeof(claimed)) < 0) {
+		set_error(r, -EINVAL, "bad node name");
+		return;
+	}
+	t = json_pack("{s:[{s:O, s:s, s:s, s:o}], s:[o], s:[{s:{s:O}}]}",
+		      "compare", "key", key, "target", "VALUE", "result", "EQUAL",
+		      "value", b64_str(claimed),
+		      "success", put_op(key, r->registered),
+		      "failure", "request_range", "key", key);
+	rc = t ? post(r, "/v3/kv/txn", t, &a) : -ENOMEM;
+	json_decref(t);
+	if (rc < 0) {
+		set_error(r, rc, "returning the VM's key");
+		return;
+	}
+	if (json_is_true(json_object_get(a, "succeeded"))) {
+		json_decref(a);
+		r->res.outcome = RDB_WITNESS_WON;
+		return;
+	}
+	rr = json_object_get(json_array_get(json_object_get(a, "responses"), 0),
+			     "response_range");
+	rc = rr ? kv_of(rr, &found, cur, sizeof(cur), modrev, sizeof(modrev)) :
+		  -EPROTO;
+	json_decref(a);
+	if (rc < 0) {
+		set_error(r, -EPROTO, "etcd's answer to the return");
+		return;
+	}
+	if (found && strcmp(cur, r->registered) == 0) {
+		r->res.outcome = RDB_WITNESS_WON;	/* our earlier try did it */
+		return;
+	}
+	set_lost(r, found ? cur : "(the VM's key is gone from the witness)");
+}
+
 /* The key's value as it stands: WON with holder = the value ("" when the
  * key does not exist). */
 static void do_read(struct req *r, json_t *key)
@@ -488,6 +554,8 @@ static void *req_thread(void *opaque)
 		do_register(r, key);
 	else if (r->op == OP_READ)
 		do_read(r, key);
+	else if (r->op == OP_RETURN)
+		do_return(r, key);
 	else
 		do_claim(r, key);
 	json_decref(key);
@@ -564,6 +632,23 @@ int64_t rdb_witness_claim(struct rdb_witness *w, const char *vm,
 	if (!r)
 		return -ENOMEM;
 	r->op = OP_CLAIM;
+	snprintf(r->vm, sizeof(r->vm), "%s", vm);
+	snprintf(r->node, sizeof(r->node), "%s", node);
+	snprintf(r->registered, sizeof(r->registered), "%s", registered);
+	r->cb = cb;
+	r->opaque = opaque;
+	return start(w, r);
+}
+
+int64_t rdb_witness_return(struct rdb_witness *w, const char *vm,
+			   const char *registered, const char *node,
+			   rdb_witness_cb cb, void *opaque)
+{
+	struct req *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return -ENOMEM;
+	r->op = OP_RETURN;
 	snprintf(r->vm, sizeof(r->vm), "%s", vm);
 	snprintf(r->node, sizeof(r->node), "%s", node);
 	snprintf(r->registered, sizeof(r->registered), "%s", registered);

@@ -14,6 +14,8 @@
  *   generation.  Only the current owner may do that (or anyone, when the
  *   key does not exist): a host that lost the VM cannot take it back by
  *   protecting again.  One compare-and-swap on the key's mod_revision.
+ * - return: the claim a backup won for a handover goes back to the
+ *   registered value when its restore failed (the old primary resumes).
  * - claim: a side that lost its peer (the primary: the backup went
  *   silent; the backup: the primary did) swaps the registered value for
  *   "running" with itself as owner.  The compare is on the exact
@@ -71,6 +73,13 @@ int64_t rdb_witness_register(struct rdb_witness *w, const char *vm,
 int64_t rdb_witness_claim(struct rdb_witness *w, const char *vm,
 			  const char *registered, const char *node,
 			  rdb_witness_cb cb, void *opaque);
+/* A claim node won is given back: the value goes from node's running
+ * value to registered again (a handover whose restore failed: the old
+ * primary runs on).  WON: the key holds registered (now or already);
+ * LOST: something else (holder); ERROR: no answer. */
+int64_t rdb_witness_return(struct rdb_witness *w, const char *vm,
+			   const char *registered, const char *node,
+			   rdb_witness_cb cb, void *opaque);
 /* The VM's value as it stands: WON, holder = the value ("" when there
  * is no key), or ERROR. */
 int64_t rdb_witness_read(struct rdb_witness *w, const char *vm,
@@ -95,6 +104,22 @@ int rdb_witness_value_format(const struct rdb_witness_value *v, char *out,
 			     size_t len);
 int rdb_witness_value_parse(const char *s, size_t len,
 			    struct rdb_witness_value *v_out);
+/*
+ * Whose the VM is by a value read from the witness (rdb_witness_read's
+ * holder, "" when the key does not exist), as seen from node: nobody's,
+ * node's own, another node's (in any state: a host that registered the
+ * VM, even without running it yet, may run it), or unreadable (a value
+ * that is not RemusDB's tells nothing, and nothing may be guessed).
+ * v_out (may be NULL) gets the parsed value for SELF and OTHER.
+ */
+enum rdb_witness_owner {
+	RDB_WITNESS_NOBODY,
+	RDB_WITNESS_SELF,
+	RDB_WITNESS_OTHER,
+	RDB_WITNESS_UNREADABLE,
+};
+enum rdb_witness_owner rdb_witness_owner_of(const char *value, const char *node,
+					    struct rdb_witness_value *v_out);
 /* RFC 4648 base64 (etcd's JSON gateway carries keys and values so). */
 size_t rdb_base64_encode(const uint8_t *in, size_t len, char *out,
 			 size_t outlen);

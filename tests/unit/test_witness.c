@@ -212,6 +212,46 @@ static void test_one_claim_wins(void **state)
 	rdb_evloop_destroy(loop);
 }
 
+/* A backup's handover claim given back (its restore failed): the key
+ * holds the registration again, so the old primary's own claim wins;
+ * once another claim holds it, nothing is given back. */
+static void test_return(void **state)
+{
+	struct rdb_evloop *loop;
+	struct rdb_witness *w;
+	char reg[RDB_WITNESS_VALUE_MAX];
+	struct got c = { 0 }, back = { 0 }, again = { 0 }, rd = { 0 },
+		   pc = { 0 }, late = { 0 };
+
+	assert_int_equal(rdb_evloop_create(&loop), 0);
+	w = witness(loop, etcd_url);
+	wait_etcd(loop, w);
+	register_ok(loop, w, "vm-ret", "hostA", 0x4242, reg);
+	rdb_witness_claim(w, "vm-ret", reg, "hostB", on_result, &c);
+	pump(loop, &c, 1);
+	assert_int_equal(c.r.outcome, RDB_WITNESS_WON);
+	rdb_witness_return(w, "vm-ret", reg, "hostB", on_result, &back);
+	pump(loop, &back, 1);
+	assert_int_equal(back.r.outcome, RDB_WITNESS_WON);
+	/* asked again (the answer lost): still given back */
+	rdb_witness_return(w, "vm-ret", reg, "hostB", on_result, &again);
+	pump(loop, &again, 1);
+	assert_int_equal(again.r.outcome, RDB_WITNESS_WON);
+	rdb_witness_read(w, "vm-ret", on_result, &rd);
+	pump(loop, &rd, 1);
+	assert_string_equal(rd.r.holder, reg);
+	/* the old primary's claim wins now; B has nothing to give back */
+	rdb_witness_claim(w, "vm-ret", reg, "hostA", on_result, &pc);
+	pump(loop, &pc, 1);
+	assert_int_equal(pc.r.outcome, RDB_WITNESS_WON);
+	rdb_witness_return(w, "vm-ret", reg, "hostB", on_result, &late);
+	pump(loop, &late, 1);
+	assert_int_equal(late.r.outcome, RDB_WITNESS_LOST);
+	assert_non_null(strstr(late.r.holder, "owner=hostA state=running"));
+	rdb_witness_destroy(w);
+	rdb_evloop_destroy(loop);
+}
+
 /* Many racing pairs: never two winners, never none. */
 static void test_races(void **state)
 {
@@ -324,6 +364,35 @@ static void test_values(void **state)
 	assert_false(rdb_witness_node_valid("a/b"));
 }
 
+/* Who owns the VM, for an attach check: another host in any state owns
+ * it (a registration by the host that runs it is not "nobody runs it"),
+ * and a value that is not RemusDB's is no answer. */
+static void test_owner_of(void **state)
+{
+	struct rdb_witness_value v;
+
+	assert_int_equal(rdb_witness_owner_of("", "pri", &v), RDB_WITNESS_NOBODY);
+	assert_int_equal(rdb_witness_owner_of("remusdb-witness/1 generation="
+			 "0000000000000001 owner=pri state=protected", "pri", &v),
+			 RDB_WITNESS_SELF);
+	assert_int_equal(rdb_witness_owner_of("remusdb-witness/1 generation="
+			 "0000000000000001 owner=pri state=running", "pri", &v),
+			 RDB_WITNESS_SELF);
+	assert_int_equal(rdb_witness_owner_of("remusdb-witness/1 generation="
+			 "0000000000000002 owner=bak state=running", "pri", &v),
+			 RDB_WITNESS_OTHER);
+	assert_string_equal(v.owner, "bak");
+	assert_int_equal(rdb_witness_owner_of("remusdb-witness/1 generation="
+			 "0000000000000003 owner=bak state=protected", "pri", &v),
+			 RDB_WITNESS_OTHER);
+	assert_true(v.generation == 3 && v.state == RDB_WITNESS_PROTECTED);
+	assert_int_equal(rdb_witness_owner_of("set by hand", "pri", NULL),
+			 RDB_WITNESS_UNREADABLE);
+	assert_int_equal(rdb_witness_owner_of("remusdb-witness/1 generation="
+			 "0000000000000003 owner=bak state=paused", "pri", NULL),
+			 RDB_WITNESS_UNREADABLE);
+}
+
 static void test_base64(void **state)
 {
 	static const char *in[] = { "", "f", "fo", "foo", "foob", "fooba", "foobar" };
@@ -349,10 +418,12 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_values),
+		cmocka_unit_test(test_owner_of),
 		cmocka_unit_test(test_base64),
 		cmocka_unit_test(test_unreachable),
 		cmocka_unit_test(test_cancel),
 		cmocka_unit_test(test_one_claim_wins),
+		cmocka_unit_test(test_return),
 		cmocka_unit_test(test_races),
 	};
 	int rc;
