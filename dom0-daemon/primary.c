@@ -722,7 +722,7 @@ static void guest_frame(void *opaque, const uint8_t *frame, size_t len)
 	}
 	if (p->fenced)
 		return;		/* the other copy runs: nothing leaves here */
-	if (p->deciding || p->attach_checking)	/* held whatever the mode: I6 */
+	if (p->deciding || p->owner_held)	/* held whatever the mode: I6 */
 		rdb_netbuf_hold(&p->nb, p->open_epoch, frame, len);
 	else if (!p->colo_active || p->initial_open)
 		/* unprotected, or before the initial state's stop: whatever
@@ -1633,10 +1633,10 @@ bool rdb_pri_protection_cleanup(struct rdb_primary *p)
 
 	rdb_pri_register_cancel(p);
 	rdb_pri_decide_cancel(p);
-	/* protect registers the VM now: that is the check.  What the guest
-	 * sent meanwhile is dropped, not released (its TCP sends it again):
-	 * the VM may be another host's. */
-	rdb_pri_attach_check_end(p, false);
+	/* Output held until the witness says who owns the VM stays held:
+	 * only its answer (or the operator) lets it go, not the end of a
+	 * protection that never started. */
+	rdb_pri_owner_check_pause(p);
 	rdb_pri_guest_control_stop(p);
 	connect_cancel(p);
 	colo_cancel(p);
@@ -1660,7 +1660,7 @@ bool rdb_pri_protection_cleanup(struct rdb_primary *p)
 		rdb_evloop_del_timer(loop, p->copy_timer);
 	p->hb_timer = p->copy_timer = 0;
 	durable = end_replication(p);
-	if (durable)
+	if (durable && !p->owner_held)
 		rdb_pri_release_output(p, UINT64_MAX);
 	close_mig(p);
 	rdb_pri_close_peer(p);
@@ -1859,7 +1859,8 @@ int rdb_primary_attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 	else
 		rdb_vm_set_state(vm, RDB_VM_UNPROTECTED, "attached: no disk, "
 				 "not protected yet");
-	rdb_pri_attach_check(vm->pri);
+	rdb_pri_owner_hold(vm->pri, "attached");
+	rdb_pri_owner_check(vm->pri);
 	return 0;
 }
 
@@ -2044,6 +2045,29 @@ static void log_protecting(struct rdb_primary *p)
 static int begin_protection(struct rdb_vm *vm, enum rdb_peer_loss peer_loss,
 			    bool attached, char *err, size_t errlen);
 
+/*
+ * A protection that did not start is undone; the VM is left unprotected
+ * (or failed: its image could not be synced).  Output held until the
+ * witness says who owns the VM stays held, and the check asks on: a
+ * protect that failed (the witness unreachable, say) is no answer.
+ */
+static void protect_failed_state(struct rdb_primary *p, const char *err)
+{
+	struct rdb_vm *vm = p->vm;
+
+	if (!rdb_pri_protection_cleanup(p))
+		rdb_vm_set_state(vm, RDB_VM_FAILED, "protect failed: %s; the disk "
+				 "image could not be synced: guest paused, for "
+				 "the operator", err);
+	else if (p->owner_held)
+		rdb_vm_set_state(vm, RDB_VM_UNPROTECTED, "protect failed: %s; "
+				 "output held until the witness says who owns "
+				 "the VM", err);
+	else
+		rdb_vm_set_state(vm, RDB_VM_UNPROTECTED, "protect failed: %s", err);
+	rdb_pri_owner_check(p);
+}
+
 int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 			char *err, size_t errlen)
 {
@@ -2102,10 +2126,24 @@ int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 				 rdb_vm_state_name(vm->state), now);
 		return -EEXIST;
 	}
+	if (vm && vm->pri->owner_held && peer_loss != RDB_PEER_LOSS_WITNESS) {
+		snprintf(err, errlen, "VM %s is attached with its output held until "
+			 "the witness says who owns it (%s); with on_peer_loss = %s "
+			 "protection would not ask it: wait for its answer, or let "
+			 "the output go with `remusdbctl unprotect --force %s` (only "
+			 "if no other host runs it)", cfg->name, vm->state_reason,
+			 rdb_peer_loss_name(peer_loss), cfg->name);
+		return -EBUSY;
+	}
 	if (!vm) {
 		rc = attach(d, cfg, false, err, errlen, &vm);
 		if (rc < 0)
 			return rc;
+		/* This daemon never ran the VM: until the witness registers
+		 * this protection (its answer says who owns the VM), the
+		 * guest's output is held. */
+		if (peer_loss == RDB_PEER_LOSS_WITNESS)
+			rdb_pri_owner_hold(vm->pri, "protect");
 	} else {
 		bool again = vm->pri->protect_started;
 
@@ -2171,13 +2209,8 @@ static int begin_protection(struct rdb_vm *vm, enum rdb_peer_loss peer_loss,
 		if (!attached) {
 			rdb_primary_teardown(vm);
 			rdb_vm_free(vm);
-		} else if (rdb_pri_protection_cleanup(vm->pri)) {
-			rdb_vm_set_state(vm, RDB_VM_UNPROTECTED,
-					 "protect failed: %s", err);
 		} else {
-			rdb_vm_set_state(vm, RDB_VM_FAILED, "protect failed: %s; "
-					 "the disk image could not be synced: "
-					 "guest paused, for the operator", err);
+			protect_failed_state(vm->pri, err);
 		}
 		return rc;
 	}
@@ -2359,15 +2392,8 @@ int rdb_primary_reprotect(struct rdb_daemon *d, const char *name, json_t *set,
 
 void rdb_pri_protect_failed(struct rdb_primary *p, const char *err)
 {
-	struct rdb_vm *vm = p->vm;
-
-	LOGVM(ERROR, vm->name, "protect failed: %s", err);
-	if (rdb_pri_protection_cleanup(p))
-		rdb_vm_set_state(vm, RDB_VM_UNPROTECTED, "protect failed: %s", err);
-	else
-		rdb_vm_set_state(vm, RDB_VM_FAILED, "protect failed: %s; the disk "
-				 "image could not be synced: guest paused, for "
-				 "the operator", err);
+	LOGVM(ERROR, p->vm->name, "protect failed: %s", err);
+	protect_failed_state(p, err);
 }
 
 void rdb_pri_protect_registered(struct rdb_primary *p)
@@ -2398,19 +2424,21 @@ int rdb_primary_unprotect(struct rdb_vm *vm, bool force, char *msg,
 			 "running", vm->name, vm->state_reason, vm->name);
 		return -EBUSY;
 	}
-	if (p->attach_checking && !force) {
-		snprintf(msg, msglen, "%s is attached with its output held until "
-			 "the witness says who owns it (%s); `remusdbctl unprotect "
-			 "--force %s` lets it go now: only if no other host runs "
-			 "it", vm->name, vm->state_reason, vm->name);
+	if (p->owner_held && !force) {
+		snprintf(msg, msglen, "%s's output is held until the witness says "
+			 "who owns it (%s); `remusdbctl unprotect --force %s` lets "
+			 "it go now: only if no other host runs it", vm->name,
+			 vm->state_reason, vm->name);
 		return -EBUSY;
 	}
-	if (p->attach_checking) {
-		LOGVM(WARN, vm->name, "the operator lets the attached VM's held "
-		      "output go without the witness's word (unprotect --force)");
-		rdb_pri_attach_check_end(p, true);
-		snprintf(vm->state_reason, sizeof(vm->state_reason), "attached; "
-			 "output let go by the operator (unprotect --force)");
+	if (p->owner_held) {
+		LOGVM(WARN, vm->name, "the operator lets the VM's held output go "
+		      "without the witness's word (unprotect --force)");
+		if (p->registering)
+			rdb_pri_protection_cleanup(p);	/* protect cancelled */
+		rdb_pri_owner_let_go(p);
+		rdb_vm_set_state(vm, RDB_VM_UNPROTECTED, "%s; output let go by the "
+				 "operator (unprotect --force)", p->owner_reason);
 		snprintf(msg, msglen, "%s: its held output let go, without the "
 			 "witness's word", vm->name);
 		return 0;

@@ -317,12 +317,58 @@ void rdb_pri_decide_cancel(struct rdb_primary *p)
 	}
 }
 
+/* ---- this host's right to run the VM ---- */
+
+/*
+ * A VM whose QEMU this daemon serves but never protected (attached, e.g.
+ * by a remusdbd started again, or protected from a VM file without an
+ * attach) may be the copy that lost: the backup won while this host was
+ * cut off or its daemon down, and the guest here ran on without anyone
+ * holding its output.  With a witness, until it says who owns the VM
+ * (owner_held) every frame the guest sends is held: the attach check
+ * reads the VM's key, a protection's registration asks it too.  Owned by
+ * another host, in any state, this copy is fenced; nobody's or ours, the
+ * held output leaves.  No answer, or one that is not RemusDB's, is no
+ * answer: the check asks again every 500 ms, holding, as the failover
+ * decision does (letting the output go after a timeout would be a guess,
+ * and a host still cut off from the witness is exactly the one whose copy
+ * may have lost).  The operator who knows no other copy runs lets it go:
+ * remusdbctl unprotect --force.
+ */
+static void owner_ask(struct rdb_primary *p);
+
+/* The held output leaves: the witness said this host may run the VM (or
+ * the operator did). */
+static void owner_release(struct rdb_primary *p)
+{
+	rdb_pri_owner_check_pause(p);
+	p->owner_held = false;
+	rdb_netbuf_release(&p->nb, UINT64_MAX, p->nb_sink, p);
+}
+
+/* Another host owns the VM: this copy must emit nothing more. */
+static void owner_fence(struct rdb_primary *p, const char *why)
+{
+	struct rdb_vm *vm = p->vm;
+	uint64_t n;
+
+	rdb_pri_owner_check_pause(p);
+	p->owner_held = false;
+	n = rdb_netbuf_clear(&p->nb);
+	p->fenced = true;
+	vm->st.decisions_lost++;
+	if (guest_want(p, true) < 0)
+		LOGVM(WARN, vm->name, "the fenced guest will be stopped once "
+		      "its QEMU answers");
+	rdb_vm_set_state(vm, RDB_VM_FENCED, "%s: this copy is stopped, %"
+			 PRIu64 " frames it sent discarded", why, n);
+}
+
 /* ---- registering a protection ---- */
 
 static void on_register(void *opaque, const struct rdb_witness_result *r)
 {
 	struct rdb_primary *p = opaque;
-	struct rdb_vm *vm = p->vm;
 	char err[300] = "";
 
 	p->witness_req = 0;
@@ -331,17 +377,17 @@ static void on_register(void *opaque, const struct rdb_witness_result *r)
 	p->registering = false;
 	switch (r->outcome) {
 	case RDB_WITNESS_WON:
+		/* the witness has this host as the VM's owner now */
+		if (p->owner_held)
+			owner_release(p);
 		rdb_pri_protect_registered(p);
 		return;
 	case RDB_WITNESS_LOST:
 		/* Another host owns the VM: this copy is the second one. */
 		rdb_pri_protection_cleanup(p);
-		p->fenced = true;
-		if (guest_want(p, true) < 0)
-			LOGVM(ERROR, vm->name, "could not stop the guest");
-		rdb_vm_set_state(vm, RDB_VM_FENCED, "protect refused: the witness "
-				 "says another host owns this VM (%s): guest "
-				 "stopped here", r->holder);
+		snprintf(err, sizeof(err), "protect refused: the witness says "
+			 "another host owns this VM (%.200s)", r->holder);
+		owner_fence(p, err);
 		return;
 	case RDB_WITNESS_ERROR:
 		snprintf(err, sizeof(err), "cannot register generation %016" PRIx64
@@ -381,134 +427,130 @@ void rdb_pri_register_cancel(struct rdb_primary *p)
 		p->witness_req = 0;
 }
 
-/* ---- attaching a VM that may run elsewhere ---- */
+/* ---- the attach check: who owns the VM ---- */
 
-/*
- * A VM attached (its disk and network served, e.g. by a remusdbd started
- * again) may be the copy that lost: the backup won while this host was
- * cut off or its daemon down, and the guest here ran on without anyone
- * holding its output.  Until the witness says who owns the VM, its
- * output is held; owned and running elsewhere, this copy is fenced.
- * No answer is no answer: the check asks again every 500 ms, holding,
- * as the failover decision does (letting the output go after a timeout
- * would be a guess, and a host still cut off from the witness is exactly
- * the one whose copy may have lost).  The operator who knows no other
- * copy runs lets it go: remusdbctl unprotect --force.
- */
-static void attach_ask(struct rdb_primary *p);
-
-static uint64_t on_attach_retry(struct rdb_evloop *loop, uint64_t id,
-				void *opaque)
+static uint64_t on_owner_retry(struct rdb_evloop *loop, uint64_t id,
+			       void *opaque)
 {
 	struct rdb_primary *p = opaque;
 
 	(void)loop;
 	(void)id;
 	p->attach_timer = 0;
-	if (p->attach_checking && p->witness_req == 0)
-		attach_ask(p);
+	rdb_pri_owner_check(p);
 	return 0;
 }
 
-/* No answer this time: say so (once per kind of failure, then every
+/* No answer this time: say so (once per kind of failure, and then every
  * 20th try, as the decision does) and ask again shortly. */
-static void attach_unanswered(struct rdb_primary *p, const char *error)
+static void owner_unanswered(struct rdb_primary *p, const char *error)
 {
 	struct rdb_vm *vm = p->vm;
 
 	vm->st.witness_errors++;
 	if (strcmp(error, p->witness_error) != 0 || p->attach_attempts % 20 == 0)
-		LOGVM(WARN, vm->name, "attached, but the witness did not say who "
-		      "owns the VM (try %u): %s; output stays held (`remusdbctl "
+		LOGVM(WARN, vm->name, "the witness did not say who owns the VM "
+		      "(try %u): %s; its output stays held (`remusdbctl "
 		      "unprotect --force %s` lets it go: only if no other host "
 		      "runs it)", p->attach_attempts, error, vm->name);
 	snprintf(p->witness_error, sizeof(p->witness_error), "%s", error);
 	/* not a state change: what the held state waits on, for status */
-	snprintf(vm->state_reason, sizeof(vm->state_reason), "attached; output "
+	snprintf(vm->state_reason, sizeof(vm->state_reason), "%s; output "
 		 "held until the witness says who owns the VM (try %u: %s)",
-		 p->attach_attempts, error);
+		 p->owner_reason, p->attach_attempts, error);
 	if (!p->attach_timer &&
-	    rdb_evloop_add_timer(p->d->loop, WITNESS_RETRY_NS, on_attach_retry,
+	    rdb_evloop_add_timer(p->d->loop, WITNESS_RETRY_NS, on_owner_retry,
 				 p, &p->attach_timer) < 0)
 		LOGVM(ERROR, vm->name, "no timer to ask the witness again: output "
 		      "stays held until `remusdbctl unprotect --force %s`",
 		      vm->name);
 }
 
-static void on_attach_read(void *opaque, const struct rdb_witness_result *r)
+static void on_owner_read(void *opaque, const struct rdb_witness_result *r)
 {
 	struct rdb_primary *p = opaque;
 	struct rdb_vm *vm = p->vm;
 	struct rdb_witness_value v;
+	char why[400];
 
 	p->witness_req = 0;
-	if (!p->attach_checking)
+	if (!p->owner_held || p->registering)
 		return;
 	if (r->outcome == RDB_WITNESS_ERROR) {
-		attach_unanswered(p, r->error);
+		owner_unanswered(p, r->error);
 		return;
 	}
-	p->attach_checking = false;
-	if (r->outcome == RDB_WITNESS_WON && r->holder[0] &&
-	    rdb_witness_value_parse(r->holder, strlen(r->holder), &v) == 0 &&
-	    v.state == RDB_WITNESS_RUNNING && strcmp(v.owner, p->d->node) != 0) {
-		uint64_t n = rdb_netbuf_clear(&p->nb);
-
-		p->fenced = true;
-		vm->st.decisions_lost++;
-		if (guest_want(p, true) < 0)
-			LOGVM(WARN, vm->name, "the fenced guest will be stopped once "
-			      "its QEMU answers");
-		rdb_vm_set_state(vm, RDB_VM_FENCED, "attached, but the witness says "
-				 "%s runs this VM (%s): this copy is stopped, %"
-				 PRIu64 " frames it sent discarded", v.owner,
-				 r->holder, n);
+	switch (rdb_witness_owner_of(r->holder, p->d->node, &v)) {
+	case RDB_WITNESS_OTHER:
+		snprintf(why, sizeof(why), "%s, but the witness says %s %s "
+			 "(%.200s)", p->owner_reason, v.owner,
+			 v.state == RDB_WITNESS_RUNNING ? "runs this VM" :
+			 "owns this VM (it registered a protection of it)",
+			 r->holder);
+		owner_fence(p, why);
 		return;
+	case RDB_WITNESS_UNREADABLE:
+		snprintf(why, sizeof(why), "the VM's key at the witness holds "
+			 "no RemusDB value (%.120s)", r->holder);
+		owner_unanswered(p, why);
+		return;
+	case RDB_WITNESS_NOBODY:
+	case RDB_WITNESS_SELF:
+		break;
 	}
 	if (p->attach_attempts > 1)
 		LOGVM(INFO, vm->name, "the witness answered at try %u: no other host "
-		      "runs the VM; its held output leaves", p->attach_attempts);
-	rdb_netbuf_release(&p->nb, UINT64_MAX, p->nb_sink, p);
+		      "owns the VM; its held output leaves", p->attach_attempts);
+	owner_release(p);
+	snprintf(vm->state_reason, sizeof(vm->state_reason), "%s; the witness "
+		 "says no other host owns it", p->owner_reason);
 }
 
-static void attach_ask(struct rdb_primary *p)
+static void owner_ask(struct rdb_primary *p)
 {
 	int64_t id;
 	char why[64];
 
 	p->attach_attempts++;
-	id = rdb_witness_read(p->d->witness, p->vm->name, on_attach_read, p);
+	id = rdb_witness_read(p->d->witness, p->vm->name, on_owner_read, p);
 	if (id < 0) {
 		snprintf(why, sizeof(why), "cannot ask: %s", strerror((int)-id));
-		attach_unanswered(p, why);
+		owner_unanswered(p, why);
 		return;
 	}
 	p->witness_req = id;
 }
 
-void rdb_pri_attach_check(struct rdb_primary *p)
+void rdb_pri_owner_hold(struct rdb_primary *p, const char *reason)
 {
 	if (!p->d->witness)
 		return;
-	p->attach_checking = true;
+	p->owner_held = true;
 	p->attach_attempts = 0;
 	p->witness_error[0] = 0;
-	attach_ask(p);
+	snprintf(p->owner_reason, sizeof(p->owner_reason), "%s", reason);
 }
 
-void rdb_pri_attach_check_end(struct rdb_primary *p, bool release)
+void rdb_pri_owner_check(struct rdb_primary *p)
 {
-	if (!p->attach_checking)
-		return;
-	p->attach_checking = false;
-	if (p->witness_req > 0)
+	if (p->owner_held && !p->registering && p->witness_req == 0 &&
+	    !p->attach_timer)
+		owner_ask(p);
+}
+
+void rdb_pri_owner_check_pause(struct rdb_primary *p)
+{
+	if (!p->registering && p->witness_req > 0 && !p->deciding)
 		rdb_witness_cancel(p->d->witness, p->witness_req);
-	p->witness_req = 0;
+	if (!p->registering && !p->deciding)
+		p->witness_req = 0;
 	if (p->attach_timer)
 		rdb_evloop_del_timer(p->d->loop, p->attach_timer);
 	p->attach_timer = 0;
-	if (release)
-		rdb_netbuf_release(&p->nb, UINT64_MAX, p->nb_sink, p);
-	else
-		rdb_netbuf_clear(&p->nb);
+}
+
+void rdb_pri_owner_let_go(struct rdb_primary *p)
+{
+	if (p->owner_held)
+		owner_release(p);
 }

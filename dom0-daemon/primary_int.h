@@ -191,8 +191,12 @@ struct rdb_primary {
 	uint64_t generation;
 	char registered[RDB_WITNESS_VALUE_MAX];
 	bool registering;		/* protect waits for the witness */
-	bool attach_checking;		/* attach asks who owns the VM: held */
-	uint64_t attach_timer;		/* its next try (no answer yet) */
+	/* With a witness, a VM attached or protected here (not restored
+	 * here) may be a copy that lost: all its output is held until the
+	 * witness says who owns it (primary_decide.c) */
+	bool owner_held;
+	char owner_reason[32];		/* how it came: "attached", "protect" */
+	uint64_t attach_timer;		/* the check's next try (no answer yet) */
 	unsigned attach_attempts;
 	rdb_netbuf_sink nb_sink;	/* where released frames go (the tap) */
 	bool deciding;			/* peer lost: output held until decided */
@@ -240,10 +244,17 @@ void rdb_pri_decided_run(struct rdb_primary *p, const char *how);
 void rdb_pri_decide_cancel(struct rdb_primary *p);
 int rdb_pri_register(struct rdb_primary *p);
 void rdb_pri_register_cancel(struct rdb_primary *p);
-void rdb_pri_attach_check(struct rdb_primary *p);
-/* Ends the check; release: its held output leaves (the operator's word),
- * else it is dropped. */
-void rdb_pri_attach_check_end(struct rdb_primary *p, bool release);
+/* This host's right to run the VM is not known: its output is held
+ * from now on (with a witness; without one, nothing happens).  reason:
+ * how the VM came here, for status. */
+void rdb_pri_owner_hold(struct rdb_primary *p, const char *reason);
+/* Asks the witness who owns the held VM (and again until it answers),
+ * unless a registration is under way (its answer is the check). */
+void rdb_pri_owner_check(struct rdb_primary *p);
+/* Stops asking; the output stays held. */
+void rdb_pri_owner_check_pause(struct rdb_primary *p);
+/* The operator's word: the held output leaves, nothing more is asked. */
+void rdb_pri_owner_let_go(struct rdb_primary *p);
 void rdb_pri_guest_control_stop(struct rdb_primary *p);
 
 /* primary_send.c */

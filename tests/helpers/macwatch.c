@@ -13,7 +13,8 @@
  *                           one host emitted throughout, 1 for a clean
  *                           failover, more when two copies ran at once
  * Times are CLOCK_REALTIME milliseconds, comparable to the tests' `date`.
- * "started" goes to stderr once the sockets are bound.
+ * "started" goes to stderr once the sockets are bound.  SIGINT or SIGTERM
+ * ends the watch early, with the same output.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -21,6 +22,7 @@
 #include <net/ethernet.h>
 #include <net/if.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +39,14 @@ struct port {
 	uint64_t frames;
 	int64_t first_ms, last_ms;
 };
+
+static volatile sig_atomic_t stop;
+
+static void on_stop(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
 
 static int64_t now_ms(void)
 {
@@ -97,9 +107,16 @@ int main(int argc, char **argv)
 		}
 		pfd[i] = (struct pollfd){ .fd = ports[i].fd, .events = POLLIN };
 	}
+	{
+		/* no SA_RESTART: poll returns at once */
+		struct sigaction sa = { .sa_handler = on_stop };
+
+		sigaction(SIGINT, &sa, NULL);
+		sigaction(SIGTERM, &sa, NULL);
+	}
 	fprintf(stderr, "started\n");
 	end = now_ms() + (int64_t)(duration * 1000);
-	while (now_ms() < end) {
+	while (!stop && now_ms() < end) {
 		int n = poll(pfd, (nfds_t)nports, 100);
 
 		if (n < 0 && errno != EINTR)

@@ -29,12 +29,7 @@ nemesis_start() {
 	cluster_vm_up "${CKPT_MS:-25}" ||
 		rdb_fail "protected PostgreSQL VM did not come up (logs in $CL_DIR)"
 	cl_wait_pg || rdb_fail "PostgreSQL not reachable from the client"
-	ip netns exec "$(netns_name "$run" sw)" "$RDB_ROOT/build/helpers/macwatch" \
-		--mac "$CL_GUEST_MAC" --duration "$((NM_TOTAL_S + 20))" port-pri port-bak \
-		>"$CL_DIR/macwatch.json" 2>"$CL_DIR/macwatch.log" &
-	NM_WATCH=$!
-	wait_for 10 "macwatch on the switch" grep -q started "$CL_DIR/macwatch.log" ||
-		rdb_fail "macwatch did not start"
+	nemesis_watch_start "$((NM_TOTAL_S + 20))"
 	mkdir -p "$CL_DIR/ledger"
 	ip netns exec "$(netns_name "$run" cli)" "$RDB_ROOT/build/workload/ledger" run \
 		--host "$CL_GUEST_IP" --clients 4 --duration "$NM_TOTAL_S" \
@@ -44,6 +39,48 @@ nemesis_start() {
 }
 
 nemesis_fault_now() { NM_FAULT_MS=$(date +%s%3N); }
+
+# nemesis_watch_start SECONDS: which host emits the guest's MAC, seen on
+# the switch's ports for at most SECONDS (pid NM_WATCH, the verdict in
+# $CL_DIR/macwatch.json once it ends: nemesis_watch_end, or the time).
+nemesis_watch_start() {
+	ip netns exec "$(netns_name "$CL_RUN" sw)" "$RDB_ROOT/build/helpers/macwatch" \
+		--mac "$CL_GUEST_MAC" --duration "$1" port-pri port-bak \
+		>"$CL_DIR/macwatch.json" 2>"$CL_DIR/macwatch.log" &
+	NM_WATCH=$!
+	wait_for 10 "macwatch on the switch" grep -q started "$CL_DIR/macwatch.log" ||
+		rdb_fail "macwatch did not start"
+}
+
+# nemesis_watch_end: the watch ends now; fails the test unless one host
+# emitted the guest's MAC at a time (at most one switch of hosts).
+nemesis_watch_end() {
+	kill -INT "$NM_WATCH" 2>/dev/null
+	wait_pid 10 "$NM_WATCH" || rdb_fail "macwatch failed ($CL_DIR/macwatch.log)"
+	cat "$CL_DIR/macwatch.json"
+	jq -e '.switches <= 1' "$CL_DIR/macwatch.json" >/dev/null ||
+		rdb_fail "two copies emitted: the guest's MAC came from both hosts in turn ($(jq -r .switches "$CL_DIR/macwatch.json") switches; logs in $CL_DIR)"
+}
+
+# nemesis_ping_guest [mkguest.sh ARG...]: the next cluster_vm_up runs the
+# busybox guest (build/guest-ping), which pings the client every 200 ms:
+# whichever copy of the VM runs, its host's switch port carries the
+# guest's MAC several times a second (nothing else depends on it: no
+# client, no TCP state).  Its shell stays on the console.
+nemesis_ping_guest() {
+	local payload rc
+	payload=$(mktemp -d)
+	mkdir -p "$payload/etc/remusdb.d"
+	printf '#!/bin/sh\nping -q -i 0.2 10.77.0.10 >/dev/null 2>&1 &\n' \
+		> "$payload/etc/remusdb.d/50-ping.sh"
+	chmod 0755 "$payload/etc/remusdb.d/50-ping.sh"
+	bash "$RDB_ROOT/tools/mkguest.sh" --out "$RDB_ROOT/build/guest-ping" \
+		--payload "$payload" "$@" >&2
+	rc=$?
+	rm -rf "$payload"
+	[ $rc = 0 ] || return 1
+	export CL_GUEST=$RDB_ROOT/build/guest-ping CL_GUEST_RUN=
+}
 
 # nemesis_state SIDE: the VM's state on that host's remusdbd.
 nemesis_state() {
