@@ -60,6 +60,12 @@ struct rdb_backup {
 	uint64_t hb_timer, hb_seq;
 	uint64_t linger_timer;		/* closing after an ERROR: see refuse_link */
 	int linger_fd;
+	/* This host refused the primary's stream and told it so (ERROR):
+	 * the primary then releases its held output without a decision and
+	 * runs on, so this protection never goes live here but by the
+	 * operator's --force (refuse_link). */
+	bool gave_up;
+	char gave_up_why[200];
 	/* frames left in the decoder when a slice of the loop ran out: the
 	 * link is not read meanwhile (see link_frames) */
 	bool backlog;
@@ -222,6 +228,10 @@ static void refuse_link(struct rdb_backup *b, const char *why)
 {
 	int fd = b->fd;
 
+	/* before the ERROR can be read: from here on this host does not go
+	 * live from this protection (the primary releases on the ERROR) */
+	b->gave_up = true;
+	snprintf(b->gave_up_why, sizeof(b->gave_up_why), "%s", why);
 	commit_settle(b);
 	slice_reset(b);
 	rdb_proto_put_error(&b->out, why);
@@ -1090,6 +1100,16 @@ int rdb_backup_operator_failover(struct rdb_vm *vm, bool force, char *msg,
 
 	if (!b)
 		return -ENOENT;
+	if (b->gave_up && !force) {
+		snprintf(msg, msglen, "this host gave up backing up %s (%s) and "
+			 "told the primary %s, which then released its held output "
+			 "and ran on unprotected: a copy started here would run "
+			 "from an older checkpoint (acknowledged commits lost), or "
+			 "beside the primary's; --force is the operator's call, "
+			 "only once that copy is certainly gone", vm->name,
+			 b->gave_up_why, b->primary_node);
+		return -EPERM;
+	}
 	commit_settle(b);
 	if (force || vm->peer_loss == RDB_PEER_LOSS_UNSAFE_AUTO) {
 		decide_end(b);
