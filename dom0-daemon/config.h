@@ -50,6 +50,7 @@ struct rdb_daemon_config {
 	char *log_level;
 	uint32_t heartbeat_ms;
 	uint32_t failover_timeout_ms;
+	uint32_t ack_timeout_ms;
 	char *qemu_binary;
 	char *metrics_file;
 	bool allow_fault_injection;

@@ -1070,6 +1070,44 @@ static void on_peer(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 
 /* ---- timers ---- */
 
+/*
+ * The backup may answer heartbeats and still not commit (its replica's
+ * disk stuck, a commit that never ends): output then stays held with no
+ * alarm, the stream throttled to the link's pace.  Past ack_timeout_ms
+ * for the oldest unacknowledged checkpoint (once the initial state is
+ * committed: its copy may take long) the backup counts as lost, and the
+ * decision settles which host runs the VM, as for silence.  A handover
+ * has its own deadline (primary_migrate.c).  True: dropped.
+ */
+static bool ack_overdue(struct rdb_primary *p, uint64_t now)
+{
+	struct rdb_vm *vm = p->vm;
+	uint64_t limit = p->d->cfg.ack_timeout_ms ? p->d->cfg.ack_timeout_ms :
+			 5ull * p->d->cfg.failover_timeout_ms;
+	uint64_t since, epoch = 0;
+	char why[200];
+
+	if (!vm->st.last_ack_ns || p->ho_sent)
+		return false;
+	since = rdb_vm_unacked_since(vm, &epoch);
+	if (!since || now - since <= limit * RDB_NS_PER_MS)
+		return false;
+	vm->st.ack_timeouts++;
+	LOGVM(ERROR, vm->name, "ALARM: epoch %llu has waited %llu ms for the "
+	      "backup's acknowledgement (ack_timeout_ms %llu; the backup last "
+	      "acknowledged epoch %llu %llu ms ago): its output is held all the "
+	      "while", (unsigned long long)epoch,
+	      (unsigned long long)((now - since) / RDB_NS_PER_MS),
+	      (unsigned long long)limit,
+	      (unsigned long long)vm->st.committed_epoch,
+	      (unsigned long long)((now - vm->st.last_ack_ns) / RDB_NS_PER_MS));
+	snprintf(why, sizeof(why), "the backup did not acknowledge epoch %llu "
+		 "within ack_timeout_ms (%llu ms)", (unsigned long long)epoch,
+		 (unsigned long long)limit);
+	rdb_pri_drop_protection(p, why);
+	return true;
+}
+
 static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
 {
 	struct rdb_primary *p = opaque;
@@ -1114,6 +1152,8 @@ static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
 		return 0;
 	}
 	rdb_pri_handover_tick(p, now);
+	if (!p->colo_active || ack_overdue(p, now))
+		return (uint64_t)p->d->cfg.heartbeat_ms * RDB_NS_PER_MS;
 	if (p->in_pause && now - p->ckpt_start_ns >
 	    (uint64_t)vm->cfg.checkpoint_deadline_ms * RDB_NS_PER_MS) {
 		vm->st.deadline_misses++;

@@ -236,6 +236,18 @@ void rdb_vm_epoch_acked(struct rdb_vm *vm, uint64_t epoch, uint64_t now_ns)
 	rdb_prom_hist_observe(&vm->st.ack_hist, r->ack_ns);
 }
 
+uint64_t rdb_vm_unacked_since(const struct rdb_vm *vm, uint64_t *epoch_out)
+{
+	/* committed_epoch is 0 both before epoch 0's ACK and after it */
+	uint64_t e = vm->st.last_ack_ns ? vm->st.committed_epoch + 1 : 0;
+	const struct rdb_epoch_rec *r = &vm->st.epochs[e % RDB_PAUSE_RING];
+
+	if (e >= vm->st.checkpoints)
+		return 0;
+	*epoch_out = e;
+	return r->valid && r->epoch == e ? r->end_ns : 1;
+}
+
 uint64_t rdb_vm_ack_percentile(const struct rdb_vm *vm, unsigned p)
 {
 	return percentile(vm->st.ack_ns, vm->st.nack, p);
@@ -352,6 +364,7 @@ json_t *rdb_vm_status_json(const struct rdb_vm *vm)
 			    json_real((double)vm->st.failover_ns / RDB_NS_PER_MS));
 	json_object_set_new(o, "watchdog_trips", json_integer((json_int_t)vm->st.watchdog_trips));
 	json_object_set_new(o, "deadline_misses", json_integer((json_int_t)vm->st.deadline_misses));
+	json_object_set_new(o, "ack_timeouts", json_integer((json_int_t)vm->st.ack_timeouts));
 	json_object_set_new(o, "decision", json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}",
 		"on_peer_loss", rdb_peer_loss_name(vm->peer_loss),
 		"started", (json_int_t)vm->st.decisions,
@@ -426,6 +439,9 @@ void rdb_vm_metrics(const struct rdb_vm *vm, struct rdb_prom *p)
 	rdb_prom_add(p, "remusdb_deadline_misses_total", C,
 		     "Checkpoints that missed their deadline.",
 		     (double)st->deadline_misses, NULL);
+	rdb_prom_add(p, "remusdb_ack_timeouts_total", C,
+		     "Times a checkpoint waited past ack_timeout_ms for the backup's acknowledgement (primary).",
+		     (double)st->ack_timeouts, NULL);
 	rdb_prom_add(p, "remusdb_watchdog_trips_total", C,
 		     "Times the guest-freeze watchdog tripped.",
 		     (double)st->watchdog_trips, NULL);

@@ -101,6 +101,7 @@ struct rdb_vm_stats {
 	uint64_t decisions, decisions_won, decisions_lost;
 	uint64_t witness_errors, hold_pauses;
 	uint64_t deadline_misses;
+	uint64_t ack_timeouts;		/* primary: ack_timeout_ms passed */
 	/* primary: the last initial copy's bytes (data + zeroes sent), its
 	 * blocks that could differ, and how long it took to queue */
 	uint64_t resync_bytes, resync_blocks, copy_ns;
@@ -163,6 +164,11 @@ void rdb_vm_epoch_ended(struct rdb_vm *vm, uint64_t epoch, uint64_t now_ns,
 			uint64_t pause_ns);
 void rdb_vm_epoch_framed(struct rdb_vm *vm, uint64_t epoch, uint64_t bytes);
 void rdb_vm_epoch_acked(struct rdb_vm *vm, uint64_t epoch, uint64_t now_ns);
+/* Primary: the oldest epoch not acknowledged yet and when its pause
+ * ended (its output has been held since): 0 and *epoch_out untouched
+ * when every epoch that ended is acknowledged.  An epoch whose record
+ * the ring no longer holds counts as ended at 1 (long ago). */
+uint64_t rdb_vm_unacked_since(const struct rdb_vm *vm, uint64_t *epoch_out);
 /* p in [0,100]; 0 when nothing recorded. */
 uint64_t rdb_vm_pause_percentile(const struct rdb_vm *vm, unsigned p);
 uint64_t rdb_vm_ack_percentile(const struct rdb_vm *vm, unsigned p);

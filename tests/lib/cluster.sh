@@ -102,6 +102,8 @@ EOC
 	[ -n "${CL_GUEST_CPUS:-}" ] && echo "guest_cpus = $CL_GUEST_CPUS" >> "$CL_DIR/$side/remusdbd.conf"
 	# CL_QEMU_GROUP: QEMU runs as that group, not root (libvirt's)
 	[ -n "${CL_QEMU_GROUP:-}" ] && echo "qemu_group = $CL_QEMU_GROUP" >> "$CL_DIR/$side/remusdbd.conf"
+	# CL_DAEMON_EXTRA: more "key = value" lines for both daemons
+	[ -n "${CL_DAEMON_EXTRA:-}" ] && printf '%s\n' "$CL_DAEMON_EXTRA" >> "$CL_DIR/$side/remusdbd.conf"
 	return 0
 }
 
