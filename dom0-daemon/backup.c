@@ -47,6 +47,10 @@
 #define SLOW_COMMIT_NS RDB_NS_PER_S
 /* fault injection slow-replica: the next disk step starts this late */
 #define FAULT_SLOW_REPLICA_NS (3 * RDB_NS_PER_S)
+/* A failover waits this long for an epoch's disk step (or a prepare)
+ * still running when it began; then it fails: the replica is in no
+ * known state.  Above RESTORE_DEADLINE_NS, which bounds a prepare. */
+#define FAILOVER_WAIT_NS (30 * RDB_NS_PER_S)
 
 struct commit_job;
 
@@ -132,6 +136,15 @@ struct rdb_backup {
 	bool fault_handover_cut;	/* the link cut as a handover arrives */
 	bool fault_slow_replica;	/* the next disk step 3 s late */
 	struct restore_job *restore_job;	/* a restore under way */
+	/* A failover waits for an epoch's disk step or a handover's prepare
+	 * still running on their threads (never joined on the loop: a hung
+	 * replica must not stop every other VM's heartbeats), at most until
+	 * FAILOVER_WAIT_NS (fo_wait_timer). */
+	bool fo_waiting;
+	uint64_t fo_wait_timer;
+	/* a commit still running when the link closed: its stage is
+	 * discarded once it is done (stage_drop) */
+	bool drop_after_commit;
 	uint64_t failover_t0;
 	/* the last failover as remusdbctl drill reports it: how long the
 	 * primary had been silent when it began, of which deciding took
@@ -163,9 +176,10 @@ static void slice_reset(struct rdb_backup *b)
 
 static void commit_settle(struct rdb_backup *b);
 
+/* The link closes; an epoch's disk step still running goes on (its end
+ * is taken on the loop, on_commit_done): not waited for here. */
 static void close_link(struct rdb_backup *b)
 {
-	commit_settle(b);
 	slice_reset(b);
 	if (b->fd >= 0) {
 		rdb_evloop_del_fd(b->d->loop, b->fd);
@@ -187,11 +201,21 @@ static void want_write(struct rdb_backup *b)
 				  (b->out.len ? RDB_EV_WRITE : 0));
 }
 
+/* The uncommitted epoch is dropped: now, or when a disk step that runs
+ * is done (its thread owns the stage until then). */
+static void stage_drop(struct rdb_backup *b)
+{
+	if (b->commit_job)
+		b->drop_after_commit = true;
+	else
+		rdb_stage_discard(&b->st);
+}
+
 /* The link is unusable: protection of this VM is over, no failover. */
 static void link_lost(struct rdb_backup *b, const char *why)
 {
 	close_link(b);
-	rdb_stage_discard(&b->st);
+	stage_drop(b);
 	rdb_vm_set_state(b->vm, RDB_VM_DEGRADED, "%s", why);
 }
 
@@ -666,6 +690,7 @@ static void commit_settle(struct rdb_backup *b)
 }
 
 static void link_frames(struct rdb_backup *b, int rc);
+static void failover_resume(struct rdb_backup *b);
 
 static void on_commit_done(void *opaque)
 {
@@ -675,6 +700,14 @@ static void on_commit_done(void *opaque)
 	int rc;
 
 	rc = commit_take(b, j);
+	if (b->drop_after_commit) {
+		b->drop_after_commit = false;
+		rdb_stage_discard(&b->st);
+	}
+	if (b->fo_waiting) {
+		failover_resume(b);
+		return;
+	}
 	if (b->fd < 0)
 		return;
 	if (rc < 0) {
@@ -807,7 +840,7 @@ static int handle_msg(struct rdb_backup *b, const struct rdb_frame *f)
 		return 0;
 	case RDB_MSG_UNPROTECT:
 		close_link(b);
-		rdb_stage_discard(&b->st);
+		stage_drop(b);
 		rdb_vm_set_state(b->vm, RDB_VM_UNPROTECTED,
 				 "primary unprotected the VM");
 		return 0;
@@ -1067,9 +1100,11 @@ static void primary_lost(struct rdb_backup *b, const char *why)
 	}
 	if (b->deciding)
 		return;
-	/* Whatever the primary sends from now on is too late. */
+	/* Whatever the primary sends from now on is too late.  (An epoch
+	 * whose disk step runs commits or fails on its own: the decision
+	 * does not wait for it, the failover does.) */
 	close_link(b);
-	rdb_stage_discard(&b->st);
+	stage_drop(b);
 	b->deciding = true;
 	b->decide_start_ns = rdb_now_ns();
 	b->decide_attempts = 0;
@@ -1110,7 +1145,6 @@ int rdb_backup_operator_failover(struct rdb_vm *vm, bool force, char *msg,
 			 b->gave_up_why, b->primary_node);
 		return -EPERM;
 	}
-	commit_settle(b);
 	if (force || vm->peer_loss == RDB_PEER_LOSS_UNSAFE_AUTO) {
 		decide_end(b);
 		rc = rdb_backup_failover(vm, force ? "operator failover --force "
@@ -1125,7 +1159,7 @@ int rdb_backup_operator_failover(struct rdb_vm *vm, bool force, char *msg,
 			 "primary %s is certainly down)", b->primary_node);
 		return -EPERM;
 	}
-	if (!b->have_committed) {
+	if (!b->have_committed && !b->commit_job) {
 		snprintf(msg, msglen, "no committed checkpoint to fail over to");
 		return -ENODATA;
 	}
@@ -1152,10 +1186,13 @@ static int handover_refuse(struct rdb_backup *b, uint64_t epoch, const char *why
 }
 
 /*
- * After TAKEN, the old primary passes on what came for the guest there
- * after it stopped (INPUT), then closes.  The link is no protection link
- * any more (heartbeats and failover ignore it: b->fd is -1); its frames
- * are read here for at most 2 s.
+ * A handover's link once this host went for the VM: no protection link
+ * any more (heartbeats and failover ignore it: b->fd is -1).  While the
+ * restore runs it only waits for TAKEN or REFUSED to be sent (the old
+ * primary keeps its guest stopped, resumable, until then); after TAKEN
+ * the old primary passes on what came for the guest there after it
+ * stopped (INPUT), then closes: its frames are read here for at most 2 s
+ * from then (drain_timed).
  */
 static void drain_end(struct rdb_backup *b)
 {
@@ -1207,30 +1244,42 @@ static void drain_start(struct rdb_backup *b)
 	rdb_evloop_del_fd(b->d->loop, fd);
 	b->fd = -1;
 	b->linger_fd = fd;
-	if (rdb_evloop_add_fd(b->d->loop, fd, RDB_EV_READ, on_drain, b) < 0 ||
-	    rdb_evloop_add_timer(b->d->loop, 2 * RDB_NS_PER_S, on_drain_end, b,
-				 &b->linger_timer) < 0) {
-		rdb_evloop_del_fd(b->d->loop, fd);
+	if (rdb_evloop_add_fd(b->d->loop, fd, RDB_EV_READ, on_drain, b) < 0) {
 		close(fd);
 		b->linger_fd = -1;
 	}
 }
 
-/* This host runs the VM from the handed-over epoch: say so, then restore. */
+/* The last word to the old primary on the handover's link (TAKEN, or
+ * REFUSED with why); then it is drained for 2 s, or closed. */
+static void handover_answer_last(struct rdb_backup *b,
+				 enum rdb_handover_verb verb, const char *why)
+{
+	if (b->linger_fd < 0)
+		return;		/* the primary hung up: it decides at the witness */
+	if (rdb_proto_put_handover(&b->out, b->ho_epoch, verb, why) < 0 ||
+	    rdb_buf_write_all_fd(&b->out, b->linger_fd, rdb_now_ns() +
+				 200 * RDB_NS_PER_MS) < 0)
+		LOGVM(WARN, b->vm->name, "the old primary may not hear that this "
+		      "host %s the VM: it decides at the witness, or waits for "
+		      "the operator", verb == RDB_HANDOVER_TAKEN ? "runs" :
+		      "does not run");
+	if (verb == RDB_HANDOVER_TAKEN &&
+	    rdb_evloop_add_timer(b->d->loop, 2 * RDB_NS_PER_S, on_drain_end, b,
+				 &b->linger_timer) == 0)
+		return;
+	drain_end(b);
+}
+
+/* This host goes for the VM from the handed-over epoch: it restores it,
+ * and TAKEN goes to the old primary once the guest runs here (restored):
+ * until then the old copy stays stopped and resumable. */
 static void handover_go(struct rdb_backup *b)
 {
 	struct rdb_vm *vm = b->vm;
 	char why[300];
 
 	b->handover = false;
-	/* behind the ACK of that epoch; the link closes with the restore */
-	if (rdb_proto_put_handover(&b->out, b->ho_epoch, RDB_HANDOVER_TAKEN,
-				   NULL) < 0 ||
-	    rdb_buf_write_all_fd(&b->out, b->fd, rdb_now_ns() +
-				 200 * RDB_NS_PER_MS) < 0)
-		LOGVM(WARN, vm->name, "the primary may not hear that this host "
-		      "took the VM: it decides at the witness, or waits for "
-		      "the operator");
 	b->planned = true;
 	snprintf(why, sizeof(why), "planned migration: the primary %s stopped "
 		 "the guest after epoch %llu and handed it over", b->primary_node,
@@ -1421,8 +1470,17 @@ static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
 	 * and a busy initial copy is not a dead primary. */
 	if (!b->have_committed && timeout < INITIAL_SYNC_SILENCE_NS)
 		timeout = INITIAL_SYNC_SILENCE_NS;
-	if (b->fd < 0)
+	if (b->fd < 0) {
+		/* a handover's restore: the old primary, its guest stopped,
+		 * waits for the answer and hears that this host lives */
+		if (b->planned && b->linger_fd >= 0 &&
+		    vm->state == RDB_VM_FAILING_OVER) {
+			rdb_proto_put_heartbeat(&b->out, ++b->hb_seq, now);
+			rdb_buf_write_fd(&b->out, b->linger_fd);
+			return period;
+		}
 		return vm->state == RDB_VM_FAILED_OVER ? 0 : period;
+	}
 	/* Silence is an empty socket, not a loop that was busy elsewhere. */
 	if (now - b->last_rx_ns > timeout / 2) {
 		on_link(loop, b->fd, RDB_EV_READ, b);
@@ -1830,12 +1888,6 @@ static int restore_spawn(struct rdb_backup *b, const char *drive)
 		LOGVM(ERROR, vm->name, "restore: %s", err);
 		return rc;
 	}
-	if (b->fault_restore_fail) {
-		b->fault_restore_fail = false;
-		LOGVM(WARN, vm->name, "fault injection: the restore fails after "
-		      "QEMU started");
-		return -EIO;
-	}
 	return 0;
 }
 
@@ -1906,6 +1958,12 @@ static int restore_vm(struct rdb_backup *b, uint64_t t0, const char *drive)
 	}
 	if (rc < 0)
 		return rc;
+	if (b->fault_restore_fail) {
+		b->fault_restore_fail = false;
+		LOGVM(WARN, b->vm->name, "fault injection: the restore fails after "
+		      "QEMU started");
+		return -EIO;
+	}
 	t2 = rdb_now_ns();
 	rc = restore_load(b);
 	if (rc == 0)
@@ -1935,15 +1993,73 @@ struct restore_job {
 	uint64_t t0;
 	char drive[400];
 	bool prepare;			/* restore_spawn only: a handover's */
+	bool disk;			/* failover_disk first (drive: its) */
 	int rc;
 };
 
 static void restore_run(void *opaque)
 {
 	struct restore_job *j = opaque;
+	int rc = 0;
 
-	j->rc = j->prepare ? restore_spawn(j->b, j->drive[0] ? j->drive : NULL) :
-		restore_vm(j->b, j->t0, j->drive[0] ? j->drive : NULL);
+	/* the replica's sync waits for this host's disk: here, not on the
+	 * loop that serves every other VM */
+	if (j->disk)
+		rc = failover_disk(j->b, j->drive, sizeof(j->drive));
+	if (rc == 0)
+		rc = j->prepare ? restore_spawn(j->b, j->drive[0] ? j->drive : NULL) :
+		     restore_vm(j->b, j->t0, j->drive[0] ? j->drive : NULL);
+	j->rc = rc;
+}
+
+/*
+ * A handover's restore failed: this host runs nothing.  The old primary
+ * keeps its stopped copy until told; the claim won at the witness goes
+ * back to the registered value first, so that its own decision there
+ * lets it run on (a REFUSED it never reads ends the same way: it claims).
+ */
+static void on_claim_returned(void *opaque, const struct rdb_witness_result *r)
+{
+	struct rdb_backup *b = opaque;
+	char why[400];
+
+	b->witness_req = 0;
+	if (r->outcome == RDB_WITNESS_WON)
+		snprintf(why, sizeof(why), "the restore failed here (%.100s); the "
+			 "witness's claim is given back: the VM runs on there",
+			 b->decide_why);
+	else
+		snprintf(why, sizeof(why), "the restore failed here (%.100s); the "
+			 "claim at the witness could not be given back (%.200s): "
+			 "ask the witness", b->decide_why,
+			 r->outcome == RDB_WITNESS_LOST ? r->holder : r->error);
+	if (r->outcome == RDB_WITNESS_WON)
+		LOGVM(WARN, b->vm->name, "handover of epoch %llu refused: %s",
+		      (unsigned long long)b->ho_epoch, why);
+	else
+		LOGVM(ERROR, b->vm->name, "handover of epoch %llu refused: %s",
+		      (unsigned long long)b->ho_epoch, why);
+	handover_answer_last(b, RDB_HANDOVER_REFUSED, why);
+}
+
+static void handover_undo(struct rdb_backup *b, const char *err)
+{
+	struct rdb_vm *vm = b->vm;
+	int64_t id = -1;
+
+	b->planned = false;
+	snprintf(b->decide_why, sizeof(b->decide_why), "%s", err);
+	if (vm->peer_loss == RDB_PEER_LOSS_WITNESS)
+		id = rdb_witness_return(b->d->witness, vm->name, b->registered,
+					b->d->node, on_claim_returned, b);
+	if (id > 0) {
+		b->witness_req = id;
+		return;
+	}
+	on_claim_returned(b, &(struct rdb_witness_result){
+		.outcome = vm->peer_loss == RDB_PEER_LOSS_WITNESS ?
+			   RDB_WITNESS_ERROR : RDB_WITNESS_WON,
+		.error = "the request could not be made" });
 }
 
 static void failover_failed(struct rdb_backup *b, int rc)
@@ -1959,6 +2075,8 @@ static void failover_failed(struct rdb_backup *b, int rc)
 	stop_disk_server(b);
 	rdb_vm_set_state(vm, RDB_VM_FAILED, "restore from epoch %llu failed: %s",
 			 (unsigned long long)vm->st.committed_epoch, strerror(-rc));
+	if (b->planned)
+		handover_undo(b, strerror(-rc));
 }
 
 /* The restore thread is done: the guest runs, or the failover failed. */
@@ -1976,6 +2094,7 @@ static void on_restore_done(void *opaque)
 	free(j);
 	if (prepare) {
 		prepared(b, rc);
+		failover_resume(b);	/* one waited for it */
 		return;
 	}
 	b->prepared = false;	/* used (or killed: failover_failed) */
@@ -2000,6 +2119,9 @@ static void on_restore_done(void *opaque)
 	}
 	vm->st.failover_ns = rdb_now_ns() - b->failover_t0;
 	b->running_ns = rdb_now_ns();
+	/* the old primary may let its stopped copy go now */
+	if (b->planned)
+		handover_answer_last(b, RDB_HANDOVER_TAKEN, NULL);
 	rdb_vm_set_state(vm, RDB_VM_FAILED_OVER,
 			 "running from epoch %llu, restored in %.1f ms",
 			 (unsigned long long)vm->st.committed_epoch,
@@ -2007,7 +2129,7 @@ static void on_restore_done(void *opaque)
 }
 
 static int restore_start(struct rdb_backup *b, uint64_t t0, const char *drive,
-			 bool prepare)
+			 bool prepare, bool disk)
 {
 	struct restore_job *j = calloc(1, sizeof(*j));
 	int rc;
@@ -2017,6 +2139,7 @@ static int restore_start(struct rdb_backup *b, uint64_t t0, const char *drive,
 	j->b = b;
 	j->t0 = t0;
 	j->prepare = prepare;
+	j->disk = disk;
 	snprintf(j->drive, sizeof(j->drive), "%s", drive ? drive : "");
 	b->restore_job = j;
 	rc = rdb_bgjob_start(b->d->loop, restore_run, on_restore_done, j, &j->job);
@@ -2027,7 +2150,7 @@ static int restore_start(struct rdb_backup *b, uint64_t t0, const char *drive,
 	return rc;
 }
 
-/* Waits for a restore under way (teardown: the thread uses b); a
+/* Waits for a restore under way (teardown only: the thread uses b); a
  * prepare's outcome is taken as on the loop. */
 static void restore_wait(struct rdb_backup *b)
 {
@@ -2084,6 +2207,7 @@ static void prepared(struct rdb_backup *b, int rc)
 	ready_answer(b, "");
 }
 
+
 /*
  * HANDOVER(prepare): the primary is about to hand the VM over.  What a
  * restore needs before the state is final starts now, on the restore
@@ -2122,7 +2246,8 @@ static int handover_prepare(struct rdb_backup *b)
 	if (rc == 0)
 		rc = failover_net(b);
 	if (rc == 0)
-		rc = restore_start(b, rdb_now_ns(), drive[0] ? drive : NULL, true);
+		rc = restore_start(b, rdb_now_ns(), drive[0] ? drive : NULL, true,
+				   false);
 	if (rc < 0) {
 		prepared(b, rc);
 		return 0;
@@ -2132,37 +2257,24 @@ static int handover_prepare(struct rdb_backup *b)
 	return 0;
 }
 
-int rdb_backup_failover(struct rdb_vm *vm, const char *why)
+/*
+ * The failover proper, once nothing runs on a thread for the VM: the
+ * epoch in flight discarded, the NIC, then (on the restore thread) the
+ * replica made durable and served, QEMU started and the last committed
+ * epoch loaded.
+ */
+static int failover_go(struct rdb_backup *b)
 {
-	struct rdb_backup *b = vm->bak;
-	uint64_t t0 = rdb_now_ns();
-	char drive[400];
+	struct rdb_vm *vm = b->vm;
 	int rc;
 
-	if (!b)
-		return -ENOENT;
-	if (vm->state == RDB_VM_FAILED_OVER || vm->state == RDB_VM_FAILING_OVER)
-		return -EALREADY;
-	/* an epoch whose disk step runs is committed (or not) first: its
-	 * replica writes cannot be taken back */
-	commit_settle(b);
 	if (!b->have_committed) {
 		LOGVM(ERROR, vm->name, "cannot fail over: no committed checkpoint");
+		failover_failed(b, -ENODATA);
 		return -ENODATA;
 	}
-	/* a prepare under way: its QEMU will do (or it failed) */
-	restore_wait(b);
-	b->fo_silent_ns = t0 - b->last_rx_ns;
-	b->fo_decide_ns = vm->state == RDB_VM_DECIDING ? t0 - b->decide_start_ns : 0;
-	rdb_vm_set_state(vm, RDB_VM_FAILING_OVER, "%s", why);
-	b->failover_t0 = t0;
-	if (b->planned && b->fd >= 0)
-		drain_start(b);
-	else
-		close_link(b);
 	/* The epoch in flight never committed: it must leave no trace. */
 	rdb_stage_discard(&b->st);
-	drive[0] = 0;
 	/* A handover lost no epoch: nothing to roll back, no flow to check. */
 	if (rdb_vm_config_commit_protection(&vm->cfg) && !b->planned) {
 		static const struct rdb_flowcheck_ops ops = {
@@ -2173,7 +2285,7 @@ int rdb_backup_failover(struct rdb_vm *vm, const char *why)
 		o.opaque = b;
 		rdb_flowcheck_start(&b->fc, &o, vm->cfg.event_port,
 				    (uint64_t)vm->cfg.failover_fence_ms * RDB_NS_PER_MS,
-				    t0);
+				    b->failover_t0);
 	}
 	/* A prepared handover's NIC is open: the output goes first, so the
 	 * network learns where the guest is now before the disk's sync
@@ -2182,21 +2294,99 @@ int rdb_backup_failover(struct rdb_vm *vm, const char *why)
 		announce_early(b);
 		send_handed_output(b);
 	}
-	rc = b->has_disk ? failover_disk(b, drive, sizeof(drive)) : 0;
-	if (rc == 0 && !b->prepared)
-		rc = failover_net(b);
+	rc = b->prepared ? 0 : failover_net(b);
 	if (rc == 0 && !(b->planned && b->prepared))
 		announce_early(b);
 	if (rc == 0 && b->planned)
 		send_handed_output(b);	/* (cold: sent now; else nothing left) */
 	rdb_buf_dispose(&b->ho_out);
 	if (rc == 0)
-		rc = restore_start(b, t0, drive[0] ? drive : NULL, false);
+		rc = restore_start(b, b->failover_t0, NULL, false, b->has_disk);
 	if (rc < 0) {
 		failover_failed(b, rc);
 		return rc;
 	}
 	return 0;
+}
+
+/* What a waiting failover waited for is done: it goes on. */
+static void failover_resume(struct rdb_backup *b)
+{
+	if (!b->fo_waiting || b->commit_job || b->restore_job)
+		return;
+	b->fo_waiting = false;
+	if (b->fo_wait_timer)
+		rdb_evloop_del_timer(b->d->loop, b->fo_wait_timer);
+	b->fo_wait_timer = 0;
+	LOGVM(INFO, b->vm->name, "the failover goes on after %.0f ms of waiting "
+	      "(epoch %llu committed here)",
+	      (double)(rdb_now_ns() - b->failover_t0) / RDB_NS_PER_MS,
+	      (unsigned long long)b->vm->st.committed_epoch);
+	failover_go(b);
+}
+
+static uint64_t on_failover_wait(struct rdb_evloop *loop, uint64_t id,
+				 void *opaque)
+{
+	struct rdb_backup *b = opaque;
+
+	(void)loop;
+	(void)id;
+	b->fo_wait_timer = 0;
+	if (!b->fo_waiting)
+		return 0;
+	b->fo_waiting = false;
+	rdb_vm_set_state(b->vm, RDB_VM_FAILED, "failover: %s still running after "
+			 "%llu s; the replica is in no known state and is not "
+			 "served (the operator decides)", b->commit_job ?
+			 "an epoch's replica writes and sync" :
+			 "the start of a QEMU prepared for a handover",
+			 (unsigned long long)(FAILOVER_WAIT_NS / RDB_NS_PER_S));
+	if (b->planned)
+		handover_undo(b, "its QEMU did not start in time");
+	return 0;
+}
+
+int rdb_backup_failover(struct rdb_vm *vm, const char *why)
+{
+	struct rdb_backup *b = vm->bak;
+	uint64_t t0 = rdb_now_ns();
+
+	if (!b)
+		return -ENOENT;
+	if (vm->state == RDB_VM_FAILED_OVER || vm->state == RDB_VM_FAILING_OVER)
+		return -EALREADY;
+	/* (an epoch whose disk step runs may be the first committed one) */
+	if (!b->have_committed && !b->commit_job) {
+		LOGVM(ERROR, vm->name, "cannot fail over: no committed checkpoint");
+		return -ENODATA;
+	}
+	b->fo_silent_ns = t0 - b->last_rx_ns;
+	b->fo_decide_ns = vm->state == RDB_VM_DECIDING ? t0 - b->decide_start_ns : 0;
+	rdb_vm_set_state(vm, RDB_VM_FAILING_OVER, "%s", why);
+	b->failover_t0 = t0;
+	if (b->planned && b->fd >= 0)
+		drain_start(b);
+	else
+		close_link(b);
+	/*
+	 * An epoch whose disk step runs is committed (or not) first: its
+	 * replica writes cannot be taken back.  A prepare under way: its
+	 * QEMU will do (or it failed).  Both end on the loop, which serves
+	 * every other VM meanwhile.
+	 */
+	if (b->commit_job || b->restore_job) {
+		LOGVM(INFO, vm->name, "the failover waits for %s (at most %llu s)",
+		      b->commit_job ? "the last epoch's replica writes and sync" :
+		      "the QEMU being prepared for a handover",
+		      (unsigned long long)(FAILOVER_WAIT_NS / RDB_NS_PER_S));
+		b->fo_waiting = true;
+		if (rdb_evloop_add_timer(b->d->loop, FAILOVER_WAIT_NS,
+					 on_failover_wait, b, &b->fo_wait_timer) < 0)
+			LOGVM(ERROR, vm->name, "no timer bounds the failover's wait");
+		return 0;
+	}
+	return failover_go(b);
 }
 
 /* ---- accepting primaries ---- */
@@ -2466,6 +2656,11 @@ void rdb_backup_teardown(struct rdb_vm *vm)
 	if (!b)
 		return;
 	loop = b->d->loop;
+	/* a failover waiting for the threads below goes no further */
+	b->fo_waiting = false;
+	if (b->fo_wait_timer)
+		rdb_evloop_del_timer(loop, b->fo_wait_timer);
+	b->fo_wait_timer = 0;
 	commit_settle(b);
 	restore_wait(b);
 	decide_end(b);

@@ -12,13 +12,18 @@
  *      QEMU): it stays stopped after N, so N is the guest's whole state.
  *      N goes to the backup as usual, then HANDOVER(request, N).
  *   3. The backup commits N (ACK N: the output of N leaves here), wins
- *      the VM at the witness if there is one, answers HANDOVER(taken, N)
- *      and restores from N as a failover would, minus the rollback: no
- *      epoch was lost, so no flow check and no failover event.
+ *      the VM at the witness if there is one, and restores from N as a
+ *      failover would, minus the rollback (no epoch was lost, so no flow
+ *      check and no failover event); once its guest runs it answers
+ *      HANDOVER(taken, N).  Until then this copy stays stopped and
+ *      resumable: a restore that fails there gives the claim back and
+ *      answers HANDOVER(refused, N, why).
  *   4. taken: this QEMU is killed (SIGKILL: it must never run again, and
  *      a stopped guest loses nothing), then the protection is undone:
  *      state MIGRATED.  refused: LOADED is sent after all, the guest
- *      runs on here, protected, state PROTECTED again.
+ *      runs on here, protected, state PROTECTED again (after a failed
+ *      restore the backup then closes the link: the decision at the
+ *      witness, which it gave back, lets this copy run on).
  *
  * The link lost between 2 and 4: whether the backup went live is not
  * known.  With the witness, the usual decision settles it (drop: the
@@ -37,8 +42,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* From HANDOVER sent to the backup's answer (a witness claim, a write). */
-#define HANDOVER_DEADLINE_NS (10 * RDB_NS_PER_S)
+/* The backup did not say it is prepared: the handover goes ahead. */
+#define PREPARE_DEADLINE_NS (10 * RDB_NS_PER_S)
+/* From HANDOVER sent to the backup's answer: its claim at the witness,
+ * the replica's sync and its restore (bounded there by 20 s), with room
+ * to spare.  The guest is stopped all the while; past it, the decision
+ * at the witness says which copy runs. */
+#define HANDOVER_DEADLINE_NS (40 * RDB_NS_PER_S)
 /* A killed QEMU that is not our child: how long to watch it go. */
 #define KILL_WAIT_NS (2 * RDB_NS_PER_S)
 
@@ -408,7 +418,7 @@ bool rdb_pri_handover_lost(struct rdb_primary *p, const char *why)
 
 void rdb_pri_handover_tick(struct rdb_primary *p, uint64_t now)
 {
-	if (p->ho_preparing && now - p->ho_start_ns > HANDOVER_DEADLINE_NS) {
+	if (p->ho_preparing && now - p->ho_start_ns > PREPARE_DEADLINE_NS) {
 		LOGVM(WARN, p->vm->name, "the backup did not say it is prepared "
 		      "in 10 s: handing over all the same");
 		p->ho_preparing = false;
@@ -416,5 +426,5 @@ void rdb_pri_handover_tick(struct rdb_primary *p, uint64_t now)
 	}
 	if (p->ho_sent && now - p->ho_sent_ns > HANDOVER_DEADLINE_NS)
 		rdb_pri_drop_protection(p, "the backup did not answer the "
-					"handover in 10 s");
+					"handover in 40 s");
 }

@@ -14,7 +14,9 @@
 #                                    CL_DISK_AT: the primary's image is
 #                                    this file, used in place, not a copy);
 #                                    CL_ATTACH: attached first, no disk;
-#                                    CL_GUEST_READY: console line to wait for
+#                                    CL_GUEST_READY: console line to wait for;
+#                                    CL_PRI=pr2: on the second primary host
+#                                    (NETNS_PR2=1 cluster_hosts_up)
 #   cluster_pull_power RUN           links down first, then SIGKILL
 #   cl_seq_start SECS [ARG...]       the sequence client (seqcheck) on
 #                                    CL_VM for SECS, in the background
@@ -145,6 +147,10 @@ cluster_hosts_up() {
 	cl_daemon_conf bak 10.78.0.2:7788
 	cl_start_daemon pri || return 1
 	cl_start_daemon bak || return 1
+	if [ -n "${NETNS_PR2:-}" ]; then
+		cl_daemon_conf pr2 10.79.0.1:7788
+		cl_start_daemon pr2 || return 1
+	fi
 }
 
 # The failover witness: Debian's etcd in its own namespace (10.77.0.3),
@@ -204,14 +210,14 @@ cl_start_daemon() {
 }
 
 cluster_vm_up() {
-	local ckpt=${1:-25} arg run=$CL_RUN tap=${CL_TAP:-vmtap0}
+	local ckpt=${1:-25} arg run=$CL_RUN tap=${CL_TAP:-vmtap0} P=${CL_PRI:-pri}
 
 	mapfile -t CL_ARGS < <(cl_common_args)
 	{
 		echo "name = $CL_VM"
-		echo "qmp = $CL_DIR/pri/$CL_VM.qmp"
-		echo "watchdog_qmp = $CL_DIR/pri/$CL_VM.wd.qmp"
-		echo "net_socket = $CL_DIR/pri/run/$CL_VM.net"
+		echo "qmp = $CL_DIR/$P/$CL_VM.qmp"
+		echo "watchdog_qmp = $CL_DIR/$P/$CL_VM.wd.qmp"
+		echo "net_socket = $CL_DIR/$P/run/$CL_VM.net"
 		echo "tap = $tap"
 		echo "mac = $CL_GUEST_MAC"
 		echo "peer = 10.78.0.2:7788"
@@ -226,8 +232,8 @@ cluster_vm_up() {
 		# CL_VM_EXTRA: more "key = value" lines for the VM file
 		[ -n "${CL_VM_EXTRA:-}" ] && printf '%s\n' "$CL_VM_EXTRA"
 		if [ -n "${CL_DISK_IMAGE:-}" ]; then
-			echo "disk = ${CL_DISK_AT:-$CL_DIR/pri/$CL_VM.disk.img}"
-			echo "disk_socket = $CL_DIR/pri/run/$CL_VM.disk"
+			echo "disk = ${CL_DISK_AT:-$CL_DIR/$P/$CL_VM.disk.img}"
+			echo "disk_socket = $CL_DIR/$P/run/$CL_VM.disk"
 		fi
 		for arg in "${CL_ARGS[@]}"; do echo "qemu_arg = $arg"; done
 	} > "$CL_DIR/$CL_VM.conf"
@@ -235,27 +241,27 @@ cluster_vm_up() {
 	# A VM with a disk: the daemon serves it before QEMU can start.
 	local drive=()
 	if [ -n "${CL_DISK_IMAGE:-}" ] && [ -z "${CL_DISK_AT:-}" ]; then
-		cp --sparse=always "$CL_DISK_IMAGE" "$CL_DIR/pri/$CL_VM.disk.img" || return 1
+		cp --sparse=always "$CL_DISK_IMAGE" "$CL_DIR/$P/$CL_VM.disk.img" || return 1
 		# On disk now: otherwise the guest's first flush makes remusdbd's
 		# disk server fdatasync the whole copy inside its event loop
 		# (seen: 558 ms, past the watchdog's 500 ms deadline)
-		sync "$CL_DIR/pri/$CL_VM.disk.img" || return 1
+		sync "$CL_DIR/$P/$CL_VM.disk.img" || return 1
 	fi
 	if [ -n "${CL_DISK_IMAGE:-}" ]; then
-		cl_ctl pri attach "$CL_DIR/$CL_VM.conf" || return 1
+		cl_ctl "$P" attach "$CL_DIR/$CL_VM.conf" || return 1
 		# reconnect-delay: if remusdbd restarts, QEMU holds the guest's
 		# disk requests (up to 15 s) until the disk is served again
 		# CL_DRIVE_OPTS: more of the drive's options (discard=unmap)
-		drive=(-drive "if=none,id=disk0,driver=nbd,server.type=unix,server.path=$CL_DIR/pri/run/$CL_VM.disk,reconnect-delay=15${CL_DRIVE_OPTS:+,$CL_DRIVE_OPTS}")
+		drive=(-drive "if=none,id=disk0,driver=nbd,server.type=unix,server.path=$CL_DIR/$P/run/$CL_VM.disk,reconnect-delay=15${CL_DRIVE_OPTS:+,$CL_DRIVE_OPTS}")
 	fi
 
 	# CL_ATTACH: known to the daemon before QEMU starts, disk or not (a
 	# protect that fails leaves it attached, its state saying why).
 	if [ -z "${CL_DISK_IMAGE:-}" ] && [ -n "${CL_ATTACH:-}" ]; then
-		cl_ctl pri attach "$CL_DIR/$CL_VM.conf" || return 1
+		cl_ctl "$P" attach "$CL_DIR/$CL_VM.conf" || return 1
 	fi
 	[ -n "${CL_EVENT_PORT:-}" ] &&
-		drive+=(-chardev "socket,id=rdbevent,path=$CL_DIR/pri/$CL_VM.event,server=on,wait=off")
+		drive+=(-chardev "socket,id=rdbevent,path=$CL_DIR/$P/$CL_VM.event,server=on,wait=off")
 	local pin=() ev
 	[ -n "${CL_GUEST_CPUS:-}" ] && pin=(taskset -c "$CL_GUEST_CPUS")
 	# CL_QEMU_TRACE=FILE: the checkpoint path's trace events into FILE
@@ -269,28 +275,28 @@ cluster_vm_up() {
 		# (the log backend prints TID@TIME: only with timestamps on)
 		drive+=(-D "$CL_QEMU_TRACE" -msg timestamp=on)
 	fi
-	ip netns exec "$(netns_name "$run" pri)" "${pin[@]}" "$RDB_QEMU" "${CL_ARGS[@]}" "${drive[@]}" \
-		-qmp "unix:$CL_DIR/pri/$CL_VM.qmp,server=on,wait=off" \
-		-qmp "unix:$CL_DIR/pri/$CL_VM.wd.qmp,server=on,wait=off" \
-		-qmp "unix:$CL_DIR/pri/$CL_VM.mon.qmp,server=on,wait=off" \
-		-netdev "stream,id=net0,server=off,addr.type=unix,addr.path=$CL_DIR/pri/run/$CL_VM.net,reconnect-ms=100" \
-		-chardev "socket,id=ser0,path=$CL_DIR/pri/$(cl_vm_file serial.sock),server=on,wait=off,logfile=$CL_DIR/pri/$(cl_vm_file console.log)" \
+	ip netns exec "$(netns_name "$run" "$P")" "${pin[@]}" "$RDB_QEMU" "${CL_ARGS[@]}" "${drive[@]}" \
+		-qmp "unix:$CL_DIR/$P/$CL_VM.qmp,server=on,wait=off" \
+		-qmp "unix:$CL_DIR/$P/$CL_VM.wd.qmp,server=on,wait=off" \
+		-qmp "unix:$CL_DIR/$P/$CL_VM.mon.qmp,server=on,wait=off" \
+		-netdev "stream,id=net0,server=off,addr.type=unix,addr.path=$CL_DIR/$P/run/$CL_VM.net,reconnect-ms=100" \
+		-chardev "socket,id=ser0,path=$CL_DIR/$P/$(cl_vm_file serial.sock),server=on,wait=off,logfile=$CL_DIR/$P/$(cl_vm_file console.log)" \
 		-serial chardev:ser0 \
-		>"$CL_DIR/pri/$(cl_vm_file qemu.log)" 2>&1 &
-	echo $! > "$CL_DIR/pri/$(cl_vm_file qemu.pid)"
+		>"$CL_DIR/$P/$(cl_vm_file qemu.log)" 2>&1 &
+	echo $! > "$CL_DIR/$P/$(cl_vm_file qemu.pid)"
 	disown $!
-	wait_for 10 "primary QEMU's QMP socket" test -S "$CL_DIR/pri/$CL_VM.qmp" || return 1
+	wait_for 10 "primary QEMU's QMP socket" test -S "$CL_DIR/$P/$CL_VM.qmp" || return 1
 	local ready=${CL_GUEST_READY:-REMUSDB-GUEST-READY}
 	if [ -n "${CL_NO_PROTECT:-}" ]; then
 		wait_for 90 "$ready on the primary's console" \
-			grep -q "$ready" "$CL_DIR/pri/$(cl_vm_file console.log)"
+			grep -q "$ready" "$CL_DIR/$P/$(cl_vm_file console.log)"
 		return
 	fi
-	cl_ctl pri protect "$CL_DIR/$CL_VM.conf" || return 1
-	cl_ctl pri wait "$CL_VM" protected --timeout 90 || return 1
+	cl_ctl "$P" protect "$CL_DIR/$CL_VM.conf" || return 1
+	cl_ctl "$P" wait "$CL_VM" protected --timeout 90 || return 1
 	cl_ctl bak wait "$CL_VM" protected --timeout 10 || return 1
 	wait_for 90 "$ready on the primary's console" \
-		grep -q "$ready" "$CL_DIR/pri/$(cl_vm_file console.log)" || return 1
+		grep -q "$ready" "$CL_DIR/$P/$(cl_vm_file console.log)" || return 1
 }
 
 cluster_pull_power() {
@@ -303,13 +309,13 @@ cluster_down() {
 	# A failed test shows its daemons' last words where a CI log's tail
 	# will carry them (the whole logs stay in $CL_DIR).
 	if [ "$rc" != 0 ] && [ "$rc" != 77 ]; then
-		for side in pri bak; do
+		for side in pri pr2 bak; do
 			[ -s "$CL_DIR/$side/remusdbd.log" ] || continue
 			echo "-- $side remusdbd.log, last 12 lines:"
 			tail -n 12 "$CL_DIR/$side/remusdbd.log"
 		done >&2
 	fi
-	for pid in "$CL_DIR"/pri/*.pid "$CL_DIR"/bak/*.pid "$CL_DIR"/wit/*.pid; do
+	for pid in "$CL_DIR"/pri/*.pid "$CL_DIR"/pr2/*.pid "$CL_DIR"/bak/*.pid "$CL_DIR"/wit/*.pid; do
 		[ -f "$pid" ] && kill -9 "$(cat "$pid")" 2>/dev/null
 	done
 	# The backup's restored QEMU is the daemon's child but outlives it.

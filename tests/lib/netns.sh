@@ -9,6 +9,12 @@
 #    └ vmtap0, vmtap1     └ vmtap0, vmtap1 (guests after failover)
 #   repl 10.78.0.1 ───────── repl 10.78.0.2   (replication link)
 #
+# NETNS_PR2=1 adds rdb-RUN-pr2, a second primary host backed up by the
+# same backup: vmbr0 10.77.0.4 on the switch, its own replication link
+# (repl 10.79.0.1 ── repl2 10.79.0.2 on bak; bak's 10.78.0.2 routed
+# through it), so one primary's power can be pulled while the other's
+# VMs stay protected.
+#
 # The guest is 10.77.0.100 wherever it runs.  The failover witness (etcd)
 # is a host of its own on the switch: cutting the replication link leaves
 # both hosts able to reach it; pulling the primary's links cuts it off too.
@@ -29,9 +35,10 @@ _veth() {
 }
 
 netns_setup() {
-	local run=$1 h t
+	local run=$1 h t hosts="pri bak"
+	[ -n "${NETNS_PR2:-}" ] && hosts="pri pr2 bak"
 	netns_cleanup "$run"
-	for h in sw pri bak cli wit; do
+	for h in sw $hosts cli wit; do
 		ip netns add "$(netns_name "$run" "$h")" || return 1
 		_nsx "$run" "$h" ip link set lo up
 	done
@@ -39,16 +46,18 @@ netns_setup() {
 	# No STP delay: ports forward at once.
 	_nsx "$run" sw ip link set br0 type bridge forward_delay 0 stp_state 0
 	_nsx "$run" sw ip link set br0 up
-	_veth "$run" sw port-pri pri uplink || return 1
-	_veth "$run" sw port-bak bak uplink || return 1
+	for h in $hosts; do
+		_veth "$run" sw "port-$h" "$h" uplink || return 1
+	done
 	_veth "$run" sw port-cli cli eth0 || return 1
 	_veth "$run" sw port-wit wit eth0 || return 1
-	for h in port-pri port-bak port-cli port-wit; do
-		_nsx "$run" sw ip link set "$h" master br0
+	for h in $hosts cli wit; do
+		_nsx "$run" sw ip link set "port-$h" master br0
 	done
-	for h in pri bak; do
+	for h in $hosts; do
 		local last=1
 		[ "$h" = bak ] && last=2
+		[ "$h" = pr2 ] && last=4
 		_nsx "$run" "$h" ip link add vmbr0 type bridge
 		_nsx "$run" "$h" ip link set vmbr0 type bridge forward_delay 0 stp_state 0
 		_nsx "$run" "$h" ip link set dev uplink master vmbr0
@@ -66,6 +75,12 @@ netns_setup() {
 	_veth "$run" pri repl bak repl || return 1
 	_nsx "$run" pri ip addr add 10.78.0.1/24 dev repl
 	_nsx "$run" bak ip addr add 10.78.0.2/24 dev repl
+	if [ -n "${NETNS_PR2:-}" ]; then
+		_veth "$run" pr2 repl bak repl2 || return 1
+		_nsx "$run" pr2 ip addr add 10.79.0.1/24 dev repl
+		_nsx "$run" bak ip addr add 10.79.0.2/24 dev repl2
+		_nsx "$run" pr2 ip route add 10.78.0.2/32 via 10.79.0.2
+	fi
 }
 
 # Pulling the power (of the primary, or of SIDE): every link goes down first (the
@@ -122,7 +137,7 @@ netns_reconnect() {
 
 netns_cleanup() {
 	local run=$1 h ns pids
-	for h in pri bak cli wit sw; do
+	for h in pri pr2 bak cli wit sw; do
 		ns=$(netns_name "$run" "$h")
 		# Exact name: run "a" must not match "x-a"'s namespaces.
 		ip netns list 2>/dev/null | cut -d' ' -f1 | grep -qxF "$ns" || continue
