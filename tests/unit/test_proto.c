@@ -460,6 +460,34 @@ static void test_every_field_round_trips(void **state)
 	rdb_buf_dispose(&wire);
 }
 
+/* A peer's text reaches our logs only through rdb_msg_text_parse: a
+ * terminal escape, a newline, DEL and UTF-8 all become '?'; a frame that
+ * carries no text is refused. */
+static void test_text_parse_sanitizes(void **state)
+{
+	struct rdb_proto_decoder d;
+	struct rdb_buf wire;
+	struct rdb_frame f;
+	char text[32];
+
+	rdb_buf_init(&wire);
+	rdb_proto_decoder_init(&d);
+	assert_int_equal(rdb_proto_put_error(&wire, "\x1b[31mX\n"), 0);
+	assert_int_equal(rdb_proto_put_hello_nak(&wire, "a\x7f\xc3\xa9z"), 0);
+	assert_int_equal(rdb_proto_put_heartbeat(&wire, 1, 2), 0);
+	assert_int_equal(rdb_proto_decoder_feed(&d, wire.data, wire.len), 0);
+	assert_int_equal(rdb_proto_decoder_next(&d, &f), 1);
+	assert_int_equal(rdb_msg_text_parse(&f, text, sizeof(text)), 0);
+	assert_string_equal(text, "?[31mX?");
+	assert_int_equal(rdb_proto_decoder_next(&d, &f), 1);
+	assert_int_equal(rdb_msg_text_parse(&f, text, sizeof(text)), 0);
+	assert_string_equal(text, "a???z");
+	assert_int_equal(rdb_proto_decoder_next(&d, &f), 1);
+	assert_int_equal(rdb_msg_text_parse(&f, text, sizeof(text)), -EPROTO);
+	rdb_proto_decoder_dispose(&d);
+	rdb_buf_dispose(&wire);
+}
+
 /* Feature HANDOVER: the three verbs round-trip with their epoch; only a
  * refusal carries a reason, and a verb out of range is refused both ways. */
 static void test_handover_round_trip_and_checks(void **state)
@@ -996,6 +1024,7 @@ int main(void)
 		cmocka_unit_test(test_crc32c_portable_path_matches),
 		cmocka_unit_test(test_buf_edges),
 		cmocka_unit_test(test_every_field_round_trips),
+		cmocka_unit_test(test_text_parse_sanitizes),
 		cmocka_unit_test(test_ack_checked),
 		cmocka_unit_test(test_flows_round_trip_and_checks),
 		cmocka_unit_test(test_disk_base_round_trip_and_checks),
