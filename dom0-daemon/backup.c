@@ -285,9 +285,29 @@ static int vm_dir(struct rdb_backup *b, char *dir, size_t len)
 	return 0;
 }
 
-/* The primary's "_protection": its generation, on_peer_loss and the
- * value it registered at the witness.  A policy this backup cannot
- * follow (witness, and it has none) refuses the VM. */
+/* s is printable ASCII only: a peer's string that may reach our logs. */
+static bool printable(const char *s)
+{
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c < 0x20 || c > 0x7e)
+			return false;
+	}
+	return true;
+}
+
+static const char *shown(const char *s)
+{
+	return printable(s) ? s : "(non-printable bytes)";
+}
+
+/* The primary's "_protection": its generation, on_peer_loss, its node
+ * name and the value it registered at the witness ("" when it registered
+ * none).  A policy this backup cannot follow (witness, and it has none)
+ * refuses the VM, as does a node name or a registered value that is not
+ * one: the name goes into our logs, the value to the witness at a
+ * failover. */
 static int take_protection(struct rdb_backup *b, json_t *o)
 {
 	struct rdb_vm *vm = b->vm;
@@ -295,6 +315,7 @@ static int take_protection(struct rdb_backup *b, json_t *o)
 	const char *pl = json_string_value(json_object_get(o, "on_peer_loss"));
 	const char *reg = json_string_value(json_object_get(o, "registered"));
 	const char *pri = json_string_value(json_object_get(o, "primary"));
+	struct rdb_witness_value v;
 	char *end;
 
 	if (!gen || !pl || !reg || !pri) {
@@ -303,9 +324,22 @@ static int take_protection(struct rdb_backup *b, json_t *o)
 			 "remusdbd is older than this backup's");
 		return -EPROTO;
 	}
+	if (!rdb_witness_node_valid(pri)) {
+		snprintf(b->st.err, sizeof(b->st.err), "VM_SETUP names the "
+			 "primary %.64s: not a node name (1-64 of A-Z a-z 0-9 . _ -)",
+			 shown(pri));
+		return -EPROTO;
+	}
+	if (reg[0] && (!printable(reg) ||
+		       rdb_witness_value_parse(reg, strlen(reg), &v) < 0)) {
+		snprintf(b->st.err, sizeof(b->st.err), "VM_SETUP's registered "
+			 "witness value is not one: %.100s", shown(reg));
+		return -EPROTO;
+	}
 	b->generation = strtoull(gen, &end, 16);
 	if (*end || !gen[0]) {
-		snprintf(b->st.err, sizeof(b->st.err), "bad generation %s", gen);
+		snprintf(b->st.err, sizeof(b->st.err), "bad generation %.40s",
+			 shown(gen));
 		return -EPROTO;
 	}
 	if (!strcmp(pl, "witness")) {
@@ -322,12 +356,12 @@ static int take_protection(struct rdb_backup *b, json_t *o)
 	} else if (!strcmp(pl, "unsafe-auto")) {
 		vm->peer_loss = RDB_PEER_LOSS_UNSAFE_AUTO;
 	} else {
-		snprintf(b->st.err, sizeof(b->st.err), "unknown on_peer_loss %s", pl);
+		snprintf(b->st.err, sizeof(b->st.err), "unknown on_peer_loss %.40s",
+			 shown(pl));
 		return -EPROTO;
 	}
-	snprintf(b->registered, sizeof(b->registered), "%.*s",
-		 (int)sizeof(b->registered) - 1, reg);
-	snprintf(b->primary_node, sizeof(b->primary_node), "%.64s", pri);
+	snprintf(b->registered, sizeof(b->registered), "%s", reg);
+	snprintf(b->primary_node, sizeof(b->primary_node), "%s", pri);
 	LOGVM(INFO, vm->name, "protection generation %016llx from %s, "
 	      "on_peer_loss = %s", (unsigned long long)b->generation, pri, pl);
 	return 0;

@@ -981,10 +981,10 @@ static void on_peer_msg(struct rdb_primary *p, const struct rdb_frame *f)
 		rdb_pri_handover_answer(p, f);
 		break;
 	case RDB_MSG_ERROR: {
-		char why[300];
+		char text[256], why[300];
 
-		snprintf(why, sizeof(why), "backup reported: %.*s",
-			 (int)f->len, (const char *)f->payload);
+		rdb_msg_text_parse(f, text, sizeof(text));
+		snprintf(why, sizeof(why), "backup reported: %s", text);
 		/* It gave up and will not go live: no decision needed. */
 		drop(p, why, true);
 		break;
@@ -1369,8 +1369,17 @@ static void connect_run(void *opaque)
 		goto done;
 	}
 	if (f.type != RDB_MSG_HELLO_ACK) {
-		snprintf(j->err, sizeof(j->err), "backup %s refused %s: %.*s",
-			 j->peer, j->name, (int)f.len, (const char *)f.payload);
+		char text[256];
+
+		/* HELLO_NAK or ERROR carry the reason; anything else is no
+		 * answer to HELLO, and its payload is no text. */
+		if (rdb_msg_text_parse(&f, text, sizeof(text)) == 0)
+			snprintf(j->err, sizeof(j->err), "backup %s refused %s: %s",
+				 j->peer, j->name, text);
+		else
+			snprintf(j->err, sizeof(j->err), "backup %s answered HELLO "
+				 "for %s with %s, not HELLO_ACK", j->peer, j->name,
+				 rdb_msg_name(f.type));
 		rc = -ECONNREFUSED;
 		goto done;
 	}

@@ -37,6 +37,8 @@
  * backup applies in one go between two turns of its loop (backup.c,
  * LINK_SLICE_NS): 4096 pages into a fresh image take ~35 ms there. */
 #define PAGES_BATCH_PAGES 4096u
+_Static_assert(PAGES_BATCH_PAGES <= RDB_PROTO_MAX_FRAME_PAGES,
+	       "a PAGES frame the backup would refuse");
 /* Bytes queued for the backup beyond this mean the link cannot keep up:
  * protection is dropped rather than letting memory grow without bound. */
 #define PEER_QUEUE_MAX (512u << 20)

@@ -290,6 +290,8 @@ int rdb_proto_put_pages(struct rdb_buf *out, uint64_t epoch, uint32_t block,
 	const void *parts[2] = { h, records };
 	size_t lens[2] = { 8, len };
 
+	if (count > RDB_PROTO_MAX_FRAME_PAGES)
+		return -EMSGSIZE;
 	be32(h, block);
 	be32(h + 4, count);
 	return put_frame(out, RDB_MSG_PAGES, epoch, parts, lens, 2);
@@ -801,12 +803,22 @@ nomem:
 	return -ENOMEM;
 }
 
+/* The shortest page record: offset:u64 enc:u8 and a ZERO page's fill:u8. */
+#define PAGE_REC_MIN 10
+
 int rdb_msg_pages_begin(const struct rdb_frame *f, struct rdb_pages_iter *it)
 {
+	uint32_t count;
+
 	if (f->type != RDB_MSG_PAGES || f->len < 8)
 		return -EPROTO;
+	/* A count the payload cannot hold is refused before any record is
+	 * read, so that a caller may size its work by the count. */
+	count = get32(f->payload + 4);
+	if ((uint64_t)count * PAGE_REC_MIN > f->len - 8)
+		return -EPROTO;
 	it->block = get32(f->payload);
-	it->left = get32(f->payload + 4);
+	it->left = count;
 	it->p = f->payload + 8;
 	it->end = f->payload + f->len;
 	return 0;

@@ -19,6 +19,8 @@
  *   VM_SETUP   = nblocks:u16 { idstr:str8 used_length:u64 }*nblocks
  *                config:str32 vm:str32        (vm = the VM's config, JSON)
  *   PAGES      = block:u32 count:u32 { offset:u64 enc:u8 body }*count
+ *                (count <= RDB_PROTO_MAX_FRAME_PAGES and <= the block's
+ *                pages)
  *       body   = RAW: 4096 bytes | ZERO: fill:u8
  *              | XORRLE: len:u16 delta[len]  (1..4096; xorrle.h grammar,
  *                against the page as the backup has it)
@@ -110,6 +112,11 @@
 #define RDB_PROTO_MAX_PAYLOAD (16u << 20)
 /* Larger guest writes travel as several DISK_WRITE frames. */
 #define RDB_PROTO_MAX_DISK_WRITE (4u << 20)
+/* Records in one PAGES frame.  The backup decodes a frame's LZ4 and
+ * DISKREF pages, 4 KiB each, before it keeps any record of it: this bound
+ * holds that to 64 MiB a frame whatever the VM's size (an LZ4 record of
+ * a page can be 12 bytes, so 16 MiB of payload could name 1.4 M pages). */
+#define RDB_PROTO_MAX_FRAME_PAGES 16384u
 
 enum rdb_msg_type {
 	RDB_MSG_HELLO = 1,
@@ -188,7 +195,8 @@ int rdb_proto_put_vm_setup(struct rdb_buf *out,
 			   const struct rdb_ram_block *blocks, size_t n,
 			   const uint8_t *config, size_t config_len,
 			   const char *vm_json);
-/* records: count page records built with rdb_proto_page_record_append. */
+/* records: count page records built with rdb_proto_page_record_append;
+ * -EMSGSIZE over RDB_PROTO_MAX_FRAME_PAGES of them. */
 int rdb_proto_put_pages(struct rdb_buf *out, uint64_t epoch, uint32_t block,
 			uint32_t count, const uint8_t *records, size_t len);
 int rdb_proto_page_record_append(struct rdb_buf *records, uint64_t offset,
@@ -306,6 +314,8 @@ struct rdb_page_rec {
 	uint16_t len;		/* XORRLE, LZ4 */
 	uint64_t disk_offset;	/* DISKREF: page-aligned */
 };
+/* -EPROTO also when the payload is too short for count records of the
+ * shortest encoding (10 bytes each): count bounds what follows. */
 int rdb_msg_pages_begin(const struct rdb_frame *f, struct rdb_pages_iter *it);
 /* 1: *rec filled; 0: done (and every byte used); -EPROTO.  Any known
  * encoding is returned: the caller checks it was negotiated. */

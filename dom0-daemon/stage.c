@@ -209,10 +209,26 @@ int rdb_stage_add_pages(struct rdb_stage *st, const struct rdb_frame *f,
 	if (rc < 0)
 		return rc;
 	if (rdb_msg_pages_begin(f, &it) < 0)
-		return fail(st, "malformed PAGES");
+		return fail(st, "malformed PAGES (%u bytes: short, or too short "
+			    "for the records its header counts)", f->len);
 	if (it.block >= img->n)
 		return fail(st, "PAGES for block %u of %zu", it.block, img->n);
 	length = img->b[it.block].length;
+	/* The first pass below decodes LZ4 and DISKREF pages, 4 KiB each,
+	 * before the frame is known to be good: the count, which
+	 * rdb_msg_pages_next holds the frame to, is checked first, so that
+	 * what a frame can make us allocate is bounded by its block, by
+	 * the epoch's bound and by RDB_PROTO_MAX_FRAME_PAGES (64 MiB). */
+	if (it.left > RDB_PROTO_MAX_FRAME_PAGES)
+		return fail(st, "PAGES of %u records: at most %u in a frame",
+			    it.left, RDB_PROTO_MAX_FRAME_PAGES);
+	if (it.left > length / RDB_PAGE_SIZE)
+		return fail(st, "PAGES of %u records for block %s of %llu pages",
+			    it.left, img->b[it.block].idstr,
+			    (unsigned long long)(length / RDB_PAGE_SIZE));
+	if (st->npages + it.left > max_epoch_pages(img))
+		return fail(st, "epoch %llu sends more pages than 4x the VM's RAM",
+			    (unsigned long long)st->epoch);
 	/* First pass: every record checked before any is kept, so a bad
 	 * frame leaves the staged epoch (and the image) as it was.  LZ4
 	 * pages are decompressed here, into the scratch arena. */
@@ -253,9 +269,6 @@ int rdb_stage_add_pages(struct rdb_stage *st, const struct rdb_frame *f,
 	}
 	if (rc < 0)
 		return fail(st, "malformed page record in PAGES");
-	if (st->npages + npages > max_epoch_pages(img))
-		return fail(st, "epoch %llu sends more pages than 4x the VM's RAM",
-			    (unsigned long long)st->epoch);
 	it = first;
 	k = 0;
 	/* Epoch 0, the initial state, goes straight into the image: before

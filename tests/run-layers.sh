@@ -12,5 +12,26 @@ if [ -n "$bad" ]; then
 	echo "$bad" >&2
 	exit 1
 fi
+# A peer's text reaches our logs only through rdb_msg_text_parse (proto.c),
+# which turns anything but printable ASCII into '?': no other daemon file
+# formats a frame's payload as a string.  A statement (its lines joined up
+# to the next ';', '{' or '}') that holds a %s conversion and a .payload
+# or ->payload is refused.
+bad=$(find dom0-daemon -name '*.[ch]' ! -path dom0-daemon/proto.c -print0 | sort -z |
+	xargs -0 awk '
+		FNR == 1 { stmt = "" }
+		stmt == "" && NF { start = FNR; first = $0 }
+		NF { stmt = stmt " " $0 }
+		/[;{}]/ {
+			if (stmt ~ /%[-+ #0-9.*]*s/ &&
+			    stmt ~ /(\.|->)payload([^A-Za-z0-9_]|$)/)
+				print FILENAME ":" start ":" first
+			stmt = ""
+		}')
+if [ -n "$bad" ]; then
+	echo "FAIL layers: these format a frame's payload as a string; use rdb_msg_text_parse:" >&2
+	echo "$bad" >&2
+	exit 1
+fi
 n=$(grep -rlE '#include "hv.h"' dom0-daemon | wc -l)
-echo "layers: nothing outside hypervisor/ includes a backend's headers ($n daemon files use hv.h)"
+echo "layers: nothing outside hypervisor/ includes a backend's headers ($n daemon files use hv.h); no payload printed raw outside proto.c"

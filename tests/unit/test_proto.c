@@ -183,20 +183,38 @@ static void test_malformed_payloads(void **state)
 	struct rdb_pages_iter it;
 	struct rdb_page_rec r;
 	struct rdb_vm_setup s;
+	struct rdb_buf w;
 	uint8_t p[32] = { 0, 0, 0, 0, 0, 0, 0, 2 };	/* block 0, 2 records */
 	char name[8];
 	uint64_t a, b;
 
-	/* PAGES claims 2 records but holds a truncated one */
+	/* PAGES claims 2 records in room for 1 of the shortest (10 bytes):
+	 * refused before any record is read, as is a count of 2^32 - 1 */
 	f.payload = p;
-	f.len = 8 + 9;
+	f.len = 8 + 19;
+	assert_int_equal(rdb_msg_pages_begin(&f, &it), -EPROTO);
+	memset(p + 4, 0xff, 4);
+	f.len = sizeof(p);
+	assert_int_equal(rdb_msg_pages_begin(&f, &it), -EPROTO);
+	/* 2 records in 20 bytes pass the count check, but the first is a
+	 * truncated RAW page */
+	p[4] = p[5] = p[6] = 0;
+	p[7] = 2;
+	f.len = 8 + 20;
 	assert_int_equal(rdb_msg_pages_begin(&f, &it), 0);
 	assert_int_equal(rdb_msg_pages_next(&it, &r), -EPROTO);
 	/* unknown encoding */
+	p[7] = 1;
 	p[16] = 9;
 	f.len = 8 + 10;
 	assert_int_equal(rdb_msg_pages_begin(&f, &it), 0);
 	assert_int_equal(rdb_msg_pages_next(&it, &r), -EPROTO);
+	/* the encoder keeps to the frame bound: nothing is appended */
+	rdb_buf_init(&w);
+	assert_int_equal(rdb_proto_put_pages(&w, 1, 0, RDB_PROTO_MAX_FRAME_PAGES + 1,
+					     p, sizeof(p)), -EMSGSIZE);
+	assert_int_equal(w.len, 0);
+	rdb_buf_dispose(&w);
 	/* a VM_SETUP with zero blocks */
 	f.type = RDB_MSG_VM_SETUP;
 	f.len = 2;
@@ -438,6 +456,34 @@ static void test_every_field_round_trips(void **state)
 	assert_int_equal(f.epoch, 5);
 	assert_int_equal(a + b, 0);
 	assert_int_equal(rdb_proto_decoder_next(&d, &f), 0);
+	rdb_proto_decoder_dispose(&d);
+	rdb_buf_dispose(&wire);
+}
+
+/* A peer's text reaches our logs only through rdb_msg_text_parse: a
+ * terminal escape, a newline, DEL and UTF-8 all become '?'; a frame that
+ * carries no text is refused. */
+static void test_text_parse_sanitizes(void **state)
+{
+	struct rdb_proto_decoder d;
+	struct rdb_buf wire;
+	struct rdb_frame f;
+	char text[32];
+
+	rdb_buf_init(&wire);
+	rdb_proto_decoder_init(&d);
+	assert_int_equal(rdb_proto_put_error(&wire, "\x1b[31mX\n"), 0);
+	assert_int_equal(rdb_proto_put_hello_nak(&wire, "a\x7f\xc3\xa9z"), 0);
+	assert_int_equal(rdb_proto_put_heartbeat(&wire, 1, 2), 0);
+	assert_int_equal(rdb_proto_decoder_feed(&d, wire.data, wire.len), 0);
+	assert_int_equal(rdb_proto_decoder_next(&d, &f), 1);
+	assert_int_equal(rdb_msg_text_parse(&f, text, sizeof(text)), 0);
+	assert_string_equal(text, "?[31mX?");
+	assert_int_equal(rdb_proto_decoder_next(&d, &f), 1);
+	assert_int_equal(rdb_msg_text_parse(&f, text, sizeof(text)), 0);
+	assert_string_equal(text, "a???z");
+	assert_int_equal(rdb_proto_decoder_next(&d, &f), 1);
+	assert_int_equal(rdb_msg_text_parse(&f, text, sizeof(text)), -EPROTO);
 	rdb_proto_decoder_dispose(&d);
 	rdb_buf_dispose(&wire);
 }
@@ -978,6 +1024,7 @@ int main(void)
 		cmocka_unit_test(test_crc32c_portable_path_matches),
 		cmocka_unit_test(test_buf_edges),
 		cmocka_unit_test(test_every_field_round_trips),
+		cmocka_unit_test(test_text_parse_sanitizes),
 		cmocka_unit_test(test_ack_checked),
 		cmocka_unit_test(test_flows_round_trip_and_checks),
 		cmocka_unit_test(test_disk_base_round_trip_and_checks),

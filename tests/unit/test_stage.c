@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <lz4.h>
 #include <openssl/evp.h>
 
 #include "pagedigest.h"
@@ -578,6 +579,133 @@ static void test_epoch_size_bounded(void **state)
 	rdb_buf_dispose(&w);
 }
 
+/*
+ * A PAGES payload of n LZ4 records of a zero page, record i for page
+ * (first + i) % npages of the block, whose header says `count` records:
+ * built by hand, as a peer that lies in its header would send it (the
+ * encoder refuses a count over the frame bound).  f->payload is in wire.
+ */
+static int lz4_frame(struct rdb_buf *wire, uint64_t epoch, uint32_t block,
+		     uint64_t npages, uint32_t n, uint32_t count,
+		     struct rdb_frame *f)
+{
+	static const uint8_t zero[4096];
+	char lz[LZ4_COMPRESSBOUND(4096)];
+	uint8_t h[8] = { block >> 24, block >> 16, block >> 8, block,
+			 count >> 24, count >> 16, count >> 8, count };
+	int lzlen = LZ4_compress_default((const char *)zero, lz, sizeof(zero),
+					 sizeof(lz));
+
+	assert_true(lzlen > 0);
+	rdb_buf_reset(wire);
+	assert_int_equal(rdb_buf_append(wire, h, sizeof(h)), 0);
+	for (uint32_t i = 0; i < n; i++)
+		assert_int_equal(rdb_proto_page_record_append_enc(wire,
+				(i % npages) * 4096, RDB_PAGE_LZ4,
+				(const uint8_t *)lz, (size_t)lzlen), 0);
+	memset(f, 0, sizeof(*f));
+	f->type = RDB_MSG_PAGES;
+	f->epoch = epoch;
+	f->payload = wire->data;
+	f->len = (uint32_t)wire->len;
+	return lzlen;
+}
+
+/* The stage refused the frame and its scratch arena holds at most max. */
+static void refused_within(struct rdb_stage *st, int rc, size_t max,
+			   const char *what)
+{
+	if (rc != -EPROTO || st->scratch.cap > max)
+		fail_msg("%s: rc %d (%s), scratch arena %zu bytes (at most %zu)",
+			 what, rc, rdb_stage_error(st), st->scratch.cap, max);
+}
+
+/*
+ * The LZ4 pages of a frame are decoded (4 KiB each) before any record is
+ * kept, so a frame is refused on its header's count before anything is
+ * decoded: a count over the block's pages, over what the epoch may still
+ * stage, or over what the payload can hold.  The scratch arena never
+ * grows past what the block's own pages need (4 pages here).
+ */
+static void test_pages_count_checked_before_decoding(void **state)
+{
+	struct rdb_ramimage img;
+	struct rdb_stage st;
+	struct rdb_buf w;
+	struct rdb_frame f;
+	int i, lzlen;
+
+	rdb_buf_init(&w);
+	assert_int_equal(rdb_ramimage_open(dir, blocks, 2, &img), 0);
+	rdb_stage_init(&st);
+	st.features = RDB_FEATURE_LZ4;
+	commit_epoch0(&st, &img, &w);
+	/* 4096 real records of ~20 bytes for a block of 4 pages */
+	lz4_frame(&w, 1, 0, 4, 4096, 4096, &f);
+	refused_within(&st, rdb_stage_add_pages(&st, &f, &img), 4 * 4096,
+		       "4096 records for a block of 4 pages");
+	assert_non_null(strstr(rdb_stage_error(&st), "block pc.ram of 4 pages"));
+	assert_int_equal(st.npages, 0);
+	/* a header that claims 2^32 - 1 records over 64 real ones */
+	lz4_frame(&w, 1, 0, 4, 64, UINT32_MAX, &f);
+	refused_within(&st, rdb_stage_add_pages(&st, &f, &img), 4 * 4096,
+		       "2^32 - 1 records claimed, 64 sent");
+	assert_non_null(strstr(rdb_stage_error(&st), "malformed PAGES"));
+	/* ... and 4 claimed over 64 sent: the bytes after the 4th refuse it */
+	lz4_frame(&w, 1, 0, 4, 64, 4, &f);
+	refused_within(&st, rdb_stage_add_pages(&st, &f, &img), 4 * 4096,
+		       "4 records claimed, 64 sent");
+	/* the epoch's bound (4 x 5 pages): five frames of 4 fit, the sixth
+	 * is refused on its count */
+	lzlen = lz4_frame(&w, 1, 0, 4, 4, 4, &f);
+	for (i = 0; i < 5; i++)
+		assert_int_equal(rdb_stage_add_pages(&st, &f, &img), 0);
+	refused_within(&st, rdb_stage_add_pages(&st, &f, &img), 4 * 4096,
+		       "a frame over the epoch's bound");
+	assert_non_null(strstr(rdb_stage_error(&st), "4x"));
+	assert_int_equal(st.npages, 20);
+	/* what was refused left nothing: the 20 records commit */
+	assert_int_equal(rdb_stage_set_devstate(&st, 1, DEV, sizeof(DEV)), 0);
+	assert_int_equal(rdb_stage_commit(&st, 1, 20, 20 * (2 + (uint64_t)lzlen) +
+					  sizeof(DEV), &img), 0);
+	assert_int_equal(rdb_ramimage_base(&img, 0)[4096], 0);
+	rdb_stage_dispose(&st);
+	rdb_ramimage_close(&img);
+	rdb_buf_dispose(&w);
+}
+
+/*
+ * The per-frame bound holds whatever the VM's size: in a block of
+ * RDB_PROTO_MAX_FRAME_PAGES + 1 pages, a frame naming every page once is
+ * refused before any is decoded; one page fewer is taken, with at most
+ * 64 MiB of scratch.
+ */
+static void test_pages_frame_bound(void **state)
+{
+	const uint32_t max = RDB_PROTO_MAX_FRAME_PAGES;
+	const struct rdb_ram_block big[1] = { { "pc.ram", (uint64_t)(max + 1) * 4096 } };
+	struct rdb_ramimage img;
+	struct rdb_stage st;
+	struct rdb_buf w;
+	struct rdb_frame f;
+
+	rdb_buf_init(&w);
+	assert_int_equal(rdb_ramimage_open(dir, big, 1, &img), 0);
+	rdb_stage_init(&st);
+	st.features = RDB_FEATURE_LZ4;
+	lz4_frame(&w, 0, 0, max + 1, max + 1, max + 1, &f);
+	refused_within(&st, rdb_stage_add_pages(&st, &f, &img), 4 * 4096,
+		       "RDB_PROTO_MAX_FRAME_PAGES + 1 records in one frame");
+	assert_non_null(strstr(rdb_stage_error(&st), "at most"));
+	lz4_frame(&w, 0, 0, max + 1, max, max, &f);
+	assert_int_equal(rdb_stage_add_pages(&st, &f, &img), 0);
+	assert_true(st.scratch.cap <= (size_t)max * 4096);
+	assert_int_equal(st.npages, max);
+	rdb_stage_dispose(&st);
+	rdb_ramimage_close(&img);
+	rdb_buf_dispose(&w);
+}
+
 /* A PAGES frame of DISKREF records: page offs[i] is disk block dblk[i]
  * (a disk offset / 4096) with contents all fill[i]. */
 static void diskref_frame(struct rdb_buf *wire, uint64_t epoch,
@@ -777,6 +905,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_epoch_rules, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_arena_reused_and_order_kept, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_epoch_size_bounded, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pages_count_checked_before_decoding, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pages_frame_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_diskref_resolved_and_checked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_verify_digest, setup, teardown),
 	};
