@@ -217,15 +217,11 @@ int rdb_stage_add_pages(struct rdb_stage *st, const struct rdb_frame *f,
 	/* The first pass below decodes LZ4 and DISKREF pages, 4 KiB each,
 	 * before the frame is known to be good: the count, which
 	 * rdb_msg_pages_next holds the frame to, is checked first, so that
-	 * what a frame can make us allocate is bounded by its block, by
-	 * the epoch's bound and by RDB_PROTO_MAX_FRAME_PAGES (64 MiB). */
+	 * what a frame can make us allocate is bounded by the epoch's
+	 * bound and by RDB_PROTO_MAX_FRAME_PAGES (64 MiB). */
 	if (it.left > RDB_PROTO_MAX_FRAME_PAGES)
 		return fail(st, "PAGES of %u records: at most %u in a frame",
 			    it.left, RDB_PROTO_MAX_FRAME_PAGES);
-	if (it.left > length / RDB_PAGE_SIZE)
-		return fail(st, "PAGES of %u records for block %s of %llu pages",
-			    it.left, img->b[it.block].idstr,
-			    (unsigned long long)(length / RDB_PAGE_SIZE));
 	if (st->npages + it.left > max_epoch_pages(img))
 		return fail(st, "epoch %llu sends more pages than 4x the VM's RAM",
 			    (unsigned long long)st->epoch);
