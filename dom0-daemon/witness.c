@@ -313,6 +313,12 @@ static int kv_of(json_t *range, bool *found, char *value, size_t vlen,
 	if (rdb_base64_decode(v, (uint8_t *)value, vlen - 1, &n) < 0)
 		return -EPROTO;
 	value[n] = 0;
+	/* Values reach logs and status: anything but printable ASCII
+	 * becomes '?' (no RemusDB value has any; such a value stays
+	 * unparseable, and unequal to ours). */
+	for (size_t i = 0; i < n; i++)
+		if ((uint8_t)value[i] < 0x20 || (uint8_t)value[i] >= 0x7f)
+			value[i] = '?';
 	snprintf(modrev, mlen, "%s", m);
 	*found = true;
 	return 0;
