@@ -145,6 +145,9 @@ struct rdb_hv_ops {
 	 * be protected again from its host, the process handed over.  Not a
 	 * Xen domain's watch: killing that would not stop the domain. */
 	bool restored_reprotect;
+	/* Why, most likely, no checkpoint follows the initial state (the
+	 * stream silent, not throttled by the daemon): said to operators */
+	const char *no_checkpoint_hint;
 	/* The RAM block restore_prepare maps from its image file. */
 	const char *main_block;
 

@@ -404,6 +404,8 @@ const struct rdb_hv_ops rdb_hv_qemu_ops = {
 	.name = "qemu",
 	.restored_ended = "QEMU exited",
 	.restored_reprotect = true,
+	.no_checkpoint_hint = "this QEMU does not enter COLO (10.0.0-10.0.6 "
+			      "need upstream fix 0b5bf4ea; hypervisor/qemu/README.md)",
 	.main_block = RDB_RESTORE_SHARED_BLOCK,
 	.stream_new = stream_new,
 	.stream_feed = stream_feed,

@@ -514,6 +514,8 @@ static int restore_load(const struct rdb_hv_restore *req,
 const struct rdb_hv_ops rdb_hv_xen_ops = {
 	.name = "xen",
 	.restored_ended = "domain ended",
+	.no_checkpoint_hint = "libxenguest's save did not start checkpointing "
+			      "(see the remusdb-xen helper's log)",
 	.main_block = XEN_RAM_BLOCK,
 	.stream_new = stream_new,
 	.stream_feed = stream_feed,
