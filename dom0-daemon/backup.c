@@ -38,7 +38,12 @@
 #include <unistd.h>
 
 #define HELLO_DEADLINE_NS (5 * RDB_NS_PER_S)
+/* A restore's steps (starting the hypervisor, loading the state, the
+ * NIC) are bounded by this, plus twice what taking the initial state
+ * took this host (restore_deadline): restoring moves the same RAM, and
+ * a host emulated or slow takes as much longer for both. */
 #define RESTORE_DEADLINE_NS (20 * RDB_NS_PER_S)
+#define RESTORE_DEADLINE_MAX_NS (600 * RDB_NS_PER_S)
 #define INITIAL_SYNC_SILENCE_NS (10 * RDB_NS_PER_S)
 /* While an epoch's disk step runs (commit_start), the link is read into
  * the decoder up to this much; then TCP pushes back on the primary. */
@@ -48,9 +53,9 @@
 /* fault injection slow-replica: the next disk step starts this late */
 #define FAULT_SLOW_REPLICA_NS (3 * RDB_NS_PER_S)
 /* A failover waits this long for an epoch's disk step (or a prepare)
- * still running when it began; then it fails: the replica is in no
- * known state.  Above RESTORE_DEADLINE_NS, which bounds a prepare. */
-#define FAILOVER_WAIT_NS (30 * RDB_NS_PER_S)
+ * still running when it began, beyond the restore's own deadline (which
+ * bounds a prepare); then it fails: the replica is in no known state. */
+#define FAILOVER_WAIT_NS (10 * RDB_NS_PER_S)
 
 struct commit_job;
 
@@ -82,6 +87,8 @@ struct rdb_backup {
 
 	struct rdb_vm_setup setup;	/* from VM_SETUP */
 	bool have_setup;
+	uint64_t setup_ns;		/* when VM_SETUP came */
+	uint64_t initial_take_ns;	/* VM_SETUP to epoch 0 committed */
 	struct rdb_ramimage img;
 	bool img_open;
 	struct rdb_stage st;
@@ -138,8 +145,8 @@ struct rdb_backup {
 	struct restore_job *restore_job;	/* a restore under way */
 	/* A failover waits for an epoch's disk step or a handover's prepare
 	 * still running on their threads (never joined on the loop: a hung
-	 * replica must not stop every other VM's heartbeats), at most until
-	 * FAILOVER_WAIT_NS (fo_wait_timer). */
+	 * replica must not stop every other VM's heartbeats), at most the
+	 * restore's deadline + FAILOVER_WAIT_NS (fo_wait_timer). */
 	bool fo_waiting;
 	uint64_t fo_wait_timer;
 	/* a commit still running when the link closed: its stage is
@@ -380,6 +387,7 @@ static int handle_setup(struct rdb_backup *b, const struct rdb_frame *f)
 	if (rc < 0)
 		return rc;
 	b->have_setup = true;
+	b->setup_ns = rdb_now_ns();
 	/* The VM's own config comes from the primary; the backup keeps its
 	 * defaults for anything the primary did not set. */
 	j = json_loads(b->setup.vm_json, 0, NULL);
@@ -632,6 +640,8 @@ static int commit_finish(struct rdb_backup *b, uint64_t epoch, uint64_t pages,
 		return rc;
 	}
 	/* Committed: the image, device state and disk are exactly epoch N. */
+	if (!b->have_committed && b->setup_ns)
+		b->initial_take_ns = rdb_now_ns() - b->setup_ns;
 	b->have_committed = true;
 	if (b->has_disk) {
 		vm->st.disk_bytes = b->disk.applied_bytes;
@@ -1853,6 +1863,15 @@ struct restore_req {
 	struct rdb_hv_restore r;
 };
 
+/* The restore's deadline from now (RESTORE_DEADLINE_NS, scaled). */
+static uint64_t restore_deadline(const struct rdb_backup *b)
+{
+	uint64_t ns = RESTORE_DEADLINE_NS + 2 * b->initial_take_ns;
+
+	return rdb_now_ns() + (ns < RESTORE_DEADLINE_MAX_NS ? ns :
+			       RESTORE_DEADLINE_MAX_NS);
+}
+
 static void restore_req(struct rdb_backup *b, const char *drive,
 			struct restore_req *q)
 {
@@ -1916,7 +1935,7 @@ static int restore_spawn(struct rdb_backup *b, const char *drive)
 		return -ENOENT;
 	}
 	rc = b->hv->restore_prepare(&q.r, &b->rs,
-				    rdb_now_ns() + RESTORE_DEADLINE_NS, err,
+				    restore_deadline(b), err,
 				    sizeof(err));
 	if (rc < 0) {
 		LOGVM(ERROR, vm->name, "restore: %s", err);
@@ -1955,7 +1974,7 @@ static int restore_load(struct rdb_backup *b)
 	 * creates it with its state) */
 	restore_req(b, b->disk_arg[0] ? b->disk_arg : NULL, &q);
 	rc = b->hv->restore_load(&q.r, &b->rs, &st,
-				 rdb_now_ns() + RESTORE_DEADLINE_NS, err,
+				 restore_deadline(b), err,
 				 sizeof(err));
 	if (rc == 0 && b->hv->nic_attach) {
 		/* (its NIC socket listens: failover_net).  The guest runs
@@ -1966,8 +1985,8 @@ static int restore_load(struct rdb_backup *b)
 
 		snprintf(log, sizeof(log), "%s/%s.nic.log", b->d->cfg.run_dir,
 			 vm->name);
-		if (b->hv->nic_attach(vm->name, b->nic.path, log, rdb_now_ns() +
-				      RESTORE_DEADLINE_NS, why, sizeof(why)) < 0)
+		if (b->hv->nic_attach(vm->name, b->nic.path, log,
+				      restore_deadline(b), why, sizeof(why)) < 0)
 			LOGVM(ERROR, vm->name, "the restored guest runs with its "
 			      "NIC not connected to this daemon: %s (see %s)",
 			      why, log);
@@ -2016,7 +2035,7 @@ static int restore_vm(struct rdb_backup *b, uint64_t t0, const char *drive)
 /*
  * The restore runs on a thread of its own: starting QEMU, its QMP, the
  * stream and waiting for the guest to run can take seconds (up to
- * RESTORE_DEADLINE_NS), and this daemon's loop serves every other VM's
+ * restore_deadline()), and this daemon's loop serves every other VM's
  * heartbeats meanwhile.  While it runs the thread owns b->rs; nothing else of the VM changes (its state is failing-over,
  * which every other path leaves alone), and restored() finishes on the
  * loop.
@@ -2371,11 +2390,11 @@ static uint64_t on_failover_wait(struct rdb_evloop *loop, uint64_t id,
 		return 0;
 	b->fo_waiting = false;
 	rdb_vm_set_state(b->vm, RDB_VM_FAILED, "failover: %s still running after "
-			 "%llu s; the replica is in no known state and is not "
+			 "%.0f s; the replica is in no known state and is not "
 			 "served (the operator decides)", b->commit_job ?
 			 "an epoch's replica writes and sync" :
 			 "the start of a QEMU prepared for a handover",
-			 (unsigned long long)(FAILOVER_WAIT_NS / RDB_NS_PER_S));
+			 (double)(rdb_now_ns() - b->failover_t0) / RDB_NS_PER_S);
 	if (b->planned)
 		handover_undo(b, "its QEMU did not start in time");
 	return 0;
@@ -2410,13 +2429,15 @@ int rdb_backup_failover(struct rdb_vm *vm, const char *why)
 	 * every other VM meanwhile.
 	 */
 	if (b->commit_job || b->restore_job) {
+		uint64_t wait = restore_deadline(b) - t0 + FAILOVER_WAIT_NS;
+
 		LOGVM(INFO, vm->name, "the failover waits for %s (at most %llu s)",
 		      b->commit_job ? "the last epoch's replica writes and sync" :
 		      "the QEMU being prepared for a handover",
-		      (unsigned long long)(FAILOVER_WAIT_NS / RDB_NS_PER_S));
+		      (unsigned long long)(wait / RDB_NS_PER_S));
 		b->fo_waiting = true;
-		if (rdb_evloop_add_timer(b->d->loop, FAILOVER_WAIT_NS,
-					 on_failover_wait, b, &b->fo_wait_timer) < 0)
+		if (rdb_evloop_add_timer(b->d->loop, wait, on_failover_wait, b,
+					 &b->fo_wait_timer) < 0)
 			LOGVM(ERROR, vm->name, "no timer bounds the failover's wait");
 		return 0;
 	}

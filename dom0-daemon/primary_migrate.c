@@ -45,9 +45,10 @@
 /* The backup did not say it is prepared: the handover goes ahead. */
 #define PREPARE_DEADLINE_NS (10 * RDB_NS_PER_S)
 /* From HANDOVER sent to the backup's answer: its claim at the witness,
- * the replica's sync and its restore (bounded there by 20 s), with room
- * to spare.  The guest is stopped all the while; past it, the decision
- * at the witness says which copy runs. */
+ * the replica's sync and its restore (bounded there by 20 s and twice
+ * what the initial state took), with room to spare.  The guest is
+ * stopped all the while; past it, the decision at the witness says which
+ * copy runs. */
 #define HANDOVER_DEADLINE_NS (40 * RDB_NS_PER_S)
 /* A killed QEMU that is not our child: how long to watch it go. */
 #define KILL_WAIT_NS (2 * RDB_NS_PER_S)
@@ -424,7 +425,15 @@ void rdb_pri_handover_tick(struct rdb_primary *p, uint64_t now)
 		p->ho_preparing = false;
 		p->ho_wanted = true;
 	}
-	if (p->ho_sent && now - p->ho_sent_ns > HANDOVER_DEADLINE_NS)
-		rdb_pri_drop_protection(p, "the backup did not answer the "
-					"handover in 40 s");
+	/* (the backup's restore deadline grows with what taking the
+	 * initial state took: so does this) */
+	if (p->ho_sent && now - p->ho_sent_ns > HANDOVER_DEADLINE_NS +
+	    2 * p->vm->st.initial_mem_ns) {
+		char why[128];
+
+		snprintf(why, sizeof(why), "the backup did not answer the "
+			 "handover in %.0f s", (double)(now - p->ho_sent_ns) /
+			 RDB_NS_PER_S);
+		rdb_pri_drop_protection(p, why);
+	}
 }

@@ -61,6 +61,15 @@ wait_for() {
 	done
 }
 ctl() { local side=$1; shift; remusdbctl --socket "$D/$side/ctl.sock" "$@"; }
+# waitst SIDE STATE SECONDS WHAT: the VM reaches STATE on SIDE, or the
+# drill fails naming the step, how long it waited and where the VM is
+waitst() {
+	local t0 st
+	t0=$(ms)
+	ctl "$1" wait $VM "$2" --timeout "$3" > /dev/null 2>&1 && return 0
+	st=$(ctl "$1" status $VM --json 2>/dev/null | jq -r '.vms[0] | "\(.state): \(.state_reason)"')
+	fail "$4: not $2 after $(( ($(ms) - t0) / 1000 )) s (deadline $3 s), $1 is ${st:-not answering}"
+}
 nsx() { _nsx $RUN "$@"; }	# nsx HOST CMD...: netns.sh's, for this run
 
 for m in tun veth bridge; do modprobe "$m" || fail "modprobe $m"; done
@@ -151,8 +160,8 @@ say "DOMU-UP ms=$(( $(ms) - t ))"
 t=$(ms)
 ctl pri protect "$D/$VM.conf" > "$D/protect.log" 2>&1 ||
 	{ sed 's/^/REMUSDB-XEN-DRILL-LOG protect: /' "$D/protect.log"; fail "remusdbctl protect"; }
-ctl pri wait $VM protected --timeout 180 > /dev/null 2>&1 || fail "the primary never protected the VM"
-ctl bak wait $VM protected --timeout 30 > /dev/null 2>&1 || fail "the backup never protected the VM"
+waitst pri protected 180 "the primary protecting the VM"
+waitst bak protected 30 "the backup taking the initial state"
 say "PROTECTED ms=$(( $(ms) - t ))"
 
 # The client: one connection, every value checked (not through nsx: $!
@@ -188,7 +197,7 @@ timeout 120 xl destroy "$pulled_domid" || fail "xl destroy of the primary's doma
 t2=$(ms)
 netns_power_pull $RUN pri
 say "PULLED domid=$pulled_domid links_ms=$((t1 - t)) destroy_ms=$((t2 - t1)) all_ms=$(( $(ms) - t ))"
-ctl bak wait $VM failed-over --timeout 120 > /dev/null 2>&1 || fail "the backup did not fail over"
+waitst bak failed-over 120 "the backup failing over"
 say "FAILED-OVER ms=$(( $(ms) - t ))"
 sleep "$AFTER_S"
 ctl bak status $VM --json > "$D/bak-status.json" 2>/dev/null
