@@ -18,6 +18,9 @@
  *
  * The state kept: per file, a hash of the 4 KiB pages written since its
  * last sync.  A test harness's tool, not a filesystem for real data.
+ * SEEK_DATA and SEEK_HOLE see the backing file's data and the pages
+ * written since (data, whatever they hold): a sparse image is compared
+ * through the mount in the time its data takes, not its size.
  */
 #define FUSE_USE_VERSION 31
 #include <fuse.h>
@@ -329,6 +332,69 @@ static int cf_statfs(const char *path, struct statvfs *st)
 	return statvfs(backing, st) < 0 ? -errno : 0;
 }
 
+/* A page written since the last sync covers pos: the next page's
+ * start, else pos itself. */
+static uint64_t past_written(struct file *f, uint64_t pos)
+{
+	while (f->nbuckets && *slot(f, pos / PG))
+		pos = (pos / PG + 1) * PG;
+	return pos;
+}
+
+static off_t cf_lseek(const char *path, off_t off, int whence,
+		      struct fuse_file_info *fi)
+{
+	struct file *f;
+	struct stat sb;
+	uint64_t size, pos = (uint64_t)off, best;
+	int err = 0;
+	off_t r;
+
+	if (whence != SEEK_DATA && whence != SEEK_HOLE)
+		return -EINVAL;
+	pthread_mutex_lock(&lock);
+	f = get(path, &err);
+	if (!f || fstat(f->fd, &sb) < 0) {
+		pthread_mutex_unlock(&lock);
+		return f ? -errno : err;
+	}
+	size = (uint64_t)sb.st_size;
+	if (off < 0 || pos >= size) {
+		pthread_mutex_unlock(&lock);
+		return -ENXIO;
+	}
+	if (whence == SEEK_DATA) {
+		r = lseek(f->fd, off, SEEK_DATA);
+		best = r < 0 ? size : (uint64_t)r;
+		for (size_t b = 0; b < f->nbuckets; b++)
+			for (struct page *p = f->tab[b]; p; p = p->next) {
+				uint64_t start = p->idx * PG;
+
+				if (start + PG > pos && start < best)
+					best = start > pos ? start : pos;
+			}
+		pthread_mutex_unlock(&lock);
+		return best >= size ? -ENXIO : (off_t)best;
+	}
+	/* SEEK_HOLE: past written pages and the backing file's data, until
+	 * neither covers the position (the end counts as a hole) */
+	for (;;) {
+		pos = past_written(f, pos);
+		if (pos >= size)
+			break;
+		r = lseek(f->fd, (off_t)pos, SEEK_HOLE);
+		if (r < 0 || (uint64_t)r >= size) {
+			pos = size;
+			break;
+		}
+		if ((uint64_t)r == pos)
+			break;
+		pos = (uint64_t)r;
+	}
+	pthread_mutex_unlock(&lock);
+	return (off_t)(pos < size ? pos : size);
+}
+
 static int cf_flush(const char *path, struct fuse_file_info *fi)
 {
 	return 0;	/* close() is not a sync */
@@ -343,6 +409,7 @@ static const struct fuse_operations ops = {
 	.fsync = cf_fsync,
 	.flush = cf_flush,
 	.statfs = cf_statfs,
+	.lseek = cf_lseek,
 };
 
 int main(int argc, char **argv)
