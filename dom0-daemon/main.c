@@ -257,8 +257,9 @@ static int ctl_inject(void *opaque, json_t *req, json_t **reply_out)
 	if (!fault || (vm->role == RDB_ROLE_PRIMARY ? rdb_primary_inject(vm, fault) :
 		       rdb_backup_inject(vm, fault)) < 0) {
 		*reply_out = json_string("unknown fault (known: stop-in-pause, "
-					 "stop-in-disk-pause, stop-in-initial-state and "
-					 "stop-late-in-initial-state on a primary, "
+					 "stop-in-disk-pause, stop-in-initial-state, "
+					 "stop-late-in-initial-state and "
+					 "slow-checkpoint on a primary, "
 					 "restore-fail, handover-cut, "
 					 "slow-replica and replica-eio (a VM "
 					 "with a disk) on a backup)");

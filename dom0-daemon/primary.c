@@ -27,6 +27,9 @@
 /* stop-late-in-initial-state: how long the daemon works on after QEMU
  * stopped the guest, before it stalls */
 #define FAULT_INITIAL_BUSY_NS (400 * RDB_NS_PER_MS)
+/* slow-checkpoint: the next pause lasts this long (its resume is late,
+ * the daemon beating meanwhile), as a slow hypervisor's would */
+#define FAULT_SLOW_PAUSE_NS (700 * RDB_NS_PER_MS)
 
 static int put_flows(struct rdb_primary *p, uint64_t epoch);
 static void drop(struct rdb_primary *p, const char *why, bool backup_stopped);
@@ -183,6 +186,39 @@ int rdb_pri_resume_after_epoch(struct rdb_primary *p)
 	return hv_reply(p, RDB_HV_RESUME);
 }
 
+/*
+ * A pause longer than checkpoint_deadline_ms with this daemon running
+ * (the watchdog covers a stalled one: I5) is the hypervisor's own pace:
+ * a burst of dirty pages, a slow disk drain, a host short of CPU.  One
+ * is logged and counted; protection drops when PAUSE_OVERRUNS_MAX of
+ * them fall within PAUSE_OVERRUN_WINDOW_NS (the checkpoints cost more
+ * than the operator allows), or when one pause reaches
+ * PAUSE_OVERRUN_FACTOR times the deadline (on_heartbeat).  A single
+ * late checkpoint is no reason to leave the VM unprotected: the next is
+ * usually short again.  The drop itself waits for the heartbeat tick
+ * (this runs inside the stream's parser).
+ */
+static void pause_overran(struct rdb_primary *p, uint64_t epoch,
+			  uint64_t pause_ns, uint64_t now)
+{
+	struct rdb_vm *vm = p->vm;
+	const unsigned n = PAUSE_OVERRUNS_MAX;
+
+	vm->st.deadline_misses++;
+	memmove(p->overrun_ns + 1, p->overrun_ns, (n - 1) * sizeof(p->overrun_ns[0]));
+	p->overrun_ns[0] = now;
+	LOGVM(WARN, vm->name, "checkpoint of epoch %llu paused the guest %.0f ms, "
+	      "over checkpoint_deadline_ms (%u ms; %s's own pace: remusdbd "
+	      "ran all along)", (unsigned long long)epoch,
+	      (double)pause_ns / RDB_NS_PER_MS, vm->cfg.checkpoint_deadline_ms,
+	      p->hv->name);
+	if (p->overrun_ns[n - 1] && now - p->overrun_ns[n - 1] <= PAUSE_OVERRUN_WINDOW_NS)
+		snprintf(p->overrun_why, sizeof(p->overrun_why), "%u checkpoints "
+			 "over checkpoint_deadline_ms (%u ms) within %.0f s",
+			 n, vm->cfg.checkpoint_deadline_ms,
+			 (double)(now - p->overrun_ns[n - 1]) / RDB_NS_PER_S);
+}
+
 static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 			size_t len)
 {
@@ -255,6 +291,16 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 	/* Reads drained from here on are the next epoch's (read tracking:
 	 * the encoders of this one must not take them, readidx.h). */
 	p->disk.read_epoch = p->open_epoch;
+	if (p->fault_slow_checkpoint && epoch > 0 && p->in_pause) {
+		p->fault_slow_checkpoint = false;
+		LOGVM(WARN, vm->name, "fault injection: the pause of epoch %llu "
+		      "lasts %.0f ms", (unsigned long long)epoch,
+		      (double)FAULT_SLOW_PAUSE_NS / RDB_NS_PER_MS);
+		while (rdb_now_ns() - p->ckpt_start_ns < FAULT_SLOW_PAUSE_NS) {
+			rdb_watchdog_beat(p->d->wd);
+			usleep(5000);
+		}
+	}
 	/* Let the guest run first; framing and sending the epoch follow.
 	 * A handover's epoch is the guest's last here: it stays stopped. */
 	handover = rdb_pri_handover_at(p, epoch);
@@ -281,6 +327,9 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 		pause_ns = now - p->ckpt_start_ns;
 		rdb_vm_pause_recorded(vm, pause_ns, p->pause_work_ns + (now - t0));
 		p->in_pause = false;
+		if (pause_ns > (uint64_t)vm->cfg.checkpoint_deadline_ms *
+		    RDB_NS_PER_MS)
+			pause_overran(p, epoch, pause_ns, now);
 	}
 	rdb_vm_epoch_ended(vm, epoch, now, pause_ns);
 	if (p->cap_left && epoch > 0)
@@ -1184,10 +1233,19 @@ static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
 	rdb_pri_handover_tick(p, now);
 	if (!p->colo_active || ack_overdue(p, now))
 		return (uint64_t)p->d->cfg.heartbeat_ms * RDB_NS_PER_MS;
-	if (p->in_pause && now - p->ckpt_start_ns >
-	    (uint64_t)vm->cfg.checkpoint_deadline_ms * RDB_NS_PER_MS) {
+	if (p->overrun_why[0]) {
+		rdb_pri_drop_protection(p, p->overrun_why);
+	} else if (p->in_pause && now - p->ckpt_start_ns >
+		   PAUSE_OVERRUN_FACTOR * (uint64_t)vm->cfg.checkpoint_deadline_ms *
+		   RDB_NS_PER_MS) {
+		char why[160];
+
 		vm->st.deadline_misses++;
-		rdb_pri_drop_protection(p, "checkpoint overran its deadline");
+		snprintf(why, sizeof(why), "a checkpoint has paused the guest "
+			 "%.0f ms, over %u x checkpoint_deadline_ms (%u ms)",
+			 (double)(now - p->ckpt_start_ns) / RDB_NS_PER_MS,
+			 PAUSE_OVERRUN_FACTOR, vm->cfg.checkpoint_deadline_ms);
+		rdb_pri_drop_protection(p, why);
 	}
 	return (uint64_t)p->d->cfg.heartbeat_ms * RDB_NS_PER_MS;
 }
@@ -2018,6 +2076,8 @@ static int start_protection(struct rdb_primary *p, char *err, size_t errlen)
 	 * that protection's end released it). */
 	rdb_flowbuf_forget_flows(&p->fb);
 	/* Epochs count from 0 again in a new protection (a new COLO run). */
+	memset(p->overrun_ns, 0, sizeof(p->overrun_ns));
+	p->overrun_why[0] = 0;
 	vm->st.checkpoints = 0;
 	vm->st.committed_epoch = 0;
 	vm->st.first_ckpt_ns = vm->st.last_ckpt_ns = vm->st.last_ack_ns = 0;
@@ -2697,6 +2757,10 @@ int rdb_primary_inject(struct rdb_vm *vm, const char *fault)
 	if (strcmp(fault, "stop-in-initial-state") == 0) {
 		vm->pri->fault_stop_in_initial = true;
 		vm->pri->fault_initial_busy_ns = 0;
+		return 0;
+	}
+	if (strcmp(fault, "slow-checkpoint") == 0) {
+		vm->pri->fault_slow_checkpoint = true;
 		return 0;
 	}
 	if (strcmp(fault, "stop-late-in-initial-state") == 0) {

@@ -48,6 +48,12 @@ _Static_assert(PAGES_BATCH_PAGES <= RDB_PROTO_MAX_FRAME_PAGES,
 #define PEER_HIGH_WATER (64u << 20)
 #define PEER_LOW_WATER (16u << 20)
 #define SETUP_DEADLINE_NS (5 * RDB_NS_PER_S)
+/* Protection drops after this many pauses over checkpoint_deadline_ms
+ * within PAUSE_OVERRUN_WINDOW_NS, or one of PAUSE_OVERRUN_FACTOR times
+ * it (primary.c, pause_overran). */
+#define PAUSE_OVERRUNS_MAX 3
+#define PAUSE_OVERRUN_WINDOW_NS (30 * RDB_NS_PER_S)
+#define PAUSE_OVERRUN_FACTOR 4
 /* From the end of the initial state to the first checkpoint. */
 #define COLO_START_DEADLINE_NS (10 * RDB_NS_PER_S)
 /* Peer silence tolerated while the initial state is copied. */
@@ -143,6 +149,10 @@ struct rdb_primary {
 	/* the checkpoint in flight */
 	uint64_t ckpt_start_ns;
 	uint64_t pause_work_ns;		/* our callbacks' time in this pause */
+	/* the last pauses over checkpoint_deadline_ms, newest first: see
+	 * pause_overran; overrun_why set: protection drops at the tick */
+	uint64_t overrun_ns[PAUSE_OVERRUNS_MAX];
+	char overrun_why[160];
 	bool in_pause;
 	uint64_t epoch_pages, epoch_bytes;	/* page records, their bodies */
 	uint64_t epoch_disk_recs, epoch_disk_bytes;	/* DISK_* frames, data */
@@ -163,6 +173,7 @@ struct rdb_primary {
 	bool fault_stop_in_pause;
 	bool fault_stop_in_disk_pause;	/* at a disk change inside a pause */
 	bool fault_stop_in_initial;	/* before taking epoch 0 (QEMU waits) */
+	bool fault_slow_checkpoint;	/* the next pause lasts 700 ms */
 	uint64_t fault_initial_busy_ns;	/* ... after working (and beating) this
 					 * long since QEMU stopped the guest */
 	/* QEMU stopped the guest for the last of the initial state then
