@@ -414,109 +414,102 @@ static void do_register(struct req *r, json_t *key)
 	set_error(r, -EAGAIN, "the VM's key kept changing under us");
 }
 
-static void do_claim(struct req *r, json_t *key)
+/*
+ * One compare-and-swap of the key's value: expect -> want.  1: swapped;
+ * 0: not, and *found / cur say what the key holds instead; < 0: no
+ * answer (the result set to ERROR, what naming the step).
+ */
+static int swap(struct req *r, json_t *key, const char *expect,
+		const char *want, const char *what, bool *found, char *cur,
+		size_t curlen)
 {
-	struct rdb_witness_value v;
-	char want[RDB_WITNESS_VALUE_MAX], cur[RDB_WITNESS_VALUE_MAX], modrev[32];
+	char modrev[32], err[96];
 	json_t *t, *a = NULL, *rr;
-	bool found;
 	int rc;
 
-	if (rdb_witness_value_parse(r->registered, strlen(r->registered), &v) < 0) {
-		set_error(r, -EINVAL, "no registered value to claim");
-		return;
-	}
-	snprintf(v.owner, sizeof(v.owner), "%s", r->node);
-	v.state = RDB_WITNESS_RUNNING;
-	if (rdb_witness_value_format(&v, want, sizeof(want)) < 0) {
-		set_error(r, -EINVAL, "bad node name");
-		return;
-	}
 	t = json_pack("{s:[{s:O, s:s, s:s, s:o}], s:[o], s:[{s:{s:O}}]}",
 		      "compare", "key", key, "target", "VALUE", "result", "EQUAL",
-		      "value", b64_str(r->registered),
+		      "value", b64_str(expect),
 		      "success", put_op(key, want),
 		      "failure", "request_range", "key", key);
 	rc = t ? post(r, "/v3/kv/txn", t, &a) : -ENOMEM;
 	json_decref(t);
 	if (rc < 0) {
-		set_error(r, rc, "claiming the VM's key");
-		return;
+		snprintf(err, sizeof(err), "%s the VM's key", what);
+		set_error(r, rc, err);
+		return rc;
 	}
 	if (json_is_true(json_object_get(a, "succeeded"))) {
 		json_decref(a);
-		r->res.outcome = RDB_WITNESS_WON;
-		return;
+		return 1;
 	}
 	rr = json_object_get(json_array_get(json_object_get(a, "responses"), 0),
 			     "response_range");
-	rc = rr ? kv_of(rr, &found, cur, sizeof(cur), modrev, sizeof(modrev)) :
-		  -EPROTO;
+	rc = rr ? kv_of(rr, found, cur, curlen, modrev, sizeof(modrev)) : -EPROTO;
 	json_decref(a);
 	if (rc < 0) {
-		set_error(r, -EPROTO, "etcd's answer to the claim");
+		snprintf(err, sizeof(err), "etcd's answer to %s the VM's key", what);
+		set_error(r, -EPROTO, err);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* The value node would hold after its claim of the registered one. */
+static int claimed_value(struct req *r, char *out, size_t len)
+{
+	struct rdb_witness_value v;
+
+	if (rdb_witness_value_parse(r->registered, strlen(r->registered), &v) < 0) {
+		set_error(r, -EINVAL, "no registered value");
+		return -EINVAL;
+	}
+	snprintf(v.owner, sizeof(v.owner), "%s", r->node);
+	v.state = RDB_WITNESS_RUNNING;
+	if (rdb_witness_value_format(&v, out, len) < 0) {
+		set_error(r, -EINVAL, "bad node name");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static void do_claim(struct req *r, json_t *key)
+{
+	char want[RDB_WITNESS_VALUE_MAX], cur[RDB_WITNESS_VALUE_MAX];
+	bool found;
+	int rc;
+
+	if (claimed_value(r, want, sizeof(want)) < 0)
+		return;
+	rc = swap(r, key, r->registered, want, "claiming", &found, cur,
+		  sizeof(cur));
+	if (rc < 0)
+		return;
+	if (rc == 1 || (found && strcmp(cur, want) == 0)) {
+		r->res.outcome = RDB_WITNESS_WON;	/* (or our earlier try won) */
 		return;
 	}
-	if (!found) {
-		/* Nobody may run a VM whose key was deleted by hand: that is
-		 * for the operator to sort out (remusdbctl ... --force). */
-		set_lost(r, "(the VM's key is gone from the witness)");
-		return;
-	}
-	if (strcmp(cur, want) == 0) {
-		r->res.outcome = RDB_WITNESS_WON;	/* our earlier try won */
-		return;
-	}
-	set_lost(r, cur);
+	/* Nobody may run a VM whose key was deleted by hand: that is for
+	 * the operator to sort out (remusdbctl ... --force). */
+	set_lost(r, found ? cur : "(the VM's key is gone from the witness)");
 }
 
 /* The claim node won goes back: the key's value from node's "running"
  * to the registered one, if it still holds the claim. */
 static void do_return(struct req *r, json_t *key)
 {
-	struct rdb_witness_value v;
-	char claimed[RDB_WITNESS_VALUE_MAX], cur[RDB_WITNESS_VALUE_MAX], modrev[32];
-	json_t *t, *a = NULL, *rr;
+	char claimed[RDB_WITNESS_VALUE_MAX], cur[RDB_WITNESS_VALUE_MAX];
 	bool found;
 	int rc;
 
-	if (rdb_witness_value_parse(r->registered, strlen(r->registered), &v) < 0) {
-		set_error(r, -EINVAL, "no registered value to return to");
+	if (claimed_value(r, claimed, sizeof(claimed)) < 0)
 		return;
-	}
-	snprintf(v.owner, sizeof(v.owner), "%s", r->node);
-	v.state = RDB_WITNESS_RUNNING;
-	if (rdb_witness_value_format(&v, claimed, sizeof(claimed)) < 0) {
-		set_error(r, -EINVAL, "bad node name");
+	rc = swap(r, key, claimed, r->registered, "returning", &found, cur,
+		  sizeof(cur));
+	if (rc < 0)
 		return;
-	}
-	t = json_pack("{s:[{s:O, s:s, s:s, s:o}], s:[o], s:[{s:{s:O}}]}",
-		      "compare", "key", key, "target", "VALUE", "result", "EQUAL",
-		      "value", b64_str(claimed),
-		      "success", put_op(key, r->registered),
-		      "failure", "request_range", "key", key);
-	rc = t ? post(r, "/v3/kv/txn", t, &a) : -ENOMEM;
-	json_decref(t);
-	if (rc < 0) {
-		set_error(r, rc, "returning the VM's key");
-		return;
-	}
-	if (json_is_true(json_object_get(a, "succeeded"))) {
-		json_decref(a);
-		r->res.outcome = RDB_WITNESS_WON;
-		return;
-	}
-	rr = json_object_get(json_array_get(json_object_get(a, "responses"), 0),
-			     "response_range");
-	rc = rr ? kv_of(rr, &found, cur, sizeof(cur), modrev, sizeof(modrev)) :
-		  -EPROTO;
-	json_decref(a);
-	if (rc < 0) {
-		set_error(r, -EPROTO, "etcd's answer to the return");
-		return;
-	}
-	if (found && strcmp(cur, r->registered) == 0) {
-		r->res.outcome = RDB_WITNESS_WON;	/* our earlier try did it */
+	if (rc == 1 || (found && strcmp(cur, r->registered) == 0)) {
+		r->res.outcome = RDB_WITNESS_WON;	/* (or our earlier try did) */
 		return;
 	}
 	set_lost(r, found ? cur : "(the VM's key is gone from the witness)");
