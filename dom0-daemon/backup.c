@@ -1236,7 +1236,7 @@ static int handover_refuse(struct rdb_backup *b, uint64_t epoch, const char *why
  * primary keeps its guest stopped, resumable, until then); after TAKEN
  * the old primary passes on what came for the guest there after it
  * stopped (INPUT), then closes: its frames are read here for at most 2 s
- * from then (drain_timed).
+ * from then (handover_answer_last).
  */
 static void drain_end(struct rdb_backup *b)
 {
@@ -1768,20 +1768,28 @@ static int serve_replica(struct rdb_backup *b, char *drive, size_t len)
 	return rc;
 }
 
+/* A replica an epoch's replay left torn is never served: -EIO, said in
+ * the log.  (On the loop only when no disk step runs: it owns b->disk.) */
+static int replica_torn(struct rdb_backup *b)
+{
+	if (!b->has_disk || rdb_diskbuf_consistent(&b->disk))
+		return 0;
+	LOGVM(ERROR, b->vm->name, "disk replica %s is inconsistent (an epoch's "
+	      "writes were applied only in part: %s); not serving it",
+	      b->disk_path, rdb_diskbuf_error(&b->disk));
+	return -EIO;
+}
+
 /* The replica, as of the last committed epoch, made durable and served
  * to the restored QEMU on run_dir/NAME.disk (already served, when a
- * handover prepared it). */
+ * handover prepared it).  On the restore's thread. */
 static int failover_disk(struct rdb_backup *b, char *drive, size_t len)
 {
 	struct rdb_vm *vm = b->vm;
-	int rc;
+	int rc = replica_torn(b);
 
-	if (!rdb_diskbuf_consistent(&b->disk)) {
-		LOGVM(ERROR, vm->name, "disk replica %s is inconsistent (an epoch's "
-		      "writes were applied only in part: %s); not serving it",
-		      b->disk_path, rdb_diskbuf_error(&b->disk));
-		return -EIO;
-	}
+	if (rc < 0)
+		return rc;
 	rc = rdb_diskbuf_sync(&b->disk);
 	if (rc < 0) {
 		LOGVM(ERROR, vm->name, "disk replica: %s", rdb_diskbuf_error(&b->disk));
@@ -2260,7 +2268,6 @@ static void prepared(struct rdb_backup *b, int rc)
 	ready_answer(b, "");
 }
 
-
 /*
  * HANDOVER(prepare): the primary is about to hand the VM over.  What a
  * restore needs before the state is final starts now, on the restore
@@ -2325,6 +2332,11 @@ static int failover_go(struct rdb_backup *b)
 		LOGVM(ERROR, vm->name, "cannot fail over: no committed checkpoint");
 		failover_failed(b, -ENODATA);
 		return -ENODATA;
+	}
+	rc = replica_torn(b);
+	if (rc < 0) {
+		failover_failed(b, rc);
+		return rc;
 	}
 	/* The epoch in flight never committed: it must leave no trace. */
 	rdb_stage_discard(&b->st);
@@ -2409,10 +2421,15 @@ int rdb_backup_failover(struct rdb_vm *vm, const char *why)
 		return -ENOENT;
 	if (vm->state == RDB_VM_FAILED_OVER || vm->state == RDB_VM_FAILING_OVER)
 		return -EALREADY;
-	/* (an epoch whose disk step runs may be the first committed one) */
+	/* (an epoch whose disk step runs may be the first committed one;
+	 * its end tells whether the replica is whole: failover_go) */
 	if (!b->have_committed && !b->commit_job) {
 		LOGVM(ERROR, vm->name, "cannot fail over: no committed checkpoint");
 		return -ENODATA;
+	}
+	if (!b->commit_job && replica_torn(b) < 0) {
+		failover_failed(b, -EIO);
+		return -EIO;
 	}
 	b->fo_silent_ns = t0 - b->last_rx_ns;
 	b->fo_decide_ns = vm->state == RDB_VM_DECIDING ? t0 - b->decide_start_ns : 0;
