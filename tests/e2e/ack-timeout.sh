@@ -22,13 +22,9 @@ run=${RDB_RUN:-at$$}
 trap 'cluster_down "$run"' EXIT
 rdb_require_root
 nemesis_ping_guest --module virtio_blk || rdb_fail "guest build failed"
-mkdir -p "$RDB_ROOT/build/e2e"
-disk=$RDB_ROOT/build/e2e/$run.disk.img
-rm -f "$disk"
-truncate -s 64M "$disk"
-export CL_DISK_IMAGE=$disk CL_DAEMON_EXTRA="ack_timeout_ms = 1500"
+nemesis_blank_disk 64 || rdb_fail "no disk image"
+export CL_DAEMON_EXTRA="ack_timeout_ms = 1500"
 cluster_up "$run" 25 || rdb_fail "setup failed (logs in $CL_DIR)"
-rm -f "$disk"
 nemesis_watch_start 120
 sleep 2
 cl_ctl bak inject "$CL_VM" slow-replica || rdb_fail "fault injection refused"

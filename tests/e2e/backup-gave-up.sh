@@ -21,13 +21,9 @@ run=${RDB_RUN:-gu$$}
 trap 'cluster_down "$run"' EXIT
 rdb_require_root
 nemesis_ping_guest --module virtio_blk || rdb_fail "guest build failed"
-mkdir -p "$RDB_ROOT/build/e2e"
-disk=$RDB_ROOT/build/e2e/$run.disk.img
-rm -f "$disk"
-truncate -s 64M "$disk"
-export CL_DISK_IMAGE=$disk CL_VM_EXTRA="disk_epoch_max_mb = 1"
+nemesis_blank_disk 64 || rdb_fail "no disk image"
+export CL_VM_EXTRA="disk_epoch_max_mb = 1"
 cluster_up "$run" 25 || rdb_fail "setup failed (logs in $CL_DIR)"
-rm -f "$disk"	# (the primary runs on its copy)
 nemesis_watch_start 120
 sleep 2
 # 8 MiB in one direct write: an epoch or a few, each of more than 1 MiB

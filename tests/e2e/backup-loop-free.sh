@@ -24,13 +24,9 @@ nemesis_ping_guest --module virtio_blk || rdb_fail "guest build failed"
 ping_guest=$CL_GUEST
 export CL_RAM_MB=128
 NETNS_PR2=1 cluster_hosts_up "$run" || rdb_fail "hosts setup failed"
-mkdir -p "$RDB_ROOT/build/e2e"
-disk=$RDB_ROOT/build/e2e/$run.disk.img
-rm -f "$disk"
-truncate -s 64M "$disk"
-CL_GUEST=$ping_guest CL_DISK_IMAGE=$disk cluster_vm_up 25 ||
-	rdb_fail "vm1 setup failed (logs in $CL_DIR)"
-rm -f "$disk"
+nemesis_blank_disk 64 || rdb_fail "no disk image"
+CL_GUEST=$ping_guest cluster_vm_up 25 || rdb_fail "vm1 setup failed (logs in $CL_DIR)"
+unset CL_DISK_IMAGE
 CL_PRI=pr2 CL_VM=vm2 CL_GUEST=$RDB_ROOT/build/guest CL_GUEST_RUN="/usr/bin/seqsrv --port $CL_SEQ_PORT" \
 	CL_GUEST_IP=10.77.0.101 CL_GUEST_MAC=52:54:00:52:44:02 CL_TAP=vmtap1 \
 	cluster_vm_up 25 || rdb_fail "vm2 setup failed (logs in $CL_DIR)"

@@ -321,6 +321,7 @@ cluster_down() {
 	# The backup's restored QEMU is the daemon's child but outlives it.
 	pkill -9 -f "$CL_DIR/bak/" 2>/dev/null
 	netns_cleanup "$run"
+	[ -n "${NM_BLANK_DISK:-}" ] && rm -f "$NM_BLANK_DISK"
 	# A passed test keeps its logs and results, not its RAM and disk
 	# images (~0.5-1 GiB a test: a whole run would fill a small disk).
 	# A failed one keeps everything; RDB_KEEP_E2E=1 keeps it all anyway.

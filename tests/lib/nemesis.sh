@@ -82,6 +82,16 @@ nemesis_ping_guest() {
 	export CL_GUEST=$RDB_ROOT/build/guest-ping CL_GUEST_RUN=
 }
 
+# nemesis_blank_disk MB: a blank sparse disk image for the next
+# cluster_vm_up (CL_DISK_IMAGE, which it copies; gone with cluster_down)
+nemesis_blank_disk() {
+	mkdir -p "$RDB_ROOT/build/e2e"
+	NM_BLANK_DISK=$RDB_ROOT/build/e2e/blank-$$.disk.img
+	rm -f "$NM_BLANK_DISK"
+	truncate -s "${1}M" "$NM_BLANK_DISK" || return 1
+	export CL_DISK_IMAGE=$NM_BLANK_DISK
+}
+
 # nemesis_state SIDE: the VM's state on that host's remusdbd.
 nemesis_state() {
 	cl_ctl "$1" status "$CL_VM" --json 2>/dev/null | jq -r '.vms[0].state // empty'
