@@ -112,6 +112,37 @@ static void test_mismatched_epoch_ignored_and_new_protection_resets(void **state
 	rdb_vm_free(vm);
 }
 
+/* The oldest epoch the backup has not acknowledged, and since when its
+ * output has waited (ack_timeout_ms, primary.c): none before the first
+ * end, epoch 0 until its ACK, the one after the last ACK later, none
+ * once all are acknowledged; an epoch the ring lost counts as old. */
+static void test_unacked_since(void **state)
+{
+	struct rdb_daemon d;
+	struct rdb_vm *vm = new_vm(&d, RDB_ROLE_PRIMARY);
+	uint64_t e = 99, t = 1000000000ull;
+
+	assert_int_equal(rdb_vm_unacked_since(vm, &e), 0);
+	for (uint64_t k = 0; k < 6; k++)
+		rdb_vm_epoch_ended(vm, k, t + k * 1000, 0);
+	vm->st.checkpoints = 6;
+	assert_int_equal(rdb_vm_unacked_since(vm, &e), t);
+	assert_int_equal(e, 0);
+	/* epochs 0..2 acknowledged, as on_peer_msg records an ACK */
+	vm->st.committed_epoch = 2;
+	vm->st.last_ack_ns = t + 5000;
+	assert_int_equal(rdb_vm_unacked_since(vm, &e), t + 3000);
+	assert_int_equal(e, 3);
+	vm->st.committed_epoch = 5;
+	assert_int_equal(rdb_vm_unacked_since(vm, &e), 0);
+	/* epoch 6 ended so long after that the ring reused its slot */
+	rdb_vm_epoch_ended(vm, 6 + RDB_PAUSE_RING, t + 9000, 0);
+	vm->st.checkpoints = 7;
+	assert_int_equal(rdb_vm_unacked_since(vm, &e), 1);
+	assert_int_equal(e, 6);
+	rdb_vm_free(vm);
+}
+
 static void test_metrics_histograms_follow_the_records(void **state)
 {
 	struct rdb_daemon d;
@@ -149,6 +180,7 @@ int main(void)
 		cmocka_unit_test(test_last_epochs_in_order),
 		cmocka_unit_test(test_mismatched_epoch_ignored_and_new_protection_resets),
 		cmocka_unit_test(test_metrics_histograms_follow_the_records),
+		cmocka_unit_test(test_unacked_since),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
