@@ -7,6 +7,11 @@
 #   make drill      the power-pull drill -> build/drill/report.json
 #   make drill-pg   DRILLS=K power pulls of a PostgreSQL VM under load
 #                   -> build/drill/pg-report.json (default K=3)
+#   make soak       CYCLES=K lifecycles of a protected PostgreSQL VM under
+#                   load (pull, failover, resync, migrate or a second
+#                   pull; a link cut, witness and daemon restarts once
+#                   each) -> build/soak/report.json (default K=20; not
+#                   in make check)
 #   make bench      benchmarks -> build/bench/checkpoint.json, link.json,
 #                   codec.json, pgbench.json, sysbench.json, readtrack.json,
 #                   reprotect.json
@@ -81,7 +86,7 @@ KMOD_KDIR := /usr/src/linux-headers-$(KMOD_KVER)
 # Workloads run on the host against the guest's DBMS (libpq: dynamic).
 WORKLOAD_BINS := build/workload/ledger
 
-.PHONY: all setup qemu guest check unit e2e demo drill drill-pg bench fuzz clean kmod dbms man \
+.PHONY: all setup qemu guest check unit e2e demo drill drill-pg soak bench fuzz clean kmod dbms man \
 	deb check-packaging xenhost check-xen
 
 all: $(B)/remusdbd $(B)/remusdbctl $(HELPER_BINS) $(BENCH_BINS) $(WORKLOAD_BINS) build/dbms/fakekmod.so \
@@ -233,6 +238,11 @@ drill: all
 # DRILLS=K power pulls of a protected PostgreSQL VM under load
 drill-pg: setup all kmod dbms
 	RDB_BUILD=$(B) bash tests/drill-pg.sh --drills $(or $(DRILLS),3)
+
+# CYCLES=K lifecycles of a protected PostgreSQL VM (tests/soak/soak.sh)
+soak: setup all kmod dbms
+	bash hypervisor/qemu/build-test-qemu.sh >/dev/null
+	RDB_BUILD=$(B) bash tests/soak/soak.sh --cycles $(or $(CYCLES),20)
 
 bench: setup all kmod dbms
 	RDB_BUILD=$(B) bash tests/bench/checkpoint.sh

@@ -7,10 +7,14 @@
  *                [--user U] [--clients N] [--items K] --duration S
  *                --journal DIR [--rollback-every M] [--wait-timeout S]
  *                [--stop-file F] [--reconnect] [--speculators K
- *                --pull-file F] [--readers R]
+ *                --pull-file F] [--readers R] [--base B]
  *   ledger check --host H [--dbms ...] [--port P] [--db D] [--user U]
  *                --journal DIR [--clients N] [--items K] [--speculators K]
- *                [--pull-ms T] [--restore-ms T] [--json FILE]
+ *                [--pull-ms T] [--restore-ms T] [--json FILE] [--base B]
+ *
+ * --base B numbers a run's transactions from B + 1 (per client), and
+ * check then leaves the table's rows numbered B or below to earlier runs:
+ * several runs, each with its own journal, on one table.
  *
  * run: N connections, each a loop of transactions, one statement each:
  *     BEGIN; INSERT K rows (txn = client * 10^9 + n, item 0..K-1); COMMIT
@@ -98,6 +102,10 @@ static const char *journal_dir, *stop_file, *json_path, *pull_file;
 static int nclients = 4, items = 3, rollback_every = 10, nspec, nreaders;
 static double duration_s = 10, wait_timeout_s = 30;
 static int64_t pull_ms = -1, restore_ms = -1;
+/* --base B: this run's transactions are numbered from B + 1, and check
+ * leaves rows numbered B or below to the runs before (several runs on
+ * one table: tests/soak) */
+static int64_t base_n;
 static bool reconnect;
 
 static int64_t now_ms(void)
@@ -218,7 +226,7 @@ static int client_main(int id)
 		jwrite(fd, "X %" PRId64 "\n", now_ms());
 		return 1;
 	}
-	for (int64_t n = 1; !stop_requested(end); n++) {
+	for (int64_t n = base_n + 1; !stop_requested(end); n++) {
 		int64_t txn = (int64_t)id * TXN_BASE + n;
 		bool rollback = rollback_every > 0 && n % rollback_every == 0;
 		bool at_commit = false;
@@ -436,6 +444,8 @@ static void on_count(void *opaque, int64_t txn, int64_t cnt)
 	int total = nclients + nspec;
 	int s = id >= 1 && id <= nclients && n <= k->cl[id].n ? k->cl[id].st[n] : T_NONE;
 
+	if (n <= base_n && id >= 1 && id <= nclients)
+		return;		/* an earlier run's (--base) */
 	if (cnt != items)
 		k->partial++;
 	if (s == T_HELD || s == T_POST || (id > nclients && id <= total)) {
@@ -685,11 +695,12 @@ static void usage(void)
 		"                  [--user U] [--clients N] [--items K] --duration S\n"
 		"                  --journal DIR [--rollback-every M] [--wait-timeout S]\n"
 		"                  [--stop-file F] [--reconnect]\n"
-		"                  [--speculators K --pull-file F] [--readers R]\n"
+		"                  [--speculators K --pull-file F] [--readers R] [--base B]\n"
 		"       ledger check --host H [--dbms ...] [--port P] [--db D] [--user U]\n"
 		"                  --journal DIR [--clients N] [--items K] [--speculators K]\n"
 		"                  [--readers R]\n"
-		"                  [--reconnect] [--pull-ms T] [--restore-ms T] [--json FILE]\n");
+		"                  [--reconnect] [--pull-ms T] [--restore-ms T] [--json FILE]\n"
+		"                  [--base B]\n");
 	exit(2);
 }
 
@@ -715,6 +726,7 @@ int main(int argc, char **argv)
 		{ "pull-ms", required_argument, NULL, 'P' },
 		{ "restore-ms", required_argument, NULL, 'T' },
 		{ "json", required_argument, NULL, 'J' },
+		{ "base", required_argument, NULL, 'B' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *cmd;
@@ -752,6 +764,7 @@ int main(int argc, char **argv)
 		case 'P': pull_ms = strtoll(optarg, NULL, 10); break;
 		case 'T': restore_ms = strtoll(optarg, NULL, 10); break;
 		case 'J': json_path = optarg; break;
+		case 'B': base_n = strtoll(optarg, NULL, 10); break;
 		default: usage();
 		}
 	}
