@@ -858,9 +858,8 @@ static void close_mig(struct rdb_primary *p)
 
 /* The stream's share of the loop per wakeup (the rest waits in the
  * socket; the loop comes back at once): heartbeats, ACKs and other VMs'
- * work get their turn.  Parsing and framing a read can be slow where the
- * daemon itself runs emulated (a Xen test host's dom0 under TCG: reads of
- * eight 256 KiB buffers had held the loop 200-500 ms, once 2.3 s). */
+ * work get their turn.  Parsing and framing a read is slow where the
+ * daemon itself runs emulated (a Xen test host's dom0 under TCG). */
 #define MIG_SLICE_NS (20 * RDB_NS_PER_MS)
 
 static void on_mig(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
@@ -2075,9 +2074,10 @@ static int start_protection(struct rdb_primary *p, char *err, size_t errlen)
 	/* Flows learned in an earlier protection are stale (nothing held:
 	 * that protection's end released it). */
 	rdb_flowbuf_forget_flows(&p->fb);
-	/* Epochs count from 0 again in a new protection (a new COLO run). */
+	/* Late checkpoints of an earlier protection are not this one's. */
 	memset(p->overrun_ns, 0, sizeof(p->overrun_ns));
 	p->overrun_why[0] = 0;
+	/* Epochs count from 0 again in a new protection (a new COLO run). */
 	vm->st.checkpoints = 0;
 	vm->st.committed_epoch = 0;
 	vm->st.first_ckpt_ns = vm->st.last_ckpt_ns = vm->st.last_ack_ns = 0;

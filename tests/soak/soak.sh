@@ -31,6 +31,8 @@
 #
 #   tests/soak/soak.sh [--cycles K] [--seed N]
 #
+# At the end both daemons are stopped by SIGTERM: an ASan build
+# (RDB_BUILD=build/san) reports at exit the memory they leaked.
 # Fails (exit 1) on any lost or phantom commit, a second copy, a daemon's
 # anonymous RSS growing by more than SOAK_RSS_MAX_KB (default 65536) over
 # the cycles one daemon lived through in one role, an fd count growing
@@ -302,8 +304,22 @@ for ((k = 1; k <= cycles; k++)); do
 		{ jq -s '{cycles: .}' "$out"/cycle-*/cycle.json > "$out/report.json"; rdb_fail "cycle $k broke an invariant (see $cdir)"; }
 done
 
+# ---- the daemons stopped as an operator stops them (SIGTERM): an ASan
+# build (RDB_BUILD=build/san) reports the memory they leaked at exit ----
+leak_reports=0
+for side in pri bak; do
+	pid=$(cat "$CL_DIR/$side/remusdbd.pid")
+	kill -TERM "$pid" 2>/dev/null
+	wait_for 30 "$side's remusdbd to exit" bash -c "! kill -0 $pid 2>/dev/null" ||
+		rdb_fail "$side's remusdbd did not exit on SIGTERM"
+	if grep -q "ERROR: LeakSanitizer" "$CL_DIR/$side/remusdbd.log"; then
+		leak_reports=$((leak_reports + 1))
+		grep -A 12 "ERROR: LeakSanitizer" "$CL_DIR/$side/remusdbd.log" | head -n 30 >&2
+	fi
+done
+
 # ---- the report ----
-jq -s --argjson rss_max "$rss_max_kb" --argjson seed "$seed" '
+jq -s --argjson rss_max "$rss_max_kb" --argjson seed "$seed" --argjson leaks "$leak_reports" '
 	sort_by(.cycle) as $c |
 	# a daemon (pid) that lived through several cycles, measured at the
 	# same point of each (the same role): its growth
@@ -329,13 +345,15 @@ jq -s --argjson rss_max "$rss_max_kb" --argjson seed "$seed" '
 	  rss_bound_kb: $rss_max,
 	  fd_leaks: ([$lives[] | select(.fd_growth > 0)] | length),
 	  stray_processes: ([$c[] | select(.stray_processes)] | length),
+	  leak_reports: $leaks,
 	  cycles: $c } |
 	.ok = (.lost_commits == 0 and .phantom_commits == 0 and (.two_copies_seen | not)
 	       and .cycles_done > 0 and .fd_leaks == 0 and .stray_processes == 0
+	       and .leak_reports == 0
 	       and ([.per_daemon_life[].rss_anon_growth_kb] | all(. <= $rss_max)))' \
 	"$out"/cycle-*/cycle.json > "$out/report.json" || rdb_fail "could not assemble the report"
 jq '{seed, cycles_done, acked_commits, lost_commits, phantom_commits, broken_connections,
      two_copies_seen, client_outage_ms, rss_growth_kb, per_daemon_life, fd_leaks,
-     stray_processes, ok}' "$out/report.json"
+     stray_processes, leak_reports, ok}' "$out/report.json"
 jq -e .ok "$out/report.json" >/dev/null || rdb_fail "the soak failed (build/soak/report.json)"
 echo "PASS: $(jq .cycles_done "$out/report.json") cycles, $(jq .acked_commits "$out/report.json") commits acknowledged, none lost, one copy at a time"
