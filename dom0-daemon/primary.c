@@ -1178,11 +1178,18 @@ static bool ack_overdue(struct rdb_primary *p, uint64_t now)
 	if (!vm->st.last_ack_ns || p->ho_sent)
 		return false;
 	since = rdb_vm_unacked_since(vm, &epoch);
-	if (!since || now - since <= limit * RDB_NS_PER_MS)
+	if (!since)
+		return false;
+	/* epochs that ended while the initial state was still being
+	 * committed wait from its commit on, not from their end */
+	if (since < vm->st.protect_start_ns + vm->st.initial_ns)
+		since = vm->st.protect_start_ns + vm->st.initial_ns;
+	if (now - since <= limit * RDB_NS_PER_MS)
 		return false;
 	vm->st.ack_timeouts++;
 	LOGVM(ERROR, vm->name, "ALARM: epoch %llu has waited %llu ms for the "
-	      "backup's acknowledgement (ack_timeout_ms %llu; the backup last "
+	      "backup's acknowledgement (ack_timeout_ms %llu, counted from the "
+	      "initial state's commit at the earliest; the backup last "
 	      "acknowledged epoch %llu %llu ms ago): its output is held all the "
 	      "while", (unsigned long long)epoch,
 	      (unsigned long long)((now - since) / RDB_NS_PER_MS),

@@ -222,7 +222,14 @@ pri=$(jq -c '.vms[0] | {checkpoints, checkpoints_per_s, pause_ms_p50, pause_ms_p
 	"$D/pri-status.json" 2>/dev/null)
 bak=$(jq -c '.vms[0] | {state, failover_ms}' "$D/bak-status.json" 2>/dev/null)
 restored=$(sed -n 's/.*restore: \(.*\)/\1/p' "$D/bak/remusdbd.log" | tail -n 1 | tr -d '"')
-say "RESULT {\"seq\":${seq:-null},\"disk\":${disk:-null},\"primary\":${pri:-null},\"backup\":${bak:-null},\"restore\":\"$restored\"}"
+# how long one callback held each daemon's loop (its own warnings, from
+# 100 ms): under TCG in dom0 a read of the initial state once took 2.3 s
+held() {
+	jq -R -s -c '[splits("\n") | capture("held the event loop (?<ms>[0-9.]+) ms")? |
+		.ms | tonumber] | {count: length, max_ms: (max // 0)}' "$1" 2>/dev/null || echo null
+}
+loop="{\"primary\":$(held "$D/pri/remusdbd.log"),\"backup\":$(held "$D/bak/remusdbd.log")}"
+say "RESULT {\"seq\":${seq:-null},\"disk\":${disk:-null},\"primary\":${pri:-null},\"backup\":${bak:-null},\"restore\":\"$restored\",\"loop_held\":$loop}"
 jq -e 'type == "object"' "$D/seq.json" > /dev/null 2>&1 || fail "no result from the client (seqcheck rc=$seqrc)"
 # ... and the restored guest goes on: a quarter of the values AFTER_S
 # would carry at the server's pace (50/s) at least
