@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <time.h>
 #include <unistd.h>
 
 struct fd_slot {
@@ -42,14 +43,25 @@ struct rdb_evloop {
 /*
  * A callback that held the loop RDB_EVLOOP_SLOW_NS or longer: counted and
  * logged with what it was, so a stall the watchdog catches (remusdbd
- * silent for its deadline) names its handler.  Static functions are not
- * in the dynamic symbol table: then the binary and offset, for
- * `addr2line -f -e BINARY OFFSET`.
+ * silent for its deadline) names its handler, and with how much of that
+ * time this thread was on the CPU: a callback that is slow itself, or a
+ * daemon that waited for the CPU (a busy or emulated host) or for I/O.
+ * Static functions are not in the dynamic symbol table: then the binary
+ * and offset, for `addr2line -f -e BINARY OFFSET`.
  */
-static void slow_check(struct rdb_evloop *loop, const char *kind, long what,
-		       void *fn, uint64_t t0)
+static uint64_t cpu_now(void)
 {
-	uint64_t took = rdb_now_ns() - t0;
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) < 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * RDB_NS_PER_S + (uint64_t)ts.tv_nsec;
+}
+
+static void slow_check(struct rdb_evloop *loop, const char *kind, long what,
+		       void *fn, uint64_t t0, uint64_t cpu0)
+{
+	uint64_t took = rdb_now_ns() - t0, cpu;
 	char sym[300];
 	Dl_info di;
 
@@ -65,9 +77,10 @@ static void slow_check(struct rdb_evloop *loop, const char *kind, long what,
 			 (unsigned long)((char *)fn - (char *)di.dli_fbase));
 	else
 		snprintf(sym, sizeof(sym), "%p", fn);
-	LOG(WARN, "a %s callback (%s %ld) held the event loop %.1f ms: %s",
-	    kind, kind[0] == 'f' ? "fd" : "id", what,
-	    (double)took / RDB_NS_PER_MS, sym);
+	cpu = cpu_now() - cpu0;
+	LOG(WARN, "a %s callback (%s %ld) held the event loop %.1f ms (%.1f ms "
+	    "of it on the CPU): %s", kind, kind[0] == 'f' ? "fd" : "id", what,
+	    (double)took / RDB_NS_PER_MS, (double)cpu / RDB_NS_PER_MS, sym);
 }
 
 void rdb_evloop_slow_stats(const struct rdb_evloop *loop,
@@ -233,10 +246,12 @@ static void run_timers(struct rdb_evloop *loop)
 			i++;
 			continue;
 		}
+		uint64_t cpu0 = cpu_now();
+
 		/* Remove first: the callback may add or delete timers. */
 		loop->timers[i] = loop->timers[--loop->ntimers];
 		again = t.cb(loop, t.id, t.opaque);
-		slow_check(loop, "timer", (long)t.id, (void *)t.cb, now);
+		slow_check(loop, "timer", (long)t.id, (void *)t.cb, now, cpu0);
 		if (again) {
 			t.when_ns = now + again;
 			if (push_timer(loop, &t) < 0)
@@ -252,13 +267,15 @@ static void run_timers(struct rdb_evloop *loop)
 int rdb_evloop_run_once(struct rdb_evloop *loop, uint64_t max_wait_ns)
 {
 	struct epoll_event evs[64];
-	uint64_t now, wait_ns = max_wait_ns;
+	uint64_t now, cpu0, wait_ns = max_wait_ns;
 	int timeout_ms, n;
 
 	if (loop->before_sleep) {
+		cpu0 = cpu_now();
 		now = rdb_now_ns();
 		loop->before_sleep(loop, loop->before_sleep_opaque);
-		slow_check(loop, "before-sleep", 0, (void *)loop->before_sleep, now);
+		slow_check(loop, "before-sleep", 0, (void *)loop->before_sleep, now,
+			   cpu0);
 	}
 	now = rdb_now_ns();
 	for (size_t i = 0; i < loop->ntimers; i++) {
@@ -290,8 +307,9 @@ int rdb_evloop_run_once(struct rdb_evloop *loop, uint64_t max_wait_ns)
 			e |= RDB_EV_ERROR | RDB_EV_READ;
 		cb = loop->fds[fd].cb;	/* the callback may delete its fd */
 		now = rdb_now_ns();
+		cpu0 = cpu_now();
 		cb(loop, fd, e, loop->fds[fd].opaque);
-		slow_check(loop, "fd", fd, (void *)cb, now);
+		slow_check(loop, "fd", fd, (void *)cb, now, cpu0);
 	}
 	run_timers(loop);
 	return 0;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only
-/* RDB-WRAP: rdb_now_ns */
+/* RDB-WRAP: rdb_now_ns rdb_log_write */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,16 +7,32 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "clock.h"
 #include "evloop.h"
+#define RDB_COMPONENT "test"
+#include "log.h"
 
 static uint64_t fake_now;
+static char last_log[512];
 
 uint64_t __wrap_rdb_now_ns(void)
 {
 	return fake_now;
+}
+
+void __wrap_rdb_log_write(enum rdb_log_level level, const char *component,
+			  const char *vm, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(last_log, sizeof(last_log), fmt, ap);
+	va_end(ap);
 }
 
 struct counts {
@@ -177,6 +193,56 @@ static void test_slow_callback_counted(void **state)
 	rdb_evloop_destroy(loop);
 }
 
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* takes 130 ms of the (fake) clock, 40 ms of them on the CPU */
+static uint64_t busy_timer(struct rdb_evloop *loop, uint64_t id, void *opaque)
+{
+	uint64_t t0 = thread_cpu_ns();
+	int *ran = opaque;
+
+	while (thread_cpu_ns() - t0 < 40ull * 1000 * 1000)
+		;
+	fake_now += 130ull * 1000 * 1000;
+	*ran = 1;
+	return 0;
+}
+
+/* The warning says how much of the hold was the callback's own CPU time:
+ * a callback that waited (the CPU, I/O) is not one that worked. */
+static void test_slow_callback_cpu_time(void **state)
+{
+	struct rdb_evloop *loop;
+	unsigned slow = 130000;
+	double held, cpu;
+	uint64_t id;
+	int ran = 0;
+
+	fake_now = 0;
+	assert_int_equal(rdb_evloop_create(&loop), 0);
+	last_log[0] = 0;
+	assert_int_equal(rdb_evloop_add_timer(loop, 0, sleepy_timer, &slow, &id), 0);
+	run_until_ran(loop, &slow);
+	assert_int_equal(sscanf(strstr(last_log, "held the event loop"),
+				"held the event loop %lf ms (%lf ms of it on the CPU)",
+				&held, &cpu), 2);
+	assert_true(held >= 130 && cpu < 20);
+	assert_int_equal(rdb_evloop_add_timer(loop, 0, busy_timer, &ran, &id), 0);
+	for (int i = 0; i < 10 && !ran; i++)
+		assert_int_equal(rdb_evloop_run_once(loop, 0), 0);
+	assert_int_equal(sscanf(strstr(last_log, "held the event loop"),
+				"held the event loop %lf ms (%lf ms of it on the CPU)",
+				&held, &cpu), 2);
+	assert_true(held >= 130 && cpu >= 40 && cpu < 130);
+	rdb_evloop_destroy(loop);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -185,6 +251,7 @@ int main(void)
 		cmocka_unit_test(test_fd_event_and_delete_in_callback),
 		cmocka_unit_test(test_before_sleep_runs_each_iteration),
 		cmocka_unit_test(test_slow_callback_counted),
+		cmocka_unit_test(test_slow_callback_cpu_time),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
