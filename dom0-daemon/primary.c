@@ -552,6 +552,7 @@ static uint64_t on_copy(struct rdb_evloop *loop, uint64_t id, void *opaque)
 	struct rdb_primary *p = opaque;
 	struct rdb_vm *vm = p->vm;
 	uint64_t size = p->disk.size, looked = 0;
+	uint64_t until = rdb_now_ns() + COPY_SLICE_NS;
 	char err[512] = "";
 	int rc;
 
@@ -562,7 +563,8 @@ static uint64_t on_copy(struct rdb_evloop *loop, uint64_t id, void *opaque)
 		return 0;
 	}
 	while (p->copy_off < size && looked < COPY_BUDGET &&
-	       p->out.len < PEER_LOW_WATER) {
+	       p->out.len < PEER_LOW_WATER &&
+	       (looked == 0 || rdb_now_ns() < until)) {
 		uint64_t n, start, nb;
 
 		if (p->resync) {

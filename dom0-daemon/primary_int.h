@@ -59,9 +59,12 @@ _Static_assert(PAGES_BATCH_PAGES <= RDB_PROTO_MAX_FRAME_PAGES,
 /* Peer silence tolerated while the initial state is copied. */
 #define INITIAL_SYNC_SILENCE_NS (10 * RDB_NS_PER_S)
 /* The initial disk copy: read in chunks, at most COPY_BUDGET bytes looked
- * at per turn of the event loop, paced by the replication queue. */
+ * at and COPY_SLICE_NS spent per turn of the event loop (reading and
+ * queueing a chunk is slow where the host is, or the daemon runs
+ * emulated), paced by the replication queue. */
 #define COPY_CHUNK (1u << 20)
 #define COPY_BUDGET (32u << 20)
+#define COPY_SLICE_NS (20 * RDB_NS_PER_MS)
 #define COPY_RETRY_NS (1 * RDB_NS_PER_MS)
 /* The page encodings among the features (the rest: FLOWS). */
 #define CODEC_FEATURES (RDB_FEATURE_XORRLE | RDB_FEATURE_LZ4)
