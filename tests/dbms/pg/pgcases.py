@@ -358,6 +358,19 @@ def pgbench_check(mode, ours):
                        capture_output=True, text=True, timeout=60)
     if not check(p.returncode == 0, "d: pgbench -M %s failed: %s" % (mode, p.stderr[-300:])):
         return
+    # fakekmod logs a send after it returns: pgbench can read a backend's
+    # last answer and exit before that backend wrote its line. A backend
+    # leaves pg_stat_activity at exit, after its last send was logged.
+    w = Conn()
+    ours = ours | {w.pid}
+
+    def others_gone():
+        rows = w.q("SELECT count(*) FROM pg_stat_activity WHERE backend_type ="
+                   " 'client backend' AND pid <> pg_backend_pid()").of("D")
+        n = struct.unpack("!i", rows[0].body[2:6])[0]
+        return rows[0].body[6:6 + n] == b"0"
+    wait_for(others_gone, "pgbench -M %s's backends to exit" % mode)
+    w.close()
     with open(FAKELOG) as f:
         f.seek(before)
         lines = [l.split() for l in f if l.startswith("W ")]
