@@ -242,10 +242,21 @@ uint64_t rdb_vm_unacked_since(const struct rdb_vm *vm, uint64_t *epoch_out)
 	uint64_t e = vm->st.last_ack_ns ? vm->st.committed_epoch + 1 : 0;
 	const struct rdb_epoch_rec *r = &vm->st.epochs[e % RDB_PAUSE_RING];
 
+	uint64_t o;
+
 	if (e >= vm->st.checkpoints)
 		return 0;
 	*epoch_out = e;
-	return r->valid && r->epoch == e ? r->end_ns : 1;
+	if (r->valid && r->epoch == e)
+		return r->end_ns;
+	/* its slot reused (over RDB_PAUSE_RING epochs behind): the oldest
+	 * epoch still recorded ended later, a bound that never overstates
+	 * the wait */
+	if (vm->st.checkpoints < RDB_PAUSE_RING)
+		return 1;
+	o = vm->st.checkpoints - RDB_PAUSE_RING;
+	r = &vm->st.epochs[o % RDB_PAUSE_RING];
+	return r->valid && r->epoch == o ? r->end_ns : 1;
 }
 
 uint64_t rdb_vm_ack_percentile(const struct rdb_vm *vm, unsigned p)

@@ -167,7 +167,8 @@ void rdb_vm_epoch_acked(struct rdb_vm *vm, uint64_t epoch, uint64_t now_ns);
 /* Primary: the oldest epoch not acknowledged yet and when its pause
  * ended (its output has been held since): 0 and *epoch_out untouched
  * when every epoch that ended is acknowledged.  An epoch whose record
- * the ring no longer holds counts as ended at 1 (long ago). */
+ * the ring no longer holds counts as ended when the oldest recorded one
+ * did (a bound: it ended earlier), or at 1 if none is. */
 uint64_t rdb_vm_unacked_since(const struct rdb_vm *vm, uint64_t *epoch_out);
 /* p in [0,100]; 0 when nothing recorded. */
 uint64_t rdb_vm_pause_percentile(const struct rdb_vm *vm, unsigned p);
