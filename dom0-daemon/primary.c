@@ -2287,11 +2287,13 @@ int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 		rc = attach(d, cfg, false, err, errlen, &vm);
 		if (rc < 0)
 			return rc;
-		/* This daemon never ran the VM: until the witness registers
-		 * this protection (its answer says who owns the VM), the
-		 * guest's output is held. */
-		if (peer_loss == RDB_PEER_LOSS_WITNESS)
-			rdb_pri_owner_hold(vm->pri, "protect");
+		/* This daemon never ran the VM: until the witness says who
+		 * owns it (its answer to this protection's registration, or,
+		 * with on_peer_loss manual or unsafe-auto, to a read of the
+		 * VM's key), the guest's output is held. */
+		rdb_pri_owner_hold(vm->pri, "protect");
+		if (peer_loss != RDB_PEER_LOSS_WITNESS)
+			rdb_pri_owner_check(vm->pri);
 	} else {
 		bool again = vm->pri->protect_started;
 
@@ -2584,9 +2586,15 @@ int rdb_primary_unprotect(struct rdb_vm *vm, bool force, char *msg,
 		      "without the witness's word (unprotect --force)");
 		if (p->registering)
 			rdb_pri_protection_cleanup(p);	/* protect cancelled */
-		rdb_pri_owner_let_go(p);
-		rdb_vm_set_state(vm, RDB_VM_UNPROTECTED, "%s; output let go by the "
-				 "operator (unprotect --force)", p->owner_reason);
+		rdb_pri_owner_let_go(p, "the operator's unprotect --force");
+		if (vm->state == RDB_VM_UNPROTECTED)	/* (no state change) */
+			snprintf(vm->state_reason, sizeof(vm->state_reason), "%s; "
+				 "output let go by the operator (unprotect "
+				 "--force)", p->owner_reason);
+		else
+			rdb_vm_set_state(vm, RDB_VM_UNPROTECTED, "%s; output let go "
+					 "by the operator (unprotect --force)",
+					 p->owner_reason);
 		snprintf(msg, msglen, "%s: its held output let go, without the "
 			 "witness's word", vm->name);
 		return 0;

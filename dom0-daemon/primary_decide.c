@@ -339,10 +339,12 @@ static void owner_ask(struct rdb_primary *p);
 
 /* The held output leaves: the witness said this host may run the VM (or
  * the operator did). */
-static void owner_release(struct rdb_primary *p)
+static void owner_release(struct rdb_primary *p, const char *why)
 {
 	rdb_pri_owner_check_pause(p);
 	p->owner_held = false;
+	LOGVM(INFO, p->vm->name, "its held output leaves (%s): %s", p->owner_reason,
+	      why);
 	rdb_netbuf_release(&p->nb, UINT64_MAX, p->nb_sink, p);
 }
 
@@ -356,6 +358,8 @@ static void owner_fence(struct rdb_primary *p, const char *why)
 	p->owner_held = false;
 	n = rdb_netbuf_clear(&p->nb);
 	p->fenced = true;
+	/* the witness's answer decided it: a decision, lost */
+	vm->st.decisions++;
 	vm->st.decisions_lost++;
 	if (guest_want(p, true) < 0)
 		LOGVM(WARN, vm->name, "the fenced guest will be stopped once "
@@ -379,7 +383,8 @@ static void on_register(void *opaque, const struct rdb_witness_result *r)
 	case RDB_WITNESS_WON:
 		/* the witness has this host as the VM's owner now */
 		if (p->owner_held)
-			owner_release(p);
+			owner_release(p, "the witness registered this host's "
+				      "protection");
 		rdb_pri_protect_registered(p);
 		return;
 	case RDB_WITNESS_LOST:
@@ -498,10 +503,9 @@ static void on_owner_read(void *opaque, const struct rdb_witness_result *r)
 	case RDB_WITNESS_SELF:
 		break;
 	}
-	if (p->attach_attempts > 1)
-		LOGVM(INFO, vm->name, "the witness answered at try %u: no other host "
-		      "owns the VM; its held output leaves", p->attach_attempts);
-	owner_release(p);
+	snprintf(why, sizeof(why), "the witness says no other host owns the VM "
+		 "(answered at try %u)", p->attach_attempts);
+	owner_release(p, why);
 	snprintf(vm->state_reason, sizeof(vm->state_reason), "%s; the witness "
 		 "says no other host owns it", p->owner_reason);
 }
@@ -529,6 +533,8 @@ void rdb_pri_owner_hold(struct rdb_primary *p, const char *reason)
 	p->attach_attempts = 0;
 	p->witness_error[0] = 0;
 	snprintf(p->owner_reason, sizeof(p->owner_reason), "%s", reason);
+	LOGVM(INFO, p->vm->name, "%s: its output is held until the witness says "
+	      "who owns the VM", reason);
 }
 
 void rdb_pri_owner_check(struct rdb_primary *p)
@@ -549,8 +555,8 @@ void rdb_pri_owner_check_pause(struct rdb_primary *p)
 	p->attach_timer = 0;
 }
 
-void rdb_pri_owner_let_go(struct rdb_primary *p)
+void rdb_pri_owner_let_go(struct rdb_primary *p, const char *why)
 {
 	if (p->owner_held)
-		owner_release(p);
+		owner_release(p, why);
 }

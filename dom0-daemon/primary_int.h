@@ -273,7 +273,7 @@ void rdb_pri_owner_check(struct rdb_primary *p);
 /* Stops asking; the output stays held. */
 void rdb_pri_owner_check_pause(struct rdb_primary *p);
 /* The operator's word: the held output leaves, nothing more is asked. */
-void rdb_pri_owner_let_go(struct rdb_primary *p);
+void rdb_pri_owner_let_go(struct rdb_primary *p, const char *why);
 void rdb_pri_guest_control_stop(struct rdb_primary *p);
 
 /* primary_send.c */
