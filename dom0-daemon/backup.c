@@ -56,6 +56,8 @@
  * still running when it began, beyond the restore's own deadline (which
  * bounds a prepare); then it fails: the replica is in no known state. */
 #define FAILOVER_WAIT_NS (10 * RDB_NS_PER_S)
+/* The restored guest's frames held until its restore ends (guest_held) */
+#define GUEST_HELD_MAX (8u << 20)
 
 struct commit_job;
 
@@ -140,6 +142,7 @@ struct rdb_backup {
 	struct rdb_buf ho_out;		/* OUTPUT of epoch ho_out_epoch */
 	uint64_t ho_out_epoch, ho_out_frames;
 	bool fault_restore_fail;	/* tests: rdb_backup_inject */
+	bool fault_restore_fail_late;	/* ... after its guest ran 1 s */
 	bool fault_handover_cut;	/* the link cut as a handover arrives */
 	bool fault_slow_replica;	/* the next disk step 3 s late */
 	struct restore_job *restore_job;	/* a restore under way */
@@ -158,6 +161,13 @@ struct rdb_backup {
 	 * fo_decide_ns (0: no decision) */
 	uint64_t fo_silent_ns, fo_decide_ns;
 	uint64_t running_ns;		/* restored guest runs, no frame yet */
+	/* Until the restore is known to have succeeded, the restored
+	 * guest's frames wait here (u32 length, bytes): a restore that fails
+	 * after its guest ran must leave no trace on the wire, since the
+	 * old copy may resume from the same epoch. */
+	bool guest_held;
+	struct rdb_buf guest_out;
+	uint64_t guest_out_frames, guest_out_dropped;
 };
 
 /* A connection that has not said HELLO yet (with a link key: whose TLS
@@ -1299,11 +1309,19 @@ static void drain_start(struct rdb_backup *b)
 static void handover_answer_last(struct rdb_backup *b,
 				 enum rdb_handover_verb verb, const char *why)
 {
+	int rc;
+
 	if (b->linger_fd < 0)
 		return;		/* the primary hung up: it decides at the witness */
-	if (rdb_proto_put_handover(&b->out, b->ho_epoch, verb, why) < 0 ||
-	    rdb_buf_write_all_fd(&b->out, b->linger_fd, rdb_now_ns() +
-				 200 * RDB_NS_PER_MS) < 0)
+	rc = rdb_proto_put_handover(&b->out, b->ho_epoch, verb, why);
+	/* A refusal whose claim went back: this host gave the protection up
+	 * (nothing of the VM runs here, and no failover without --force),
+	 * and says so, as refuse_link does: the primary runs on unprotected
+	 * without a decision, under any on_peer_loss. */
+	if (rc == 0 && b->gave_up && verb == RDB_HANDOVER_REFUSED)
+		rc = rdb_proto_put_error(&b->out, b->gave_up_why);
+	if (rc < 0 || rdb_buf_write_all_fd(&b->out, b->linger_fd, rdb_now_ns() +
+					   200 * RDB_NS_PER_MS) < 0)
 		LOGVM(WARN, b->vm->name, "the old primary may not hear that this "
 		      "host %s the VM: it decides at the witness, or waits for "
 		      "the operator", verb == RDB_HANDOVER_TAKEN ? "runs" :
@@ -1578,9 +1596,49 @@ static void on_guest_frame(void *opaque, const uint8_t *frame, size_t len)
 		      RDB_NS_PER_MS);
 		b->running_ns = 0;
 	}
+	if (b->guest_held) {
+		uint32_t n = (uint32_t)len;
+
+		if (b->guest_out.len + sizeof(n) + len > GUEST_HELD_MAX ||
+		    rdb_buf_append(&b->guest_out, &n, sizeof(n)) < 0 ||
+		    rdb_buf_append(&b->guest_out, frame, len) < 0)
+			b->guest_out_dropped++;	/* TCP sends it again */
+		else
+			b->guest_out_frames++;
+		return;
+	}
 	if (rdb_flowcheck_from_guest(&b->fc, frame, len, rdb_now_ns()))
 		rdb_nic_to_wire(&b->nic, frame, len);
 	fc_rearm(b);
+}
+
+/* The restore's outcome is known: the frames its guest sent meanwhile
+ * go out (release) or are dropped. */
+static void guest_held_end(struct rdb_backup *b, bool release)
+{
+	uint64_t n = b->guest_out_frames, lost = b->guest_out_dropped;
+
+	if (!b->guest_held)
+		return;
+	b->guest_held = false;
+	if (!release && n + lost > 0)
+		LOGVM(WARN, b->vm->name, "dropped the %llu frame(s) the failed "
+		      "restore's guest sent (none reached the wire)",
+		      (unsigned long long)(n + lost));
+	while (release && b->guest_out.len >= sizeof(uint32_t)) {
+		uint32_t len;
+
+		memcpy(&len, b->guest_out.data, sizeof(len));
+		rdb_buf_consume(&b->guest_out, sizeof(len));
+		on_guest_frame(b, b->guest_out.data, len);
+		rdb_buf_consume(&b->guest_out, len);
+	}
+	if (release && lost)
+		LOGVM(WARN, b->vm->name, "%llu frame(s) the restored guest sent "
+		      "before its restore ended did not fit in %u MiB and were "
+		      "dropped", (unsigned long long)lost, GUEST_HELD_MAX >> 20);
+	rdb_buf_dispose(&b->guest_out);
+	b->guest_out_frames = b->guest_out_dropped = 0;
 }
 
 static bool on_wire_frame(void *opaque, const uint8_t *frame, size_t len)
@@ -2027,6 +2085,15 @@ static int restore_vm(struct rdb_backup *b, uint64_t t0, const char *drive)
 	}
 	t2 = rdb_now_ns();
 	rc = restore_load(b);
+	if (rc == 0 && b->fault_restore_fail_late) {
+		/* as a restore whose last step (a status query, announce)
+		 * fails after QEMU started the guest */
+		b->fault_restore_fail_late = false;
+		LOGVM(WARN, b->vm->name, "fault injection: the restored guest "
+		      "runs 1 s, then its restore fails");
+		usleep(1000000);
+		return -EIO;
+	}
 	if (rc == 0)
 		LOGVM(INFO, b->vm->name, "restore: %s %s %.1f ms after the decision "
 		      "(control up in %.1f ms); state of %zu KiB built in %.1f ms, "
@@ -2056,6 +2123,10 @@ struct restore_job {
 	bool prepare;			/* restore_spawn only: a handover's */
 	bool disk;			/* failover_disk first (drive: its) */
 	int rc;
+	/* what status shows of the replica meanwhile (the thread may sync
+	 * it and start its server): as it was when the job began */
+	uint64_t data_bytes, applied_bytes;
+	bool consistent;
 };
 
 static void restore_run(void *opaque)
@@ -2086,18 +2157,22 @@ static void on_claim_returned(void *opaque, const struct rdb_witness_result *r)
 
 	b->witness_req = 0;
 	if (r->outcome == RDB_WITNESS_WON)
-		snprintf(why, sizeof(why), "the restore failed here (%.100s); the "
-			 "witness's claim is given back: the VM runs on there",
-			 b->decide_why);
+		snprintf(why, sizeof(why), "the restore failed here (%.100s)%s: "
+			 "the VM runs on there", b->decide_why,
+			 b->vm->peer_loss == RDB_PEER_LOSS_WITNESS ? "; the "
+			 "witness's claim is given back" : "");
 	else
 		snprintf(why, sizeof(why), "the restore failed here (%.100s); the "
 			 "claim at the witness could not be given back (%.200s): "
 			 "ask the witness", b->decide_why,
 			 r->outcome == RDB_WITNESS_LOST ? r->holder : r->error);
-	if (r->outcome == RDB_WITNESS_WON)
+	if (r->outcome == RDB_WITNESS_WON) {
 		LOGVM(WARN, b->vm->name, "handover of epoch %llu refused: %s",
 		      (unsigned long long)b->ho_epoch, why);
-	else
+		b->gave_up = true;
+		snprintf(b->gave_up_why, sizeof(b->gave_up_why), "the handover's "
+			 "restore failed here (%.100s)", b->decide_why);
+	} else
 		LOGVM(ERROR, b->vm->name, "handover of epoch %llu refused: %s",
 		      (unsigned long long)b->ho_epoch, why);
 	handover_answer_last(b, RDB_HANDOVER_REFUSED, why);
@@ -2127,17 +2202,39 @@ static void failover_failed(struct rdb_backup *b, int rc)
 {
 	struct rdb_vm *vm = b->vm;
 
+	int pid = (int)b->rs.proc.pid;
+	bool may_run;
+
 	/* A half-restored guest must not run on: it is no copy of anything
-	 * (and would hold the RAM image and the replica). */
-	if (b->rs.proc.pid > 0)
-		LOGVM(ERROR, vm->name, "killed the QEMU of the failed restore "
-		      "(pid %d)", (int)b->rs.proc.pid);
-	rdb_hv_restored_dispose(b->hv, &b->rs, true);
+	 * (and would hold the RAM image and the replica).  Nothing it sent
+	 * left this host (guest_held). */
+	guest_held_end(b, false);
+	may_run = rdb_hv_restored_dispose(b->hv, &b->rs, true) < 0;
+	if (pid > 0)
+		LOGVM(ERROR, vm->name, "%s the %s of the failed restore (pid %d)",
+		      may_run ? "could not show gone" : "killed",
+		      b->hv->restored_reprotect ? "QEMU" : "watch", pid);
 	stop_disk_server(b);
-	rdb_vm_set_state(vm, RDB_VM_FAILED, "restore from epoch %llu failed: %s",
-			 (unsigned long long)vm->st.committed_epoch, strerror(-rc));
-	if (b->planned)
+	rdb_vm_set_state(vm, RDB_VM_FAILED, "restore from epoch %llu failed: "
+			 "%s%s", (unsigned long long)vm->st.committed_epoch,
+			 strerror(-rc), may_run ? "; its guest may still run "
+			 "here" : "");
+	if (b->planned && may_run) {
+		/* The old copy must not resume beside one that may run: the
+		 * claim stays here, the old primary hears nothing and loses
+		 * its decision (fenced, stopped).  The operator finds which
+		 * copy is left. */
+		b->planned = false;
+		LOGVM(ERROR, vm->name, "handover of epoch %llu: the failed "
+		      "restore's guest could not be shown gone, so the VM stays "
+		      "claimed by this host and the old primary stays stopped "
+		      "(fenced): once no guest runs here, `remusdbctl unprotect "
+		      "--force` there resumes it",
+		      (unsigned long long)b->ho_epoch);
+		drain_end(b);
+	} else if (b->planned) {
 		handover_undo(b, strerror(-rc));
+	}
 }
 
 /* The restore thread is done: the guest runs, or the failover failed. */
@@ -2179,7 +2276,8 @@ static void on_restore_done(void *opaque)
 		}
 	}
 	vm->st.failover_ns = rdb_now_ns() - b->failover_t0;
-	b->running_ns = rdb_now_ns();
+	b->running_ns = b->rs.running_ns ? b->rs.running_ns : rdb_now_ns();
+	guest_held_end(b, true);
 	/* the old primary may let its stopped copy go now */
 	if (b->planned)
 		handover_answer_last(b, RDB_HANDOVER_TAKEN, NULL);
@@ -2201,11 +2299,18 @@ static int restore_start(struct rdb_backup *b, uint64_t t0, const char *drive,
 	j->t0 = t0;
 	j->prepare = prepare;
 	j->disk = disk;
+	j->data_bytes = b->disk.data_bytes;
+	j->applied_bytes = b->disk.applied_bytes;
+	j->consistent = rdb_diskbuf_consistent(&b->disk);
 	snprintf(j->drive, sizeof(j->drive), "%s", drive ? drive : "");
 	b->restore_job = j;
+	/* the guest may run before the restore is known to have worked */
+	if (!prepare)
+		b->guest_held = true;
 	rc = rdb_bgjob_start(b->d->loop, restore_run, on_restore_done, j, &j->job);
 	if (rc < 0) {
 		b->restore_job = NULL;
+		b->guest_held = false;
 		free(j);
 	}
 	return rc;
@@ -2487,6 +2592,7 @@ static struct rdb_backup *backup_new(struct rdb_daemon *d, const char *name)
 	rdb_proto_decoder_init(&b->dec);
 	rdb_stage_init(&b->st);
 	rdb_buf_init(&b->event_in);
+	rdb_buf_init(&b->guest_out);
 	rdb_flowcheck_init(&b->fc, name, 0);
 	b->st.flows = &b->fc;
 	return b;
@@ -2611,6 +2717,19 @@ static void on_pending(struct rdb_evloop *loop, int fd, unsigned ev,
 		snprintf(why, sizeof(why), "VM %s is %s here as %s", name,
 			 rdb_vm_state_name(old->state),
 			 rdb_vm_role_name(old->role));
+		refuse(pc, why);
+		return;
+	}
+	if (old && old->bak && (old->bak->restore_job ||
+				(old->bak->commit_job && rdb_now_ns() -
+				 old->bak->commit_job->t0 > SLOW_COMMIT_NS))) {
+		/* its teardown would wait for that thread on this loop, which
+		 * serves every other VM (a disk step a second old may hang on
+		 * its replica): the operator protects again once it ended */
+		snprintf(why, sizeof(why), "VM %s's %s still runs here: protect "
+			 "again once it ends (the backup's status shows it)", name,
+			 old->bak->restore_job ? "restore" :
+			 "last epoch's disk step, slow on its replica,");
 		refuse(pc, why);
 		return;
 	}
@@ -2759,6 +2878,7 @@ void rdb_backup_teardown(struct rdb_vm *vm)
 		rdb_evloop_del_timer(loop, b->fc_timer);
 	rdb_flowcheck_dispose(&b->fc);
 	rdb_buf_dispose(&b->event_in);
+	rdb_buf_dispose(&b->guest_out);
 	rdb_diskbuf_dispose(&b->disk);
 	if (b->img_open)
 		rdb_ramimage_close(&b->img);
@@ -2946,17 +3066,25 @@ void rdb_backup_status(const struct rdb_vm *vm, json_t *o)
 			"check_ms", (double)st->check_ns / RDB_NS_PER_MS));
 	}
 	if (b->has_disk) {
-		/* while an epoch's disk step runs, its thread owns the replica's
-		 * counters: what they were when it began */
+		/* while an epoch's disk step or a restore runs, its thread owns
+		 * the replica's counters (and the restore its server): what
+		 * they were when it began */
 		const struct commit_job *j = b->commit_job;
+		const struct restore_job *r = b->restore_job;
+		bool consistent = j ? j->consistent : r ? r->consistent :
+				  rdb_diskbuf_consistent(&b->disk);
+		uint64_t data = j ? j->data_bytes : r ? r->data_bytes :
+				b->disk.data_bytes;
+		uint64_t applied = j ? j->applied_bytes : r ? r->applied_bytes :
+				   b->disk.applied_bytes;
 
 		json_object_set_new(o, "disk", json_pack("{s:s, s:I, s:b, s:b, s:I, s:I, s:b}",
 			"replica", b->disk_path, "size", (json_int_t)b->disk.size,
-			"consistent", j ? j->consistent : rdb_diskbuf_consistent(&b->disk),
-			"served", b->disk_pid > 0,
-			"buffered_bytes", (json_int_t)(j ? j->data_bytes : b->disk.data_bytes),
-			"applied_bytes", (json_int_t)(j ? j->applied_bytes : b->disk.applied_bytes),
-			"writing", j != NULL));
+			"consistent", consistent,
+			"served", !r && b->disk_pid > 0,
+			"buffered_bytes", (json_int_t)data,
+			"applied_bytes", (json_int_t)applied,
+			"writing", j != NULL || (r && r->disk)));
 	}
 }
 
@@ -2966,6 +3094,10 @@ int rdb_backup_inject(struct rdb_vm *vm, const char *fault)
 		return -ENOENT;
 	if (strcmp(fault, "restore-fail") == 0) {
 		vm->bak->fault_restore_fail = true;
+		return 0;
+	}
+	if (strcmp(fault, "restore-fail-late") == 0) {
+		vm->bak->fault_restore_fail_late = true;
 		return 0;
 	}
 	if (strcmp(fault, "handover-cut") == 0) {

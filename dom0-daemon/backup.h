@@ -39,7 +39,7 @@ int rdb_backup_failover(struct rdb_vm *vm, const char *why);
  * first (msg says so); --force goes live at once (the operator's word
  * that the primary is dead). */
 /* Tests (allow_fault_injection): "restore-fail" makes the next restore
- * fail once its QEMU runs. */
+ * fail once its QEMU runs, "restore-fail-late" 1 s after its guest runs. */
 int rdb_backup_inject(struct rdb_vm *vm, const char *fault);
 int rdb_backup_operator_failover(struct rdb_vm *vm, bool force, char *msg,
 				 size_t msglen);

@@ -260,7 +260,8 @@ static int ctl_inject(void *opaque, json_t *req, json_t **reply_out)
 					 "stop-in-disk-pause, stop-in-initial-state, "
 					 "stop-late-in-initial-state and "
 					 "slow-checkpoint on a primary, "
-					 "restore-fail, handover-cut, "
+					 "restore-fail, restore-fail-late, "
+					 "handover-cut, "
 					 "slow-replica and replica-eio (a VM "
 					 "with a disk) on a backup)");
 		return -EINVAL;

@@ -2,6 +2,7 @@
 #include "hv.h"
 #include "clock.h"
 
+#include <errno.h>
 #include <string.h>
 
 extern const struct rdb_hv_ops rdb_hv_qemu_ops;
@@ -26,11 +27,18 @@ void rdb_hv_restored_init(struct rdb_hv_restored *r)
 	rdb_hv_proc_init(&r->proc);
 }
 
-void rdb_hv_restored_dispose(const struct rdb_hv_ops *ops,
-			     struct rdb_hv_restored *r, bool kill)
+int rdb_hv_restored_dispose(const struct rdb_hv_ops *ops,
+			    struct rdb_hv_restored *r, bool kill)
 {
+	bool gone = !r->guest_may_run;
+
 	ops->ctl_close(r->ctl);
 	r->ctl = NULL;
-	if (kill && r->proc.pid > 0)
-		rdb_hv_kill(&r->proc, rdb_now_ns());
+	if (kill && r->proc.pid > 0 &&
+	    rdb_hv_kill(&r->proc, rdb_now_ns()) != -EBUSY &&
+	    ops->restored_reprotect)	/* the process is the guest */
+		gone = true;
+	if (kill && gone)
+		r->guest_may_run = false;
+	return !kill || gone ? 0 : -EBUSY;
 }

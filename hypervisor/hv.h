@@ -123,6 +123,10 @@ struct rdb_hv_restored {
 	/* restore_load's steps, for the log */
 	uint64_t built_ns, fed_ns, running_ns;
 	size_t stream_bytes;
+	/* restore_load got far enough that the guest may have run (the
+	 * whole state fed to QEMU, `xl restore` started); a backend clears
+	 * it again when its failure left nothing running */
+	bool guest_may_run;
 };
 
 /* The committed state restore_load brings back. */
@@ -224,8 +228,10 @@ struct rdb_hv_ops {
 const struct rdb_hv_ops *rdb_hv_find(const char *name);
 
 void rdb_hv_restored_init(struct rdb_hv_restored *r);
-/* Closes its control; kills its process unless keep (it runs the VM). */
-void rdb_hv_restored_dispose(const struct rdb_hv_ops *ops,
-			     struct rdb_hv_restored *r, bool kill);
+/* Closes its control; kills its process if kill (else it runs the VM).
+ * With kill: 0 when its guest surely runs no more (it never ran, or the
+ * process it ran in is gone), -EBUSY when it may run on. */
+int rdb_hv_restored_dispose(const struct rdb_hv_ops *ops,
+			    struct rdb_hv_restored *r, bool kill);
 
 #endif

@@ -164,6 +164,7 @@ int rdb_hv_kill(struct rdb_hv_proc *p, uint64_t deadline_ns)
 			close(p->pidfd);
 			p->pidfd = -1;
 			p->pid = -1;
+			return -EBUSY;
 		}
 		return -ETIMEDOUT;
 	}

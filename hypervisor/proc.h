@@ -41,7 +41,9 @@ int rdb_hv_place(pid_t pid, const cpu_set_t *cpus);
  * becomes -1), 0 while it runs, -ECHILD when there is no process. */
 int rdb_hv_poll_exit(struct rdb_hv_proc *p, int *status_out);
 /* SIGTERM, then SIGKILL at deadline_ns; reaps it.  0 when it left by
- * itself before the deadline, -ETIMEDOUT when it had to be killed. */
+ * itself before the deadline, -ETIMEDOUT when it had to be killed, -EBUSY
+ * when an adopted process was still there a second after SIGKILL (it may
+ * run on: p forgets it either way). */
 int rdb_hv_kill(struct rdb_hv_proc *p, uint64_t deadline_ns);
 
 /*

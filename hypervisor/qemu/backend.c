@@ -365,6 +365,7 @@ static int restore_load(const struct rdb_hv_restore *req,
 	}
 	r->fed_ns = rdb_now_ns();
 	r->stream_bytes = stream_len;
+	r->guest_may_run = true;	/* all of it: QEMU may run it now */
 	/* QEMU starts the guest by itself once the stream is loaded. */
 	for (;;) {
 		rc = guest(r->ctl, &g, deadline_ns);

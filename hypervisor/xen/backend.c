@@ -467,6 +467,9 @@ static int restore_load(const struct rdb_hv_restore *req,
 	r->built_ns = rdb_now_ns();
 	r->stream_bytes = (size_t)st->blocks[0].used_length;
 	if (rc == 0) {
+		/* from here the domain may exist and run, even when xl
+		 * fails or runs out of time */
+		r->guest_may_run = true;
 		rc = rdb_hv_run(argv, deadline_ns, &out, NULL);
 		if (rc < 0)
 			snprintf(err, errlen, "xl restore %s: %.300s", img,
@@ -475,9 +478,8 @@ static int restore_load(const struct rdb_hv_restore *req,
 	free(out);
 	unlink(img);
 	r->fed_ns = rdb_now_ns();
-	if (rc < 0)
-		return rc;
-	rc = ctl_open(&r->ctl, req->vm, req->vm, deadline_ns, err, errlen);
+	if (rc == 0)
+		rc = ctl_open(&r->ctl, req->vm, req->vm, deadline_ns, err, errlen);
 	if (rc == 0)
 		rc = guest(r->ctl, &g, deadline_ns);
 	if (rc == 0 && g != RDB_HV_GUEST_RUNNING) {
@@ -485,15 +487,22 @@ static int restore_load(const struct rdb_hv_restore *req,
 			 r->ctl->err);
 		rc = -EIO;
 	}
-	if (rc < 0) {
+	if (rc < 0 && r->guest_may_run) {
 		/* A failed restore leaves nothing running (a QEMU one is
-		 * killed by rdb_hv_restored_dispose; a domain is no process) */
+		 * killed by rdb_hv_restored_dispose; a domain is no process):
+		 * destroyed, or found not to exist */
 		char *dargv[] = { "xl", "destroy", (char *)req->vm, NULL };
+		char *largv[] = { "xl", "domid", (char *)req->vm, NULL };
+		int code = 0;
 
 		if (rdb_hv_run(dargv, rdb_now_ns() + 30 * RDB_NS_PER_S, NULL,
-			       NULL) < 0)
-			LOGVM(ERROR, req->vm, "the failed restore's domain "
-			      "could not be destroyed (or is gone): xl destroy %s", req->vm);
+			       NULL) == 0 ||
+		    (rdb_hv_run(largv, rdb_now_ns() + 30 * RDB_NS_PER_S, NULL,
+				&code) == -EIO && code > 0))
+			r->guest_may_run = false;
+		else
+			LOGVM(ERROR, req->vm, "the failed restore's domain may "
+			      "still run: xl destroy %s failed", req->vm);
 	}
 	r->running_ns = rdb_now_ns();
 	if (rc == 0) {
