@@ -605,69 +605,53 @@ static int64_t start(struct rdb_witness *w, struct req *r)
 	return r->id;
 }
 
-int64_t rdb_witness_register(struct rdb_witness *w, const char *vm,
-			     const char *node, uint64_t generation,
-			     rdb_witness_cb cb, void *opaque)
+/* One request to the witness thread: op on vm's key, for node (NULL: no
+ * node), against registered (NULL: none); cb answers on the loop. */
+static int64_t request(struct rdb_witness *w, enum op op, const char *vm,
+		       const char *node, uint64_t generation,
+		       const char *registered, rdb_witness_cb cb, void *opaque)
 {
 	struct req *r = calloc(1, sizeof(*r));
 
 	if (!r)
 		return -ENOMEM;
-	r->op = OP_REGISTER;
+	r->op = op;
 	snprintf(r->vm, sizeof(r->vm), "%s", vm);
-	snprintf(r->node, sizeof(r->node), "%s", node);
+	if (node)
+		snprintf(r->node, sizeof(r->node), "%s", node);
+	if (registered)
+		snprintf(r->registered, sizeof(r->registered), "%s", registered);
 	r->generation = generation;
 	r->cb = cb;
 	r->opaque = opaque;
 	return start(w, r);
 }
 
+int64_t rdb_witness_register(struct rdb_witness *w, const char *vm,
+			     const char *node, uint64_t generation,
+			     rdb_witness_cb cb, void *opaque)
+{
+	return request(w, OP_REGISTER, vm, node, generation, NULL, cb, opaque);
+}
+
 int64_t rdb_witness_claim(struct rdb_witness *w, const char *vm,
 			  const char *registered, const char *node,
 			  rdb_witness_cb cb, void *opaque)
 {
-	struct req *r = calloc(1, sizeof(*r));
-
-	if (!r)
-		return -ENOMEM;
-	r->op = OP_CLAIM;
-	snprintf(r->vm, sizeof(r->vm), "%s", vm);
-	snprintf(r->node, sizeof(r->node), "%s", node);
-	snprintf(r->registered, sizeof(r->registered), "%s", registered);
-	r->cb = cb;
-	r->opaque = opaque;
-	return start(w, r);
+	return request(w, OP_CLAIM, vm, node, 0, registered, cb, opaque);
 }
 
 int64_t rdb_witness_return(struct rdb_witness *w, const char *vm,
 			   const char *registered, const char *node,
 			   rdb_witness_cb cb, void *opaque)
 {
-	struct req *r = calloc(1, sizeof(*r));
-
-	if (!r)
-		return -ENOMEM;
-	r->op = OP_RETURN;
-	snprintf(r->vm, sizeof(r->vm), "%s", vm);
-	snprintf(r->node, sizeof(r->node), "%s", node);
-	snprintf(r->registered, sizeof(r->registered), "%s", registered);
-	r->cb = cb;
-	r->opaque = opaque;
-	return start(w, r);
+	return request(w, OP_RETURN, vm, node, 0, registered, cb, opaque);
 }
 
 int64_t rdb_witness_read(struct rdb_witness *w, const char *vm,
 			 rdb_witness_cb cb, void *opaque)
 {
-	struct req *r = calloc(1, sizeof(*r));
-
-	if (!r)
-		return -ENOMEM;
-	r->op = OP_READ;
-	snprintf(r->vm, sizeof(r->vm), "%s", vm);
-	r->cb = cb;
-	r->opaque = opaque;
-	return start(w, r);
+	return request(w, OP_READ, vm, NULL, 0, NULL, cb, opaque);
 }
 
 void rdb_witness_cancel(struct rdb_witness *w, int64_t id)
