@@ -848,6 +848,9 @@ static int put_flows(struct rdb_primary *p, uint64_t epoch)
 
 static void close_mig(struct rdb_primary *p)
 {
+	if (p->mig_more_timer)
+		rdb_evloop_del_timer(p->d->loop, p->mig_more_timer);
+	p->mig_more_timer = 0;
 	if (p->mig_fd >= 0) {
 		rdb_evloop_del_fd(p->d->loop, p->mig_fd);
 		/* The watchdog holds a duplicate (watchdog.h): only a shutdown
@@ -864,15 +867,36 @@ static void close_mig(struct rdb_primary *p)
  * daemon itself runs emulated (a Xen test host's dom0 under TCG). */
 #define MIG_SLICE_NS (20 * RDB_NS_PER_MS)
 
+static void on_mig(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque);
+
+static bool mig_pending(const struct rdb_primary *p)
+{
+	return p->hv->stream_pending && p->stream &&
+	       p->hv->stream_pending(p->stream);
+}
+
+/* The parser kept work back (a backend's bounded share per feed): it is
+ * taken at the loop's next turn, even if the socket stays quiet. */
+static uint64_t on_mig_more(struct rdb_evloop *loop, uint64_t id, void *opaque)
+{
+	struct rdb_primary *p = opaque;
+
+	(void)id;
+	p->mig_more_timer = 0;
+	if (p->mig_fd >= 0 && !p->mig_throttled)
+		on_mig(loop, p->mig_fd, RDB_EV_READ, p);
+	return 0;
+}
+
 static void on_mig(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 {
 	struct rdb_primary *p = opaque;
 	uint64_t until = rdb_now_ns() + MIG_SLICE_NS;
 	uint8_t buf[256 * 1024];
 	ssize_t r;
-	int rc;
+	int rc, reads = 0;
 
-	for (int i = 0; i < 8 && (i == 0 || rdb_now_ns() < until); i++) {
+	for (int i = 0; reads < 8 && (i == 0 || rdb_now_ns() < until); i++) {
 		/* (An error or hangup is read at once: it is reported even
 		 * with no events asked for, and would spin the loop.) */
 		if (!p->in_pause && p->out.len > PEER_HIGH_WATER &&
@@ -886,19 +910,26 @@ static void on_mig(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 			p->mig_throttled = true;
 			return;
 		}
-		r = read(fd, buf, sizeof(buf));
-		if (r < 0 && (errno == EAGAIN || errno == EINTR))
-			return;
-		if (r <= 0) {
-			if (p->colo_active)
-				rdb_pri_drop_protection(p, r == 0 ?
-					"QEMU closed the checkpoint stream" :
-					"checkpoint stream read error");
-			close_mig(p);
-			return;
+		if (mig_pending(p)) {
+			/* what was read before goes first: the socket stays
+			 * full meanwhile, and the hypervisor waits */
+			rc = p->hv->stream_feed(p->stream, NULL, 0);
+		} else {
+			r = read(fd, buf, sizeof(buf));
+			if (r < 0 && (errno == EAGAIN || errno == EINTR))
+				return;
+			if (r <= 0) {
+				if (p->colo_active)
+					rdb_pri_drop_protection(p, r == 0 ?
+						"QEMU closed the checkpoint stream" :
+						"checkpoint stream read error");
+				close_mig(p);
+				return;
+			}
+			reads++;
+			p->mig_rx_ns = rdb_now_ns();
+			rc = p->hv->stream_feed(p->stream, buf, (size_t)r);
 		}
-		p->mig_rx_ns = rdb_now_ns();
-		rc = p->hv->stream_feed(p->stream, buf, (size_t)r);
 		/* taking the stream is a sign of life (the watchdog must see
 		 * a stall, not a busy read of a checkpoint) */
 		rdb_watchdog_beat(p->d->wd);
@@ -913,6 +944,10 @@ static void on_mig(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 			return;
 		}
 	}
+	if (mig_pending(p) && !p->mig_more_timer &&
+	    rdb_evloop_add_timer(loop, 0, on_mig_more, p, &p->mig_more_timer) < 0)
+		LOGVM(WARN, p->vm->name, "no timer for the checkpoint stream's "
+		      "parsed backlog: it waits for the stream's next bytes");
 }
 
 static void on_mig_accept(struct rdb_evloop *loop, int fd, unsigned ev,

@@ -126,6 +126,7 @@ struct rdb_primary {
 	struct colo_job *colo_job;	/* starting COLO: see start_colo */
 	int mig_listen_fd, mig_fd;
 	bool mig_throttled;		/* not reading: see PEER_HIGH_WATER */
+	uint64_t mig_more_timer;	/* the stream's parser has work left */
 	/* the stream's last bytes, and its last release from throttling:
 	 * no checkpoint after the initial state counts from the later */
 	uint64_t mig_rx_ns, mig_unthrottled_ns;

@@ -160,6 +160,9 @@ struct rdb_hv_ops {
 			  const struct rdb_hv_stream_cb *cb, void *opaque);
 	/* 0: all taken; -EPROTO: malformed (stream_error says how), or a
 	 * callback's error.  A failed stream stays failed. */
+	/* Optional: stream_feed kept work back (its share per call is
+	 * bounded); a feed of nothing (buf NULL, len 0) takes more of it. */
+	bool (*stream_pending)(const struct rdb_hv_stream *s);
 	int (*stream_feed)(struct rdb_hv_stream *s, const uint8_t *buf,
 			   size_t len);
 	const char *(*stream_error)(const struct rdb_hv_stream *s);

@@ -32,6 +32,7 @@
 
 #define XEN_RAM_BLOCK "xen.ram"
 #define HELPER "remusdb-xen"
+#define XEN_PAGES_PER_FEED 16
 /* A control call of the helper (a domain lookup and one hypercall). */
 #define CTL_NS (5 * RDB_NS_PER_S)
 
@@ -139,6 +140,10 @@ static int stream_new(struct rdb_hv_stream **out,
 		free(s);
 		return rc;
 	}
+	/* a PAGE_DATA record carries up to 1024 pages: taken 16 at a time,
+	 * the daemon's loop keeps its turns where taking a page is slow (a
+	 * dom0 short of CPU, or emulated) */
+	s->xp.page_budget = XEN_PAGES_PER_FEED;
 	*out = s;
 	return 0;
 }
@@ -187,13 +192,18 @@ static int stream_feed(struct rdb_hv_stream *s, const uint8_t *buf, size_t len)
 			}
 		}
 	}
-	if (!len)
+	if (!len && !rdb_xc_parser_pending(&s->xp))
 		return 0;
 	rc = rdb_xc_parser_feed(&s->xp, buf, len);
 	if (rc == -EPROTO && !s->err[0])
 		snprintf(s->err, sizeof(s->err), "%s", s->st.err[0] ? s->st.err :
 			 rdb_xc_parser_error(&s->xp));
 	return rc;
+}
+
+static bool stream_pending(const struct rdb_hv_stream *s)
+{
+	return rdb_xc_parser_pending(&s->xp);
 }
 
 static const char *stream_error(const struct rdb_hv_stream *s)
@@ -528,6 +538,7 @@ const struct rdb_hv_ops rdb_hv_xen_ops = {
 	.main_block = XEN_RAM_BLOCK,
 	.stream_new = stream_new,
 	.stream_feed = stream_feed,
+	.stream_pending = stream_pending,
 	.stream_error = stream_error,
 	.stream_free = stream_free,
 	.reply = reply,

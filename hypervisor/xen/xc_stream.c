@@ -167,6 +167,8 @@ static int page_data(struct rdb_xc_parser *p, const uint8_t *b, uint32_t len)
 	uint32_t count, ndata = 0;
 	const uint8_t *data;
 
+	if (p->pd_done)
+		goto resume;	/* checked when it began */
 	if (len < 8)
 		return fail(p, "PAGE_DATA of %u octets: no header", len);
 	count = le32(b);
@@ -194,12 +196,20 @@ static int page_data(struct rdb_xc_parser *p, const uint8_t *b, uint32_t len)
 			    "make %llu", len, count, ndata,
 			    (unsigned long long)(8 + 8ull * count +
 						 (uint64_t)RDB_XC_PAGE_SIZE * ndata));
-	data = b + 8 + 8ull * count;
-	for (uint32_t i = 0; i < count; i++) {
+resume:
+	count = le32(b);
+	data = b + 8 + 8ull * count + (uint64_t)RDB_XC_PAGE_SIZE * p->pd_data_done;
+	for (uint32_t i = p->pd_done; i < count; i++) {
 		uint64_t e = le64(b + 8 + 8 * i);
 		unsigned type = (unsigned)(e >> PFN_TYPE_SHIFT);
 		int rc = 0;
 
+		/* (a record's first page always goes: pd_done > 0 marks
+		 * one under way) */
+		if (p->page_budget && p->budget_left == 0 && i > 0) {
+			p->pd_done = i;		/* the rest at the next feed */
+			return 0;
+		}
 		if (p->ops->page)
 			rc = p->ops->page(p->opaque, p->epoch, e & PFN_MASK, type,
 					  carries_data(type) ? data : NULL);
@@ -207,10 +217,15 @@ static int page_data(struct rdb_xc_parser *p, const uint8_t *b, uint32_t len)
 			p->state = RDB_XC_S_FAILED;
 			return rc;
 		}
-		if (carries_data(type))
+		if (carries_data(type)) {
 			data += RDB_XC_PAGE_SIZE;
+			p->pd_data_done++;
+		}
 		p->pages++;
+		if (p->budget_left)
+			p->budget_left--;
 	}
+	p->pd_done = p->pd_data_done = 0;
 	return 0;
 }
 
@@ -407,8 +422,14 @@ static int step(struct rdb_xc_parser *p)
 		need = REC_HDR + (((size_t)len + 7) & ~(size_t)7);
 		if (have < need)
 			return 0;
-		rc = p->state == RDB_XC_S_XREC ? xrec(p, type, h + REC_HDR, len) :
-						 lrec(p, type, h + REC_HDR, len);
+		if (p->pd_done)		/* a PAGE_DATA taken in parts */
+			rc = page_data(p, h + REC_HDR, len);
+		else
+			rc = p->state == RDB_XC_S_XREC ?
+			     xrec(p, type, h + REC_HDR, len) :
+			     lrec(p, type, h + REC_HDR, len);
+		if (rc == 0 && p->pd_done)
+			return 0;	/* its budget spent: more later */
 		break;
 	case RDB_XC_S_DONE:
 		return have ? fail(p, "%zu octets after the stream's END", have) : 0;
@@ -431,7 +452,13 @@ int rdb_xc_parser_feed(struct rdb_xc_parser *p, const uint8_t *buf, size_t len)
 		return -EPROTO;
 	if (len && rdb_buf_append(&p->in, buf, len) < 0)
 		return -ENOMEM;
+	p->budget_left = p->page_budget;
 	while ((rc = step(p)) > 0)
 		;
 	return rc;
+}
+
+bool rdb_xc_parser_pending(const struct rdb_xc_parser *p)
+{
+	return p->pd_done != 0 && p->state != RDB_XC_S_FAILED;
 }

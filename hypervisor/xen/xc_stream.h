@@ -142,15 +142,23 @@ struct rdb_xc_parser {
 	bool static_end;	/* STATIC_DATA_END seen (version 3) */
 	uint64_t records, pages;
 	char err[200];
+	/* At most page_budget pages per feed (0: no limit): a PAGE_DATA
+	 * record of up to 1024 pages is then taken over several feeds, the
+	 * rest waiting in the parser (rdb_xc_parser_pending). */
+	uint32_t page_budget, budget_left;
+	uint32_t pd_done, pd_data_done;	/* of the record under way */
 };
 
 int rdb_xc_parser_init(struct rdb_xc_parser *p, enum rdb_xc_layer layer,
 		       const struct rdb_xc_ops *ops, void *opaque);
 void rdb_xc_parser_dispose(struct rdb_xc_parser *p);
 /* 0 when all of buf was taken; -EPROTO (see rdb_xc_parser_error), -ENOMEM,
- * or a callback's error.  After an error the parser stays failed. */
+ * or a callback's error.  After an error the parser stays failed.  With
+ * a page_budget, the pages of buf past it wait: feed (buf may be NULL)
+ * again while rdb_xc_parser_pending. */
 int rdb_xc_parser_feed(struct rdb_xc_parser *p, const uint8_t *buf,
 		       size_t len);
+bool rdb_xc_parser_pending(const struct rdb_xc_parser *p);
 const char *rdb_xc_parser_error(const struct rdb_xc_parser *p);
 const char *rdb_xc_rec_name(uint32_t type);
 

@@ -159,6 +159,70 @@ static int parse(const struct rdb_buf *b, enum rdb_xc_layer layer, size_t step,
 	return rc;
 }
 
+/* As parse, with at most budget pages per feed: every feed's share is
+ * checked, and what waits is taken by empty feeds. */
+static int parse_budget(const struct rdb_buf *b, size_t step, uint32_t budget,
+			struct seen *s, unsigned *max_out)
+{
+	struct rdb_xc_parser p;
+	unsigned max = 0;
+	int rc = 0;
+
+	memset(s, 0, sizeof(*s));
+	rdb_xc_parser_init(&p, RDB_XC_RAW, &ops, s);
+	p.page_budget = budget;
+	if (!step)
+		step = b->len;
+	for (size_t at = 0; rc == 0 && at < b->len; at += step) {
+		uint64_t before = s->pages;
+
+		rc = rdb_xc_parser_feed(&p, b->data + at,
+					b->len - at < step ? b->len - at : step);
+		max = s->pages - before > max ? (unsigned)(s->pages - before) : max;
+		while (rc == 0 && rdb_xc_parser_pending(&p)) {
+			before = s->pages;
+			rc = rdb_xc_parser_feed(&p, NULL, 0);
+			max = s->pages - before > max ?
+			      (unsigned)(s->pages - before) : max;
+		}
+	}
+	assert_false(rdb_xc_parser_pending(&p));
+	rdb_xc_parser_dispose(&p);
+	*max_out = max;
+	return rc;
+}
+
+static void test_page_budget(void **state)
+{
+	static const unsigned t[40] = { 0 }, t2[] = { 0x0, 0xf, 0x0, 0xf, 0x0, 0x0, 0xf, 0x0 };
+	uint8_t info[8] = { 8, 4 };
+	struct seen a, b, c;
+	struct rdb_buf s;
+	unsigned max = 0;
+
+	rdb_buf_init(&s);
+	xhdrs(&s, 3, 0, 1, 12);
+	rec(&s, 0x02, info, sizeof(info));		/* X86_PV_INFO */
+	page_data(&s, 0x100, t, 40);
+	page_data(&s, 0x300, t2, 8);
+	rec(&s, 0x10, NULL, 0);				/* STATIC_DATA_END */
+	rec(&s, 0x0e, NULL, 0);				/* CHECKPOINT: epoch 0 */
+	page_data(&s, 0x200, t, 7);
+	rec(&s, 0x0e, NULL, 0);				/* epoch 1 */
+	rec(&s, 0x00, NULL, 0);				/* END */
+	assert_int_equal(parse(&s, RDB_XC_RAW, 0, &a, NULL, 0), 0);
+	assert_int_equal(a.pages, 55);
+	/* whole: 40 pages taken 3 (+ a record's first page) at a time */
+	assert_int_equal(parse_budget(&s, 0, 3, &b, &max), 0);
+	assert_memory_equal(&a, &b, sizeof(a));
+	assert_in_range(max, 1, 4);
+	/* and as the bytes trickle in */
+	assert_int_equal(parse_budget(&s, 1000, 3, &c, &max), 0);
+	assert_memory_equal(&a, &c, sizeof(a));
+	assert_in_range(max, 1, 4);
+	rdb_buf_dispose(&s);
+}
+
 static void test_raw_stream_whole_and_bytewise(void **state)
 {
 	static const unsigned t1[] = { 0x0, 0xf, 0x1, 0xe }, t2[] = { 0x9 };
@@ -434,6 +498,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_raw_stream_whole_and_bytewise),
+		cmocka_unit_test(test_page_budget),
 		cmocka_unit_test(test_libxl_remus_stream),
 		cmocka_unit_test(test_malformed_refused),
 		cmocka_unit_test(test_callback_error_stops),
