@@ -866,6 +866,7 @@ static void close_mig(struct rdb_primary *p)
  * work get their turn.  Parsing and framing a read is slow where the
  * daemon itself runs emulated (a Xen test host's dom0 under TCG). */
 #define MIG_SLICE_NS (20 * RDB_NS_PER_MS)
+#define SLOW_FEED_NS (1 * RDB_NS_PER_S)
 
 static void on_mig(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque);
 
@@ -897,6 +898,8 @@ static void on_mig(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 	int rc, reads = 0;
 
 	for (int i = 0; reads < 8 && (i == 0 || rdb_now_ns() < until); i++) {
+		uint64_t f0, pages0 = p->vm->st.pages, ckpts0 = p->vm->st.checkpoints;
+
 		/* (An error or hangup is read at once: it is reported even
 		 * with no events asked for, and would spin the loop.) */
 		if (!p->in_pause && p->out.len > PEER_HIGH_WATER &&
@@ -910,6 +913,7 @@ static void on_mig(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 			p->mig_throttled = true;
 			return;
 		}
+		f0 = rdb_now_ns();
 		if (mig_pending(p)) {
 			/* what was read before goes first: the socket stays
 			 * full meanwhile, and the hypervisor waits */
@@ -930,6 +934,14 @@ static void on_mig(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 			p->mig_rx_ns = rdb_now_ns();
 			rc = p->hv->stream_feed(p->stream, buf, (size_t)r);
 		}
+		/* what one feed did, when it held the loop long (for the
+		 * evloop's warning: pages, or a checkpoint's end) */
+		if (rdb_now_ns() - f0 > SLOW_FEED_NS)
+			LOGVM(WARN, p->vm->name, "one feed of the checkpoint "
+			      "stream took %.0f ms: %llu pages, %llu checkpoint "
+			      "ends", (double)(rdb_now_ns() - f0) / RDB_NS_PER_MS,
+			      (unsigned long long)(p->vm->st.pages - pages0),
+			      (unsigned long long)(p->vm->st.checkpoints - ckpts0));
 		/* taking the stream is a sign of life (the watchdog must see
 		 * a stall, not a busy read of a checkpoint) */
 		rdb_watchdog_beat(p->d->wd);
