@@ -218,6 +218,10 @@ int main(int argc, char **argv)
 			break;
 		}
 		rc = r.ops->stream_feed(s, buf, (size_t)n);
+		/* what the backend kept back (its share per feed is
+		 * bounded), as the daemon's on_mig takes it */
+		while (rc == 0 && r.ops->stream_pending && r.ops->stream_pending(s))
+			rc = r.ops->stream_feed(s, NULL, 0);
 		if (rc < 0)
 			snprintf(r.err, sizeof(r.err), "stream: %s",
 				 rc == -EPROTO ? r.ops->stream_error(s) : strerror(-rc));
