@@ -35,3 +35,12 @@ if [ -n "$bad" ]; then
 fi
 n=$(grep -rlE '#include "hv.h"' dom0-daemon | wc -l)
 echo "layers: nothing outside hypervisor/ includes a backend's headers ($n daemon files use hv.h); no payload printed raw outside proto.c"
+# No new circles among the daemon's files, and no file joins one (issue 28;
+# tests/file-cycles.sh, from the objects' symbol tables).  Its report is
+# shown only when it fails; otherwise its summary line, and a line naming
+# any allowed file that has left its circle.
+if ! out=$(bash tests/file-cycles.sh 2>&1); then
+	echo "$out" >&2
+	exit 1
+fi
+printf '%s\n' "$out" | grep '^file-cycles:'
