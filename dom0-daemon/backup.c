@@ -13,7 +13,6 @@
 #include "linksec.h"
 #include "log.h"
 #include "nic.h"
-#include "primary.h"
 #include "proto.h"
 #include "ramimage.h"
 #include "sockutil.h"
@@ -2579,6 +2578,7 @@ static struct rdb_backup *backup_new(struct rdb_daemon *d, const char *name)
 		return NULL;
 	}
 	vm->bak = b;
+	vm->teardown = rdb_backup_teardown;
 	b->vm = vm;
 	b->d = d;
 	b->fd = b->linger_fd = -1;
@@ -2706,7 +2706,7 @@ static void on_pending(struct rdb_evloop *loop, int fd, unsigned ev,
 		      "the %s copy attached here is detached (its disk and "
 		      "NIC released)", pc->peer, old->state == RDB_VM_MIGRATED ?
 		      "handed-over" : "fenced stale");
-		rdb_primary_teardown(old);
+		old->teardown(old);
 		rdb_vm_free(old);
 		old = NULL;
 	}

@@ -25,6 +25,7 @@
 #include "nic.h"
 #include "prom.h"
 #include "proc.h"
+#include "role.h"
 
 struct rdb_daemon;
 struct rdb_vm;
@@ -48,14 +49,6 @@ void rdb_backup_teardown(struct rdb_vm *vm);
 void rdb_backup_metrics(const struct rdb_vm *vm, struct rdb_prom *p);
 void rdb_backup_status(const struct rdb_vm *vm, json_t *o);
 /* What a restored VM's new primary role takes over (reprotect.c). */
-struct rdb_handover {
-	struct rdb_hv_proc qemu;	/* the restored QEMU: reap it */
-	int event_fd;			/* the failover event port, kept open */
-	bool has_disk;
-	char disk_path[512];		/* the replica the guest runs on */
-	char wmap_path[512];		/* what it wrote since the restore */
-	uint64_t generation, epoch;	/* restored from: protection, epoch */
-};
 /*
  * The restored VM is protected again from this host: its NIC goes to
  * nic_dst (from_guest/opaque its new callbacks), the replica's disk

@@ -22,6 +22,7 @@
 #include "linksec.h"
 #include "log.h"
 #include "primary.h"
+#include "role.h"
 #include "vm.h"
 #include "witness.h"
 #include "watchdog.h"
@@ -115,7 +116,7 @@ static int ctl_protect(void *opaque, json_t *req, json_t **reply_out)
 }
 
 /* protect NAME KEY=VALUE...: the VM that failed over here, protected
- * again (rdb_primary_reprotect). */
+ * again (role.c). */
 static int ctl_reprotect(void *opaque, json_t *req, json_t **reply_out)
 {
 	json_t *args = json_object_get(req, "args");
@@ -129,7 +130,7 @@ static int ctl_reprotect(void *opaque, json_t *req, json_t **reply_out)
 		return -EINVAL;
 	}
 	set = set ? json_incref(set) : json_object();
-	rc = set ? rdb_primary_reprotect(opaque, name, set, err, sizeof(err)) :
+	rc = set ? rdb_role_reprotect(opaque, name, set, err, sizeof(err)) :
 		   -ENOMEM;
 	json_decref(set);
 	if (rc < 0) {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #define RDB_COMPONENT "primary"
 #include "primary_int.h"
-#include "backup.h"
+#include "role.h"
 #include "cpulist.h"
 #include "actlog.h"
 #include "bgjob.h"
@@ -31,7 +31,7 @@
  * the daemon beating meanwhile), as a slow hypervisor's would */
 #define FAULT_SLOW_PAUSE_NS (700 * RDB_NS_PER_MS)
 
-static int put_flows(struct rdb_primary *p, uint64_t epoch);
+static int start_colo(struct rdb_primary *p, char *err, size_t errlen);
 static void drop(struct rdb_primary *p, const char *why, bool backup_stopped);
 static void colo_cancel(struct rdb_primary *p);
 
@@ -97,7 +97,7 @@ static int on_page(void *opaque, uint32_t block, uint64_t offset,
 		   const uint8_t *data, uint8_t fill)
 {
 	struct rdb_primary *p = opaque;
-	uint64_t t0 = p->in_pause ? rdb_now_ns() : 0;
+	uint64_t t0 = p->ck.in_pause ? rdb_now_ns() : 0;
 	int rc = record_page(p, block, offset, data, fill);
 
 	if (t0)
@@ -114,7 +114,7 @@ static int record_page(struct rdb_primary *p, uint32_t block, uint64_t offset,
 	size_t before = p->batch.len;
 
 	/* The initial copy (no pause) is streamed in bounded pieces. */
-	if (!p->in_pause && p->batch.len >= PAGES_BATCH_BYTES) {
+	if (!p->ck.in_pause && p->batch.len >= PAGES_BATCH_BYTES) {
 		rc = rdb_pri_batch_flush(p);
 		if (rc < 0)
 			return rc;
@@ -169,7 +169,7 @@ static int on_checkpoint_request(void *opaque, uint64_t epoch)
 	p->ckpt_start_ns = rdb_now_ns();
 	rdb_watchdog_guest_stopped(p->d->wd, p->vm->wd_slot, p->ckpt_start_ns);
 	p->pause_work_ns = 0;
-	p->in_pause = true;
+	p->ck.in_pause = true;
 	rdb_pri_peer_want_write(p);
 	if (p->fault_stop_in_pause) {
 		p->fault_stop_in_pause = false;
@@ -244,54 +244,21 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 		      (double)(rdb_now_ns() - since) / RDB_NS_PER_MS);
 		raise(SIGSTOP);
 	}
-	/* QEMU drained the guest's disk before it sent this: every change
-	 * completed before the pause is in the disk server's ring now. */
-	if (p->has_disk) {
-		unsigned at;
-
-		rdb_disk_drain(&p->disk);
-		if (!p->colo_active)
-			return -ECANCELED;	/* the server lost changes */
-		/* every change up to here is epoch <= N: once N is
-		 * acknowledged the disk server may retire it (actlog.h) */
-		if (p->pos_n == sizeof(p->pos_epoch) / sizeof(p->pos_epoch[0])) {
-			p->pos_first = (p->pos_first + 1) % p->pos_n;
-			p->pos_n--;	/* the oldest: its ACK publishes nothing */
-		}
-		at = (p->pos_first + p->pos_n++) %
-		     (sizeof(p->pos_epoch) / sizeof(p->pos_epoch[0]));
-		p->pos_epoch[at] = epoch;
-		p->pos_tail[at] = rdb_disk_ring_pos(&p->disk);
-		/* the guest is stopped, its disk drained: every flush it
-		 * was answered was synced here; from now on the backup's
-		 * replica carries them (before any output tells of them) */
-		if (epoch == 0)
-			rdb_disk_set_replicated(&p->disk, true);
-	}
-	/* The VM is still stopped: every frame it sent so far is epoch <= N.
-	 * Under commit protection that must hold exactly (the backup's flow
-	 * check compares against it): read what QEMU already wrote. */
-	if (p->cp) {
+	/* Every device's epoch closes while the guest is stopped: disks
+	 * first (QEMU drained them before it sent this), then NICs. */
+	{
 		uint64_t t1 = rdb_now_ns();
 
-		rdb_nic_poll_guest(&p->nic);
-		if (p->features & RDB_FEATURE_FLOWS) {
-			rc = put_flows(p, epoch);
-			if (rc < 0)
-				return rc;
-		} else {
-			rdb_flowbuf_forget_changes(&p->fb);
-		}
+		rc = rdb_ckdevs_checkpoint(&p->devs, epoch);
+		if (rc < 0)
+			return rc;
 		p->pause_work_ns += rdb_now_ns() - t1;
 	}
-	p->open_epoch = epoch + 1;
+	p->ck.open_epoch = epoch + 1;
 	/* From the initial state's stop on, output waits for its epoch's
 	 * acknowledgement (guest_frame). */
 	p->initial_open = false;
-	/* Reads drained from here on are the next epoch's (read tracking:
-	 * the encoders of this one must not take them, readidx.h). */
-	p->disk.read_epoch = p->open_epoch;
-	if (p->fault_slow_checkpoint && epoch > 0 && p->in_pause) {
+	if (p->fault_slow_checkpoint && epoch > 0 && p->ck.in_pause) {
 		p->fault_slow_checkpoint = false;
 		LOGVM(WARN, vm->name, "fault injection: the pause of epoch %llu "
 		      "lasts %.0f ms", (unsigned long long)epoch,
@@ -322,11 +289,11 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 	}
 	pause_ns = 0;
 	if (handover) {
-		p->in_pause = false;	/* (not a pause: not recorded) */
-	} else if (p->in_pause) {
+		p->ck.in_pause = false;	/* (not a pause: not recorded) */
+	} else if (p->ck.in_pause) {
 		pause_ns = now - p->ckpt_start_ns;
 		rdb_vm_pause_recorded(vm, pause_ns, p->pause_work_ns + (now - t0));
-		p->in_pause = false;
+		p->ck.in_pause = false;
 		if (pause_ns > (uint64_t)vm->cfg.checkpoint_deadline_ms *
 		    RDB_NS_PER_MS)
 			pause_overran(p, epoch, pause_ns, now);
@@ -342,19 +309,16 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 			rc = rdb_proto_put_devstate(&p->out, epoch, dev, len);
 		if (rc == 0)
 			rc = rdb_proto_put_epoch_end(&p->out, epoch,
-						     p->epoch_pages + p->epoch_disk_recs +
-						     p->epoch_flow_recs,
-						     p->epoch_bytes + p->epoch_disk_bytes +
-						     p->epoch_flow_bytes + len);
-		rdb_vm_epoch_framed(vm, epoch, p->epoch_bytes + p->epoch_disk_bytes +
-				    p->epoch_flow_bytes + len);
+						     p->epoch_pages + p->ck.epoch_recs,
+						     p->epoch_bytes + p->ck.epoch_bytes + len);
+		rdb_vm_epoch_framed(vm, epoch, p->epoch_bytes + p->ck.epoch_bytes +
+				    len);
 		vm->st.bytes += len;
 	}
 	if (rc < 0)
 		return rc;
 	p->epoch_pages = p->epoch_bytes = 0;
-	p->epoch_disk_recs = p->epoch_disk_bytes = 0;
-	p->epoch_flow_recs = p->epoch_flow_bytes = 0;
+	p->ck.epoch_recs = p->ck.epoch_bytes = 0;
 	if (vm->st.checkpoints == 0)
 		vm->st.first_ckpt_ns = now;
 	if (epoch == 0)
@@ -392,456 +356,101 @@ static const struct rdb_hv_stream_cb stream_cb = {
 	.initial_stop = on_initial_stop,
 };
 
-/* ---- disk: every change the guest made goes to the backup ---- */
+/* ---- devices: what they ask of the primary (ckdev.h) ---- */
 
-/*
- * Called after a change reached the local image and before QEMU hears
- * back: QEMU drains its I/O before it stops the VM for checkpoint N, so
- * every change completed before that pause is queued here, tagged N,
- * ahead of N's pages and EPOCH_END.
- */
-static void disk_changed(void *opaque, enum rdb_disk_op op, uint64_t off,
-			 uint64_t len, const uint8_t *data)
+static struct rdb_buf *dev_epoch_out(void *opaque)
 {
-	struct rdb_primary *p = opaque;
-	struct rdb_vm *vm = p->vm;
-	uint64_t e = p->open_epoch;
-	int rc = 0;
-
-	if (!p->colo_active)
-		return;
-	if (p->fault_stop_in_disk_pause && p->in_pause) {
-		p->fault_stop_in_disk_pause = false;
-		LOGVM(WARN, vm->name, "fault injection: stopping remusdbd at a "
-		      "disk change inside the pause of epoch %llu",
-		      (unsigned long long)e);
-		raise(SIGSTOP);
-	}
-	switch (op) {
-	case RDB_DISK_WRITE:
-		while (rc == 0 && len) {
-			uint64_t n = len < RDB_PROTO_MAX_DISK_WRITE ? len :
-				RDB_PROTO_MAX_DISK_WRITE;
-
-			rc = rdb_proto_put_disk_write(rdb_pri_epoch_out(p), e, off, data, n);
-			p->epoch_disk_recs++;
-			p->epoch_disk_bytes += n;
-			vm->st.disk_bytes += n;
-			off += n;
-			data += n;
-			len -= n;
-		}
-		break;
-	case RDB_DISK_ZERO:
-		rc = rdb_proto_put_disk_zero(rdb_pri_epoch_out(p), e, off, len);
-		p->epoch_disk_recs++;
-		break;
-	case RDB_DISK_FLUSH:
-		rc = rdb_proto_put_disk_flush(rdb_pri_epoch_out(p), e);
-		p->epoch_disk_recs++;
-		break;
-	}
-	vm->st.disk_ops++;
-	if (rc == 0 && p->out.len + p->held.len > PEER_QUEUE_MAX)
-		rc = -ENOBUFS;
-	if (rc < 0) {
-		rdb_pri_drop_protection(p, rc == -ENOBUFS ?
-				"replication queue over its bound: the link "
-				"cannot keep up with the guest's disk writes" :
-				"cannot queue a disk write for the backup");
-		return;
-	}
-	rdb_pri_peer_want_write(p);
+	return rdb_pri_epoch_out(opaque);
 }
 
-/* The disk server could not pass every change on (or exited): the
- * replica cannot equal the image any more. */
-static void disk_lost(void *opaque, const char *why)
+static struct rdb_buf *dev_link_out(void *opaque)
+{
+	return &((struct rdb_primary *)opaque)->out;
+}
+
+static size_t dev_queued(void *opaque)
 {
 	struct rdb_primary *p = opaque;
 
-	if (p->colo_active)
-		rdb_pri_drop_protection(p, why);
+	return p->out.len + p->held.len;
 }
 
-static bool all_zero(const uint8_t *b, size_t n)
+static void dev_want_write(void *opaque)
 {
-	static const uint8_t z[4096];
-
-	for (size_t i = 0; i < n; i += sizeof(z)) {
-		size_t k = n - i < sizeof(z) ? n - i : sizeof(z);
-
-		if (memcmp(b + i, z, k))
-			return false;
-	}
-	return true;
+	rdb_pri_peer_want_write(opaque);
 }
 
-static int start_colo(struct rdb_primary *p, char *err, size_t errlen);
-
-#define RESYNC_BLOCK 4096u
-
-/* The next run of blocks set in the resync map at or after block `from`,
- * at most max blocks long: 1 and *start and *n, or 0 when none is left. */
-static int next_run(const struct rdb_primary *p, uint64_t from, uint64_t max,
-		    uint64_t *start, uint64_t *n)
+static void dev_fail(void *opaque, const char *why)
 {
-	uint64_t nblocks = p->disk.size / RESYNC_BLOCK, b = from, e;
-
-	while (b < nblocks) {
-		uint64_t w = p->resync[b / 64] >> (b % 64);
-
-		if (w) {
-			b += (uint64_t)__builtin_ctzll(w);
-			break;
-		}
-		b = (b / 64 + 1) * 64;
-	}
-	if (b >= nblocks)
-		return 0;
-	for (e = b; e < nblocks && e - b < max &&
-	     (p->resync[e / 64] >> (e % 64) & 1); e++)
-		;
-	*start = b;
-	*n = e - b;
-	return 1;
+	rdb_pri_drop_protection(opaque, why);
 }
 
-/* One chunk of the copy at off: its data, or — on a replica that is an
- * old image, not zeroes — a DISK_ZERO where the chunk is all zero. */
-static int copy_chunk(struct rdb_primary *p, uint64_t off, uint64_t n,
-		      bool zero_skip, char *err, size_t errlen)
-{
-	int rc = rdb_disk_pread(&p->disk, off, p->copy_buf, n);
-
-	if (rc < 0) {
-		snprintf(err, errlen, "initial disk copy: reading %s at %llu: %s",
-			 p->disk.image, (unsigned long long)off, strerror(-rc));
-		return rc;
-	}
-	if (all_zero(p->copy_buf, n)) {
-		if (zero_skip)
-			return 0;
-		rc = rdb_proto_put_disk_zero(&p->out, 0, off, n);
-		p->resync_zero_bytes += n;
-	} else {
-		rc = rdb_proto_put_disk_write(&p->out, 0, off, p->copy_buf, n);
-		p->epoch_disk_bytes += n;
-		p->copy_sent += n;
-	}
-	if (rc < 0) {
-		snprintf(err, errlen, "initial disk copy: out of memory");
-		return rc;
-	}
-	p->epoch_disk_recs++;
-	return 0;
-}
-
-/*
- * The initial copy: the whole disk goes to the backup as epoch 0, holes
- * and all-zero chunks skipped (the backup's replica starts as a sparse
- * file of zeroes) — or, resyncing an old image (p->resync), only the
- * blocks that may differ, zeroes included.  The guest runs and writes
- * meanwhile; its changes are queued in order with the copy's chunks, so
- * a chunk read after a write carries it, and a write after a chunk is
- * applied after it.  When the last chunk is queued, COLO starts: its
- * initial state closes epoch 0.
- */
-static uint64_t on_copy(struct rdb_evloop *loop, uint64_t id, void *opaque)
+/* A device finished its initial work (the disk copy): once every one
+ * has, checkpoints start; their initial state closes epoch 0. */
+static void dev_ready(void *opaque)
 {
 	struct rdb_primary *p = opaque;
-	struct rdb_vm *vm = p->vm;
-	uint64_t size = p->disk.size, looked = 0;
-	uint64_t until = rdb_now_ns() + COPY_SLICE_NS;
-	char err[512] = "";
+	char err[512] = "", why[600];
 	int rc;
 
-	(void)loop;
-	(void)id;
-	if (!p->copying) {
-		p->copy_timer = 0;
-		return 0;
-	}
-	while (p->copy_off < size && looked < COPY_BUDGET &&
-	       p->out.len < PEER_LOW_WATER &&
-	       (looked == 0 || rdb_now_ns() < until)) {
-		uint64_t n, start, nb;
-
-		if (p->resync) {
-			if (!next_run(p, p->copy_off / RESYNC_BLOCK,
-				      COPY_CHUNK / RESYNC_BLOCK, &start, &nb)) {
-				p->copy_off = size;
-				break;
-			}
-			p->copy_off = start * RESYNC_BLOCK;
-			n = nb * RESYNC_BLOCK;
-		} else {
-			off_t data = lseek(p->disk.img_fd, (off_t)p->copy_off,
-					   SEEK_DATA);
-
-			if (data < 0 && errno == ENXIO) {
-				p->copy_off = size;	/* a hole to the end */
-				break;
-			}
-			if (data > (off_t)p->copy_off) {
-				p->copy_off = (uint64_t)data;
-				continue;
-			}
-			n = size - p->copy_off < COPY_CHUNK ?
-				size - p->copy_off : COPY_CHUNK;
-		}
-		rc = copy_chunk(p, p->copy_off, n, !p->resync, err, sizeof(err));
-		if (rc < 0) {
-			p->copy_timer = 0;
-			rdb_pri_drop_protection(p, err);
-			return 0;
-		}
-		looked += n;
-		p->copy_off += n;
-	}
-	rdb_pri_peer_want_write(p);
-	if (p->copy_off < size)
-		return COPY_RETRY_NS;
-	p->copying = false;
-	p->copy_timer = 0;
-	if (p->resync)
-		LOGVM(INFO, vm->name, "resync queued: %llu MiB of data and %llu "
-		      "MiB of zeroes in %llu blocks that may differ (%llu written "
-		      "here since the restore, %llu extent(s) of the old "
-		      "primary's activity log), of a %llu MiB disk, %.1f s; "
-		      "starting checkpoints",
-		      (unsigned long long)(p->copy_sent >> 20),
-		      (unsigned long long)(p->resync_zero_bytes >> 20),
-		      (unsigned long long)p->resync_blocks,
-		      (unsigned long long)p->resync_wmap_blocks,
-		      (unsigned long long)p->resync_al_extents,
-		      (unsigned long long)(size >> 20),
-		      (double)(rdb_now_ns() - p->copy_start_ns) / RDB_NS_PER_S);
-	else
-		LOGVM(INFO, vm->name, "initial disk copy queued: %llu of %llu "
-		      "MiB had data, %.1f s; starting checkpoints",
-		      (unsigned long long)(p->copy_sent >> 20),
-		      (unsigned long long)(size >> 20),
-		      (double)(rdb_now_ns() - p->copy_start_ns) / RDB_NS_PER_S);
-	vm->st.resync_bytes = p->copy_sent + p->resync_zero_bytes;
-	vm->st.resync_blocks = p->resync ? p->resync_blocks : 0;
-	vm->st.resynced = p->resync != NULL;
-	vm->st.copy_ns = rdb_now_ns() - p->copy_start_ns;
-	free(p->copy_buf);
-	p->copy_buf = NULL;
+	if (!p->ck.active || !p->devs_pending || --p->devs_pending)
+		return;
 	rc = start_colo(p, err, sizeof(err));
 	if (rc < 0) {
-		char why[600];
-
 		snprintf(why, sizeof(why), "starting checkpoints: %s",
 			 err[0] ? err : strerror(-rc));
 		rdb_pri_drop_protection(p, why);
 	}
-	return 0;
 }
 
-/* Starts the copy: everything, or the resync map's blocks. */
-static int copy_start(struct rdb_primary *p)
-{
-	p->copy_buf = malloc(COPY_CHUNK);
-	if (!p->copy_buf)
-		return -ENOMEM;
-	p->copying = true;
-	p->copy_off = p->copy_sent = p->resync_zero_bytes = 0;
-	p->copy_start_ns = rdb_now_ns();
-	if (p->resync)
-		LOGVM(INFO, p->vm->name, "resync of %s (%llu MiB) to the backup's "
-		      "old image: %llu blocks of 4 KiB may differ",
-		      p->disk.image, (unsigned long long)(p->disk.size >> 20),
-		      (unsigned long long)p->resync_blocks);
-	else
-		LOGVM(INFO, p->vm->name, "initial disk copy of %s (%llu MiB) to "
-		      "the backup", p->disk.image,
-		      (unsigned long long)(p->disk.size >> 20));
-	return rdb_evloop_add_timer(p->d->loop, 1, on_copy, p, &p->copy_timer);
-}
-
-/* ORs the written map of the restore into the resync map. */
-static int read_wmap(struct rdb_primary *p, char *err, size_t errlen)
-{
-	struct rdb_wmap m;
-	struct rdb_wmap_snap snap = { 0 };
-	int rc = rdb_wmap_open(&m, p->base_wmap, p->disk.size, false, err, errlen);
-
-	if (rc < 0)
-		return rc;
-	rc = rdb_wmap_snapshot(&m, &snap);
-	rdb_wmap_close(&m);
-	if (rc < 0) {
-		snprintf(err, errlen, "out of memory");
-		return rc;
-	}
-	for (uint64_t w = 0; w < snap.nr_words; w++)
-		p->resync[w] |= snap.words[w];
-	p->resync_wmap_blocks = snap.nr_set;
-	rdb_wmap_snap_dispose(&snap);
-	return 0;
-}
-
-/*
- * The backup said what its disk is (DISK_BASE).  The old primary's image
- * of the protection we were restored from: resync what may differ — the
- * blocks written here since the restore (our written map, read now that
- * every later change reaches the backup through the ring) and the
- * extents of its activity log.  Anything else: the whole disk.
- */
-static int handle_disk_base(struct rdb_primary *p, const struct rdb_frame *f)
-{
-	struct rdb_vm *vm = p->vm;
-	struct rdb_disk_base base;
-	uint64_t nblocks = p->disk.size / RESYNC_BLOCK, words;
-	char err[300] = "";
-	int rc;
-
-	if (!p->awaiting_base || rdb_msg_disk_base_parse(f, &base) < 0)
-		return -EPROTO;
-	p->awaiting_base = false;
-	if (!base.generation) {
-		if (p->base_gen)
-			LOGVM(WARN, vm->name, "the backup holds no base for a "
-			      "resync (%s): the whole disk is copied", base.reason);
-		return copy_start(p);
-	}
-	if (!p->base_gen || base.generation != p->base_gen ||
-	    p->disk.size % RESYNC_BLOCK)
-		return -EPROTO;
-	words = (nblocks + 63) / 64;
-	p->resync = calloc(words ? words : 1, sizeof(uint64_t));
-	if (!p->resync)
-		return -ENOMEM;
-	rc = read_wmap(p, err, sizeof(err));
-	if (rc < 0) {
-		/* Without it, nothing bounds what we wrote: fall back is not
-		 * possible (the backup's replica is its old image, not
-		 * zeroes), so every block goes. */
-		LOGVM(WARN, vm->name, "written map %s: %s: resyncing every "
-		      "block", p->base_wmap, err);
-		memset(p->resync, 0xff, words * sizeof(uint64_t));
-		if (nblocks % 64)
-			p->resync[words - 1] = (1ull << (nblocks % 64)) - 1;
-	}
-	p->resync_al_shift = base.shift;
-	p->resync_al_extents = base.count;
-	for (uint32_t i = 0; i < base.count; i++) {
-		uint64_t x = rdb_disk_base_extent(&base, i);
-		uint64_t b0 = (x << base.shift) / RESYNC_BLOCK;
-		uint64_t b1 = ((x + 1) << base.shift) / RESYNC_BLOCK;
-
-		for (uint64_t b = b0; b < b1 && b < nblocks; b++)
-			p->resync[b / 64] |= 1ull << (b % 64);
-	}
-	p->resync_blocks = 0;
-	for (uint64_t w = 0; w < words; w++)
-		p->resync_blocks += (uint64_t)__builtin_popcountll(p->resync[w]);
-	return copy_start(p);
-}
-
-/* ---- network: guest -> held -> tap; tap -> guest at once ---- */
-
-static void tap_sink(void *opaque, const uint8_t *frame, size_t len)
+/* Where a guest frame goes now, on every NIC. */
+static enum rdb_out_gate dev_gate(void *opaque)
 {
 	struct rdb_primary *p = opaque;
 
-	rdb_nic_to_wire(&p->nic, frame, len);
-}
-
-/*
- * A frame from the guest.  Packets the guest module marked (a protected
- * socket's: see guest-kmod/include/uapi/remusdb.h) are counted and the
- * mark stripped here, before anything can leave the host.  In plain mode
- * every frame then waits for its epoch all the same; under commit
- * protection the flow buffer decides (flowbuf.h).
- */
-static void guest_frame(void *opaque, const uint8_t *frame, size_t len)
-{
-	static uint8_t copy[RDB_NET_MAX_FRAME];
-	struct rdb_primary *p = opaque;
-	uint8_t dscp = (uint8_t)p->vm->cfg.protect_dscp;
-	bool marked = false;
-
-	if (remusdb_frame_marked(frame, len, dscp) && len <= sizeof(copy)) {
-		memcpy(copy, frame, len);
-		remusdb_frame_strip(copy, len, dscp);
-		frame = copy;
-		marked = true;
-		p->vm->st.marked_frames++;
-	}
 	if (p->fenced)
-		return;		/* the other copy runs: nothing leaves here */
-	if (p->deciding || p->owner_held)	/* held whatever the mode: I6 */
-		rdb_netbuf_hold(&p->nb, p->open_epoch, frame, len);
-	else if (!p->colo_active || p->initial_open)
-		/* unprotected, or before the initial state's stop: whatever
-		 * it tells of is in every state the backup could run */
-		rdb_nic_to_wire(&p->nic, frame, len);
-	else if (p->cp)
-		rdb_flowbuf_from_guest(&p->fb, p->open_epoch, marked, frame, len,
-				       tap_sink, p);
-	else
-		rdb_netbuf_hold(&p->nb, p->open_epoch, frame, len);
+		return RDB_OUT_DROP;	/* the other copy runs */
+	if (p->deciding || p->owner_held)
+		return RDB_OUT_HOLD;	/* held whatever the mode: I6 */
+	if (!p->ck.active || p->initial_open)
+		return RDB_OUT_WIRE;
+	return p->ck.cp ? RDB_OUT_FLOW : RDB_OUT_EPOCH;
 }
 
-/* A frame from the network, on its way to the guest: the flow buffer
- * learns of flows the peer ends. */
-static bool wire_frame(void *opaque, const uint8_t *frame, size_t len)
+/* A frame from the network for the guest: kept for the host that takes
+ * the VM while it is stopped for a handover. */
+static bool dev_from_wire(void *opaque, unsigned nic, const uint8_t *frame,
+			  size_t len)
 {
-	struct rdb_primary *p = opaque;
-
-	if (rdb_pri_handover_input(p, frame, len))
-		return false;
-	if (p->cp && p->colo_active)
-		rdb_flowbuf_from_wire(&p->fb, frame, len);
-	return true;
+	(void)nic;
+	return !rdb_pri_handover_input(opaque, frame, len);
 }
 
-/* Everything held may go: the backup committed upto.  The flow
+/* Everything held may go: the backup committed upto.  Each NIC's flow
  * buffer's frames first: after a decision, what was held while it was
- * pending (in the netbuf, see guest_frame) came after them. */
+ * pending (in the epoch buffer) came after them. */
 void rdb_pri_release_output(struct rdb_primary *p, uint64_t upto)
 {
-	rdb_flowbuf_release(&p->fb, upto, tap_sink, p);
-	rdb_netbuf_release(&p->nb, upto, tap_sink, p);
+	for (unsigned i = 0; i < p->nnics; i++)
+		rdb_pri_nic_release(p->nics[i], upto, NULL, NULL);
 }
 
-static void flow_rec_collect(void *opaque, const struct rdb_flow_rec *r)
+uint64_t rdb_pri_discard_output(struct rdb_primary *p)
 {
-	struct rdb_buf *b = opaque;
+	uint64_t n = 0;
 
-	rdb_buf_append(b, r, sizeof(*r));
+	for (unsigned i = 0; i < p->nnics; i++)
+		n += rdb_pri_nic_discard(p->nics[i]);
+	return n;
 }
 
-/*
- * Epoch N's FLOWS, queued with N's other frames: the flows that changed
- * while N was open.  Called while the VM is stopped, after the frames
- * it sent before stopping were read.
- */
-static int put_flows(struct rdb_primary *p, uint64_t epoch)
+uint64_t rdb_pri_held_frames(const struct rdb_primary *p)
 {
-	struct rdb_buf recs;
-	size_t n, per = RDB_PROTO_MAX_PAYLOAD / RDB_FLOWREC_LEN - 1;
-	int rc = 0;
+	uint64_t n = 0;
 
-	rdb_buf_init(&recs);
-	n = rdb_flowbuf_take_changes(&p->fb, flow_rec_collect, &recs);
-	if (recs.len != n * sizeof(struct rdb_flow_rec)) {
-		rdb_buf_dispose(&recs);
-		return -ENOMEM;
-	}
-	for (size_t at = 0; rc == 0 && at < n; at += per) {
-		size_t k = n - at < per ? n - at : per;
-
-		rc = rdb_proto_put_flows(rdb_pri_epoch_out(p), epoch,
-					 (const struct rdb_flow_rec *)recs.data + at, k);
-		p->epoch_flow_recs++;
-		p->epoch_flow_bytes += 4 + k * RDB_FLOWREC_LEN;
-	}
-	rdb_buf_dispose(&recs);
-	return rc;
+	for (unsigned i = 0; i < p->nnics; i++)
+		n += rdb_pri_nic_held_frames(p->nics[i]);
+	return n;
 }
 
 /* ---- QEMU's migration socket ---- */
@@ -902,7 +511,7 @@ static void on_mig(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 
 		/* (An error or hangup is read at once: it is reported even
 		 * with no events asked for, and would spin the loop.) */
-		if (!p->in_pause && p->out.len > PEER_HIGH_WATER &&
+		if (!p->ck.in_pause && p->out.len > PEER_HIGH_WATER &&
 		    !(ev & RDB_EV_ERROR)) {
 			if (!p->throttle_logged)
 				LOGVM(INFO, p->vm->name, "checkpoint stream "
@@ -923,7 +532,7 @@ static void on_mig(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 			if (r < 0 && (errno == EAGAIN || errno == EINTR))
 				return;
 			if (r <= 0) {
-				if (p->colo_active)
+				if (p->ck.active)
 					rdb_pri_drop_protection(p, r == 0 ?
 						"QEMU closed the checkpoint stream" :
 						"checkpoint stream read error");
@@ -997,24 +606,6 @@ static void on_mig_accept(struct rdb_evloop *loop, int fd, unsigned ev,
 
 /* ---- the backup link ---- */
 
-/* Epoch N is on the backup: the disk server may retire activity-log
- * extents whose changes are all behind N's ring position. */
-static void disk_committed(struct rdb_primary *p, uint64_t epoch)
-{
-	const unsigned cap = sizeof(p->pos_epoch) / sizeof(p->pos_epoch[0]);
-	uint64_t pos = 0;
-	bool any = false;
-
-	while (p->pos_n && p->pos_epoch[p->pos_first] <= epoch) {
-		pos = p->pos_tail[p->pos_first];
-		any = true;
-		p->pos_first = (p->pos_first + 1) % cap;
-		p->pos_n--;
-	}
-	if (any)
-		rdb_disk_set_committed_pos(&p->disk, pos);
-}
-
 /*
  * The backup committed the resync: its disk is this protection's replica
  * now, and our restored lineage (the base) is spent.  The record says
@@ -1033,8 +624,10 @@ static void resync_committed(struct rdb_primary *p)
 	if (rdb_lineage_save(p->d->cfg.state_dir, p->vm->name, &l, err,
 			     sizeof(err)) < 0)
 		LOGVM(WARN, p->vm->name, "lineage record: %s", err);
-	p->base_gen = p->base_epoch = 0;
-	p->base_wmap[0] = 0;
+	for (unsigned i = 0; i < p->ndisks; i++) {
+		p->disks[i]->base_gen = p->disks[i]->base_epoch = 0;
+		p->disks[i]->base_wmap[0] = 0;
+	}
 }
 
 static void on_peer_msg(struct rdb_primary *p, const struct rdb_frame *f)
@@ -1056,14 +649,14 @@ static void on_peer_msg(struct rdb_primary *p, const struct rdb_frame *f)
 		vm->st.last_ack_ns = p->last_peer_rx_ns;
 		rdb_vm_epoch_acked(vm, f->epoch, p->last_peer_rx_ns);
 		rdb_pri_release_output(p, f->epoch);
-		disk_committed(p, f->epoch);
+		rdb_ckdevs_committed(&p->devs, f->epoch);
 		if (vm->state == RDB_VM_PROTECTING) {
 			uint64_t now = p->last_peer_rx_ns;
 
 			vm->st.initial_ns = now - vm->st.protect_start_ns;
 			if (vm->st.colo_start_ns)
 				vm->st.initial_mem_ns = now - vm->st.colo_start_ns;
-			if (p->base_gen)
+			if (p->ndisks && p->disks[0]->base_gen)
 				resync_committed(p);
 			rdb_vm_set_state(vm, RDB_VM_PROTECTED, "backup committed "
 					 "the initial state%s", vm->st.resynced ?
@@ -1074,8 +667,10 @@ static void on_peer_msg(struct rdb_primary *p, const struct rdb_frame *f)
 	case RDB_MSG_HEARTBEAT:
 		break;
 	case RDB_MSG_DISK_BASE: {
-		int rc = handle_disk_base(p, f);
+		int rc = rdb_ckdevs_peer_msg(&p->devs, "disk", f);
 
+		if (rc == 0)
+			rc = -EPROTO;	/* no disk waited for it */
 		if (rc < 0)
 			rdb_pri_drop_protection(p, rc == -EPROTO ?
 				"the backup's DISK_BASE does not answer our "
@@ -1155,7 +750,7 @@ static void on_peer(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 			return;
 		}
 	}
-	if ((ev & RDB_EV_WRITE) && !p->in_pause) {
+	if ((ev & RDB_EV_WRITE) && !p->ck.in_pause) {
 		rc = rdb_pri_peer_flush(p);
 		if (rc < 0) {
 			/* The backup may have said why before it hung up. */
@@ -1265,7 +860,7 @@ static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
 		timeout = INITIAL_SYNC_SILENCE_NS;
 	if (vm->wd_slot >= 0 && rdb_watchdog_tripped(p->d->wd, vm->wd_slot))
 		rdb_pri_drop_protection(p, "watchdog");
-	if (!p->colo_active)
+	if (!p->ck.active)
 		return (uint64_t)p->d->cfg.heartbeat_ms * RDB_NS_PER_MS;
 	/* Our own loop may have been busy (initial state): what the backup
 	 * sent meanwhile is still in the socket, and it is not silence. */
@@ -1286,11 +881,11 @@ static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
 	if (colo_never_started(p, now))
 		return 0;
 	rdb_pri_handover_tick(p, now);
-	if (!p->colo_active || ack_overdue(p, now))
+	if (!p->ck.active || ack_overdue(p, now))
 		return (uint64_t)p->d->cfg.heartbeat_ms * RDB_NS_PER_MS;
 	if (p->overrun_why[0]) {
 		rdb_pri_drop_protection(p, p->overrun_why);
-	} else if (p->in_pause && now - p->ckpt_start_ns >
+	} else if (p->ck.in_pause && now - p->ckpt_start_ns >
 		   PAUSE_OVERRUN_FACTOR * (uint64_t)vm->cfg.checkpoint_deadline_ms *
 		   RDB_NS_PER_MS) {
 		char why[160];
@@ -1318,11 +913,11 @@ static bool end_replication(struct rdb_primary *p)
 	uint64_t n;
 	int rc;
 
-	if (!p->has_disk || rdb_disk_set_replicated(&p->disk, false) == 0)
+	if (rdb_ckdevs_unreplicate(&p->devs) == 0)
 		return true;
 	rc = p->ctl ? p->hv->stop(p->ctl, rdb_now_ns() + RDB_NS_PER_S) :
 		      -ENOTCONN;
-	n = rdb_netbuf_clear(&p->nb) + rdb_flowbuf_clear(&p->fb);
+	n = rdb_pri_discard_output(p);
 	if (rc < 0)
 		LOGVM(ERROR, vm->name, "the disk image could not be synced and "
 		      "the guest could not be paused (%s): its writes since "
@@ -1349,7 +944,7 @@ static void drop(struct rdb_primary *p, const char *why, bool backup_stopped)
 	bool durable, decide;
 	int rc;
 
-	if (!p->colo_active)
+	if (!p->ck.active)
 		return;
 	/* Handing over: the guest is stopped, and may stay so. */
 	if (rdb_pri_handover_lost(p, why))
@@ -1359,17 +954,10 @@ static void drop(struct rdb_primary *p, const char *why, bool backup_stopped)
 		vm->st.watchdog_trips++;
 		why = "the watchdog dropped protection while remusdbd was stalled";
 	}
-	p->colo_active = false;
-	p->in_pause = false;
-	if (p->has_disk)
-		rdb_disk_set_recording(&p->disk, false);
+	p->ck.active = false;
+	p->ck.in_pause = false;
+	rdb_ckdevs_stop(&p->devs);
 	rdb_pri_stop_pool(p);
-	if (p->copying) {
-		p->copying = false;
-		if (p->copy_timer)
-			rdb_evloop_del_timer(p->d->loop, p->copy_timer);
-		p->copy_timer = 0;
-	}
 	if (vm->wd_slot >= 0) {
 		rdb_watchdog_disarm(p->d->wd, vm->wd_slot);
 		vm->wd_slot = -1;
@@ -1423,11 +1011,11 @@ void rdb_pri_drop_protection(struct rdb_primary *p, const char *why)
 static uint32_t offered_features(const struct rdb_primary *p)
 {
 	return (p->vm->cfg.compression ? CODEC_FEATURES : 0) |
-	       (p->vm->cfg.read_tracking && p->has_disk ? RDB_FEATURE_DISKREF : 0) |
+	       (p->vm->cfg.read_tracking && p->ndisks ? RDB_FEATURE_DISKREF : 0) |
 	       (p->vm->cfg.verify_pages ? RDB_FEATURE_VERIFY : 0) |
-	       (p->has_disk ? RDB_FEATURE_RESYNC : 0) |
+	       (p->ndisks ? RDB_FEATURE_RESYNC : 0) |
 	       RDB_FEATURE_HANDOVER |
-	       (p->cp ? RDB_FEATURE_FLOWS : 0);
+	       (p->ck.cp ? RDB_FEATURE_FLOWS : 0);
 }
 
 /*
@@ -1703,7 +1291,7 @@ static void colo_started(struct rdb_primary *p, struct colo_job *j)
 	if (j->rc < 0) {
 		snprintf(why, sizeof(why), "starting checkpoints: %s",
 			 j->err[0] ? j->err : strerror(-j->rc));
-		if (p->has_disk)
+		if (p->ndisks)
 			rdb_pri_drop_protection(p, why);
 		else
 			rdb_pri_protect_failed(p, why);
@@ -1832,25 +1420,20 @@ bool rdb_pri_protection_cleanup(struct rdb_primary *p)
 	rdb_pri_guest_control_stop(p);
 	connect_cancel(p);
 	colo_cancel(p);
-	if (p->fenced) {
-		rdb_netbuf_clear(&p->nb);
-		rdb_flowbuf_clear(&p->fb);
-	}
+	if (p->fenced)
+		rdb_pri_discard_output(p);
 
-	p->colo_active = false;
-	p->copying = false;
-	p->in_pause = false;
-	if (p->has_disk)
-		rdb_disk_set_recording(&p->disk, false);
+	p->ck.active = false;
+	p->ck.in_pause = false;
+	p->devs_pending = 0;
+	rdb_ckdevs_stop(&p->devs);
 	if (vm->wd_slot >= 0) {
 		rdb_watchdog_disarm(p->d->wd, vm->wd_slot);
 		vm->wd_slot = -1;
 	}
 	if (p->hb_timer)
 		rdb_evloop_del_timer(loop, p->hb_timer);
-	if (p->copy_timer)
-		rdb_evloop_del_timer(loop, p->copy_timer);
-	p->hb_timer = p->copy_timer = 0;
+	p->hb_timer = 0;
 	durable = end_replication(p);
 	if (durable && !p->owner_held)
 		rdb_pri_release_output(p, UINT64_MAX);
@@ -1871,20 +1454,13 @@ bool rdb_pri_protection_cleanup(struct rdb_primary *p)
 	p->nruns = 0;
 	rdb_proto_decoder_dispose(&p->dec);
 	rdb_proto_decoder_init(&p->dec);
-	free(p->copy_buf);
-	p->copy_buf = NULL;
-	free(p->resync);
-	p->resync = NULL;
-	p->awaiting_base = false;
-	p->pos_n = 0;
+	rdb_ckdevs_reset(&p->devs);
 	rdb_pri_stop_pool(p);
 	rdb_buf_reset(&p->enc_batch);
-	p->features = 0;
+	p->ck.features = 0;
 	p->epoch_pages = p->epoch_bytes = 0;
-	p->epoch_disk_recs = p->epoch_disk_bytes = 0;
-	p->epoch_flow_recs = p->epoch_flow_bytes = 0;
-	p->open_epoch = 0;
-	p->disk.read_epoch = 0;
+	p->ck.epoch_recs = p->ck.epoch_bytes = 0;
+	p->ck.open_epoch = 0;
 	p->protect_started = false;
 	return durable;
 }
@@ -1900,9 +1476,17 @@ static struct rdb_primary *primary_alloc(struct rdb_daemon *d, struct rdb_vm *vm
 	p->vm = vm;
 	p->d = d;
 	p->mig_listen_fd = p->mig_fd = -1;
-	p->nb_sink = tap_sink;
-	rdb_nic_init(&p->nic);
-	rdb_disk_init(&p->disk);
+	p->dev_host = (struct rdb_ckdev_host){
+		.opaque = p,
+		.epoch_out = dev_epoch_out,
+		.link_out = dev_link_out,
+		.queued = dev_queued,
+		.want_write = dev_want_write,
+		.fail = dev_fail,
+		.ready = dev_ready,
+		.gate = dev_gate,
+		.from_wire = dev_from_wire,
+	};
 	p->peer_fd = -1;
 	rdb_buf_init(&p->out);
 	rdb_buf_init(&p->batch);
@@ -1919,41 +1503,75 @@ static struct rdb_primary *primary_alloc(struct rdb_daemon *d, struct rdb_vm *vm
 	return p;
 }
 
+/* The device table in the pipeline's order: disks, then NICs (an
+ * epoch's close drains the disks QEMU drained, then reads the NICs). */
+static void order_devices(struct rdb_primary *p)
+{
+	p->devs.n = 0;
+	for (unsigned i = 0; i < p->ndisks; i++)
+		rdb_ckdevs_add(&p->devs, &p->disks[i]->dev);
+	for (unsigned i = 0; i < p->nnics; i++)
+		rdb_ckdevs_add(&p->devs, &p->nics[i]->dev);
+}
+
+/* A new NIC device, nothing open yet. */
+static int add_nic(struct rdb_primary *p, struct rdb_pri_nic **out)
+{
+	int rc;
+
+	if (p->ndisks + p->nnics == RDB_CKDEV_MAX)
+		return -ENOSPC;
+	rc = rdb_pri_nic_new(out, p->nnics, p->vm->name,
+			     (uint8_t)p->vm->cfg.protect_dscp, &p->ck,
+			     &p->dev_host, &p->vm->st);
+	if (rc < 0)
+		return rc;
+	p->nics[p->nnics++] = *out;
+	order_devices(p);
+	return 0;
+}
+
 /* Serves the VM's disk (cfg.disk), with its activity log in the state
- * directory and, for a restored VM, its written map (wmap, or NULL). */
-static int open_disk(struct rdb_primary *p, const char *wmap, char *err,
+ * directory and, for a restored VM, its written map (wmap, or NULL).
+ * base_gen, base_epoch: what the VM was restored from (0: not). */
+static int open_disk(struct rdb_primary *p, const char *wmap,
+		     uint64_t base_gen, uint64_t base_epoch, char *err,
 		     size_t errlen)
 {
 	struct rdb_vm *vm = p->vm;
-	char dir[400];
+	struct rdb_pri_disk *k;
+	char dir[400], al[512];
+	int rc;
 
-	p->has_disk = true;
+	if (p->ndisks + p->nnics == RDB_CKDEV_MAX)
+		return -ENOSPC;
 	snprintf(dir, sizeof(dir), "%s/%s", p->d->cfg.state_dir, vm->name);
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
 		snprintf(err, errlen, "%s: %s", dir, strerror(errno));
 		return -errno;
 	}
-	snprintf(p->actlog_path, sizeof(p->actlog_path), "%s/disk.al", dir);
-	{
-		struct rdb_disk_logs logs = {
-			.activity_log = p->actlog_path,
-			.activity_log_max = vm->cfg.activity_log_extents,
-			.written_map = wmap,
-		};
-
-		int rc = rdb_disk_open(&p->disk, p->d->loop, vm->name,
-				       vm->cfg.disk, vm->cfg.disk_socket,
-				       (uint64_t)vm->cfg.disk_ring_mb << 20,
-				       (uint64_t)vm->cfg.checkpoint_deadline_ms *
-				       RDB_NS_PER_MS, &logs, disk_changed,
-				       disk_lost, p, err, errlen);
-
-		if (rc == 0 && (rc = rdb_daemon_share_with_qemu(p->d,
-				vm->cfg.disk_socket, -1)) < 0)
-			snprintf(err, errlen, "%s for qemu_group: %s",
-				 vm->cfg.disk_socket, strerror(-rc));
+	rc = rdb_pri_disk_new(&k, p->ndisks, vm->name, p->d->loop, &p->ck,
+			      &p->dev_host, &vm->st);
+	if (rc < 0)
 		return rc;
+	p->disks[p->ndisks++] = k;
+	order_devices(p);
+	if (wmap) {
+		k->base_gen = base_gen;
+		k->base_epoch = base_epoch;
+		snprintf(k->base_wmap, sizeof(k->base_wmap), "%s", wmap);
 	}
+	snprintf(al, sizeof(al), "%s/disk.al", dir);
+	rc = rdb_pri_disk_open(k, vm->cfg.disk, vm->cfg.disk_socket, al,
+			       vm->cfg.activity_log_extents, wmap,
+			       (uint64_t)vm->cfg.disk_ring_mb << 20,
+			       (uint64_t)vm->cfg.checkpoint_deadline_ms *
+			       RDB_NS_PER_MS, err, errlen);
+	if (rc == 0 && (rc = rdb_daemon_share_with_qemu(p->d,
+			vm->cfg.disk_socket, -1)) < 0)
+		snprintf(err, errlen, "%s for qemu_group: %s",
+			 vm->cfg.disk_socket, strerror(-rc));
+	return rc;
 }
 
 /* A hypervisor whose NIC does not connect by itself (hv.h nic_attach):
@@ -1979,6 +1597,7 @@ static int attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 		  struct rdb_vm **vm_out)
 {
 	struct rdb_primary *p;
+	struct rdb_pri_nic *n;
 	struct rdb_vm *vm;
 	int rc;
 
@@ -1989,6 +1608,8 @@ static int attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 	}
 	vm = rdb_vm_new(d, cfg->name, RDB_ROLE_PRIMARY);
 	p = vm ? primary_alloc(d, vm) : NULL;
+	if (vm)
+		vm->teardown = rdb_primary_teardown;
 	if (!vm || !p) {
 		rdb_vm_free(vm);
 		snprintf(err, errlen, "out of memory");
@@ -1998,14 +1619,10 @@ static int attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 	vm->cfg = *cfg;
 	memset(cfg, 0, sizeof(*cfg));
 	p->hv = rdb_vm_hv(vm);
-	rc = rdb_netbuf_init(&p->nb, 0);
+	rc = add_nic(p, &n);
 	if (rc == 0)
-		rc = rdb_flowbuf_init(&p->fb, 0, 0);
-	if (rc == 0)
-		rc = rdb_nic_open(&p->nic, d->loop, vm->name, vm->cfg.net_socket,
-				  vm->cfg.tap, guest_frame, p, err, errlen);
-	if (rc == 0)
-		rdb_nic_set_wire_filter(&p->nic, wire_frame);
+		rc = rdb_pri_nic_open(n, d->loop, vm->cfg.net_socket, vm->cfg.tap,
+				      err, errlen);
 	if (rc == 0 && (rc = rdb_daemon_share_with_qemu(d, vm->cfg.net_socket,
 							 -1)) < 0)
 		snprintf(err, errlen, "%s for qemu_group: %s",
@@ -2021,7 +1638,7 @@ static int attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 		}
 	}
 	if (rc == 0 && vm->cfg.disk && vm->cfg.disk[0])
-		rc = open_disk(p, NULL, err, errlen);
+		rc = open_disk(p, NULL, 0, 0, err, errlen);
 	if (rc < 0) {
 		if (!err[0])
 			snprintf(err, errlen, "%s", strerror(-rc));
@@ -2042,11 +1659,11 @@ int rdb_primary_attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 
 	if (rc < 0)
 		return rc;
-	if (vm->pri->has_disk)
+	if (vm->pri->ndisks)
 		rdb_vm_set_state(vm, RDB_VM_UNPROTECTED, "attached: disk %s "
 				 "(%llu MiB) served on %s, not protected yet",
 				 vm->cfg.disk,
-				 (unsigned long long)(vm->pri->disk.size >> 20),
+				 (unsigned long long)(vm->pri->disks[0]->disk.size >> 20),
 				 vm->cfg.disk_socket);
 	else
 		rdb_vm_set_state(vm, RDB_VM_UNPROTECTED, "attached: no disk, "
@@ -2057,40 +1674,13 @@ int rdb_primary_attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 }
 
 /*
- * The activity log's generation for a new protection: above every one the
- * log was armed for or gave up on (its header keeps them: actlog.h), and
- * above the wall clock's nanoseconds, so that a log that was lost or
- * damaged still gets a fresh one.  A clock set back below a damaged
- * log's past fails safe: the log refuses it and a resync copies all.
- */
-static uint64_t next_log_gen(struct rdb_primary *p)
-{
-	struct rdb_actlog_view v;
-	struct timespec ts;
-	uint64_t gen = 1;
-	char err[300];
-
-	if (clock_gettime(CLOCK_REALTIME, &ts) == 0)
-		gen = (uint64_t)ts.tv_sec * RDB_NS_PER_S + (uint64_t)ts.tv_nsec;
-	if (rdb_actlog_read(p->actlog_path, p->disk.size, &v, err,
-			    sizeof(err)) == 0) {
-		if (v.generation >= gen)
-			gen = v.generation + 1;
-		if (v.dead_gen >= gen)
-			gen = v.dead_gen + 1;
-		rdb_actlog_view_dispose(&v);
-	}
-	return gen;
-}
-
-/*
  * This host's image is the primary's of the new protection, its activity
  * log about to be armed for it (lineage.h): after a power pull here the
  * backup can protect the VM back to this image and resync only what the
  * log names.  A restored VM keeps its base until the resync commits.
  * Failing costs only that: a later resync copies the whole disk.
  */
-static void record_primary(struct rdb_primary *p)
+static void record_primary(struct rdb_primary *p, const struct rdb_pri_disk *k)
 {
 	struct rdb_vm *vm = p->vm;
 	struct rdb_lineage l = { 0 };
@@ -2098,17 +1688,17 @@ static void record_primary(struct rdb_primary *p)
 
 	l.role = RDB_LINEAGE_PRIMARY;
 	l.generation = p->generation;
-	l.log_gen = p->log_gen;
+	l.log_gen = k->log_gen;
 	snprintf(l.disk, sizeof(l.disk), "%s", vm->cfg.disk);
-	snprintf(l.actlog, sizeof(l.actlog), "%.255s", p->actlog_path);
+	snprintf(l.actlog, sizeof(l.actlog), "%.255s", k->actlog_path);
 	snprintf(l.peer, sizeof(l.peer), "%s", vm->cfg.peer ? vm->cfg.peer : "");
-	if (p->base_gen) {
+	if (k->base_gen) {
 		l.has_base = true;
-		l.base_generation = p->base_gen;
-		l.base_epoch = p->base_epoch;
-		snprintf(l.base_wmap, sizeof(l.base_wmap), "%.255s", p->base_wmap);
+		l.base_generation = k->base_gen;
+		l.base_epoch = k->base_epoch;
+		snprintf(l.base_wmap, sizeof(l.base_wmap), "%.255s", k->base_wmap);
 	}
-	if (!p->actlog_path[0] ||
+	if (!k->actlog_path[0] ||
 	    rdb_lineage_save(p->d->cfg.state_dir, vm->name, &l, err,
 			     sizeof(err)) < 0)
 		LOGVM(WARN, vm->name, "no lineage record (%s): after a failover "
@@ -2122,14 +1712,16 @@ static int start_protection(struct rdb_primary *p, char *err, size_t errlen)
 	int rc;
 
 	p->protect_started = true;
-	p->cp = rdb_vm_config_commit_protection(&vm->cfg);
-	if (p->has_disk) {
-		p->log_gen = next_log_gen(p);
-		record_primary(p);
-	}
-	/* Flows learned in an earlier protection are stale (nothing held:
-	 * that protection's end released it). */
-	rdb_flowbuf_forget_flows(&p->fb);
+	p->ck.cp = rdb_vm_config_commit_protection(&vm->cfg);
+	for (unsigned i = 0; i < p->nnics; i++)
+		p->nics[i]->dscp = (uint8_t)vm->cfg.protect_dscp;
+	/* The activity log is armed for this protection's generation
+	 * before the first change is recorded (actlog.h); the lineage
+	 * record names the VM's first disk (lineage.h). */
+	for (unsigned i = 0; i < p->ndisks; i++)
+		p->disks[i]->log_gen = rdb_pri_disk_next_log_gen(p->disks[i]);
+	if (p->ndisks)
+		record_primary(p, p->disks[0]);
 	/* Late checkpoints of an earlier protection are not this one's. */
 	memset(p->overrun_ns, 0, sizeof(p->overrun_ns));
 	p->overrun_why[0] = 0;
@@ -2161,8 +1753,8 @@ static int link_up(struct rdb_primary *p, struct connect_job *j, char *err,
 	rdb_proto_decoder_dispose(&p->dec);
 	p->dec = j->dec;
 	rdb_proto_decoder_init(&j->dec);
-	p->features = j->features;
-	if (p->cp && !(p->features & RDB_FEATURE_FLOWS))
+	p->ck.features = j->features;
+	if (p->ck.cp && !(p->ck.features & RDB_FEATURE_FLOWS))
 		LOGVM(WARN, vm->name, "backup %s does not take flow records: after "
 		      "a failover it cannot reset TCP flows the primary's "
 		      "unprotected output made inconsistent", vm->cfg.peer);
@@ -2176,34 +1768,23 @@ static int link_up(struct rdb_primary *p, struct connect_job *j, char *err,
 					  on_heartbeat, p, &p->hb_timer);
 	if (rc < 0)
 		return rc;
-	p->colo_active = true;
+	p->ck.active = true;
 	p->initial_open = true;
-	if (!p->has_disk)
-		return start_colo(p, err, errlen);
-	/* Every change from here on reaches the backup, after the copy's
-	 * chunk of its range or in it.  Output leaves and the guest's
-	 * flushes are synced here until the guest stops for the initial
-	 * state (on_epoch_end); from then on the backup's replica carries
-	 * them (disk.h) and output waits for the backup's acknowledgement. */
-	/* The activity log is armed for this protection before the first
-	 * change is recorded (actlog.h). */
-	rdb_disk_set_log_generation(&p->disk, p->log_gen);
-	rdb_disk_set_recording(&p->disk, true);
-	if (p->features & RDB_FEATURE_RESYNC) {
-		/* the copy waits for the backup's DISK_BASE */
-		p->awaiting_base = true;
-		if (p->base_gen)
-			LOGVM(INFO, vm->name, "offering the backup a resync: this "
-			      "VM was restored from epoch %llu of protection "
-			      "%016llx", (unsigned long long)p->base_epoch,
-			      (unsigned long long)p->base_gen);
-		return rdb_proto_put_disk_setup_base(&p->out, p->disk.size,
-						     p->base_gen, p->base_epoch);
-	}
-	rc = rdb_proto_put_disk_setup(&p->out, p->disk.size);
+	/* Every device records from here on: a disk's changes reach the
+	 * backup after its copy's chunk of their range, or in it.  Output
+	 * leaves and the guest's flushes are synced here until the guest
+	 * stops for the initial state (on_epoch_end); from then on the
+	 * backup's replica carries them (disk.h) and output waits for the
+	 * backup's acknowledgement.  Checkpoints start once every device's
+	 * initial work (a disk's copy) is queued: dev_ready. */
+	vm->st.resync_bytes = vm->st.resync_blocks = 0;
+	rc = rdb_ckdevs_start(&p->devs, err, errlen);
 	if (rc < 0)
 		return rc;
-	return copy_start(p);
+	p->devs_pending = (unsigned)rc;
+	if (rc == 0)
+		return start_colo(p, err, errlen);
+	return 0;
 }
 
 static void log_protecting(struct rdb_primary *p);
@@ -2229,9 +1810,9 @@ static void log_protecting(struct rdb_primary *p)
 	      "%u ms, deadline %u ms%s, on_peer_loss = %s, generation %016llx",
 	      vm->cfg.peer, vm->cfg.mode, vm->cfg.checkpoint_ms,
 	      vm->cfg.checkpoint_deadline_ms,
-	      p->has_disk ? ", disk replicated" : "",
+	      p->ndisks ? ", disk replicated" : "",
 	      rdb_peer_loss_name(vm->peer_loss), (unsigned long long)p->generation);
-	if (p->cp && !vm->cfg.event_port)
+	if (p->ck.cp && !vm->cfg.event_port)
 		LOGVM(WARN, vm->name, "commit-protection without event_port: after "
 		      "a failover the guest's DBMS cannot learn it and abort "
 		      "the transactions that had not asked to commit");
@@ -2305,7 +1886,7 @@ int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 		if (rc < 0)
 			return rc;
 	}
-	if (vm && (vm->pri->colo_active || vm->pri->registering ||
+	if (vm && (vm->pri->ck.active || vm->pri->registering ||
 		   (vm->state != RDB_VM_UNPROTECTED && vm->state != RDB_VM_DEGRADED))) {
 		const char *now = vm->cfg.mode ? vm->cfg.mode : "plain";
 		const char *want = cfg->mode ? cfg->mode : "plain";
@@ -2483,28 +2064,17 @@ static int survivor_config(struct rdb_daemon *d, struct rdb_vm *vm,
 	return rdb_vm_config_check(cfg, err, errlen);
 }
 
-int rdb_primary_reprotect(struct rdb_daemon *d, const char *name, json_t *set,
-			  char *err, size_t errlen)
+int rdb_primary_restored_begin(struct rdb_daemon *d, struct rdb_vm *vm,
+			       json_t *set, struct rdb_nic **nic,
+			       rdb_frame_cb *from_guest, void **opaque,
+			       char *err, size_t errlen)
 {
-	struct rdb_vm *vm = rdb_vm_find(d, name);
 	enum rdb_peer_loss peer_loss;
 	struct rdb_vm_config cfg;
-	struct rdb_handover h;
 	struct rdb_primary *p;
-	char disk[512] = "";
+	struct rdb_pri_nic *n = NULL;
 	int rc;
 
-	if (!vm) {
-		snprintf(err, errlen, "no VM named %s here", name);
-		return -ENOENT;
-	}
-	if (vm->role != RDB_ROLE_BACKUP || vm->state != RDB_VM_FAILED_OVER) {
-		snprintf(err, errlen, "VM %s is %s here as %s: by name, only a VM "
-			 "that failed over to this host is protected (otherwise: "
-			 "remusdbctl protect VMFILE)", name,
-			 rdb_vm_state_name(vm->state), rdb_vm_role_name(vm->role));
-		return -EINVAL;
-	}
 	rc = survivor_config(d, vm, set, &cfg, err, errlen);
 	if (rc == 0) {
 		struct rdb_vm_config t = { .name = cfg.name,
@@ -2518,45 +2088,61 @@ int rdb_primary_reprotect(struct rdb_daemon *d, const char *name, json_t *set,
 		return rc;
 	}
 	p = primary_alloc(d, vm);
-	rc = p ? rdb_netbuf_init(&p->nb, 0) : -ENOMEM;
-	if (rc == 0)
-		rc = rdb_flowbuf_init(&p->fb, 0, 0);
-	if (rc == 0)
-		rc = rdb_backup_hand_over(vm, &p->nic, guest_frame, p, &h, err,
-					  errlen);
+	rc = p ? add_nic(p, &n) : -ENOMEM;
 	if (rc < 0) {
-		/* nothing of the restored VM was touched */
-		if (p) {
-			rdb_netbuf_dispose(&p->nb);
-			rdb_flowbuf_dispose(&p->fb);
-			free(p);
-		}
-		vm->pri = NULL;
+		rdb_primary_restored_abort(vm);
 		rdb_config_dispose(&rdb_vm_config_table, &cfg);
-		if (!err[0])
-			snprintf(err, errlen, "out of memory");
+		snprintf(err, errlen, "out of memory");
 		return rc;
 	}
-	rdb_nic_set_wire_filter(&p->nic, wire_frame);
+	p->adopt_cfg = cfg;
+	p->adopt_peer_loss = peer_loss;
+	*nic = &n->nic;
+	*from_guest = rdb_pri_nic_from_guest;
+	*opaque = n;
+	return 0;
+}
+
+void rdb_primary_restored_abort(struct rdb_vm *vm)
+{
+	struct rdb_primary *p = vm->pri;
+
+	if (!p)
+		return;
+	rdb_ckdevs_close(&p->devs);
+	rdb_config_dispose(&rdb_vm_config_table, &p->adopt_cfg);
+	rdb_proto_decoder_dispose(&p->dec);
+	free(p);
+	vm->pri = NULL;
+}
+
+int rdb_primary_restored_adopt(struct rdb_vm *vm, const struct rdb_handover *h,
+			       char *err, size_t errlen)
+{
+	struct rdb_primary *p = vm->pri;
+	struct rdb_daemon *d = p->d;
+	struct rdb_vm_config cfg = p->adopt_cfg;
+	struct rdb_pri_nic *n = p->nics[0];
+	char disk[512] = "";
+	int rc = 0;
+
+	memset(&p->adopt_cfg, 0, sizeof(p->adopt_cfg));
+	rdb_pri_nic_adopted(n);
 	vm->role = RDB_ROLE_PRIMARY;
-	p->restored_qemu = h.qemu;
-	p->event_fd = h.event_fd;
-	if (h.has_disk) {
-		snprintf(disk, sizeof(disk), "%s", h.disk_path);
+	vm->teardown = rdb_primary_teardown;
+	p->restored_qemu = h->qemu;
+	p->event_fd = h->event_fd;
+	if (h->has_disk) {
+		snprintf(disk, sizeof(disk), "%s", h->disk_path);
 		rc = rdb_config_set(&rdb_vm_config_table, &cfg, "disk", disk, err,
 				    errlen);
 	}
 	rdb_config_dispose(&rdb_vm_config_table, &vm->cfg);
 	vm->cfg = cfg;
-	if (rc == 0 && h.has_disk) {
-		if (h.wmap_path[0]) {
-			p->base_gen = h.generation;
-			p->base_epoch = h.epoch;
-			snprintf(p->base_wmap, sizeof(p->base_wmap), "%s",
-				 h.wmap_path);
-		}
-		rc = open_disk(p, h.wmap_path[0] ? h.wmap_path : NULL, err, errlen);
-	}
+	n->dscp = (uint8_t)vm->cfg.protect_dscp;
+	if (rc == 0 && h->has_disk)
+		rc = open_disk(p, h->wmap_path[0] ? h->wmap_path : NULL,
+			       h->generation, h->epoch, err, errlen);
 	if (rc < 0) {
 		LOGVM(ERROR, vm->name, "the restored VM's disk %s could not be "
 		      "served by its new disk server: %s", disk, err);
@@ -2567,8 +2153,8 @@ int rdb_primary_reprotect(struct rdb_daemon *d, const char *name, json_t *set,
 	}
 	LOGVM(INFO, vm->name, "the VM restored here (epoch %llu of protection "
 	      "%016llx) is this host's primary now: disk %s, QEMU pid %d",
-	      (unsigned long long)h.epoch, (unsigned long long)h.generation,
-	      disk[0] ? disk : "(none)", (int)h.qemu.pid);
+	      (unsigned long long)h->epoch, (unsigned long long)h->generation,
+	      disk[0] ? disk : "(none)", (int)h->qemu.pid);
 	{
 		/* the VM file as this host serves it, for the operator's
 		 * later protect (after an unprotect) or attach */
@@ -2584,7 +2170,7 @@ int rdb_primary_reprotect(struct rdb_daemon *d, const char *name, json_t *set,
 	}
 	rdb_vm_set_state(vm, RDB_VM_PROTECTING, "operator protect: the VM "
 			 "restored here, to backup %s", vm->cfg.peer);
-	return begin_protection(vm, peer_loss, true, err, errlen);
+	return begin_protection(vm, p->adopt_peer_loss, true, err, errlen);
 }
 
 void rdb_pri_protect_failed(struct rdb_primary *p, const char *err)
@@ -2706,7 +2292,7 @@ int rdb_primary_unprotect(struct rdb_vm *vm, bool force, char *msg,
 		rdb_vm_set_state(vm, RDB_VM_UNPROTECTED, "operator unprotect");
 		return 0;
 	}
-	if (p->colo_active) {
+	if (p->ck.active) {
 		if (p->peer_fd >= 0) {
 			rdb_proto_put_unprotect(&p->out, vm->name);
 			rdb_buf_write_all_fd(&p->out, p->peer_fd,
@@ -2742,7 +2328,7 @@ int rdb_primary_detach(struct rdb_vm *vm, bool force, char *msg,
 	case RDB_VM_FENCED:
 	case RDB_VM_FAILED:
 	case RDB_VM_MIGRATED:
-		if (!p->registering && !p->colo_active && !p->deciding &&
+		if (!p->registering && !p->ck.active && !p->deciding &&
 		    !p->ho_preparing && !p->ho_sent)
 			break;
 		/* fall through */
@@ -2751,13 +2337,12 @@ int rdb_primary_detach(struct rdb_vm *vm, bool force, char *msg,
 			 vm->name, rdb_vm_state_name(vm->state), vm->name);
 		return -EBUSY;
 	}
-	qemu_on = (p->has_disk && rdb_disk_connected(&p->disk)) ||
-		  rdb_nic_connected(&p->nic);
+	qemu_on = rdb_ckdevs_in_use(&p->devs);
 	if (qemu_on && !force) {
 		snprintf(msg, msglen, "%s's QEMU still uses the %s remusdbd serves: "
 			 "shut the VM down first (virsh shutdown %s), or --force "
 			 "(its disk and network then fail under it)", vm->name,
-			 p->has_disk ? "disk and NIC" : "NIC", vm->name);
+			 p->ndisks ? "disk and NIC" : "NIC", vm->name);
 		return -EBUSY;
 	}
 	snprintf(name, sizeof(name), "%s", vm->name);
@@ -2780,17 +2365,15 @@ void rdb_primary_teardown(struct rdb_vm *vm)
 	if (!p)
 		return;
 	/* Leaving while COLO runs would leave QEMU waiting for us. */
-	if (p->colo_active)
+	if (p->ck.active)
 		rdb_pri_drop_protection(p, "remusdbd is shutting down");
 	rdb_pri_protection_cleanup(p);
 	rdb_pri_capture_stop(p, "VM torn down");
-	rdb_nic_close(&p->nic);
-	rdb_disk_close(&p->disk);
+	rdb_ckdevs_close(&p->devs);
+	p->ndisks = p->nnics = 0;
 	if (p->event_fd >= 0)
 		close(p->event_fd);
 	/* a restored QEMU outlives us, as it outlived the backup role */
-	rdb_netbuf_dispose(&p->nb);
-	rdb_flowbuf_dispose(&p->fb);
 	rdb_proto_decoder_dispose(&p->dec);
 	rdb_buf_dispose(&p->out);
 	rdb_buf_dispose(&p->batch);
@@ -2815,7 +2398,7 @@ int rdb_primary_inject(struct rdb_vm *vm, const char *fault)
 		return 0;
 	}
 	if (strcmp(fault, "stop-in-disk-pause") == 0) {
-		vm->pri->fault_stop_in_disk_pause = true;
+		vm->pri->ck.fault_stop_in_disk_pause = true;
 		return 0;
 	}
 	if (strcmp(fault, "stop-in-initial-state") == 0) {

@@ -23,7 +23,11 @@
 
 #include "prom.h"
 
+#include "netstream.h"
+
 struct rdb_daemon;
+struct rdb_handover;
+struct rdb_nic;
 struct rdb_vm;
 struct rdb_vm_config;
 
@@ -42,16 +46,20 @@ struct rdb_vm_config;
 int rdb_primary_attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 		       char *err, size_t errlen);
 /*
- * remusdbctl protect NAME KEY=VALUE...: a VM that failed over to this
- * host is protected again, to peer (required).  Its VM file is the old
- * primary's with this host's sockets, disk and tap (set may change the
- * operator's options: peer, mode, checkpoint_ms, ...).  The restored
- * QEMU runs on throughout: its NIC and disk pass to this role.  When the
- * new backup holds the old primary's image, only what may differ is
- * copied (docs/resync.md).
+ * A VM restored here becomes this host's primary (role.c,
+ * rdb_role_reprotect).  begin: the request checked (set: the operator's
+ * options), the primary made with an empty NIC the backup's moves into
+ * (*nic, with *from_guest and *opaque as its new callbacks); abort: that
+ * undone; adopt: what the backup handed over is served here (the NIC,
+ * the disk, the restored QEMU), and protection begins.
  */
-int rdb_primary_reprotect(struct rdb_daemon *d, const char *name,
-			  json_t *set, char *err, size_t errlen);
+int rdb_primary_restored_begin(struct rdb_daemon *d, struct rdb_vm *vm,
+			       json_t *set, struct rdb_nic **nic,
+			       rdb_frame_cb *from_guest, void **opaque,
+			       char *err, size_t errlen);
+void rdb_primary_restored_abort(struct rdb_vm *vm);
+int rdb_primary_restored_adopt(struct rdb_vm *vm, const struct rdb_handover *h,
+			       char *err, size_t errlen);
 int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 			char *err, size_t errlen);
 /* Operator unprotect: COLO stops cleanly, held output is released. */

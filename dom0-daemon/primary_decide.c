@@ -147,7 +147,7 @@ static void decide_end(struct rdb_primary *p)
 void rdb_pri_decided_run(struct rdb_primary *p, const char *how)
 {
 	struct rdb_vm *vm = p->vm;
-	uint64_t held = rdb_netbuf_frames(&p->nb) + p->fb.frames;
+	uint64_t held = rdb_pri_held_frames(p);
 	int rc;
 
 	if (!p->deciding)
@@ -182,7 +182,7 @@ static void decided_stop(struct rdb_primary *p, const char *holder)
 	vm->st.decisions_lost++;
 	p->fenced = true;
 	rc = guest_want(p, true);
-	n = rdb_netbuf_clear(&p->nb) + rdb_flowbuf_clear(&p->fb);
+	n = rdb_pri_discard_output(p);
 	if (rc < 0)
 		LOGVM(ERROR, vm->name, "stopping the guest after the lost "
 		      "decision: %s; its output is dropped here all the same",
@@ -264,7 +264,7 @@ static uint64_t on_decide_tick(struct rdb_evloop *loop, uint64_t id,
 			LOGVM(WARN, vm->name, "no decision within hold_bound_ms = %u: "
 			      "guest paused, %" PRIu64 " frames held (%s)",
 			      vm->cfg.hold_bound_ms,
-			      rdb_netbuf_frames(&p->nb) + p->fb.frames,
+			      rdb_pri_held_frames(p),
 			      vm->peer_loss == RDB_PEER_LOSS_MANUAL ?
 			      "on_peer_loss = manual: the operator decides" :
 			      "waiting for the witness");
@@ -312,8 +312,7 @@ void rdb_pri_decide_cancel(struct rdb_primary *p)
 {
 	if (p->deciding) {
 		decide_end(p);
-		rdb_netbuf_clear(&p->nb);
-		rdb_flowbuf_clear(&p->fb);
+		rdb_pri_discard_output(p);
 	}
 }
 
@@ -345,7 +344,8 @@ static void owner_release(struct rdb_primary *p, const char *why)
 	p->owner_held = false;
 	LOGVM(INFO, p->vm->name, "its held output leaves (%s): %s", p->owner_reason,
 	      why);
-	rdb_netbuf_release(&p->nb, UINT64_MAX, p->nb_sink, p);
+	for (unsigned i = 0; i < p->nnics; i++)
+		rdb_pri_nic_release_held(p->nics[i], NULL, NULL);
 }
 
 /* Another host owns the VM: this copy must emit nothing more. */
@@ -356,7 +356,9 @@ static void owner_fence(struct rdb_primary *p, const char *why)
 
 	rdb_pri_owner_check_pause(p);
 	p->owner_held = false;
-	n = rdb_netbuf_clear(&p->nb);
+	n = 0;
+	for (unsigned i = 0; i < p->nnics; i++)
+		n += rdb_pri_nic_discard_held(p->nics[i]);
 	p->fenced = true;
 	/* the witness's answer decided it: a decision, lost */
 	vm->st.decisions++;

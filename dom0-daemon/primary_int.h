@@ -26,6 +26,7 @@
 #include "remusdb.h"
 #include "hv.h"
 #include "primary.h"
+#include "primary_dev.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -39,14 +40,12 @@
 #define PAGES_BATCH_PAGES 4096u
 _Static_assert(PAGES_BATCH_PAGES <= RDB_PROTO_MAX_FRAME_PAGES,
 	       "a PAGES frame the backup would refuse");
-/* Bytes queued for the backup beyond this mean the link cannot keep up:
- * protection is dropped rather than letting memory grow without bound. */
-#define PEER_QUEUE_MAX (512u << 20)
+#define PEER_QUEUE_MAX RDB_PRI_QUEUE_MAX	/* primary_dev.h */
 /* Outside a pause, QEMU's stream is not read while this much waits for
  * the backup: the initial copy (and checkpoints after it) slow down to
  * the link's speed instead of filling our memory. */
 #define PEER_HIGH_WATER (64u << 20)
-#define PEER_LOW_WATER (16u << 20)
+#define PEER_LOW_WATER RDB_PRI_LOW_WATER
 #define SETUP_DEADLINE_NS (5 * RDB_NS_PER_S)
 /* Protection drops after this many pauses over checkpoint_deadline_ms
  * within PAUSE_OVERRUN_WINDOW_NS, or one of PAUSE_OVERRUN_FACTOR times
@@ -58,14 +57,6 @@ _Static_assert(PAGES_BATCH_PAGES <= RDB_PROTO_MAX_FRAME_PAGES,
 #define COLO_START_DEADLINE_NS (10 * RDB_NS_PER_S)
 /* Peer silence tolerated while the initial state is copied. */
 #define INITIAL_SYNC_SILENCE_NS (10 * RDB_NS_PER_S)
-/* The initial disk copy: read in chunks, at most COPY_BUDGET bytes looked
- * at and COPY_SLICE_NS spent per turn of the event loop (reading and
- * queueing a chunk is slow where the host is, or the daemon runs
- * emulated), paced by the replication queue. */
-#define COPY_CHUNK (1u << 20)
-#define COPY_BUDGET (32u << 20)
-#define COPY_SLICE_NS (20 * RDB_NS_PER_MS)
-#define COPY_RETRY_NS (1 * RDB_NS_PER_MS)
 /* The page encodings among the features (the rest: FLOWS). */
 #define CODEC_FEATURES (RDB_FEATURE_XORRLE | RDB_FEATURE_LZ4)
 /* What the encoder pool runs for: compression, disk read tracking. */
@@ -77,9 +68,10 @@ struct rdb_primary {
 	struct rdb_vm *vm;
 	struct rdb_daemon *d;
 	pid_t qemu_pid;			/* from QMP's SO_PEERCRED; 0: unknown */
-	/* Protection runs (disk copy, then COLO): disk changes are
+	/* The pipeline's state, as the devices read it (ckdev.h): active
+	 * = protection runs (disk copy, then COLO): disk changes are
 	 * replicated, output is held (from the initial state's stop on). */
-	bool colo_active;
+	struct rdb_ckpt ck;
 	/* Protection runs, and the guest has not stopped for the initial
 	 * state yet: its output leaves at once and its disk's flushes are
 	 * synced here.  Whatever the guest did so far is in the initial
@@ -87,38 +79,23 @@ struct rdb_primary {
 	bool initial_open;
 	bool protect_started;		/* protect was asked and not undone */
 
-	/* disk */
-	bool has_disk;
+	/* The checkpoint devices, in the pipeline's order (disks, then
+	 * NICs), and the same by kind; devs_pending: devices whose initial
+	 * work (the disk copy) is not done, before checkpoints start. */
+	struct rdb_ckdevs devs;
+	struct rdb_ckdev_host dev_host;
+	struct rdb_pri_disk *disks[RDB_CKDEV_MAX];
+	struct rdb_pri_nic *nics[RDB_CKDEV_MAX];
+	unsigned ndisks, nnics, devs_pending;
 	bool nic_pending;	/* attached before its domain: NIC relayed at protect */
-	struct rdb_disk disk;
-	bool copying;			/* the initial disk copy is under way */
-	uint64_t copy_off, copy_sent, copy_start_ns, copy_timer;
-	uint8_t *copy_buf;
-	/*
-	 * Resync (feature RESYNC, docs/resync.md): this VM was restored here
-	 * from epoch base_epoch of protection base_gen, and the guest's
-	 * writes since are in the written map base_wmap.  When the backup
-	 * holds the old primary's image of that protection, the copy sends
-	 * only the blocks set in resync (4 KiB each): written here since,
-	 * or in an extent of the old primary's activity log.
-	 */
-	uint64_t base_gen, base_epoch;
-	char base_wmap[512];
-	char actlog_path[512];		/* the disk's activity log (actlog.h) */
-	uint64_t log_gen;		/* its generation for this protection */
 	/* a restored VM protected again from here: its QEMU is ours to
 	 * reap, its failover event port stays open (reprotect) */
 	struct rdb_hv_proc restored_qemu;
 	int event_fd;
-	bool awaiting_base;		/* DISK_SETUP sent, DISK_BASE not yet */
-	uint64_t *resync;		/* NULL: the whole disk (full copy) */
-	uint64_t resync_blocks, resync_wmap_blocks, resync_al_extents;
-	uint64_t resync_zero_bytes;
-	uint32_t resync_al_shift;
-	/* the disk ring's position at each epoch's close, until acknowledged
-	 * (the disk server retires activity-log extents behind it) */
-	uint64_t pos_epoch[256], pos_tail[256];
-	unsigned pos_first, pos_n;
+	/* between rdb_primary_restored_begin and _adopt (role.c): the VM
+	 * file it will run with, its on_peer_loss */
+	struct rdb_vm_config adopt_cfg;
+	enum rdb_peer_loss adopt_peer_loss;
 
 	/* the hypervisor (QEMU) */
 	const struct rdb_hv_ops *hv;	/* the VM's backend, at protect */
@@ -133,14 +110,6 @@ struct rdb_primary {
 	bool throttle_logged;
 	char mig_path[108];
 	struct rdb_hv_stream *stream;	/* the checkpoint stream's parser */
-
-	/* guest network */
-	struct rdb_nic nic;
-	struct rdb_netbuf nb;		/* plain Remus: held per epoch */
-	struct rdb_flowbuf fb;		/* commit protection: held per flow */
-	bool cp;			/* mode = commit-protection */
-	uint64_t open_epoch;		/* guest frames read now belong to it */
-	uint64_t epoch_flow_recs, epoch_flow_bytes;	/* FLOWS of the open epoch */
 
 	/* backup */
 	struct connect_job *connect_job;	/* connecting: see connect_start */
@@ -157,9 +126,7 @@ struct rdb_primary {
 	 * pause_overran; overrun_why set: protection drops at the tick */
 	uint64_t overrun_ns[PAUSE_OVERRUNS_MAX];
 	char overrun_why[160];
-	bool in_pause;
 	uint64_t epoch_pages, epoch_bytes;	/* page records, their bodies */
-	uint64_t epoch_disk_recs, epoch_disk_bytes;	/* DISK_* frames, data */
 	/*
 	 * Page records of the epoch being received, in wire format, and the
 	 * runs of consecutive records of one block (each run becomes PAGES
@@ -175,7 +142,6 @@ struct rdb_primary {
 
 	uint64_t hb_timer, deadline_timer;
 	bool fault_stop_in_pause;
-	bool fault_stop_in_disk_pause;	/* at a disk change inside a pause */
 	bool fault_stop_in_initial;	/* before taking epoch 0 (QEMU waits) */
 	bool fault_slow_checkpoint;	/* the next pause lasts 700 ms */
 	uint64_t fault_initial_busy_ns;	/* ... after working (and beating) this
@@ -190,7 +156,6 @@ struct rdb_primary {
 	 * the pool is done, frames of later epochs (the guest's disk writes)
 	 * wait in `held` so that the backup still sees N whole before N+1.
 	 */
-	uint32_t features;
 	struct rdb_encpool *pool;
 	struct rdb_readidx *ridx;	/* disk read tracking (DISKREF granted) */
 	int pool_fd;			/* eventfd: the pool finished an epoch */
@@ -218,7 +183,6 @@ struct rdb_primary {
 	char owner_reason[32];		/* how it came: "attached", "protect" */
 	uint64_t attach_timer;		/* the check's next try (no answer yet) */
 	unsigned attach_attempts;
-	rdb_netbuf_sink nb_sink;	/* where released frames go (the tap) */
 	bool deciding;			/* peer lost: output held until decided */
 	bool fenced;			/* lost: guest stopped, output dropped */
 	bool hold_paused;		/* deciding: paused at hold_bound_ms */
@@ -251,7 +215,11 @@ struct rdb_primary {
 
 /* primary.c */
 void rdb_pri_drop_protection(struct rdb_primary *p, const char *why);
+/* Every NIC's held output of epochs <= upto leaves. */
 void rdb_pri_release_output(struct rdb_primary *p, uint64_t upto);
+/* Every NIC's held output is dropped: the number of frames. */
+uint64_t rdb_pri_discard_output(struct rdb_primary *p);
+uint64_t rdb_pri_held_frames(const struct rdb_primary *p);
 /* The witness registered this protection: it starts (connects to the
  * backup...); or it could not, and the VM is left unprotected. */
 void rdb_pri_protect_registered(struct rdb_primary *p);

@@ -64,13 +64,13 @@ int rdb_primary_migrate(struct rdb_vm *vm, char *msg, size_t msglen)
 			 vm->name, vm->state_reason);
 		return -EALREADY;
 	}
-	if (vm->state != RDB_VM_PROTECTED || !p->colo_active) {
+	if (vm->state != RDB_VM_PROTECTED || !p->ck.active) {
 		snprintf(msg, msglen, "%s is %s, not protected: only a protected "
 			 "VM can be handed over to its backup", vm->name,
 			 rdb_vm_state_name(vm->state));
 		return -EINVAL;
 	}
-	if (!(p->features & RDB_FEATURE_HANDOVER)) {
+	if (!(p->ck.features & RDB_FEATURE_HANDOVER)) {
 		snprintf(msg, msglen, "the backup %s does not know HANDOVER (an "
 			 "older remusdbd): upgrade it, or use a failover drill",
 			 vm->cfg.peer);
@@ -172,7 +172,8 @@ static void ho_frames_hold_again(struct rdb_primary *p)
 		size_t n = (size_t)at[0] << 24 | (size_t)at[1] << 16 |
 			   (size_t)at[2] << 8 | at[3];
 
-		rdb_nic_to_guest(&p->nic, at + 4, n);
+		if (p->nnics)	/* OUTPUT and INPUT name no NIC: the first */
+			rdb_pri_nic_to_guest(p->nics[0], at + 4, n);
 		at += 4 + n;
 	}
 	rdb_buf_reset(&p->ho_input);
@@ -184,7 +185,8 @@ static void ho_frames_hold_again(struct rdb_primary *p)
 		size_t n = (size_t)at[0] << 24 | (size_t)at[1] << 16 |
 			   (size_t)at[2] << 8 | at[3];
 
-		rdb_netbuf_hold(&p->nb, p->ho_epoch, at + 4, n);
+		if (p->nnics)
+			rdb_pri_nic_hold(p->nics[0], p->ho_epoch, at + 4, n);
 		at += 4 + n;
 	}
 	rdb_buf_reset(&p->ho_frames);
@@ -206,8 +208,8 @@ int rdb_pri_handover_queue(struct rdb_primary *p)
 	 */
 	rdb_buf_reset(&p->ho_frames);
 	p->ho_nframes = 0;
-	rdb_flowbuf_release(&p->fb, UINT64_MAX, collect, p);
-	rdb_netbuf_release(&p->nb, UINT64_MAX, collect, p);
+	for (unsigned i = 0; i < p->nnics; i++)
+		rdb_pri_nic_release(p->nics[i], UINT64_MAX, collect, p);
 	if (p->ho_frames.len)
 		rc = rdb_proto_put_output(out, p->ho_epoch, p->ho_frames.data,
 					  p->ho_frames.len);
@@ -310,7 +312,7 @@ static void migrated(struct rdb_primary *p)
 		      "its guest stays stopped while remusdbd runs: kill it",
 		      (unsigned long long)epoch, (int)pid, strerror(-rc));
 		p->fenced = true;
-		p->colo_active = false;	/* (its end is no drop: no decision) */
+		p->ck.active = false;	/* (its end is no drop: no decision) */
 		rdb_pri_close_peer(p);
 		rdb_buf_reset(&p->ho_frames);	/* the backup sends them */
 		ho_reset(p);
@@ -343,7 +345,7 @@ void rdb_pri_handover_answer(struct rdb_primary *p, const struct rdb_frame *f)
 	char why[260];
 	int rc;
 
-	if ((p->features & RDB_FEATURE_HANDOVER) &&
+	if ((p->ck.features & RDB_FEATURE_HANDOVER) &&
 	    rdb_msg_handover_parse(f, &verb, why, sizeof(why)) == 0 &&
 	    verb == RDB_HANDOVER_READY) {
 		if (!p->ho_preparing)
@@ -361,7 +363,7 @@ void rdb_pri_handover_answer(struct rdb_primary *p, const struct rdb_frame *f)
 			      RDB_NS_PER_MS);
 		return;
 	}
-	if (!(p->features & RDB_FEATURE_HANDOVER) ||
+	if (!(p->ck.features & RDB_FEATURE_HANDOVER) ||
 	    rdb_msg_handover_parse(f, &verb, why, sizeof(why)) < 0 ||
 	    (verb != RDB_HANDOVER_TAKEN && verb != RDB_HANDOVER_REFUSED) ||
 	    !p->ho_sent || f->epoch != p->ho_epoch) {
@@ -405,7 +407,7 @@ bool rdb_pri_handover_lost(struct rdb_primary *p, const char *why)
 	 * (QEMU waits for LOADED on the stream, which stays open). */
 	p->fenced = true;
 	p->ho_stopped = true;
-	p->colo_active = false;	/* (the stream stays open: see above) */
+	p->ck.active = false;	/* (the stream stays open: see above) */
 	rdb_pri_close_peer(p);
 	rdb_vm_set_state(vm, RDB_VM_FENCED, "%s while handing the VM over at "
 			 "epoch %llu: the backup %s may run it; the guest stays "

@@ -25,7 +25,7 @@ void rdb_pri_peer_want_write(struct rdb_primary *p)
 {
 	if (p->peer_fd >= 0)
 		rdb_evloop_mod_fd(p->d->loop, p->peer_fd, RDB_EV_READ |
-				  (p->out.len && !p->in_pause ? RDB_EV_WRITE : 0));
+				  (p->out.len && !p->ck.in_pause ? RDB_EV_WRITE : 0));
 }
 
 int rdb_pri_peer_flush(struct rdb_primary *p)
@@ -112,7 +112,7 @@ static int finish_encoded(struct rdb_primary *p)
 		vm->st.bytes += o->recs.len;
 	}
 	pages = recs;
-	if (rc == 0 && (p->features & RDB_FEATURE_VERIFY))
+	if (rc == 0 && (p->ck.features & RDB_FEATURE_VERIFY))
 		rc = rdb_proto_put_verify(&p->out, p->enc_epoch, digest, pages);
 	if (rc == 0)
 		rc = rdb_proto_put_devstate(&p->out, p->enc_epoch, p->enc_dev,
@@ -177,8 +177,8 @@ int rdb_pri_submit_epoch(struct rdb_primary *p, uint64_t epoch,
 	p->enc_nruns = p->nruns;
 	p->nruns = 0;
 	p->enc_epoch = epoch;
-	p->enc_disk_recs = p->epoch_disk_recs + p->epoch_flow_recs;
-	p->enc_disk_bytes = p->epoch_disk_bytes + p->epoch_flow_bytes;
+	p->enc_disk_recs = p->ck.epoch_recs;
+	p->enc_disk_bytes = p->ck.epoch_bytes;
 	p->encoding = true;
 	return rdb_encpool_submit(p->pool, epoch, p->enc_batch.data, p->enc_runs,
 				  p->enc_nruns);
@@ -218,9 +218,9 @@ static int start_read_tracking(struct rdb_primary *p)
 	if (getrandom(&rt.seed, sizeof(rt.seed), 0) != sizeof(rt.seed))
 		rt.seed = rdb_now_ns() ^ p->generation;
 	rt.ix = p->ridx;
-	rt.img_fd = p->disk.img_fd;
+	rt.img_fd = p->disks[0]->disk.img_fd;
 	rdb_encpool_set_rt(p->pool, &rt);
-	rdb_disk_set_read_tracking(&p->disk, p->ridx, rt.seed);
+	rdb_disk_set_read_tracking(&p->disks[0]->disk, p->ridx, rt.seed);
 	rdb_readidx_stats(p->ridx, &st);
 	LOGVM(INFO, vm->name, "disk read tracking on: read index of %llu "
 	      "blocks (%u MiB)", (unsigned long long)st.capacity,
@@ -235,7 +235,7 @@ int rdb_pri_start_pool(struct rdb_primary *p, uint64_t ram_bytes)
 	uint64_t cache = ram_bytes / RDB_PAGE_SIZE * vm->cfg.page_cache_percent / 100;
 	int rc;
 
-	if (!(p->features & POOL_FEATURES) || p->pool)
+	if (!(p->ck.features & POOL_FEATURES) || p->pool)
 		return 0;
 	p->pool_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (p->pool_fd < 0)
@@ -244,8 +244,8 @@ int rdb_pri_start_pool(struct rdb_primary *p, uint64_t ram_bytes)
 	if (rc == 0)
 		rc = rdb_encpool_create(&p->pool, vm->cfg.compress_threads,
 					cache > UINT32_MAX ? UINT32_MAX : (uint32_t)cache,
-					p->features & POOL_ALLOWED, p->pool_fd);
-	if (rc == 0 && (p->features & RDB_FEATURE_DISKREF))
+					p->ck.features & POOL_ALLOWED, p->pool_fd);
+	if (rc == 0 && (p->ck.features & RDB_FEATURE_DISKREF))
 		rc = start_read_tracking(p);
 	if (rc < 0)
 		return rc;
@@ -253,15 +253,15 @@ int rdb_pri_start_pool(struct rdb_primary *p, uint64_t ram_bytes)
 	      "%llu pages (%u%% of %llu MiB RAM)%s%s", vm->cfg.compress_threads,
 	      (unsigned long long)cache, vm->cfg.page_cache_percent,
 	      (unsigned long long)(ram_bytes >> 20),
-	      p->features & RDB_FEATURE_XORRLE ? ", XOR+RLE" : "",
-	      p->features & RDB_FEATURE_LZ4 ? ", LZ4" : "");
+	      p->ck.features & RDB_FEATURE_XORRLE ? ", XOR+RLE" : "",
+	      p->ck.features & RDB_FEATURE_LZ4 ? ", LZ4" : "");
 	return 0;
 }
 
 void rdb_pri_stop_pool(struct rdb_primary *p)
 {
-	if (p->ridx && p->has_disk)
-		rdb_disk_set_read_tracking(&p->disk, NULL, 0);
+	if (p->ridx && p->ndisks)
+		rdb_disk_set_read_tracking(&p->disks[0]->disk, NULL, 0);
 	if (p->pool) {
 		rdb_encpool_destroy(p->pool);	/* waits for an epoch in flight */
 		p->pool = NULL;
@@ -325,7 +325,7 @@ int rdb_primary_capture(struct rdb_vm *vm, const char *path, uint64_t epochs,
 	struct rdb_primary *p = vm->pri;
 	int fd, rc;
 
-	if (!p || !p->colo_active) {
+	if (!p || !p->ck.active) {
 		snprintf(err, errlen, "%s is not being protected here", vm->name);
 		return -EINVAL;
 	}

@@ -13,6 +13,34 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+static uint64_t held_bytes(const struct rdb_primary *p)
+{
+	uint64_t n = 0;
+
+	for (unsigned i = 0; i < p->nnics; i++)
+		n += rdb_pri_nic_held_bytes(p->nics[i]);
+	return n;
+}
+
+static bool nics_connected(const struct rdb_primary *p)
+{
+	for (unsigned i = 0; i < p->nnics; i++)
+		if (!rdb_pri_nic_connected(p->nics[i]))
+			return false;
+	return p->nnics > 0;
+}
+
+/* Commit protection's counters over every NIC: the tracked flows. */
+static uint64_t flow_totals(const struct rdb_primary *p,
+			    struct rdb_flowbuf_stats *sum)
+{
+	uint64_t flows = 0;
+
+	for (unsigned i = 0; i < p->nnics; i++)
+		rdb_pri_nic_add_flow_stats(p->nics[i], sum, &flows);
+	return flows;
+}
+
 void rdb_primary_status(const struct rdb_vm *vm, json_t *o)
 {
 	const struct rdb_primary *p = vm->pri;
@@ -21,7 +49,7 @@ void rdb_primary_status(const struct rdb_vm *vm, json_t *o)
 		return;
 	json_object_set_new(o, "peer", json_string(vm->cfg.peer));
 	json_object_set_new(o, "mode", json_string(vm->cfg.mode ? vm->cfg.mode : "plain"));
-	json_object_set_new(o, "open_epoch", json_integer((json_int_t)p->open_epoch));
+	json_object_set_new(o, "open_epoch", json_integer((json_int_t)p->ck.open_epoch));
 	/* the last protection's start, until epoch 0 was committed: the
 	 * disk copy (queued), then the memory copy (COLO start to ACK 0) */
 	if (vm->st.initial_ns) {
@@ -56,11 +84,12 @@ void rdb_primary_status(const struct rdb_vm *vm, json_t *o)
 		}
 	}
 	json_object_set_new(o, "held_frames", json_integer((json_int_t)
-		(rdb_netbuf_frames(&p->nb) + rdb_flowbuf_frames(&p->fb))));
+		rdb_pri_held_frames(p)));
 	json_object_set_new(o, "held_bytes", json_integer((json_int_t)
-		(rdb_netbuf_bytes(&p->nb) + rdb_flowbuf_bytes(&p->fb))));
-	if (p->cp) {
-		const struct rdb_flowbuf_stats *st = &p->fb.st;
+		held_bytes(p)));
+	if (p->ck.cp) {
+		struct rdb_flowbuf_stats sum = { 0 }, *st = &sum;
+		uint64_t flows = flow_totals(p, &sum);
 
 		json_object_set_new(o, "commit_protection", json_pack(
 			"{s:{s:I,s:I}, s:{s:I,s:I}, s:{s:I,s:I}, s:I, s:I, s:{s:I,s:I}, "
@@ -79,77 +108,32 @@ void rdb_primary_status(const struct rdb_vm *vm, json_t *o)
 			"dropped", (json_int_t)st->dropped,
 			"dropped_place_kept", (json_int_t)st->placeholders,
 			"untracked", (json_int_t)st->untracked,
-			"flows", (json_int_t)rdb_flowbuf_flows(&p->fb),
+			"flows", (json_int_t)flows,
 			"flows_created", (json_int_t)st->flows_created,
 			"max_hold_ms", (double)st->max_hold_ns / RDB_NS_PER_MS));
 	}
 	json_object_set_new(o, "replication_queue_bytes", json_integer((json_int_t)p->out.len));
-	json_object_set_new(o, "guest_nic_connected", json_boolean(rdb_nic_connected(&p->nic)));
+	json_object_set_new(o, "guest_nic_connected", json_boolean(nics_connected(p)));
 	json_object_set_new(o, "capture_epochs_left", json_integer((json_int_t)p->cap_left));
-	if (p->has_disk) {
-		const struct rdb_dring_shared *ds = rdb_disk_stats(&p->disk);
-		json_t *dk = json_pack("{s:s, s:s, s:I, s:b, s:I, s:I, s:I, s:I, s:I, s:I}",
-			"image", p->disk.image, "socket", p->disk.sock_path,
-			"size", (json_int_t)p->disk.size,
-			"client_connected", rdb_disk_connected(&p->disk),
-			"reads", (json_int_t)atomic_load(&ds->reads),
-			"writes", (json_int_t)atomic_load(&ds->writes),
-			"flushes", (json_int_t)atomic_load(&ds->flushes),
-			"syncs", (json_int_t)(atomic_load(&ds->syncs) + p->disk.syncs),
-			"zeroes", (json_int_t)atomic_load(&ds->zeroes),
-			"errors", (json_int_t)atomic_load(&ds->errors));
+	{
+		/* every device; the first disk's object also as "disk" (as
+		 * before there could be several) */
+		json_t *devs = rdb_ckdevs_status(&p->devs);
 
-		if (dk)
-			json_object_set_new(dk, "server", json_pack(
-				"{s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:s}",
-				"pid", p->disk.pid,
-				"restarts", (json_int_t)p->disk.restarts,
-				"ring_bytes", (json_int_t)p->disk.ring_bytes,
-				"ring_used_bytes", (json_int_t)rdb_dring_used(&p->disk.ring),
-				"changes_passed_on", (json_int_t)atomic_load(&ds->recorded),
-				"readbacks", (json_int_t)atomic_load(&ds->readbacks),
-				"room_waits", (json_int_t)atomic_load(&ds->room_waits),
-				"room_wait_max_ms", (double)atomic_load(&ds->room_wait_max_ns) /
-						    RDB_NS_PER_MS,
-				"lost_changes", (json_int_t)(atomic_load(&ds->lost) != 0),
-				"lost_reason", atomic_load(&ds->lost) == RDB_DRING_OVERFLOW ?
-					"ring full past the deadline" :
-					atomic_load(&ds->lost) == RDB_DRING_UNREADABLE ?
-					"a failed change could not be read back" : ""));
-		if (dk && p->copying)
-			json_object_set_new(dk, "initial_copy_done_bytes",
-					    json_integer((json_int_t)p->copy_off));
-		if (dk) {
-			char gen[17];
+		for (size_t i = 0; p->ndisks && devs && i < json_array_size(devs); i++) {
+			json_t *d = json_array_get(devs, i);
 
-			snprintf(gen, sizeof(gen), "%016llx", (unsigned long long)
-				 atomic_load(&ds->al_armed_gen));
-			json_object_set_new(dk, "activity_log", json_pack(
-				"{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
-				"path", p->actlog_path, "valid_for", gen,
-				"extents", (json_int_t)atomic_load(&ds->al_active),
-				"adds", (json_int_t)atomic_load(&ds->al_adds),
-				"log_syncs", (json_int_t)atomic_load(&ds->al_log_syncs),
-				"retired", (json_int_t)atomic_load(&ds->al_retired),
-				"image_syncs", (json_int_t)atomic_load(&ds->al_image_syncs),
-				"full_stalls", (json_int_t)atomic_load(&ds->al_full_stalls),
-				"invalidations", (json_int_t)atomic_load(&ds->al_invalidations)));
-			/* the last initial copy: whole, or a resync */
-			json_object_set_new(dk, "initial_copy", json_pack(
-				"{s:b, s:I, s:I, s:I, s:I, s:f}",
-				"resync", vm->st.resynced,
-				"bytes", (json_int_t)vm->st.resync_bytes,
-				"blocks_that_could_differ", (json_int_t)vm->st.resync_blocks,
-				"written_since_restore_blocks",
-				(json_int_t)(vm->st.resynced ? p->resync_wmap_blocks : 0),
-				"old_primary_log_extents",
-				(json_int_t)(vm->st.resynced ? p->resync_al_extents : 0),
-				"queued_s", (double)vm->st.copy_ns / RDB_NS_PER_S));
+			if (!strcmp(json_string_value(json_object_get(d, "id")),
+				    p->disks[0]->dev.id)) {
+				json_object_set(o, "disk", d);
+				break;
+			}
 		}
-		json_object_set_new(o, "disk", dk);
+		json_object_set_new(o, "devices", devs);
 	}
-	if (p->ridx) {
-		const struct rdb_dring_shared *ds = p->disk.ring.sh;
+	if (p->ridx && p->ndisks) {
+		/* (read tracking runs on the first disk) */
+		const struct rdb_dring_shared *ds = p->disks[0]->disk.ring.sh;
 		const struct rdb_codec_stats *c = &vm->st.codec;
 		struct rdb_readidx_stats rs;
 
@@ -182,50 +166,14 @@ void rdb_primary_metrics(const struct rdb_vm *vm, struct rdb_prom *prom)
 		return;
 	rdb_prom_add(prom, "remusdb_output_held_frames", G,
 		     "Guest packets held until their checkpoint commits.",
-		     (double)(rdb_netbuf_frames(&p->nb) + rdb_flowbuf_frames(&p->fb)), NULL);
+		     (double)rdb_pri_held_frames(p), NULL);
 	rdb_prom_add(prom, "remusdb_output_held_bytes", G,
 		     "Bytes of guest packets held until their checkpoint commits.",
-		     (double)(rdb_netbuf_bytes(&p->nb) + rdb_flowbuf_bytes(&p->fb)), NULL);
+		     (double)held_bytes(p), NULL);
 	rdb_prom_add(prom, "remusdb_replication_queue_bytes", G,
 		     "Bytes queued for the backup, not yet written to the link.",
 		     (double)p->out.len, NULL);
-	if (p->has_disk) {
-		const struct rdb_dring_shared *ds = rdb_disk_stats(&p->disk);
-		static const char *const H = "Guest disk requests served, by operation.";
-
-		rdb_prom_add(prom, "remusdb_disk_requests_total", C, H,
-			     (double)atomic_load(&ds->reads), "op", "read", NULL);
-		rdb_prom_add(prom, "remusdb_disk_requests_total", C, H,
-			     (double)atomic_load(&ds->writes), "op", "write", NULL);
-		rdb_prom_add(prom, "remusdb_disk_requests_total", C, H,
-			     (double)atomic_load(&ds->flushes), "op", "flush", NULL);
-		rdb_prom_add(prom, "remusdb_disk_requests_total", C, H,
-			     (double)atomic_load(&ds->zeroes), "op", "write_zeroes", NULL);
-		rdb_prom_add(prom, "remusdb_disk_request_errors_total", C,
-			     "Guest disk requests answered with an error.",
-			     (double)atomic_load(&ds->errors), NULL);
-		rdb_prom_add(prom, "remusdb_disk_server_restarts_total", C,
-			     "Restarts of the disk server process.",
-			     (double)p->disk.restarts, NULL);
-		rdb_prom_add(prom, "remusdb_disk_ring_bytes", G,
-			     "Size of the disk change ring between the disk server and remusdbd.",
-			     (double)p->disk.ring_bytes, NULL);
-		rdb_prom_add(prom, "remusdb_disk_ring_used_bytes", G,
-			     "Bytes of disk changes in the ring, not yet taken by remusdbd.",
-			     (double)rdb_dring_used(&p->disk.ring), NULL);
-		rdb_prom_add(prom, "remusdb_disk_ring_waits_total", C,
-			     "Guest writes that waited for room in the disk change ring.",
-			     (double)atomic_load(&ds->room_waits), NULL);
-		rdb_prom_add(prom, "remusdb_disk_changes_lost", G,
-			     "1 when disk changes were lost to replication (protection must be restarted).",
-			     atomic_load(&ds->lost) != 0, NULL);
-		rdb_prom_add(prom, "remusdb_activity_log_extents", G,
-			     "Disk extents in the activity log (may differ after a power pull).",
-			     (double)atomic_load(&ds->al_active), NULL);
-		rdb_prom_add(prom, "remusdb_activity_log_syncs_total", C,
-			     "Synchronous writes of the activity log.",
-			     (double)atomic_load(&ds->al_log_syncs), NULL);
-	}
+	rdb_ckdevs_metrics(&p->devs, prom);
 	if (p->ridx) {
 		struct rdb_readidx_stats rs;
 
@@ -243,8 +191,9 @@ void rdb_primary_metrics(const struct rdb_vm *vm, struct rdb_prom *prom)
 			     "Dirty pages sent as disk references.",
 			     (double)rs.hits, NULL);
 	}
-	if (p->cp) {
-		const struct rdb_flowbuf_stats *st = &p->fb.st;
+	if (p->ck.cp) {
+		struct rdb_flowbuf_stats sum = { 0 }, *st = &sum;
+		uint64_t flows = flow_totals(p, &sum);
 		static const char *const HF = "Guest packets by commit-protection path.";
 		static const char *const HB = "Guest packet bytes by commit-protection path.";
 		const struct { const char *path; uint64_t frames, bytes; } paths[] = {
@@ -266,6 +215,6 @@ void rdb_primary_metrics(const struct rdb_vm *vm, struct rdb_prom *prom)
 			     (double)st->dropped, NULL);
 		rdb_prom_add(prom, "remusdb_output_flows", G,
 			     "TCP flows tracked by commit protection.",
-			     (double)rdb_flowbuf_flows(&p->fb), NULL);
+			     (double)flows, NULL);
 	}
 }

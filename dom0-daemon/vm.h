@@ -133,6 +133,10 @@ struct rdb_vm {
 	struct rdb_daemon *d;
 	struct rdb_primary *pri;	/* role == PRIMARY */
 	struct rdb_backup *bak;		/* role == BACKUP */
+	/* Ends the role's part (not the VM entry): set with the role, for
+	 * code that must not name a role's files (backup.c ending a stale
+	 * primary copy: role.h) */
+	void (*teardown)(struct rdb_vm *vm);
 	int wd_slot;			/* watchdog slot, -1 if none */
 	enum rdb_peer_loss peer_loss;	/* as resolved at protect / setup */
 	struct rdb_vm *next;

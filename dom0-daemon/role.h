@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * Role changes: a VM's role on this host (primary.h, backup.h) becomes
+ * another here, in one place (role.c), from what the old role hands
+ * over.  The roles never call into each other (docs/architecture.md,
+ * "Roles"; tests/file-cycles.sh).
+ */
+#ifndef RDB_ROLE_H
+#define RDB_ROLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "proc.h"
+
+struct rdb_daemon;
+
+/* What a backup whose VM failed over here hands to the primary role
+ * that protects the restored VM again. */
+struct rdb_handover {
+	struct rdb_hv_proc qemu;	/* the restored QEMU: reap it */
+	int event_fd;			/* the failover event port, kept open */
+	bool has_disk;
+	char disk_path[512];		/* the replica the guest runs on */
+	char wmap_path[512];		/* what it wrote since the restore */
+	uint64_t generation, epoch;	/* restored from: protection, epoch */
+};
+
+/*
+ * remusdbctl protect NAME KEY=VALUE...: a VM that failed over to this
+ * host is protected again, to peer (required).  Its VM file is the old
+ * primary's with this host's sockets, disk and tap (set may change the
+ * operator's options: peer, mode, checkpoint_ms, ...).  The restored
+ * QEMU runs on throughout: its NIC and disk pass from the backup role to
+ * the primary role.  When the new backup holds the old primary's image,
+ * only what may differ is copied (docs/resync.md).
+ */
+int rdb_role_reprotect(struct rdb_daemon *d, const char *name, json_t *set,
+		       char *err, size_t errlen);
+
+#endif
