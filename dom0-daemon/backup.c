@@ -533,7 +533,7 @@ static int handle_disk_setup(struct rdb_backup *b, const struct rdb_frame *f)
 		b->base_used = true;
 		b->base_gen = base_gen;
 		snprintf(b->base_actlog, sizeof(b->base_actlog), "%s", l.actlog);
-		rc = rdb_proto_put_disk_base(&b->out, base_gen, view.extent_shift,
+		rc = rdb_proto_put_disk_base(&b->out, 0, base_gen, view.extent_shift,
 					     ext, count, NULL);
 		LOGVM(INFO, vm->name, "disk replica: this host's old image %s, "
 		      "the primary's of protection %016llx; %u extent(s) of "
@@ -575,7 +575,7 @@ static int handle_disk_setup(struct rdb_backup *b, const struct rdb_frame *f)
 		LOGVM(INFO, vm->name, "disk replica %s (%llu MiB) created",
 		      b->disk_path, (unsigned long long)(size >> 20));
 		if (b->st.features & RDB_FEATURE_RESYNC) {
-			rc = rdb_proto_put_disk_base(&b->out, 0, 0, NULL, 0, why);
+			rc = rdb_proto_put_disk_base(&b->out, 0, 0, 0, NULL, 0, why);
 			if (rc < 0)
 				return rc;
 			want_write(b);
@@ -856,6 +856,12 @@ static int handle_msg(struct rdb_backup *b, const struct rdb_frame *f)
 		rc = rdb_stage_add_pages(&b->st, f, &b->img);
 		return rc;
 	case RDB_MSG_DISK_SETUP:
+		/* one replica here (its changes: rdb_stage_add_disk) */
+		if (f->device != 0) {
+			LOGVM(ERROR, b->vm->name, "DISK_SETUP for disk %u: this "
+			      "backup keeps one disk's replica", f->device);
+			return -EPROTO;
+		}
 		return handle_disk_setup(b, f);
 	case RDB_MSG_DISK_WRITE:
 	case RDB_MSG_DISK_ZERO:

@@ -71,7 +71,8 @@ static void disk_changed(void *opaque, enum rdb_disk_op op, uint64_t off,
 			uint64_t n = len < RDB_PROTO_MAX_DISK_WRITE ? len :
 				RDB_PROTO_MAX_DISK_WRITE;
 
-			rc = rdb_proto_put_disk_write(epoch_out(k), e, off, data, n);
+			rc = rdb_proto_put_disk_write(epoch_out(k), k->dev.index,
+						      e, off, data, n);
 			ck->epoch_recs++;
 			ck->epoch_bytes += n;
 			k->dev.st->disk_bytes += n;
@@ -81,11 +82,12 @@ static void disk_changed(void *opaque, enum rdb_disk_op op, uint64_t off,
 		}
 		break;
 	case RDB_DISK_ZERO:
-		rc = rdb_proto_put_disk_zero(epoch_out(k), e, off, len);
+		rc = rdb_proto_put_disk_zero(epoch_out(k), k->dev.index, e,
+					     off, len);
 		ck->epoch_recs++;
 		break;
 	case RDB_DISK_FLUSH:
-		rc = rdb_proto_put_disk_flush(epoch_out(k), e);
+		rc = rdb_proto_put_disk_flush(epoch_out(k), k->dev.index, e);
 		ck->epoch_recs++;
 		break;
 	}
@@ -170,10 +172,12 @@ static int copy_chunk(struct rdb_pri_disk *k, uint64_t off, uint64_t n,
 	if (all_zero(k->copy_buf, n)) {
 		if (zero_skip)
 			return 0;
-		rc = rdb_proto_put_disk_zero(link_out(k), 0, off, n);
+		rc = rdb_proto_put_disk_zero(link_out(k), k->dev.index, 0,
+					     off, n);
 		k->resync_zero_bytes += n;
 	} else {
-		rc = rdb_proto_put_disk_write(link_out(k), 0, off, k->copy_buf, n);
+		rc = rdb_proto_put_disk_write(link_out(k), k->dev.index, 0,
+					      off, k->copy_buf, n);
 		ck->epoch_bytes += n;
 		k->copy_sent += n;
 	}
@@ -411,10 +415,12 @@ static int disk_start(struct rdb_ckdev *dev, char *err, size_t errlen)
 			      "protection %016llx", dev->id,
 			      (unsigned long long)k->base_epoch,
 			      (unsigned long long)k->base_gen);
-		rc = rdb_proto_put_disk_setup_base(link_out(k), k->disk.size,
-						   k->base_gen, k->base_epoch);
+		rc = rdb_proto_put_disk_setup_base(link_out(k), k->dev.index,
+						   k->disk.size, k->base_gen,
+						   k->base_epoch);
 	} else {
-		rc = rdb_proto_put_disk_setup(link_out(k), k->disk.size);
+		rc = rdb_proto_put_disk_setup(link_out(k), k->dev.index,
+					      k->disk.size);
 		if (rc == 0)
 			rc = copy_start(k);
 	}
@@ -481,7 +487,8 @@ static int disk_peer_msg(struct rdb_ckdev *dev, const struct rdb_frame *f)
 	struct rdb_pri_disk *k = (struct rdb_pri_disk *)dev;
 	int rc;
 
-	if (f->type != RDB_MSG_DISK_BASE || !k->awaiting_base)
+	if (f->type != RDB_MSG_DISK_BASE || f->device != dev->index ||
+	    !k->awaiting_base)
 		return 0;
 	rc = handle_disk_base(k, f);
 	return rc < 0 ? rc : 1;

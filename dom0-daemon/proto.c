@@ -80,9 +80,10 @@ static uint64_t get64(const uint8_t *p)
  * A frame is written in place: header, then the payload parts, then the
  * CRC over both is patched in.  parts/lens: up to 4 payload pieces.
  */
-static int put_frame(struct rdb_buf *out, enum rdb_msg_type type,
-		     uint64_t epoch, const void *const *parts,
-		     const size_t *lens, int nparts)
+static int put_frame_dev(struct rdb_buf *out, enum rdb_msg_type type,
+			 uint32_t device, uint64_t epoch,
+			 const void *const *parts, const size_t *lens,
+			 int nparts)
 {
 	size_t total = 0, at;
 	uint8_t *h;
@@ -99,6 +100,7 @@ static int put_frame(struct rdb_buf *out, enum rdb_msg_type type,
 	h[4] = RDB_PROTO_VERSION;
 	h[5] = (uint8_t)type;
 	be32(h + 8, (uint32_t)total);
+	be32(h + 12, device);
 	be64(h + 16, epoch);
 	at = RDB_PROTO_HEADER_LEN;
 	for (int i = 0; i < nparts; i++) {
@@ -109,6 +111,23 @@ static int put_frame(struct rdb_buf *out, enum rdb_msg_type type,
 	be32(h + 24, rdb_crc32c(0, h, RDB_PROTO_HEADER_LEN + total));
 	out->len += RDB_PROTO_HEADER_LEN + total;
 	return 0;
+}
+
+static int put_frame(struct rdb_buf *out, enum rdb_msg_type type,
+		     uint64_t epoch, const void *const *parts,
+		     const size_t *lens, int nparts)
+{
+	return put_frame_dev(out, type, 0, epoch, parts, lens, nparts);
+}
+
+/* A frame of one payload piece about device (0: none, or the first). */
+static int put1_dev(struct rdb_buf *out, enum rdb_msg_type type,
+		    uint32_t device, uint64_t epoch, const void *p, size_t n)
+{
+	const void *parts[1] = { p };
+	size_t lens[1] = { n };
+
+	return put_frame_dev(out, type, device, epoch, parts, lens, 1);
 }
 
 static int put1(struct rdb_buf *out, enum rdb_msg_type type, uint64_t epoch,
@@ -323,26 +342,28 @@ int rdb_proto_put_verify(struct rdb_buf *out, uint64_t epoch, uint64_t digest,
 	return put1(out, RDB_MSG_VERIFY, epoch, b, sizeof(b));
 }
 
-int rdb_proto_put_disk_setup(struct rdb_buf *out, uint64_t size)
+int rdb_proto_put_disk_setup(struct rdb_buf *out, uint32_t disk, uint64_t size)
 {
 	uint8_t b[8];
 
 	be64(b, size);
-	return put1(out, RDB_MSG_DISK_SETUP, 0, b, sizeof(b));
+	return put1_dev(out, RDB_MSG_DISK_SETUP, disk, 0, b, sizeof(b));
 }
 
-int rdb_proto_put_disk_setup_base(struct rdb_buf *out, uint64_t size,
-				  uint64_t base_gen, uint64_t base_epoch)
+int rdb_proto_put_disk_setup_base(struct rdb_buf *out, uint32_t disk,
+				  uint64_t size, uint64_t base_gen,
+				  uint64_t base_epoch)
 {
 	uint8_t b[24];
 
 	be64(b, size);
 	be64(b + 8, base_gen);
 	be64(b + 16, base_gen ? base_epoch : 0);
-	return put1(out, RDB_MSG_DISK_SETUP, 0, b, sizeof(b));
+	return put1_dev(out, RDB_MSG_DISK_SETUP, disk, 0, b, sizeof(b));
 }
 
-int rdb_proto_put_disk_base(struct rdb_buf *out, uint64_t generation,
+int rdb_proto_put_disk_base(struct rdb_buf *out, uint32_t disk,
+			    uint64_t generation,
 			    uint32_t shift, const uint64_t *extents,
 			    uint32_t count, const char *reason)
 {
@@ -355,7 +376,8 @@ int rdb_proto_put_disk_base(struct rdb_buf *out, uint64_t generation,
 	if (!generation) {
 		parts[1] = reason ? reason : "";
 		lens[1] = strlen(parts[1]);
-		return put_frame(out, RDB_MSG_DISK_BASE, 0, parts, lens, 2);
+		return put_frame_dev(out, RDB_MSG_DISK_BASE, disk, 0, parts,
+				     lens, 2);
 	}
 	if (shift < 12 || shift > 40 ||
 	    (uint64_t)count * 8 + 16 > RDB_PROTO_MAX_PAYLOAD)
@@ -376,12 +398,12 @@ int rdb_proto_put_disk_base(struct rdb_buf *out, uint64_t generation,
 	lens[0] = 16;
 	parts[1] = list;
 	lens[1] = (size_t)count * 8;
-	rc = put_frame(out, RDB_MSG_DISK_BASE, 0, parts, lens, 2);
+	rc = put_frame_dev(out, RDB_MSG_DISK_BASE, disk, 0, parts, lens, 2);
 	free(list);
 	return rc;
 }
 
-int rdb_proto_put_disk_write(struct rdb_buf *out, uint64_t epoch,
+int rdb_proto_put_disk_write(struct rdb_buf *out, uint32_t disk, uint64_t epoch,
 			     uint64_t offset, const uint8_t *data, size_t len)
 {
 	uint8_t b[8];
@@ -391,10 +413,11 @@ int rdb_proto_put_disk_write(struct rdb_buf *out, uint64_t epoch,
 	if (len == 0 || len > RDB_PROTO_MAX_DISK_WRITE)
 		return -EINVAL;
 	be64(b, offset);
-	return put_frame(out, RDB_MSG_DISK_WRITE, epoch, parts, lens, 2);
+	return put_frame_dev(out, RDB_MSG_DISK_WRITE, disk, epoch, parts, lens,
+			     2);
 }
 
-int rdb_proto_put_disk_zero(struct rdb_buf *out, uint64_t epoch,
+int rdb_proto_put_disk_zero(struct rdb_buf *out, uint32_t disk, uint64_t epoch,
 			    uint64_t offset, uint64_t len)
 {
 	uint8_t b[16];
@@ -403,12 +426,12 @@ int rdb_proto_put_disk_zero(struct rdb_buf *out, uint64_t epoch,
 		return -EINVAL;
 	be64(b, offset);
 	be64(b + 8, len);
-	return put1(out, RDB_MSG_DISK_ZERO, epoch, b, sizeof(b));
+	return put1_dev(out, RDB_MSG_DISK_ZERO, disk, epoch, b, sizeof(b));
 }
 
-int rdb_proto_put_disk_flush(struct rdb_buf *out, uint64_t epoch)
+int rdb_proto_put_disk_flush(struct rdb_buf *out, uint32_t disk, uint64_t epoch)
 {
-	return put1(out, RDB_MSG_DISK_FLUSH, epoch, NULL, 0);
+	return put1_dev(out, RDB_MSG_DISK_FLUSH, disk, epoch, NULL, 0);
 }
 
 int rdb_proto_put_flows(struct rdb_buf *out, uint64_t epoch,
@@ -618,6 +641,21 @@ static int fail(struct rdb_proto_decoder *d, const char *fmt, unsigned long v)
 	return -EPROTO;
 }
 
+/* The frames whose header's device field may be other than 0. */
+static bool names_device(uint8_t type)
+{
+	switch (type) {
+	case RDB_MSG_DISK_SETUP:
+	case RDB_MSG_DISK_BASE:
+	case RDB_MSG_DISK_WRITE:
+	case RDB_MSG_DISK_ZERO:
+	case RDB_MSG_DISK_FLUSH:
+		return true;
+	default:
+		return false;
+	}
+}
+
 int rdb_proto_decoder_next(struct rdb_proto_decoder *d, struct rdb_frame *f)
 {
 	const uint8_t *h;
@@ -639,12 +677,18 @@ int rdb_proto_decoder_next(struct rdb_proto_decoder *d, struct rdb_frame *f)
 	if (h[5] == 0 || h[5] >= RDB_MSG__MAX)
 		return fail(d, "unknown message type %lu", h[5]);
 	/* v1 defines no flag and uses no reserved field: a peer setting one
-	 * speaks something we did not negotiate. */
+	 * speaks something we did not negotiate.  Only a disk's frames name
+	 * a device (whether the receiver has it is the receiver's check). */
 	if (get16(h + 6))
 		return fail(d, "undefined frame flags 0x%04lx", get16(h + 6));
-	if (get32(h + 12) || get32(h + 28))
+	if (get32(h + 28))
 		return fail(d, "reserved header field set (0x%08lx)",
-			    get32(h + 12) | get32(h + 28));
+			    get32(h + 28));
+	if (get32(h + 12) && !names_device(h[5])) {
+		snprintf(d->err, sizeof(d->err), "a %s frame names device %lu",
+			 rdb_msg_name(h[5]), (unsigned long)get32(h + 12));
+		return -EPROTO;
+	}
 	len = get32(h + 8);
 	if (len > RDB_PROTO_MAX_PAYLOAD)
 		return fail(d, "frame payload of %lu bytes is over the limit", len);
@@ -658,6 +702,7 @@ int rdb_proto_decoder_next(struct rdb_proto_decoder *d, struct rdb_frame *f)
 		return fail(d, "CRC mismatch on a %lu-byte frame", len);
 	f->type = h[5];
 	f->flags = get16(h + 6);
+	f->device = get32(h + 12);
 	f->epoch = get64(h + 16);
 	f->payload = h + RDB_PROTO_HEADER_LEN;
 	f->len = len;

@@ -6,9 +6,14 @@
  *
  *   frame   = header payload
  *   header  = magic:u32 "RDB1"  version:u8  type:u8  flags:u16
- *             length:u32  reserved:u32  epoch:u64  crc:u32  reserved:u32
+ *             length:u32  device:u32  epoch:u64  crc:u32  reserved:u32
  *   crc     = CRC32C over header (crc field zero) and payload
- *   flags and both reserved fields are 0 in v1; receivers reject others.
+ *   device  = which of the VM's disks a DISK_SETUP, DISK_BASE,
+ *             DISK_WRITE, DISK_ZERO or DISK_FLUSH frame is about, in the
+ *             order the VM's config lists them (0: the first); 0 in
+ *             every other frame.  A receiver refuses a disk it does not
+ *             have.
+ *   flags and the reserved field are 0 in v1; receivers reject others.
  *   length <= RDB_PROTO_MAX_PAYLOAD; type in 1 .. RDB_MSG__MAX - 1.
  *   version is the frame layout's version: HELLO and its answer always
  *   travel in v1 frames, so a peer of another version still gets NAKed.
@@ -177,6 +182,7 @@ enum rdb_page_enc {
 struct rdb_frame {
 	enum rdb_msg_type type;
 	uint16_t flags;
+	uint32_t device;	/* DISK_*: the disk's index; 0 otherwise */
 	uint64_t epoch;
 	const uint8_t *payload;	/* valid until the next decoder call */
 	uint32_t len;
@@ -226,21 +232,23 @@ int rdb_proto_put_heartbeat(struct rdb_buf *out, uint64_t seq,
 			    uint64_t sender_ns);
 int rdb_proto_put_unprotect(struct rdb_buf *out, const char *vm_name);
 int rdb_proto_put_error(struct rdb_buf *out, const char *msg);
-int rdb_proto_put_disk_setup(struct rdb_buf *out, uint64_t size);
+int rdb_proto_put_disk_setup(struct rdb_buf *out, uint32_t disk, uint64_t size);
 /* With feature RESYNC: the base offered (base_gen 0: none). */
-int rdb_proto_put_disk_setup_base(struct rdb_buf *out, uint64_t size,
+int rdb_proto_put_disk_setup_base(struct rdb_buf *out, uint32_t disk,
+				  uint64_t size,
 				  uint64_t base_gen, uint64_t base_epoch);
 /* generation 0: no base, reason says why; else extents (ascending, each
  * below 2^(64-shift)) may differ. */
-int rdb_proto_put_disk_base(struct rdb_buf *out, uint64_t generation,
+int rdb_proto_put_disk_base(struct rdb_buf *out, uint32_t disk,
+			    uint64_t generation,
 			    uint32_t shift, const uint64_t *extents,
 			    uint32_t count, const char *reason);
 /* len <= RDB_PROTO_MAX_DISK_WRITE */
-int rdb_proto_put_disk_write(struct rdb_buf *out, uint64_t epoch,
+int rdb_proto_put_disk_write(struct rdb_buf *out, uint32_t disk, uint64_t epoch,
 			     uint64_t offset, const uint8_t *data, size_t len);
-int rdb_proto_put_disk_zero(struct rdb_buf *out, uint64_t epoch,
+int rdb_proto_put_disk_zero(struct rdb_buf *out, uint32_t disk, uint64_t epoch,
 			    uint64_t offset, uint64_t len);
-int rdb_proto_put_disk_flush(struct rdb_buf *out, uint64_t epoch);
+int rdb_proto_put_disk_flush(struct rdb_buf *out, uint32_t disk, uint64_t epoch);
 #define RDB_FLOWREC_LEN 64
 /* At most RDB_PROTO_MAX_PAYLOAD / 64 - 1 records per frame. */
 int rdb_proto_put_flows(struct rdb_buf *out, uint64_t epoch,

@@ -339,8 +339,14 @@ int rdb_stage_add_disk(struct rdb_stage *st, const struct rdb_frame *f)
 	const uint8_t *data;
 	uint64_t off, len;
 	enum rdb_disk_op op;
-	int rc = open_epoch(st, f->epoch);
+	int rc;
 
+	/* One replica here: another disk's change must never land in it
+	 * (I4); refused before the frame opens an epoch. */
+	if (f->device != 0)
+		return fail(st, "%s for disk %u: this backup keeps one disk's "
+			    "replica", rdb_msg_name(f->type), f->device);
+	rc = open_epoch(st, f->epoch);
 	if (rc < 0)
 		return rc;
 	if (!st->disk)

@@ -238,7 +238,7 @@ static void test_stage_epochs(void **state)
 	fill(b, sizeof(b), 5);
 
 	/* epoch 0: written through at once */
-	rdb_proto_put_disk_write(&wire, 0, 8192, a, sizeof(a));
+	rdb_proto_put_disk_write(&wire, 0, 0, 8192, a, sizeof(a));
 	f = frame_of(&wire, &dec);
 	assert_int_equal(rdb_stage_add_disk(&st, &f), 0);
 	read_replica(got);
@@ -251,13 +251,13 @@ static void test_stage_epochs(void **state)
 	assert_int_equal(rdb_stage_commit(&st, 0, 1, sizeof(a) + 1, &img), 0);
 
 	/* epoch 1: buffered until EPOCH_END, then applied */
-	rdb_proto_put_disk_write(&wire, 1, 8192, b, sizeof(b));
+	rdb_proto_put_disk_write(&wire, 0, 1, 8192, b, sizeof(b));
 	f = frame_of(&wire, &dec);
 	assert_int_equal(rdb_stage_add_disk(&st, &f), 0);
-	rdb_proto_put_disk_zero(&wire, 1, 0, 4096);
+	rdb_proto_put_disk_zero(&wire, 0, 1, 0, 4096);
 	f = frame_of(&wire, &dec);
 	assert_int_equal(rdb_stage_add_disk(&st, &f), 0);
-	rdb_proto_put_disk_flush(&wire, 1);
+	rdb_proto_put_disk_flush(&wire, 0, 1);
 	f = frame_of(&wire, &dec);
 	assert_int_equal(rdb_stage_add_disk(&st, &f), 0);
 	read_replica(got);
@@ -272,7 +272,7 @@ static void test_stage_epochs(void **state)
 	assert_memory_equal(got, want, DISK);
 
 	/* epoch 2 never commits: a failover discards it, replica unchanged */
-	rdb_proto_put_disk_write(&wire, 2, 0, a, sizeof(a));
+	rdb_proto_put_disk_write(&wire, 0, 2, 0, a, sizeof(a));
 	f = frame_of(&wire, &dec);
 	assert_int_equal(rdb_stage_add_disk(&st, &f), 0);
 	rdb_stage_discard(&st);
@@ -281,11 +281,11 @@ static void test_stage_epochs(void **state)
 	assert_int_equal(db.nrecs, 0);
 
 	/* out of range and wrong-epoch frames are protocol errors */
-	rdb_proto_put_disk_write(&wire, 2, DISK - 512, a, sizeof(a));
+	rdb_proto_put_disk_write(&wire, 0, 2, DISK - 512, a, sizeof(a));
 	f = frame_of(&wire, &dec);
 	assert_int_equal(rdb_stage_add_disk(&st, &f), -EPROTO);
 	assert_non_null(strstr(rdb_stage_error(&st), "outside"));
-	rdb_proto_put_disk_flush(&wire, 5);
+	rdb_proto_put_disk_flush(&wire, 0, 5);
 	f = frame_of(&wire, &dec);
 	assert_int_equal(rdb_stage_add_disk(&st, &f), -EPROTO);
 
@@ -335,7 +335,7 @@ static void test_stage_commit_disk_failure(void **state)
 	}
 	f = frame_of(&wire, &dec);
 	assert_int_equal(rdb_stage_add_pages(&st, &f, &img), 0);
-	rdb_proto_put_disk_write(&wire, 1, 0, a, sizeof(a));
+	rdb_proto_put_disk_write(&wire, 0, 1, 0, a, sizeof(a));
 	f = frame_of(&wire, &dec);
 	assert_int_equal(rdb_stage_add_disk(&st, &f), 0);
 	rdb_proto_put_devstate(&wire, 1, dev, 1);
@@ -402,15 +402,15 @@ static void test_proto_disk_frames(void **state)
 	(void)state;
 	rdb_proto_decoder_init(&dec);
 	rdb_buf_init(&wire);
-	assert_int_equal(rdb_proto_put_disk_write(&wire, 1, 0, a, 0), -EINVAL);
-	assert_int_equal(rdb_proto_put_disk_write(&wire, 1, 0, a,
+	assert_int_equal(rdb_proto_put_disk_write(&wire, 0, 1, 0, a, 0), -EINVAL);
+	assert_int_equal(rdb_proto_put_disk_write(&wire, 0, 1, 0, a,
 						  RDB_PROTO_MAX_DISK_WRITE + 1), -EINVAL);
-	assert_int_equal(rdb_proto_put_disk_zero(&wire, 1, 0, 0), -EINVAL);
-	rdb_proto_put_disk_setup(&wire, 1 << 30);
+	assert_int_equal(rdb_proto_put_disk_zero(&wire, 0, 1, 0, 0), -EINVAL);
+	rdb_proto_put_disk_setup(&wire, 0, 1 << 30);
 	f = frame_of(&wire, &dec);
 	assert_int_equal(rdb_msg_disk_setup_parse(&f, &size, NULL, NULL), 0);
 	assert_int_equal(size, 1 << 30);
-	rdb_proto_put_disk_write(&wire, 3, 512, a, sizeof(a));
+	rdb_proto_put_disk_write(&wire, 0, 3, 512, a, sizeof(a));
 	f = frame_of(&wire, &dec);
 	assert_int_equal(f.epoch, 3);
 	assert_int_equal(rdb_msg_disk_parse(&f, &off, &len, &data), 0);
@@ -418,7 +418,7 @@ static void test_proto_disk_frames(void **state)
 	assert_int_equal(len, sizeof(a));
 	f.len = 8;	/* an empty write */
 	assert_int_equal(rdb_msg_disk_parse(&f, &off, &len, &data), -EPROTO);
-	rdb_proto_put_disk_zero(&wire, 3, 4096, 8192);
+	rdb_proto_put_disk_zero(&wire, 0, 3, 4096, 8192);
 	f = frame_of(&wire, &dec);
 	assert_int_equal(rdb_msg_disk_parse(&f, &off, &len, &data), 0);
 	assert_int_equal(len, 8192);

@@ -696,20 +696,20 @@ static void test_disk_base_round_trip_and_checks(void **state)
 
 	rdb_buf_init(&wire);
 	rdb_proto_decoder_init(&d);
-	assert_int_equal(rdb_proto_put_disk_setup(&wire, 1 << 30), 0);
-	assert_int_equal(rdb_proto_put_disk_setup_base(&wire, 1 << 30,
+	assert_int_equal(rdb_proto_put_disk_setup(&wire, 0, 1 << 30), 0);
+	assert_int_equal(rdb_proto_put_disk_setup_base(&wire, 0, 1 << 30,
 						       0xabcdefull, 77), 0);
-	assert_int_equal(rdb_proto_put_disk_setup_base(&wire, 4096, 0, 5), 0);
-	assert_int_equal(rdb_proto_put_disk_base(&wire, 0xabcdefull, 20, ext, 4,
+	assert_int_equal(rdb_proto_put_disk_setup_base(&wire, 0, 4096, 0, 5), 0);
+	assert_int_equal(rdb_proto_put_disk_base(&wire, 0, 0xabcdefull, 20, ext, 4,
 						 NULL), 0);
-	assert_int_equal(rdb_proto_put_disk_base(&wire, 0, 0, NULL, 0,
+	assert_int_equal(rdb_proto_put_disk_base(&wire, 0, 0, 0, NULL, 0,
 						 "no lineage record\nhere"), 0);
-	assert_int_equal(rdb_proto_put_disk_base(&wire, 9, 20, NULL, 0, NULL), 0);
-	assert_int_equal(rdb_proto_put_disk_base(&wire, 9, 20, bad_order, 2,
+	assert_int_equal(rdb_proto_put_disk_base(&wire, 0, 9, 20, NULL, 0, NULL), 0);
+	assert_int_equal(rdb_proto_put_disk_base(&wire, 0, 9, 20, bad_order, 2,
 						 NULL), -EINVAL);
-	assert_int_equal(rdb_proto_put_disk_base(&wire, 9, 11, ext, 4, NULL),
+	assert_int_equal(rdb_proto_put_disk_base(&wire, 0, 9, 11, ext, 4, NULL),
 			 -EINVAL);
-	assert_int_equal(rdb_proto_put_disk_base(&wire, 9, 40,
+	assert_int_equal(rdb_proto_put_disk_base(&wire, 0, 9, 40,
 						 (const uint64_t[]){ 1ull << 30 },
 						 1, NULL), -EINVAL);
 	rdb_proto_decoder_feed(&d, wire.data, wire.len);
@@ -876,6 +876,70 @@ static void test_header_fields_checked(void **state)
 	rdb_proto_decoder_feed(&d, wire.data, wire.len);
 	assert_int_equal(rdb_proto_decoder_next(&d, &f), -EPROTO);
 	assert_int_equal(rdb_proto_decoder_next(&d, &f), -EPROTO);
+	rdb_proto_decoder_dispose(&d);
+	rdb_buf_dispose(&wire);
+}
+
+/*
+ * The header's device field: a disk's frames carry its index (encoded and
+ * decoded as given); any other frame naming a device is refused, as is
+ * the reserved field after the CRC.
+ */
+static void test_device_field(void **state)
+{
+	static const uint8_t data[512] = { 7 };
+	struct rdb_proto_decoder d;
+	struct rdb_buf wire;
+	struct rdb_frame f;
+	uint64_t off, len;
+	const uint8_t *p;
+
+	rdb_buf_init(&wire);
+	assert_int_equal(rdb_proto_put_disk_setup(&wire, 2, 1u << 20), 0);
+	assert_int_equal(rdb_proto_put_disk_write(&wire, 3, 9, 4096, data,
+						  sizeof(data)), 0);
+	assert_int_equal(rdb_proto_put_disk_zero(&wire, 0, 9, 0, 4096), 0);
+	assert_int_equal(rdb_proto_put_disk_flush(&wire, 4000000000u, 9), 0);
+	assert_int_equal(rdb_proto_put_disk_base(&wire, 1, 0, 0, NULL, 0,
+						 "none"), 0);
+	rdb_proto_decoder_init(&d);
+	rdb_proto_decoder_feed(&d, wire.data, wire.len);
+	assert_int_equal(rdb_proto_decoder_next(&d, &f), 1);
+	assert_int_equal(f.type, RDB_MSG_DISK_SETUP);
+	assert_int_equal(f.device, 2);
+	assert_int_equal(rdb_proto_decoder_next(&d, &f), 1);
+	assert_int_equal(f.device, 3);
+	assert_int_equal(f.epoch, 9);
+	assert_int_equal(rdb_msg_disk_parse(&f, &off, &len, &p), 0);
+	assert_int_equal(off, 4096);
+	assert_int_equal(len, sizeof(data));
+	assert_int_equal(rdb_proto_decoder_next(&d, &f), 1);
+	assert_int_equal(f.device, 0);
+	assert_int_equal(rdb_proto_decoder_next(&d, &f), 1);
+	assert_int_equal(f.device, 4000000000u);
+	assert_int_equal(rdb_proto_decoder_next(&d, &f), 1);
+	assert_int_equal(f.type, RDB_MSG_DISK_BASE);
+	assert_int_equal(f.device, 1);
+	rdb_proto_decoder_dispose(&d);
+
+	/* other frames name no device */
+	rdb_buf_reset(&wire);
+	raw_frame(&wire, 1, RDB_MSG_PAGES, 0, 1, 3, NULL, 0);
+	assert_int_equal(decode_one(&wire, &d), -EPROTO);
+	assert_non_null(strstr(rdb_proto_decoder_error(&d), "PAGES frame names device 1"));
+	rdb_proto_decoder_dispose(&d);
+	rdb_buf_reset(&wire);
+	raw_frame(&wire, 1, RDB_MSG_OUTPUT, 0, 2, 3, NULL, 0);
+	assert_int_equal(decode_one(&wire, &d), -EPROTO);
+	rdb_proto_decoder_dispose(&d);
+	/* the reserved field stays reserved, on a disk's frame too */
+	rdb_buf_reset(&wire);
+	assert_int_equal(rdb_proto_put_disk_flush(&wire, 1, 9), 0);
+	wire.data[28] = 1;
+	put_be(wire.data + 24, 0, 4);
+	put_be(wire.data + 24, rdb_crc32c(0, wire.data, wire.len), 4);
+	assert_int_equal(decode_one(&wire, &d), -EPROTO);
+	assert_non_null(strstr(rdb_proto_decoder_error(&d), "reserved"));
 	rdb_proto_decoder_dispose(&d);
 	rdb_buf_dispose(&wire);
 }
@@ -1048,6 +1112,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_crc32c_check_value),
+		cmocka_unit_test(test_device_field),
 		cmocka_unit_test(test_every_message_round_trips_in_any_split),
 		cmocka_unit_test(test_payload_parsers),
 		cmocka_unit_test(test_corruption_is_rejected),

@@ -742,6 +742,53 @@ static void diskref_frame(struct rdb_buf *wire, uint64_t epoch,
  * SHA-256; a mismatch, a block beyond the disk, an encoding that was not
  * granted or a VM without a disk refuse the frame whole.
  */
+/* A disk write that names another disk than the one replica here is
+ * refused, and nothing of it reaches the replica, at epoch 0 (applied at
+ * once) or later (buffered). */
+static void test_other_disk_refused(void **state)
+{
+	struct rdb_proto_decoder d;
+	struct rdb_diskbuf db;
+	struct rdb_stage st;
+	struct rdb_buf w;
+	struct rdb_frame f;
+	uint8_t blk[4096], got[4096];
+	char path[128];
+
+	rdb_buf_init(&w);
+	snprintf(path, sizeof(path), "%s/replica-dev.img", dir);
+	rdb_diskbuf_init(&db, 1 << 20);
+	assert_int_equal(rdb_diskbuf_create(&db, path, 16 * 4096), 0);
+	rdb_stage_init(&st);
+	st.disk = &db;
+	memset(blk, 'X', sizeof(blk));
+	for (uint64_t epoch = 0; epoch < 2; epoch++) {
+		rdb_buf_reset(&w);
+		assert_int_equal(rdb_proto_put_disk_write(&w, 1, epoch, 4096, blk,
+							  sizeof(blk)), 0);
+		rdb_proto_decoder_init(&d);
+		rdb_proto_decoder_feed(&d, w.data, w.len);
+		assert_int_equal(rdb_proto_decoder_next(&d, &f), 1);
+		assert_int_equal(f.device, 1);
+		assert_int_equal(rdb_stage_add_disk(&st, &f), -EPROTO);
+		if (!strstr(rdb_stage_error(&st), "disk 1"))
+			fail_msg("refused for another reason: %s", rdb_stage_error(&st));
+		rdb_proto_decoder_dispose(&d);
+		assert_int_equal(db.nrecs, 0);
+		assert_int_equal(pread(db.fd, got, sizeof(got), 4096),
+				 (ssize_t)sizeof(got));
+		assert_int_equal(got[0], 0);
+		assert_int_equal(got[4095], 0);
+		assert_false(st.open);	/* no epoch opened by it */
+		/* then as after epoch 0's commit: later writes are buffered */
+		st.have_committed = true;
+		st.c.epoch = 0;
+	}
+	rdb_stage_dispose(&st);
+	rdb_diskbuf_dispose(&db);
+	rdb_buf_dispose(&w);
+}
+
 static void test_diskref_resolved_and_checked(void **state)
 {
 	struct rdb_ramimage img;
@@ -907,6 +954,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_epoch_size_bounded, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pages_count_checked_before_decoding, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pages_frame_bound, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_other_disk_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_diskref_resolved_and_checked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_verify_digest, setup, teardown),
 	};
