@@ -40,7 +40,8 @@ int rdb_ckdevs_start(struct rdb_ckdevs *t, char *err, size_t errlen)
 		int rc = d->ops->start ? d->ops->start(d, err, errlen) : 0;
 
 		if (rc < 0) {
-			for (unsigned j = 0; j < i; j++)
+			/* this one and those before it, last first */
+			for (unsigned j = i + 1; j-- > 0;)
 				if (t->v[j]->ops->stop)
 					t->v[j]->ops->stop(t->v[j]);
 			return rc;

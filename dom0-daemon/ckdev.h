@@ -140,8 +140,9 @@ struct rdb_ckdev *rdb_ckdevs_find(const struct rdb_ckdevs *t,
 unsigned rdb_ckdevs_count(const struct rdb_ckdevs *t, const char *kind);
 /*
  * Every device's start: 0 all ready, the number of devices with initial
- * work under way (each calls host->ready when done), or the first error
- * (devices started before it are stopped).
+ * work under way (each calls host->ready once when done, possibly before
+ * this returns), or the first error (the failing device and those
+ * started before it are stopped, last first).
  */
 int rdb_ckdevs_start(struct rdb_ckdevs *t, char *err, size_t errlen);
 /* Every device's checkpoint; stops at the first error. */

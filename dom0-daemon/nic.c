@@ -157,33 +157,55 @@ void rdb_nic_close(struct rdb_nic *n)
 	rdb_netstream_dispose(&n->ns);
 }
 
+/* Out of the loop, or back in under n's address. */
+static void loop_detach(struct rdb_nic *n)
+{
+	if (n->fd >= 0)
+		rdb_evloop_del_fd(n->loop, n->fd);
+	if (n->listen_fd >= 0)
+		rdb_evloop_del_fd(n->loop, n->listen_fd);
+	if (n->tap_fd >= 0)
+		rdb_evloop_del_fd(n->loop, n->tap_fd);
+}
+
+static int loop_attach(struct rdb_nic *n)
+{
+	int rc = 0;
+
+	if (n->tap_fd >= 0)
+		rc = rdb_evloop_add_fd(n->loop, n->tap_fd, RDB_EV_READ, on_tap, n);
+	if (rc == 0 && n->listen_fd >= 0)
+		rc = rdb_evloop_add_fd(n->loop, n->listen_fd, RDB_EV_READ,
+				       on_accept, n);
+	if (rc == 0 && n->fd >= 0) {
+		rc = rdb_evloop_add_fd(n->loop, n->fd, RDB_EV_READ, on_qemu, n);
+		if (rc == 0)
+			want(n);
+	}
+	return rc;
+}
+
 int rdb_nic_move(struct rdb_nic *dst, struct rdb_nic *src,
 		 rdb_frame_cb from_guest, void *opaque)
 {
-	struct rdb_evloop *loop = src->loop;
-	int rc = 0;
+	struct rdb_nic was = *src;
+	int rc;
 
-	/* out of the loop under the old address, back in under the new */
-	if (src->fd >= 0)
-		rdb_evloop_del_fd(loop, src->fd);
-	if (src->listen_fd >= 0)
-		rdb_evloop_del_fd(loop, src->listen_fd);
-	if (src->tap_fd >= 0)
-		rdb_evloop_del_fd(loop, src->tap_fd);
+	loop_detach(src);
 	*dst = *src;
 	rdb_nic_init(src);
 	dst->from_guest = from_guest;
 	dst->opaque = opaque;
 	dst->from_wire = NULL;
-	if (dst->tap_fd >= 0)
-		rc = rdb_evloop_add_fd(loop, dst->tap_fd, RDB_EV_READ, on_tap, dst);
-	if (rc == 0 && dst->listen_fd >= 0)
-		rc = rdb_evloop_add_fd(loop, dst->listen_fd, RDB_EV_READ,
-				       on_accept, dst);
-	if (rc == 0 && dst->fd >= 0) {
-		rc = rdb_evloop_add_fd(loop, dst->fd, RDB_EV_READ, on_qemu, dst);
-		if (rc == 0)
-			want(dst);
+	rc = loop_attach(dst);
+	if (rc < 0) {
+		/* src keeps its sockets, tap and callbacks, as before */
+		loop_detach(dst);
+		rdb_nic_init(dst);
+		*src = was;
+		if (loop_attach(src) < 0)
+			LOG(ERROR, "%s: NIC left out of the event loop (%s): its "
+			    "frames stop", src->vm, strerror(-rc));
 	}
 	return rc;
 }

@@ -41,7 +41,8 @@ void rdb_nic_close(struct rdb_nic *n);	/* idempotent */
  * connected, frames in flight stay queued): dst takes src's sockets and
  * tap, with new callbacks and no wire filter; src is left as after
  * rdb_nic_init.  A restored VM protected again: the backup's NIC becomes
- * the primary's.  Fails only if the loop cannot take the fds back.
+ * the primary's.  Fails only if the loop cannot take the fds back: then
+ * src is as it was (its fds, callbacks, filter) and dst as after init.
  */
 int rdb_nic_move(struct rdb_nic *dst, struct rdb_nic *src,
 		 rdb_frame_cb from_guest, void *opaque);

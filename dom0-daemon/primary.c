@@ -393,6 +393,10 @@ static void dev_ready(void *opaque)
 	char err[512] = "", why[600];
 	int rc;
 
+	if (p->devs_starting) {
+		p->devs_ready_early++;	/* ready within its own start */
+		return;
+	}
 	if (!p->ck.active || !p->devs_pending || --p->devs_pending)
 		return;
 	rc = start_colo(p, err, sizeof(err));
@@ -1522,7 +1526,7 @@ static int add_nic(struct rdb_primary *p, struct rdb_pri_nic **out)
 	if (p->ndisks + p->nnics == RDB_CKDEV_MAX)
 		return -ENOSPC;
 	rc = rdb_pri_nic_new(out, p->nnics, p->vm->name,
-			     (uint8_t)p->vm->cfg.protect_dscp, &p->ck,
+			     &p->vm->cfg.protect_dscp, &p->ck,
 			     &p->dev_host, &p->vm->st);
 	if (rc < 0)
 		return rc;
@@ -1713,8 +1717,6 @@ static int start_protection(struct rdb_primary *p, char *err, size_t errlen)
 
 	p->protect_started = true;
 	p->ck.cp = rdb_vm_config_commit_protection(&vm->cfg);
-	for (unsigned i = 0; i < p->nnics; i++)
-		p->nics[i]->dscp = (uint8_t)vm->cfg.protect_dscp;
 	/* The activity log is armed for this protection's generation
 	 * before the first change is recorded (actlog.h); the lineage
 	 * record names the VM's first disk (lineage.h). */
@@ -1777,12 +1779,16 @@ static int link_up(struct rdb_primary *p, struct connect_job *j, char *err,
 	 * backup's replica carries them (disk.h) and output waits for the
 	 * backup's acknowledgement.  Checkpoints start once every device's
 	 * initial work (a disk's copy) is queued: dev_ready. */
-	vm->st.resync_bytes = vm->st.resync_blocks = 0;
+	vm->st.resync_bytes = vm->st.resync_blocks = vm->st.copy_ns = 0;
+	vm->st.resynced = false;
+	p->devs_starting = true;
+	p->devs_ready_early = 0;
 	rc = rdb_ckdevs_start(&p->devs, err, errlen);
+	p->devs_starting = false;
 	if (rc < 0)
 		return rc;
-	p->devs_pending = (unsigned)rc;
-	if (rc == 0)
+	p->devs_pending = (unsigned)rc - p->devs_ready_early;
+	if (p->devs_pending == 0)
 		return start_colo(p, err, errlen);
 	return 0;
 }
@@ -2139,7 +2145,6 @@ int rdb_primary_restored_adopt(struct rdb_vm *vm, const struct rdb_handover *h,
 	}
 	rdb_config_dispose(&rdb_vm_config_table, &vm->cfg);
 	vm->cfg = cfg;
-	n->dscp = (uint8_t)vm->cfg.protect_dscp;
 	if (rc == 0 && h->has_disk)
 		rc = open_disk(p, h->wmap_path[0] ? h->wmap_path : NULL,
 			       h->generation, h->epoch, err, errlen);

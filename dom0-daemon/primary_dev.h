@@ -40,12 +40,13 @@ struct rdb_pri_nic {
 	struct rdb_nic nic;
 	struct rdb_netbuf nb;		/* plain Remus, or a decision pending */
 	struct rdb_flowbuf fb;		/* commit protection */
-	uint8_t dscp;			/* the guest module's mark */
+	const uint32_t *dscp;		/* the guest module's mark: the VM's
+					 * protect_dscp, read per frame */
 };
 
 /* A NIC device, nothing open (its buffers ready); -ENOMEM. */
 int rdb_pri_nic_new(struct rdb_pri_nic **out, unsigned index, const char *vm,
-		    uint8_t dscp, struct rdb_ckpt *ck,
+		    const uint32_t *dscp, struct rdb_ckpt *ck,
 		    const struct rdb_ckdev_host *host, struct rdb_vm_stats *st);
 /* Relays QEMU's stream socket sock_path and the tap (nic.h). */
 int rdb_pri_nic_open(struct rdb_pri_nic *n, struct rdb_evloop *loop,

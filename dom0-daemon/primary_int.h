@@ -87,6 +87,8 @@ struct rdb_primary {
 	struct rdb_pri_disk *disks[RDB_CKDEV_MAX];
 	struct rdb_pri_nic *nics[RDB_CKDEV_MAX];
 	unsigned ndisks, nnics, devs_pending;
+	bool devs_starting;		/* within rdb_ckdevs_start */
+	unsigned devs_ready_early;	/* ready before it returned */
 	bool nic_pending;	/* attached before its domain: NIC relayed at protect */
 	/* a restored VM protected again from here: its QEMU is ours to
 	 * reap, its failover event port stays open (reprotect) */

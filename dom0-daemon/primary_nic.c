@@ -35,11 +35,12 @@ void rdb_pri_nic_from_guest(void *opaque, const uint8_t *frame, size_t len)
 	static uint8_t copy[RDB_NET_MAX_FRAME];
 	struct rdb_pri_nic *n = opaque;
 	const struct rdb_ckdev_host *h = n->dev.host;
+	uint8_t dscp = (uint8_t)*n->dscp;
 	bool marked = false;
 
-	if (remusdb_frame_marked(frame, len, n->dscp) && len <= sizeof(copy)) {
+	if (remusdb_frame_marked(frame, len, dscp) && len <= sizeof(copy)) {
 		memcpy(copy, frame, len);
-		remusdb_frame_strip(copy, len, n->dscp);
+		remusdb_frame_strip(copy, len, dscp);
 		frame = copy;
 		marked = true;
 		n->dev.st->marked_frames++;
@@ -198,7 +199,7 @@ static const struct rdb_ckdev_ops nic_ops = {
 /* ---- the role's calls ---- */
 
 int rdb_pri_nic_new(struct rdb_pri_nic **out, unsigned index, const char *vm,
-		    uint8_t dscp, struct rdb_ckpt *ck,
+		    const uint32_t *dscp, struct rdb_ckpt *ck,
 		    const struct rdb_ckdev_host *host, struct rdb_vm_stats *st)
 {
 	struct rdb_pri_nic *n = calloc(1, sizeof(*n));

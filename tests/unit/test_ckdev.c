@@ -120,11 +120,12 @@ static void test_table_loops(void **state)
 	assert_int_equal(rdb_ckdevs_start(&t, err, sizeof(err)), 2);
 	assert_string_equal(calls, "d0:start d1:start ");
 
-	/* a refusal stops the devices started before it, not later ones */
+	/* a refusal stops that device and those started before it, last
+	 * first, and never starts later ones */
 	b.start_rc = -EACCES;
 	calls[0] = 0;
 	assert_int_equal(rdb_ckdevs_start(&t, err, sizeof(err)), -EACCES);
-	assert_string_equal(calls, "d0:start d1:start d0:stop ");
+	assert_string_equal(calls, "d0:start d1:start d1:stop d0:stop ");
 	assert_string_equal(err, "d1 refused");
 
 	/* the epoch's close stops at the first error */
@@ -236,6 +237,7 @@ static void test_nic_gate(void **state)
 	struct rdb_ckpt ck = { .active = true, .open_epoch = 5 };
 	struct rdb_vm_stats st = { 0 };
 	struct rdb_pri_nic *n0, *n1;
+	uint32_t dscp = 0;
 	uint8_t f[64];
 	size_t len;
 	bool marked;
@@ -243,8 +245,8 @@ static void test_nic_gate(void **state)
 
 	rdb_buf_init(&epoch_frames);
 	assert_int_equal(socketpair(AF_UNIX, SOCK_DGRAM, 0, sv), 0);
-	assert_int_equal(rdb_pri_nic_new(&n0, 0, "vm1", 0, &ck, &host, &st), 0);
-	assert_int_equal(rdb_pri_nic_new(&n1, 1, "vm1", 0, &ck, &host, &st), 0);
+	assert_int_equal(rdb_pri_nic_new(&n0, 0, "vm1", &dscp, &ck, &host, &st), 0);
+	assert_int_equal(rdb_pri_nic_new(&n1, 1, "vm1", &dscp, &ck, &host, &st), 0);
 	assert_string_equal(n1->dev.id, "nic1");
 	n0->nic.tap_fd = sv[0];		/* the tap, seen from the other end */
 
