@@ -718,10 +718,7 @@ out:
 	while (d.vms) {
 		struct rdb_vm *vm = d.vms;
 
-		if (vm->role == RDB_ROLE_PRIMARY)
-			rdb_primary_teardown(vm);
-		else
-			rdb_backup_teardown(vm);
+		vm->teardown(vm);
 		rdb_vm_free(vm);
 	}
 	if (d.loop)
