@@ -186,6 +186,61 @@ int rdb_pri_resume_after_epoch(struct rdb_primary *p)
 	return hv_reply(p, RDB_HV_RESUME);
 }
 
+static void pause_overran(struct rdb_primary *p, uint64_t epoch,
+			  uint64_t pause_ns, uint64_t now);
+
+/*
+ * Fault slow-checkpoint: the guest's resume comes FAULT_SLOW_PAUSE_NS
+ * after its pause began, from a timer, as beside a hypervisor slow to
+ * finish a checkpoint: this daemon runs all along (heartbeats go to the
+ * backup, its frames are read), so only the pause is long.
+ */
+static uint64_t on_slow_resume(struct rdb_evloop *loop, uint64_t id,
+			       void *opaque)
+{
+	struct rdb_primary *p = opaque;
+	struct rdb_vm *vm = p->vm;
+	struct rdb_epoch_rec *r = &vm->st.epochs[p->slow_epoch % RDB_PAUSE_RING];
+	uint64_t now, pause_ns;
+	int rc;
+
+	(void)loop;
+	(void)id;
+	p->slow_timer = 0;
+	/* dropped meanwhile: QEMU left the checkpoints, the guest runs */
+	if (!p->ck.active || !p->ck.in_pause)
+		return 0;
+	rc = rdb_pri_resume_after_epoch(p);
+	if (rc < 0) {
+		rdb_pri_drop_protection(p, "resuming the guest after a "
+					"checkpoint failed");
+		return 0;
+	}
+	now = rdb_now_ns();
+	rdb_watchdog_guest_stopped(p->d->wd, vm->wd_slot, 0);
+	pause_ns = now - p->ckpt_start_ns;
+	rdb_vm_pause_recorded(vm, pause_ns, p->pause_work_ns);
+	if (r->valid && r->epoch == p->slow_epoch)
+		r->pause_ns = pause_ns;
+	p->ck.in_pause = false;
+	if (pause_ns > (uint64_t)vm->cfg.checkpoint_deadline_ms * RDB_NS_PER_MS)
+		pause_overran(p, p->slow_epoch, pause_ns, now);
+	return 0;
+}
+
+static int slow_resume_arm(struct rdb_primary *p, uint64_t epoch)
+{
+	uint64_t now = rdb_now_ns(), at = p->ckpt_start_ns + FAULT_SLOW_PAUSE_NS;
+
+	LOGVM(WARN, p->vm->name, "fault injection: the pause of epoch %llu "
+	      "lasts %.0f ms (remusdbd runs meanwhile)",
+	      (unsigned long long)epoch,
+	      (double)FAULT_SLOW_PAUSE_NS / RDB_NS_PER_MS);
+	p->slow_epoch = epoch;
+	return rdb_evloop_add_timer(p->d->loop, at > now ? at - now : 1,
+				    on_slow_resume, p, &p->slow_timer);
+}
+
 /*
  * A pause longer than checkpoint_deadline_ms with this daemon running
  * (the watchdog covers a stalled one: I5) is the hypervisor's own pace:
@@ -225,7 +280,7 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 	struct rdb_primary *p = opaque;
 	struct rdb_vm *vm = p->vm;
 	uint64_t now, pause_ns, t0 = rdb_now_ns();
-	bool handover;
+	bool handover, slow = false;
 	int rc;
 
 	if (p->fault_stop_in_initial && epoch == 0) {
@@ -258,29 +313,28 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 	/* From the initial state's stop on, output waits for its epoch's
 	 * acknowledgement (guest_frame). */
 	p->initial_open = false;
-	if (p->fault_slow_checkpoint && epoch > 0 && p->ck.in_pause) {
-		p->fault_slow_checkpoint = false;
-		LOGVM(WARN, vm->name, "fault injection: the pause of epoch %llu "
-		      "lasts %.0f ms", (unsigned long long)epoch,
-		      (double)FAULT_SLOW_PAUSE_NS / RDB_NS_PER_MS);
-		while (rdb_now_ns() - p->ckpt_start_ns < FAULT_SLOW_PAUSE_NS) {
-			rdb_watchdog_beat(p->d->wd);
-			usleep(5000);
-		}
-	}
 	/* Let the guest run first; framing and sending the epoch follow.
 	 * A handover's epoch is the guest's last here: it stays stopped. */
 	handover = rdb_pri_handover_at(p, epoch);
+	if (p->fault_slow_checkpoint && epoch > 0 && p->ck.in_pause &&
+	    !handover) {
+		p->fault_slow_checkpoint = false;
+		rc = slow_resume_arm(p, epoch);
+		if (rc < 0)
+			return rc;
+		slow = true;
+	}
 	if (epoch == 0)
 		rc = hv_reply(p, RDB_HV_START);
 	else
-		rc = handover ? 0 : rdb_pri_resume_after_epoch(p);
+		rc = handover || slow ? 0 : rdb_pri_resume_after_epoch(p);
 	if (rc < 0)
 		return rc;
 	now = rdb_now_ns();
 	/* runs again (a handover's guest stays stopped on purpose: its
 	 * stalls are bounded by the beat alone, as before it stopped) */
-	rdb_watchdog_guest_stopped(p->d->wd, vm->wd_slot, 0);
+	if (!slow)
+		rdb_watchdog_guest_stopped(p->d->wd, vm->wd_slot, 0);
 	if (epoch == 0 && p->initial_stop_ns) {
 		vm->st.initial_stop_ns = now - p->initial_stop_ns;
 		LOGVM(INFO, vm->name, "initial state taken: %s stopped the guest "
@@ -290,6 +344,8 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 	pause_ns = 0;
 	if (handover) {
 		p->ck.in_pause = false;	/* (not a pause: not recorded) */
+	} else if (slow) {
+		/* recorded when the guest resumes (on_slow_resume) */
 	} else if (p->ck.in_pause) {
 		pause_ns = now - p->ckpt_start_ns;
 		rdb_vm_pause_recorded(vm, pause_ns, p->pause_work_ns + (now - t0));
@@ -1437,7 +1493,9 @@ bool rdb_pri_protection_cleanup(struct rdb_primary *p)
 	}
 	if (p->hb_timer)
 		rdb_evloop_del_timer(loop, p->hb_timer);
-	p->hb_timer = 0;
+	if (p->slow_timer)
+		rdb_evloop_del_timer(loop, p->slow_timer);
+	p->hb_timer = p->slow_timer = 0;
 	durable = end_replication(p);
 	if (durable && !p->owner_held)
 		rdb_pri_release_output(p, UINT64_MAX);

@@ -146,6 +146,7 @@ struct rdb_primary {
 	bool fault_stop_in_pause;
 	bool fault_stop_in_initial;	/* before taking epoch 0 (QEMU waits) */
 	bool fault_slow_checkpoint;	/* the next pause lasts 700 ms */
+	uint64_t slow_timer, slow_epoch;	/* ... resumed from this timer */
 	uint64_t fault_initial_busy_ns;	/* ... after working (and beating) this
 					 * long since QEMU stopped the guest */
 	/* QEMU stopped the guest for the last of the initial state then

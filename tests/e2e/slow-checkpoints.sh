@@ -6,8 +6,10 @@
 # counted; the VM stays protected.  Three within 30 s drop protection
 # (the checkpoints cost more than the operator allows), through the
 # decision as any drop.  The pauses are made long by fault injection
-# (slow-checkpoint: the resume 700 ms late, the daemon beating the
-# watchdog meanwhile, so the watchdog is not what acts).  A stalled
+# (slow-checkpoint: the guest's resume 700 ms late, from a timer; the
+# daemon's loop runs meanwhile, beating the watchdog and sending the
+# backup its heartbeats, so neither the watchdog nor the backup's failure
+# detector is what acts).  A stalled
 # daemon is the watchdog's case (stall-watchdog).
 set -u
 . "$(dirname "$0")/../lib/common.sh"
