@@ -258,6 +258,28 @@ static void test_nic_gate(void **state)
 	assert_false(marked);
 	assert_int_equal(st.marked_frames, 1);
 
+	/* IPv6: marked by the VM's protect_dscp, read as it is now */
+	{
+		uint8_t v6[64] = { 0 };
+		uint8_t tc = 5 << 2;	/* traffic class: DSCP 5 */
+
+		v6[12] = 0x86;
+		v6[13] = 0xdd;
+		v6[14] = (uint8_t)(0x60 | tc >> 4);
+		v6[15] = (uint8_t)(tc << 4);
+		v6[20] = 17;		/* next header: UDP */
+		v6[41] = 9;
+		dscp = 5;
+		rdb_pri_nic_from_guest(n0, v6, 62);
+		assert_int_equal(st.marked_frames, 2);
+		dscp = 7;		/* the option changed: not this mark */
+		rdb_pri_nic_from_guest(n0, v6, 62);
+		assert_int_equal(st.marked_frames, 2);
+		while (recv(sv[1], f, sizeof(f), MSG_DONTWAIT) > 0)
+			;
+		dscp = 0;
+	}
+
 	/* plain Remus: held in the open epoch until released */
 	gate_now = RDB_OUT_EPOCH;
 	rdb_pri_nic_from_guest(n0, f, udp_frame(f, 2, false));
