@@ -3,7 +3,21 @@
 #include "ckdev.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
+
+void rdb_ckdev_init(struct rdb_ckdev *dev, const struct rdb_ckdev_ops *ops,
+		    unsigned index, const char *vm, struct rdb_ckpt *ck,
+		    const struct rdb_ckdev_host *host, struct rdb_vm_stats *st)
+{
+	dev->ops = ops;
+	dev->host = host;
+	dev->ck = ck;
+	dev->st = st;
+	dev->index = index;
+	snprintf(dev->vm, sizeof(dev->vm), "%s", vm);
+	snprintf(dev->id, sizeof(dev->id), "%s%u", ops->kind, index);
+}
 
 int rdb_ckdevs_add(struct rdb_ckdevs *t, struct rdb_ckdev *dev)
 {

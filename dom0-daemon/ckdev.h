@@ -126,6 +126,12 @@ struct rdb_ckdev {
 
 #define RDB_CKDEV_MAX 16
 
+/* Fills an instance's common part: its id is the kind and index
+ * ("disk0"). */
+void rdb_ckdev_init(struct rdb_ckdev *dev, const struct rdb_ckdev_ops *ops,
+		    unsigned index, const char *vm, struct rdb_ckpt *ck,
+		    const struct rdb_ckdev_host *host, struct rdb_vm_stats *st);
+
 /* A role's devices, in the order the pipeline calls them. */
 struct rdb_ckdevs {
 	struct rdb_ckdev *v[RDB_CKDEV_MAX];

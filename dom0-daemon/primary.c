@@ -186,61 +186,6 @@ int rdb_pri_resume_after_epoch(struct rdb_primary *p)
 	return hv_reply(p, RDB_HV_RESUME);
 }
 
-static void pause_overran(struct rdb_primary *p, uint64_t epoch,
-			  uint64_t pause_ns, uint64_t now);
-
-/*
- * Fault slow-checkpoint: the guest's resume comes FAULT_SLOW_PAUSE_NS
- * after its pause began, from a timer, as beside a hypervisor slow to
- * finish a checkpoint: this daemon runs all along (heartbeats go to the
- * backup, its frames are read), so only the pause is long.
- */
-static uint64_t on_slow_resume(struct rdb_evloop *loop, uint64_t id,
-			       void *opaque)
-{
-	struct rdb_primary *p = opaque;
-	struct rdb_vm *vm = p->vm;
-	struct rdb_epoch_rec *r = &vm->st.epochs[p->slow_epoch % RDB_PAUSE_RING];
-	uint64_t now, pause_ns;
-	int rc;
-
-	(void)loop;
-	(void)id;
-	p->slow_timer = 0;
-	/* dropped meanwhile: QEMU left the checkpoints, the guest runs */
-	if (!p->ck.active || !p->ck.in_pause)
-		return 0;
-	rc = rdb_pri_resume_after_epoch(p);
-	if (rc < 0) {
-		rdb_pri_drop_protection(p, "resuming the guest after a "
-					"checkpoint failed");
-		return 0;
-	}
-	now = rdb_now_ns();
-	rdb_watchdog_guest_stopped(p->d->wd, vm->wd_slot, 0);
-	pause_ns = now - p->ckpt_start_ns;
-	rdb_vm_pause_recorded(vm, pause_ns, p->pause_work_ns);
-	if (r->valid && r->epoch == p->slow_epoch)
-		r->pause_ns = pause_ns;
-	p->ck.in_pause = false;
-	if (pause_ns > (uint64_t)vm->cfg.checkpoint_deadline_ms * RDB_NS_PER_MS)
-		pause_overran(p, p->slow_epoch, pause_ns, now);
-	return 0;
-}
-
-static int slow_resume_arm(struct rdb_primary *p, uint64_t epoch)
-{
-	uint64_t now = rdb_now_ns(), at = p->ckpt_start_ns + FAULT_SLOW_PAUSE_NS;
-
-	LOGVM(WARN, p->vm->name, "fault injection: the pause of epoch %llu "
-	      "lasts %.0f ms (remusdbd runs meanwhile)",
-	      (unsigned long long)epoch,
-	      (double)FAULT_SLOW_PAUSE_NS / RDB_NS_PER_MS);
-	p->slow_epoch = epoch;
-	return rdb_evloop_add_timer(p->d->loop, at > now ? at - now : 1,
-				    on_slow_resume, p, &p->slow_timer);
-}
-
 /*
  * A pause longer than checkpoint_deadline_ms with this daemon running
  * (the watchdog covers a stalled one: I5) is the hypervisor's own pace:
@@ -273,6 +218,71 @@ static void pause_overran(struct rdb_primary *p, uint64_t epoch,
 			 n, vm->cfg.checkpoint_deadline_ms,
 			 (double)(now - p->overrun_ns[n - 1]) / RDB_NS_PER_S);
 }
+
+/* The guest runs again after the pause of epoch (in_pause): the pause is
+ * recorded (work_ns of it ours) and checked against the deadline.  Its
+ * length. */
+static uint64_t pause_ended(struct rdb_primary *p, uint64_t epoch,
+			    uint64_t now, uint64_t work_ns)
+{
+	struct rdb_vm *vm = p->vm;
+	uint64_t pause_ns = now - p->ckpt_start_ns;
+
+	rdb_vm_pause_recorded(vm, pause_ns, work_ns);
+	p->ck.in_pause = false;
+	if (pause_ns > (uint64_t)vm->cfg.checkpoint_deadline_ms * RDB_NS_PER_MS)
+		pause_overran(p, epoch, pause_ns, now);
+	return pause_ns;
+}
+
+/*
+ * Fault slow-checkpoint: the guest's resume comes FAULT_SLOW_PAUSE_NS
+ * after its pause began, from a timer, as beside a hypervisor slow to
+ * finish a checkpoint: this daemon runs all along (heartbeats go to the
+ * backup, its frames are read), so only the pause is long.
+ */
+static uint64_t on_slow_resume(struct rdb_evloop *loop, uint64_t id,
+			       void *opaque)
+{
+	struct rdb_primary *p = opaque;
+	struct rdb_vm *vm = p->vm;
+	struct rdb_epoch_rec *r = &vm->st.epochs[p->slow_epoch % RDB_PAUSE_RING];
+	uint64_t now, pause_ns;
+	int rc;
+
+	(void)loop;
+	(void)id;
+	p->slow_timer = 0;
+	/* dropped meanwhile: QEMU left the checkpoints, the guest runs */
+	if (!p->ck.active || !p->ck.in_pause)
+		return 0;
+	rc = rdb_pri_resume_after_epoch(p);
+	if (rc < 0) {
+		rdb_pri_drop_protection(p, "resuming the guest after a "
+					"checkpoint failed");
+		return 0;
+	}
+	now = rdb_now_ns();
+	rdb_watchdog_guest_stopped(p->d->wd, vm->wd_slot, 0);
+	pause_ns = pause_ended(p, p->slow_epoch, now, p->pause_work_ns);
+	if (r->valid && r->epoch == p->slow_epoch)
+		r->pause_ns = pause_ns;
+	return 0;
+}
+
+static int slow_resume_arm(struct rdb_primary *p, uint64_t epoch)
+{
+	uint64_t now = rdb_now_ns(), at = p->ckpt_start_ns + FAULT_SLOW_PAUSE_NS;
+
+	LOGVM(WARN, p->vm->name, "fault injection: the pause of epoch %llu "
+	      "lasts %.0f ms (remusdbd runs meanwhile)",
+	      (unsigned long long)epoch,
+	      (double)FAULT_SLOW_PAUSE_NS / RDB_NS_PER_MS);
+	p->slow_epoch = epoch;
+	return rdb_evloop_add_timer(p->d->loop, at > now ? at - now : 1,
+				    on_slow_resume, p, &p->slow_timer);
+}
+
 
 static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 			size_t len)
@@ -347,12 +357,7 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 	} else if (slow) {
 		/* recorded when the guest resumes (on_slow_resume) */
 	} else if (p->ck.in_pause) {
-		pause_ns = now - p->ckpt_start_ns;
-		rdb_vm_pause_recorded(vm, pause_ns, p->pause_work_ns + (now - t0));
-		p->ck.in_pause = false;
-		if (pause_ns > (uint64_t)vm->cfg.checkpoint_deadline_ms *
-		    RDB_NS_PER_MS)
-			pause_overran(p, epoch, pause_ns, now);
+		pause_ns = pause_ended(p, epoch, now, p->pause_work_ns + (now - t0));
 	}
 	rdb_vm_epoch_ended(vm, epoch, now, pause_ns);
 	if (p->cap_left && epoch > 0)
@@ -510,6 +515,15 @@ uint64_t rdb_pri_held_frames(const struct rdb_primary *p)
 
 	for (unsigned i = 0; i < p->nnics; i++)
 		n += rdb_pri_nic_held_frames(p->nics[i]);
+	return n;
+}
+
+uint64_t rdb_pri_held_bytes(const struct rdb_primary *p)
+{
+	uint64_t n = 0;
+
+	for (unsigned i = 0; i < p->nnics; i++)
+		n += rdb_pri_nic_held_bytes(p->nics[i]);
 	return n;
 }
 

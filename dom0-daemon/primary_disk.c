@@ -671,13 +671,7 @@ int rdb_pri_disk_new(struct rdb_pri_disk **out, unsigned index,
 
 	if (!k)
 		return -ENOMEM;
-	k->dev.ops = &disk_ops;
-	k->dev.host = host;
-	k->dev.ck = ck;
-	k->dev.st = st;
-	k->dev.index = index;
-	snprintf(k->dev.vm, sizeof(k->dev.vm), "%s", vm);
-	snprintf(k->dev.id, sizeof(k->dev.id), "disk%u", index);
+	rdb_ckdev_init(&k->dev, &disk_ops, index, vm, ck, host, st);
 	k->loop = loop;
 	rdb_disk_init(&k->disk);
 	*out = k;

@@ -223,6 +223,7 @@ void rdb_pri_release_output(struct rdb_primary *p, uint64_t upto);
 /* Every NIC's held output is dropped: the number of frames. */
 uint64_t rdb_pri_discard_output(struct rdb_primary *p);
 uint64_t rdb_pri_held_frames(const struct rdb_primary *p);
+uint64_t rdb_pri_held_bytes(const struct rdb_primary *p);
 /* The witness registered this protection: it starts (connects to the
  * backup...); or it could not, and the VM is left unprotected. */
 void rdb_pri_protect_registered(struct rdb_primary *p);

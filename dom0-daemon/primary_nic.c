@@ -207,13 +207,7 @@ int rdb_pri_nic_new(struct rdb_pri_nic **out, unsigned index, const char *vm,
 
 	if (!n)
 		return -ENOMEM;
-	n->dev.ops = &nic_ops;
-	n->dev.host = host;
-	n->dev.ck = ck;
-	n->dev.st = st;
-	n->dev.index = index;
-	snprintf(n->dev.vm, sizeof(n->dev.vm), "%s", vm);
-	snprintf(n->dev.id, sizeof(n->dev.id), "nic%u", index);
+	rdb_ckdev_init(&n->dev, &nic_ops, index, vm, ck, host, st);
 	n->dscp = dscp;
 	rdb_nic_init(&n->nic);
 	rc = rdb_netbuf_init(&n->nb, 0);

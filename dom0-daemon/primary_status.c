@@ -13,15 +13,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-static uint64_t held_bytes(const struct rdb_primary *p)
-{
-	uint64_t n = 0;
-
-	for (unsigned i = 0; i < p->nnics; i++)
-		n += rdb_pri_nic_held_bytes(p->nics[i]);
-	return n;
-}
-
 static bool nics_connected(const struct rdb_primary *p)
 {
 	for (unsigned i = 0; i < p->nnics; i++)
@@ -86,7 +77,7 @@ void rdb_primary_status(const struct rdb_vm *vm, json_t *o)
 	json_object_set_new(o, "held_frames", json_integer((json_int_t)
 		rdb_pri_held_frames(p)));
 	json_object_set_new(o, "held_bytes", json_integer((json_int_t)
-		held_bytes(p)));
+		rdb_pri_held_bytes(p)));
 	if (p->ck.cp) {
 		struct rdb_flowbuf_stats sum = { 0 }, *st = &sum;
 		uint64_t flows = flow_totals(p, &sum);
@@ -169,7 +160,7 @@ void rdb_primary_metrics(const struct rdb_vm *vm, struct rdb_prom *prom)
 		     (double)rdb_pri_held_frames(p), NULL);
 	rdb_prom_add(prom, "remusdb_output_held_bytes", G,
 		     "Bytes of guest packets held until their checkpoint commits.",
-		     (double)held_bytes(p), NULL);
+		     (double)rdb_pri_held_bytes(p), NULL);
 	rdb_prom_add(prom, "remusdb_replication_queue_bytes", G,
 		     "Bytes queued for the backup, not yet written to the link.",
 		     (double)p->out.len, NULL);

@@ -133,10 +133,7 @@ static int put1_dev(struct rdb_buf *out, enum rdb_msg_type type,
 static int put1(struct rdb_buf *out, enum rdb_msg_type type, uint64_t epoch,
 		const void *p, size_t n)
 {
-	const void *parts[1] = { p };
-	size_t lens[1] = { n };
-
-	return put_frame(out, type, epoch, parts, lens, 1);
+	return put1_dev(out, type, 0, epoch, p, n);
 }
 
 int rdb_proto_put_hello(struct rdb_buf *out, const char *vm_name)
