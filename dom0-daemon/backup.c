@@ -60,6 +60,15 @@
 
 struct commit_job;
 
+/* One of the VM's disks here: its replica, and after a failover the
+ * process serving it to the restored guest. */
+struct bak_disk {
+	struct rdb_diskbuf db;		/* the replica and the epoch's writes */
+	char path[512];
+	char arg[400];			/* serve_replica's drive, for restore_load */
+	int pid;			/* after failover: the replica's server */
+};
+
 struct rdb_backup {
 	struct rdb_vm *vm;
 	struct rdb_daemon *d;
@@ -94,18 +103,18 @@ struct rdb_backup {
 	bool img_open;
 	struct rdb_stage st;
 	bool have_committed;
-	bool has_disk;			/* DISK_SETUP received */
-	struct rdb_diskbuf disk;	/* the replica and the epoch's writes */
-	char disk_path[512];
-	/* feature RESYNC: the replica is this host's old image of the
-	 * protection base_gen, which the primary brings up to date */
+	/* the VM's disks, by device index, in DISK_SETUP's order: each
+	 * one's replica and epoch writes, all committed as one (stage.h) */
+	struct bak_disk disks[RDB_DISKS_MAX];
+	unsigned ndisks;
+	/* feature RESYNC: disk 0's replica is this host's old image of the
+	 * protection base_gen, which the primary brings up to date (the
+	 * lineage record names the first disk: lineage.h) */
 	bool base_used;
 	uint64_t base_gen;
 	bool replica_recorded;		/* lineage says "replica" of this one */
 	char base_actlog[256];		/* the base's activity log */
 	char wmap_path[512];		/* after failover: blocks written since */
-	char disk_arg[400];		/* serve_replica's drive, for restore_load */
-	int disk_pid;			/* after failover: the replica's server */
 	int event_fd;			/* after failover: the event port's socket */
 	struct rdb_buf event_in;	/* the guest's answers on it */
 
@@ -413,7 +422,8 @@ static int handle_setup(struct rdb_backup *b, const struct rdb_frame *f)
 	if (rc < 0)
 		return -EPROTO;
 	b->hv = rdb_vm_hv(vm);
-	b->disk.max_bytes = (uint64_t)vm->cfg.disk_epoch_max_mb << 20;
+	for (unsigned k = 0; k < RDB_DISKS_MAX; k++)
+		b->disks[k].db.max_bytes = (uint64_t)vm->cfg.disk_epoch_max_mb << 20;
 	rc = vm_dir(b, dir, sizeof(dir));
 	if (rc < 0)
 		return rc;
@@ -490,14 +500,15 @@ static int try_base(struct rdb_backup *b, uint64_t size, uint64_t base_gen,
 		rdb_actlog_view_dispose(view);
 		return -EINVAL;
 	}
-	rdb_diskbuf_attach_fd(&b->disk, fd, size);
+	rdb_diskbuf_attach_fd(&b->disks[0].db, fd, size);
 	return 0;
 }
 
-/* The primary's disk is coming: a fresh replica of its size, all zeroes
- * (sparse), that the initial copy (epoch 0) fills — or, with feature
- * RESYNC and a base this host holds, its old image, of which the primary
- * sends only what may differ. */
+/* The primary's disk number f->device is coming (the disks come in
+ * order, 0 first): a fresh replica of its size, all zeroes (sparse), that
+ * the initial copy (epoch 0) fills — or, for disk 0 with feature RESYNC
+ * and a base this host holds, its old image, of which the primary sends
+ * only what may differ. */
 static int handle_disk_setup(struct rdb_backup *b, const struct rdb_frame *f)
 {
 	struct rdb_vm *vm = b->vm;
@@ -506,11 +517,24 @@ static int handle_disk_setup(struct rdb_backup *b, const struct rdb_frame *f)
 	uint64_t size, base_gen, base_epoch;
 	char dir[400], why[400] = "no base offered";
 	uint64_t *ext = NULL;
-	uint32_t count = 0;
+	uint32_t count = 0, k = f->device;
+	struct bak_disk *dk;
 	int rc;
 
-	if (b->has_disk || b->st.open || b->have_committed)
+	/* (a disk's initial copy may already be under way in epoch 0: a
+	 * primary without RESYNC starts it right after its DISK_SETUP,
+	 * before the next disk's) */
+	if (k != b->ndisks || b->have_committed ||
+	    (k == 0 && b->st.open)) {
+		LOGVM(ERROR, vm->name, "DISK_SETUP for disk %u: %s", k,
+		      k >= RDB_DISKS_MAX ? "more disks than a backup keeps" :
+		      k != b->ndisks ? "not the next disk" :
+		      "after the initial state began");
 		return -EPROTO;
+	}
+	if (k >= RDB_DISKS_MAX)
+		return -EPROTO;
+	dk = &b->disks[k];
 	rc = rdb_msg_disk_setup_parse(f, &size, &base_gen, &base_epoch);
 	if (rc < 0)
 		return rc;
@@ -519,8 +543,11 @@ static int handle_disk_setup(struct rdb_backup *b, const struct rdb_frame *f)
 	rc = vm_dir(b, dir, sizeof(dir));
 	if (rc < 0)
 		return rc;
-	if (base_gen && try_base(b, size, base_gen, &l, &view, why,
-				 sizeof(why)) == 0) {
+	if (base_gen && k != 0)
+		snprintf(why, sizeof(why), "a resync is for the VM's first disk "
+			 "only (this host's lineage record names one image)");
+	if (base_gen && k == 0 && try_base(b, size, base_gen, &l, &view, why,
+					   sizeof(why)) == 0) {
 		ext = malloc((view.nr_set ? view.nr_set : 1) * sizeof(*ext));
 		if (!ext) {
 			rdb_actlog_view_dispose(&view);
@@ -529,11 +556,11 @@ static int handle_disk_setup(struct rdb_backup *b, const struct rdb_frame *f)
 		for (uint64_t x = 0; x < view.nr_extents; x++)
 			if (rdb_actlog_view_test(&view, x) && count < view.nr_set)
 				ext[count++] = x;
-		snprintf(b->disk_path, sizeof(b->disk_path), "%s", l.disk);
+		snprintf(dk->path, sizeof(dk->path), "%s", l.disk);
 		b->base_used = true;
 		b->base_gen = base_gen;
 		snprintf(b->base_actlog, sizeof(b->base_actlog), "%s", l.actlog);
-		rc = rdb_proto_put_disk_base(&b->out, 0, base_gen, view.extent_shift,
+		rc = rdb_proto_put_disk_base(&b->out, k, base_gen, view.extent_shift,
 					     ext, count, NULL);
 		LOGVM(INFO, vm->name, "disk replica: this host's old image %s, "
 		      "the primary's of protection %016llx; %u extent(s) of "
@@ -561,28 +588,32 @@ static int handle_disk_setup(struct rdb_backup *b, const struct rdb_frame *f)
 		want_write(b);
 	} else {
 		if (base_gen)
-			LOGVM(WARN, vm->name, "the primary offered a resync from "
-			      "protection %016llx epoch %llu, but %s: the whole "
-			      "disk is copied", (unsigned long long)base_gen,
+			LOGVM(WARN, vm->name, "the primary offered a resync of "
+			      "disk %u from protection %016llx epoch %llu, but %s: "
+			      "the whole disk is copied", k,
+			      (unsigned long long)base_gen,
 			      (unsigned long long)base_epoch, why);
-		snprintf(b->disk_path, sizeof(b->disk_path), "%s/disk.img", dir);
-		rc = rdb_diskbuf_create(&b->disk, b->disk_path, size);
+		if (k == 0)
+			snprintf(dk->path, sizeof(dk->path), "%s/disk.img", dir);
+		else
+			snprintf(dk->path, sizeof(dk->path), "%s/disk%u.img", dir, k);
+		rc = rdb_diskbuf_create(&dk->db, dk->path, size);
 		if (rc < 0) {
-			LOGVM(ERROR, vm->name, "disk replica: %s",
-			      rdb_diskbuf_error(&b->disk));
+			LOGVM(ERROR, vm->name, "disk %u replica: %s", k,
+			      rdb_diskbuf_error(&dk->db));
 			return rc;
 		}
-		LOGVM(INFO, vm->name, "disk replica %s (%llu MiB) created",
-		      b->disk_path, (unsigned long long)(size >> 20));
+		LOGVM(INFO, vm->name, "disk %u replica %s (%llu MiB) created", k,
+		      dk->path, (unsigned long long)(size >> 20));
 		if (b->st.features & RDB_FEATURE_RESYNC) {
-			rc = rdb_proto_put_disk_base(&b->out, 0, 0, 0, NULL, 0, why);
+			rc = rdb_proto_put_disk_base(&b->out, k, 0, 0, NULL, 0, why);
 			if (rc < 0)
 				return rc;
 			want_write(b);
 		}
 	}
-	b->has_disk = true;
-	b->st.disk = &b->disk;
+	b->st.disks[k] = &dk->db;
+	b->st.ndisks = ++b->ndisks;
 	return 0;
 }
 
@@ -598,11 +629,11 @@ static int record_replica(struct rdb_backup *b)
 	char err[300] = "";
 	int rc;
 
-	if (b->replica_recorded || !b->has_disk)
+	if (b->replica_recorded || !b->ndisks)
 		return 0;
 	l.role = RDB_LINEAGE_REPLICA;
 	l.generation = b->generation;
-	snprintf(l.disk, sizeof(l.disk), "%.255s", b->disk_path);
+	snprintf(l.disk, sizeof(l.disk), "%.255s", b->disks[0].path);
 	snprintf(l.peer, sizeof(l.peer), "%s", b->primary_node);
 	rc = rdb_lineage_save(b->d->cfg.state_dir, vm->name, &l, err, sizeof(err));
 	if (rc < 0) {
@@ -652,9 +683,12 @@ static int commit_finish(struct rdb_backup *b, uint64_t epoch, uint64_t pages,
 	if (!b->have_committed && b->setup_ns)
 		b->initial_take_ns = rdb_now_ns() - b->setup_ns;
 	b->have_committed = true;
-	if (b->has_disk) {
-		vm->st.disk_bytes = b->disk.applied_bytes;
-		vm->st.disk_syncs = b->disk.syncs;
+	if (b->ndisks) {
+		vm->st.disk_bytes = vm->st.disk_syncs = 0;
+		for (unsigned k = 0; k < b->ndisks; k++) {
+			vm->st.disk_bytes += b->disks[k].db.applied_bytes;
+			vm->st.disk_syncs += b->disks[k].db.syncs;
+		}
 	}
 	vm->st.committed_epoch = epoch;
 	vm->st.pages += pages;
@@ -680,7 +714,7 @@ static int commit_finish(struct rdb_backup *b, uint64_t epoch, uint64_t pages,
  * took over a second (seen in CI): on the loop, that was a backup whose
  * heartbeats stopped, and the primary dropped protection ("backup silent
  * for 1007 ms") with nothing wrong but a slow disk.  While the thread
- * runs it owns b->disk and b->st's error; the loop leaves the stage
+ * runs it owns b->disks and b->st's error; the loop leaves the stage
  * alone (the link's later frames wait in the decoder, read up to
  * COMMIT_READ_MAX so the primary is heard) and sends heartbeats.
  * on_commit_done finishes on the loop (lib/bgjob.h); anything that must
@@ -698,6 +732,19 @@ struct commit_job {
 	int rc;
 	uint64_t disk_ns;
 };
+
+/* What status shows of the replicas while a thread owns them. */
+static void disks_snapshot(const struct rdb_backup *b, uint64_t *data,
+			   uint64_t *applied, bool *consistent)
+{
+	*data = *applied = 0;
+	*consistent = true;
+	for (unsigned k = 0; k < b->ndisks; k++) {
+		*data += b->disks[k].db.data_bytes;
+		*applied += b->disks[k].db.applied_bytes;
+		*consistent = *consistent && rdb_diskbuf_consistent(&b->disks[k].db);
+	}
+}
 
 static void commit_run(void *opaque)
 {
@@ -791,9 +838,8 @@ static int commit_start(struct rdb_backup *b, uint64_t epoch, uint64_t pages,
 		j->bytes = bytes;
 		j->t0 = t0;
 		j->late_ns = b->fault_slow_replica ? FAULT_SLOW_REPLICA_NS : 0;
-		j->data_bytes = b->disk.data_bytes;
-		j->applied_bytes = b->disk.applied_bytes;
-		j->consistent = rdb_diskbuf_consistent(&b->disk);
+		disks_snapshot(b, &j->data_bytes, &j->applied_bytes,
+			       &j->consistent);
 		/* (b->commit_job before the thread can end: done runs on
 		 * this loop, after this returns) */
 		b->commit_job = j;
@@ -833,7 +879,7 @@ static int handle_epoch_end(struct rdb_backup *b, const struct rdb_frame *f)
 		      (unsigned long long)f->epoch, rdb_stage_error(&b->st));
 		return rc;
 	}
-	if (b->st.disk)
+	if (b->st.ndisks)
 		return commit_start(b, f->epoch, pages, bytes, t0);
 	return commit_finish(b, f->epoch, pages, bytes, t0, 0);
 }
@@ -856,12 +902,7 @@ static int handle_msg(struct rdb_backup *b, const struct rdb_frame *f)
 		rc = rdb_stage_add_pages(&b->st, f, &b->img);
 		return rc;
 	case RDB_MSG_DISK_SETUP:
-		/* one replica here (its changes: rdb_stage_add_disk) */
-		if (f->device != 0) {
-			LOGVM(ERROR, b->vm->name, "DISK_SETUP for disk %u: this "
-			      "backup keeps one disk's replica", f->device);
-			return -EPROTO;
-		}
+		/* (its changes: rdb_stage_add_disk) */
 		return handle_disk_setup(b, f);
 	case RDB_MSG_DISK_WRITE:
 	case RDB_MSG_DISK_ZERO:
@@ -1741,11 +1782,12 @@ static void on_event_port(struct rdb_evloop *loop, int fd, unsigned ev,
 
 static void stop_disk_server(struct rdb_backup *b)
 {
-	if (b->disk_pid > 0) {
-		kill(b->disk_pid, SIGTERM);
-		waitpid(b->disk_pid, NULL, 0);
-		b->disk_pid = -1;
-	}
+	for (unsigned k = 0; k < b->ndisks; k++)
+		if (b->disks[k].pid > 0) {
+			kill(b->disks[k].pid, SIGTERM);
+			waitpid(b->disks[k].pid, NULL, 0);
+			b->disks[k].pid = -1;
+		}
 }
 
 /*
@@ -1762,9 +1804,10 @@ static int wmap_fresh(struct rdb_backup *b, char *err, size_t errlen)
 
 	snprintf(b->wmap_path, sizeof(b->wmap_path), "%s/%s/written.map",
 		 b->d->cfg.state_dir, b->vm->name);
-	rc = rdb_wmap_open(&m, b->wmap_path, b->disk.size, true, err, errlen);
+	rc = rdb_wmap_open(&m, b->wmap_path, b->disks[0].db.size, true, err,
+			   errlen);
 	if (rc == -EINVAL && unlink(b->wmap_path) == 0)
-		rc = rdb_wmap_open(&m, b->wmap_path, b->disk.size, true, err,
+		rc = rdb_wmap_open(&m, b->wmap_path, b->disks[0].db.size, true, err,
 				   errlen);
 	if (rc == 0) {
 		rdb_wmap_reset(&m);	/* from this restore on */
@@ -1790,7 +1833,7 @@ static void record_restored(struct rdb_backup *b, bool wmap_ready)
 		l.role = RDB_LINEAGE_RESTORED;
 		l.generation = b->generation;
 		l.epoch = vm->st.committed_epoch;
-		snprintf(l.disk, sizeof(l.disk), "%.255s", b->disk_path);
+		snprintf(l.disk, sizeof(l.disk), "%.255s", b->disks[0].path);
 		snprintf(l.wmap, sizeof(l.wmap), "%.255s", b->wmap_path);
 		snprintf(l.peer, sizeof(l.peer), "%s", b->primary_node);
 		rc = rdb_lineage_save(b->d->cfg.state_dir, vm->name, &l, err,
@@ -1804,60 +1847,89 @@ static void record_restored(struct rdb_backup *b, bool wmap_ready)
 	}
 }
 
-/* The replica served on run_dir/NAME.disk (drive: QEMU's -drive), its
- * guest's writes from now on in the written map. */
-static int serve_replica(struct rdb_backup *b, char *drive, size_t len)
+/* The replica of disk k served on run_dir/NAME.disk (disk 0) or
+ * NAME.disk<k> (drive: QEMU's -drive for it, id disk_id for disk 0 and
+ * disk<k> for the others, as on the primary: config.c), disk 0's guest
+ * writes from now on in the written map. */
+static int serve_one(struct rdb_backup *b, unsigned k, char *drive, size_t len)
 {
 	struct rdb_vm *vm = b->vm;
-	char sock[108], err[300];
+	struct bak_disk *dk = &b->disks[k];
+	char sock[108], id[32], err[300];
 	int rc;
 
-	snprintf(sock, sizeof(sock), "%s/%s.disk", b->d->cfg.run_dir, vm->name);
-	rc = rdb_disk_serve_child(vm->name, b->disk_path, sock,
-				  b->wmap_path[0] ? b->wmap_path : NULL,
-				  &b->disk_pid, err, sizeof(err));
+	if (k == 0)
+		snprintf(sock, sizeof(sock), "%s/%s.disk", b->d->cfg.run_dir,
+			 vm->name);
+	else
+		snprintf(sock, sizeof(sock), "%s/%s.disk%u", b->d->cfg.run_dir,
+			 vm->name, k);
+	snprintf(id, sizeof(id), "disk%u", k);
+	rc = rdb_disk_serve_child(vm->name, dk->path, sock,
+				  k == 0 && b->wmap_path[0] ? b->wmap_path : NULL,
+				  &dk->pid, err, sizeof(err));
 	if (rc < 0) {
-		LOGVM(ERROR, vm->name, "serving the disk replica: %s", err);
+		LOGVM(ERROR, vm->name, "serving the disk %u replica: %s", k, err);
 		return rc;
 	}
 	rc = rdb_daemon_share_with_qemu(b->d, sock, -1);
 	if (rc == 0)
-		rc = b->hv->disk_arg(drive, len, vm->cfg.disk_id, sock);
+		rc = b->hv->disk_arg(drive, len, k == 0 ? vm->cfg.disk_id : id,
+				     sock);
 	if (rc == 0) {
-		snprintf(b->disk_arg, sizeof(b->disk_arg), "%s", drive);
-		LOGVM(INFO, vm->name, "disk replica %s served on %s", b->disk_path,
-		      sock);
+		snprintf(dk->arg, sizeof(dk->arg), "%s", drive);
+		LOGVM(INFO, vm->name, "disk %u replica %s served on %s", k,
+		      dk->path, sock);
 	}
 	return rc;
 }
 
-/* A replica an epoch's replay left torn is never served: -EIO, said in
- * the log.  (On the loop only when no disk step runs: it owns b->disk.) */
-static int replica_torn(struct rdb_backup *b)
+/* Every replica served (drive: disk 0's -drive; the others' are kept in
+ * their bak_disk for restore_req). */
+static int serve_replica(struct rdb_backup *b, char *drive, size_t len)
 {
-	if (!b->has_disk || rdb_diskbuf_consistent(&b->disk))
-		return 0;
-	LOGVM(ERROR, b->vm->name, "disk replica %s is inconsistent (an epoch's "
-	      "writes were applied only in part: %s); not serving it",
-	      b->disk_path, rdb_diskbuf_error(&b->disk));
-	return -EIO;
+	char more[400];
+	int rc = 0;
+
+	for (unsigned k = 0; k < b->ndisks && rc == 0; k++)
+		rc = k == 0 ? serve_one(b, 0, drive, len) :
+			serve_one(b, k, more, sizeof(more));
+	return rc;
 }
 
-/* The replica, as of the last committed epoch, made durable and served
- * to the restored QEMU on run_dir/NAME.disk (already served, when a
- * handover prepared it).  On the restore's thread. */
+/* A set of replicas an epoch's replay left torn is never served (none of
+ * its disks: they are at no common epoch): -EIO, said in the log.  (On
+ * the loop only when no disk step runs: it owns b->disks.) */
+static int replica_torn(struct rdb_backup *b)
+{
+	for (unsigned k = 0; k < b->ndisks; k++) {
+		if (rdb_diskbuf_consistent(&b->disks[k].db))
+			continue;
+		LOGVM(ERROR, b->vm->name, "disk %u replica %s is inconsistent "
+		      "(an epoch's writes were applied only in part: %s); not "
+		      "serving it or any other disk of the VM", k,
+		      b->disks[k].path, rdb_diskbuf_error(&b->disks[k].db));
+		return -EIO;
+	}
+	return 0;
+}
+
+/* The replicas, as of the last committed epoch, made durable and served
+ * to the restored QEMU (already served, when a handover prepared them).
+ * On the restore's thread. */
 static int failover_disk(struct rdb_backup *b, char *drive, size_t len)
 {
 	struct rdb_vm *vm = b->vm;
 	int rc = replica_torn(b);
 
+	for (unsigned k = 0; k < b->ndisks && rc == 0; k++) {
+		rc = rdb_diskbuf_sync(&b->disks[k].db);
+		if (rc < 0)
+			LOGVM(ERROR, vm->name, "disk %u replica: %s", k,
+			      rdb_diskbuf_error(&b->disks[k].db));
+	}
 	if (rc < 0)
 		return rc;
-	rc = rdb_diskbuf_sync(&b->disk);
-	if (rc < 0) {
-		LOGVM(ERROR, vm->name, "disk replica: %s", rdb_diskbuf_error(&b->disk));
-		return rc;
-	}
 	record_restored(b, b->prepared);
 	return b->prepared ? 0 : serve_replica(b, drive, len);
 }
@@ -1931,6 +2003,7 @@ static void send_failover_event(struct rdb_backup *b, const char *path,
 struct restore_req {
 	char qmp[108], wd[108], in[108], ev[108], ser[108], disk[108];
 	char log[512], con[512], dir[512];
+	const char *more[RDB_DISKS_MAX];	/* the other disks' drives */
 	struct rdb_hv_restore r;
 };
 
@@ -1972,6 +2045,8 @@ static void restore_req(struct rdb_backup *b, const char *drive,
 		.net_path = b->nic.path,
 		.disk_path = drive ? q->disk : NULL,
 		.disk_arg = drive,
+		.more_drives = q->more,
+		.nmore_drives = drive && b->ndisks ? b->ndisks - 1 : 0,
 		.event_path = vm->cfg.event_port ? q->ev : NULL,
 		.console_path = q->con,
 		.serial_path = q->ser,
@@ -1981,6 +2056,8 @@ static void restore_req(struct rdb_backup *b, const char *drive,
 		.cpus = &d->guest_cpus,
 		.cpus_chosen = d->cfg.guest_cpus[0] != 0,
 	};
+	for (unsigned k = 1; k < b->ndisks; k++)
+		q->more[k - 1] = b->disks[k].arg;
 	for (size_t i = 0; i < b->setup.nblocks; i++)
 		if (strcmp(b->setup.blocks[i].idstr, b->hv->main_block) == 0)
 			q->r.ram_bytes = b->setup.blocks[i].used_length;
@@ -2043,7 +2120,8 @@ static int restore_load(struct rdb_backup *b)
 	};
 	/* (a Xen domain's config takes the replica here: xl restore
 	 * creates it with its state) */
-	restore_req(b, b->disk_arg[0] ? b->disk_arg : NULL, &q);
+	restore_req(b, b->ndisks && b->disks[0].arg[0] ? b->disks[0].arg : NULL,
+		    &q);
 	rc = b->hv->restore_load(&q.r, &b->rs, &st,
 				 restore_deadline(b), err,
 				 sizeof(err));
@@ -2304,9 +2382,7 @@ static int restore_start(struct rdb_backup *b, uint64_t t0, const char *drive,
 	j->t0 = t0;
 	j->prepare = prepare;
 	j->disk = disk;
-	j->data_bytes = b->disk.data_bytes;
-	j->applied_bytes = b->disk.applied_bytes;
-	j->consistent = rdb_diskbuf_consistent(&b->disk);
+	disks_snapshot(b, &j->data_bytes, &j->applied_bytes, &j->consistent);
 	snprintf(j->drive, sizeof(j->drive), "%s", drive ? drive : "");
 	b->restore_job = j;
 	/* the guest may run before the restore is known to have worked */
@@ -2404,7 +2480,7 @@ static int handover_prepare(struct rdb_backup *b)
 		ready_answer(b, err);
 		return 0;
 	}
-	if (b->has_disk) {
+	if (b->ndisks) {
 		if (wmap_fresh(b, err, sizeof(err)) < 0) {
 			LOGVM(WARN, vm->name, "no written map (%s): protecting the "
 			      "VM again after the handover copies the whole disk",
@@ -2476,7 +2552,7 @@ static int failover_go(struct rdb_backup *b)
 		send_handed_output(b);	/* (cold: sent now; else nothing left) */
 	rdb_buf_dispose(&b->ho_out);
 	if (rc == 0)
-		rc = restore_start(b, b->failover_t0, NULL, false, b->has_disk);
+		rc = restore_start(b, b->failover_t0, NULL, false, b->ndisks > 0);
 	if (rc < 0) {
 		failover_failed(b, rc);
 		return rc;
@@ -2589,8 +2665,10 @@ static struct rdb_backup *backup_new(struct rdb_daemon *d, const char *name)
 	b->d = d;
 	b->fd = b->linger_fd = -1;
 	rdb_nic_init(&b->nic);
-	rdb_diskbuf_init(&b->disk, 256u << 20);
-	b->disk_pid = -1;
+	for (unsigned k = 0; k < RDB_DISKS_MAX; k++) {
+		rdb_diskbuf_init(&b->disks[k].db, 256u << 20);
+		b->disks[k].pid = -1;
+	}
 	b->event_fd = -1;
 	b->hv = rdb_vm_hv(vm);
 	rdb_hv_restored_init(&b->rs);
@@ -2885,7 +2963,8 @@ void rdb_backup_teardown(struct rdb_vm *vm)
 	rdb_flowcheck_dispose(&b->fc);
 	rdb_buf_dispose(&b->event_in);
 	rdb_buf_dispose(&b->guest_out);
-	rdb_diskbuf_dispose(&b->disk);
+	for (unsigned k = 0; k < RDB_DISKS_MAX; k++)
+		rdb_diskbuf_dispose(&b->disks[k].db);
 	if (b->img_open)
 		rdb_ramimage_close(&b->img);
 	if (b->have_setup)
@@ -2938,8 +3017,10 @@ int rdb_backup_hand_over(struct rdb_vm *vm, struct rdb_nic *nic_dst,
 		h->event_fd = b->event_fd;
 		b->event_fd = -1;
 	}
-	h->has_disk = b->has_disk;
-	snprintf(h->disk_path, sizeof(h->disk_path), "%s", b->disk_path);
+	h->ndisks = b->ndisks;
+	for (unsigned k = 0; k < b->ndisks; k++)
+		snprintf(h->disk_paths[k], sizeof(h->disk_paths[k]), "%s",
+			 b->disks[k].path);
 	snprintf(h->wmap_path, sizeof(h->wmap_path), "%s", b->wmap_path);
 	h->generation = b->generation;
 	h->epoch = vm->st.committed_epoch;
@@ -2977,10 +3058,15 @@ void rdb_backup_housekeeping(struct rdb_vm *vm)
 		stop_disk_server(b);
 		return;
 	}
-	if (b->disk_pid > 0 && waitpid(b->disk_pid, &status, WNOHANG) == b->disk_pid) {
-		b->disk_pid = -1;
-		rdb_vm_set_state(vm, RDB_VM_FAILED, "the disk replica's server "
-				 "exited (status 0x%x): the guest has no disk", status);
+	for (unsigned k = 0; k < b->ndisks; k++) {
+		struct bak_disk *dk = &b->disks[k];
+
+		if (dk->pid > 0 && waitpid(dk->pid, &status, WNOHANG) == dk->pid) {
+			dk->pid = -1;
+			rdb_vm_set_state(vm, RDB_VM_FAILED, "the disk %u replica's "
+					 "server exited (status 0x%x): the guest "
+					 "has lost that disk", k, status);
+		}
 	}
 }
 
@@ -3071,26 +3157,44 @@ void rdb_backup_status(const struct rdb_vm *vm, json_t *o)
 			"fence_timed_out", st->fence_timed_out,
 			"check_ms", (double)st->check_ns / RDB_NS_PER_MS));
 	}
-	if (b->has_disk) {
+	if (b->ndisks) {
 		/* while an epoch's disk step or a restore runs, its thread owns
-		 * the replica's counters (and the restore its server): what
+		 * the replicas' counters (and the restore their servers): what
 		 * they were when it began */
 		const struct commit_job *j = b->commit_job;
 		const struct restore_job *r = b->restore_job;
-		bool consistent = j ? j->consistent : r ? r->consistent :
-				  rdb_diskbuf_consistent(&b->disk);
-		uint64_t data = j ? j->data_bytes : r ? r->data_bytes :
-				b->disk.data_bytes;
-		uint64_t applied = j ? j->applied_bytes : r ? r->applied_bytes :
-				   b->disk.applied_bytes;
+		bool consistent, served = !r;
+		uint64_t data, applied;
+		json_t *a = json_array();
 
+		if (j || r) {
+			consistent = j ? j->consistent : r->consistent;
+			data = j ? j->data_bytes : r->data_bytes;
+			applied = j ? j->applied_bytes : r->applied_bytes;
+		} else {
+			disks_snapshot(b, &data, &applied, &consistent);
+		}
+		for (unsigned k = 0; k < b->ndisks; k++) {
+			const struct bak_disk *dk = &b->disks[k];
+
+			served = served && dk->pid > 0;
+			json_array_append_new(a, json_pack("{s:I, s:s, s:I, s:b, s:b}",
+				"index", (json_int_t)k, "replica", dk->path,
+				"size", (json_int_t)dk->db.size,
+				"consistent", j || r ? consistent :
+					rdb_diskbuf_consistent(&dk->db),
+				"served", !r && dk->pid > 0));
+		}
+		/* disk: the first disk's replica, the set's state */
 		json_object_set_new(o, "disk", json_pack("{s:s, s:I, s:b, s:b, s:I, s:I, s:b}",
-			"replica", b->disk_path, "size", (json_int_t)b->disk.size,
+			"replica", b->disks[0].path,
+			"size", (json_int_t)b->disks[0].db.size,
 			"consistent", consistent,
-			"served", !r && b->disk_pid > 0,
+			"served", served,
 			"buffered_bytes", (json_int_t)data,
 			"applied_bytes", (json_int_t)applied,
 			"writing", j != NULL || (r && r->disk)));
+		json_object_set_new(o, "disks", a);
 	}
 }
 
@@ -3110,15 +3214,16 @@ int rdb_backup_inject(struct rdb_vm *vm, const char *fault)
 		vm->bak->fault_handover_cut = true;
 		return 0;
 	}
-	if (strcmp(fault, "slow-replica") == 0 && vm->bak->has_disk) {
+	if (strcmp(fault, "slow-replica") == 0 && vm->bak->ndisks) {
 		vm->bak->fault_slow_replica = true;
 		return 0;
 	}
-	/* the next epoch with a disk change fails its replay at its first
-	 * record, as a replica's I/O error would (diskbuf.h) */
-	if (strcmp(fault, "replica-eio") == 0 && vm->bak->has_disk) {
-		commit_settle(vm->bak);	/* its thread owns the replica */
-		vm->bak->disk.fail_at = 1;
+	/* the next epoch with a change on the VM's last disk fails its
+	 * replay at that disk's first record, as a replica's I/O error
+	 * would (diskbuf.h): the disks before it are written by then */
+	if (strcmp(fault, "replica-eio") == 0 && vm->bak->ndisks) {
+		commit_settle(vm->bak);	/* its thread owns the replicas */
+		vm->bak->disks[vm->bak->ndisks - 1].db.fail_at = 1;
 		return 0;
 	}
 	return -EINVAL;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #include "config.h"
 #include "cpulist.h"
+#include "diskbuf.h"
 #include "hv.h"
 #include "sockutil.h"
 
@@ -191,6 +192,8 @@ static const struct rdb_option vm_opts[] = {
 	  "unix socket remusdbd serves the disk on, for QEMU's -drive driver=nbd,server.type=unix, or a Xen domain's disk = [ '...,script=block-remusdb,target=SOCKET' ] (required with disk)" },
 	{ "disk_id", RDB_OPT_STRING, OFF(rdb_vm_config, disk_id), "disk0", 0, 0, v_name,
 	  "the -drive id the VM's disk device names (drive=...); the backup gives its replica the same id (QEMU only: a Xen domain's saved config names its device)" },
+	{ "extra_disk", RDB_OPT_STRLIST, OFF(rdb_vm_config, extra_disk), NULL, 0, 0, NULL,
+	  "one more disk image of the VM on this host (raw), repeatable: the k-th (k = 1, 2, ...) is served on disk_socket with k appended (NAME.disk1) and its QEMU -drive id is disk<k>. Every disk is replicated, and one epoch's writes to all of them commit together on the backup. Needs disk; up to 7; hypervisor qemu, not restored through libvirt_restore; read tracking and the resync after a failover cover the first disk only (docs/status.md)" },
 	{ "disk_ring_mb", RDB_OPT_U32, OFF(rdb_vm_config, disk_ring_mb), "32", 4, 1024, NULL,
 	  "the ring carrying the disk server's changes to remusdbd; full for longer than checkpoint_deadline_ms (remusdbd stalled), the server stops waiting and protection drops" },
 	{ "activity_log_extents", RDB_OPT_U32, OFF(rdb_vm_config, activity_log_extents), "1024", 16, 1u << 20, NULL,
@@ -295,6 +298,15 @@ bad:
 	return -EINVAL;
 }
 
+void rdb_strlist_clear(struct rdb_strlist *l)
+{
+	for (size_t k = 0; k < l->n; k++)
+		free(l->v[k]);
+	free(l->v);
+	l->v = NULL;
+	l->n = 0;
+}
+
 void rdb_config_dispose(const struct rdb_config_table *t, void *cfg)
 {
 	for (size_t i = 0; i < t->n; i++) {
@@ -304,13 +316,7 @@ void rdb_config_dispose(const struct rdb_config_table *t, void *cfg)
 			free(*(char **)field);
 			*(char **)field = NULL;
 		} else if (t->opts[i].type == RDB_OPT_STRLIST) {
-			struct rdb_strlist *l = (struct rdb_strlist *)field;
-
-			for (size_t k = 0; k < l->n; k++)
-				free(l->v[k]);
-			free(l->v);
-			l->v = NULL;
-			l->n = 0;
+			rdb_strlist_clear((struct rdb_strlist *)field);
 		}
 	}
 }
@@ -503,6 +509,25 @@ int rdb_vm_config_check(const struct rdb_vm_config *c, char *err, size_t errlen)
 	if (c->disk && c->disk[0] && (!c->disk_socket || !c->disk_socket[0])) {
 		snprintf(err, errlen, "VM config: 'disk_socket' is required with 'disk'");
 		return -EINVAL;
+	}
+	if (c->extra_disk.n) {
+		const char *why = !c->disk || !c->disk[0] ? "needs 'disk' (the first)" :
+			c->extra_disk.n + 1 > RDB_DISKS_MAX ? "more than 8 disks in all" :
+			xen ? "is for hypervisor = qemu" :
+			c->libvirt_restore && c->libvirt_restore[0] ?
+			"cannot be restored through libvirt_restore yet" : NULL;
+
+		if (why) {
+			snprintf(err, errlen, "VM config: extra_disk %s", why);
+			return -EINVAL;
+		}
+		for (size_t i = 0; i < c->extra_disk.n; i++)
+			if (!c->extra_disk.v[i][0] || !strcmp(c->extra_disk.v[i], c->disk)) {
+				snprintf(err, errlen, "VM config: extra_disk %zu is %s",
+					 i + 1, c->extra_disk.v[i][0] ?
+					 "the first disk again" : "empty");
+				return -EINVAL;
+			}
 	}
 	for (size_t i = 0; i < c->qemu_arg.n; i++) {
 		const char *a = c->qemu_arg.v[i];

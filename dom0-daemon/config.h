@@ -82,6 +82,7 @@ struct rdb_vm_config {
 	char *disk;
 	char *disk_socket;
 	char *disk_id;
+	struct rdb_strlist extra_disk;	/* disks 1, 2, ... */
 	uint32_t disk_epoch_max_mb;
 	uint32_t disk_ring_mb;
 	uint32_t activity_log_extents;
@@ -104,6 +105,7 @@ extern const struct rdb_config_table rdb_daemon_config_table;
 extern const struct rdb_config_table rdb_vm_config_table;
 
 void rdb_config_defaults(const struct rdb_config_table *t, void *cfg);
+void rdb_strlist_clear(struct rdb_strlist *l);	/* empty again */
 void rdb_config_dispose(const struct rdb_config_table *t, void *cfg);
 int rdb_config_set(const struct rdb_config_table *t, void *cfg,
 		   const char *key, const char *value, char *err, size_t errlen);

@@ -156,7 +156,9 @@ int rdb_diskbuf_apply_one(struct rdb_diskbuf *db, enum rdb_disk_op op,
 	return 0;
 }
 
-int rdb_diskbuf_apply(struct rdb_diskbuf *db)
+/* Writes the buffered records to the replica in order (not the sync,
+ * not emptying the buffer).  0 or a negative errno, message in err. */
+static int replay(struct rdb_diskbuf *db)
 {
 	const uint8_t *p = db->recs.data, *end = p + db->recs.len;
 	uint64_t i = 0;
@@ -170,31 +172,72 @@ int rdb_diskbuf_apply(struct rdb_diskbuf *db)
 		memcpy(&len, p + 9, 8);
 		if (db->fail_at && ++i == db->fail_at) {
 			db->fail_at = 0;
-			db->consistent = false;
 			return fail(db, -EIO, "injected failure before record %llu",
 				    (unsigned long long)i);
 		}
 		if (op != RDB_DISK_FLUSH) {	/* the sync comes once, at the end */
 			rc = rdb_diskbuf_apply_one(db, op, off, len, p + REC_HDR);
-			if (rc < 0) {
-				db->consistent = false;
+			if (rc < 0)
 				return rc;
-			}
 		}
 		p += REC_HDR + (op == RDB_DISK_WRITE ? len : 0);
 	}
-	if (db->flush) {
-		rc = rdb_diskbuf_apply_one(db, RDB_DISK_FLUSH, 0, 0, NULL);
-		if (rc < 0) {
-			db->consistent = false;
-			return rc;
+	return 0;
+}
+
+/*
+ * Every disk's records first, then the syncs of the disks whose epoch
+ * held a FLUSH, and only then is any buffer emptied: a replay that stops
+ * anywhere (on any disk) leaves the whole epoch buffered, and every disk
+ * of the set is marked inconsistent, also the ones it finished and the
+ * ones it had not reached: the set as a whole is at no epoch.
+ */
+int rdb_diskbuf_apply_set(struct rdb_diskbuf *const *set, unsigned n,
+			  unsigned *failed)
+{
+	int rc = 0;
+	unsigned i, bad = 0;
+
+	for (i = 0; i < n && rc == 0; i++)
+		if ((rc = replay(set[i])) < 0)
+			bad = i;
+	for (i = 0; i < n && rc == 0; i++) {
+		if (!set[i]->flush)
+			continue;
+		if (set[i]->fail_sync) {
+			set[i]->fail_sync = false;
+			rc = fail(set[i], -EIO, "injected failure of the sync");
+		} else {
+			rc = rdb_diskbuf_apply_one(set[i], RDB_DISK_FLUSH, 0, 0,
+						   NULL);
 		}
+		if (rc < 0)
+			bad = i;
+	}
+	if (rc < 0) {
+		for (i = 0; i < n; i++) {
+			set[i]->consistent = false;
+			if (i != bad)
+				snprintf(set[i]->err, sizeof(set[i]->err),
+					 "disk %u of the epoch's %u failed: %.140s",
+					 bad, n, set[bad]->err);
+		}
+		if (failed)
+			*failed = bad;
+		return rc;
 	}
 	/* whole again, unless an epoch that failed midway was dropped
 	 * (discard): its part stays in the replica for good */
-	db->consistent = !db->torn;
-	rdb_diskbuf_discard(db);
+	for (i = 0; i < n; i++) {
+		set[i]->consistent = !set[i]->torn;
+		rdb_diskbuf_discard(set[i]);
+	}
 	return 0;
+}
+
+int rdb_diskbuf_apply(struct rdb_diskbuf *db)
+{
+	return rdb_diskbuf_apply_set(&db, 1, NULL);
 }
 
 void rdb_diskbuf_discard(struct rdb_diskbuf *db)

@@ -51,6 +51,7 @@ struct rdb_diskbuf {
 	/* Test hook: the apply fails with -EIO before record number
 	 * fail_at (1-based) of the next apply; 0 disables. */
 	uint64_t fail_at;
+	bool fail_sync;		/* test hook: the next apply's sync fails */
 	char err[200];
 };
 
@@ -81,6 +82,18 @@ int rdb_diskbuf_apply_one(struct rdb_diskbuf *db, enum rdb_disk_op op,
  * empties the buffer.  On error the buffer is kept (replay again or
  * discard) and the replica is marked inconsistent. */
 int rdb_diskbuf_apply(struct rdb_diskbuf *db);
+/*
+ * The epoch of several disks, committed as one (I4 over every disk of
+ * the VM): replays every disk's records, then syncs those with a FLUSH,
+ * and empties the buffers only when all of it succeeded.  On error all
+ * the buffers are kept (replay the set again, or discard it) and every
+ * disk of the set is inconsistent: one disk at epoch N beside another
+ * at N - 1 is no state the primary ever had.  *failed (if not NULL):
+ * the index of the disk whose write or sync failed.
+ */
+#define RDB_DISKS_MAX 8
+int rdb_diskbuf_apply_set(struct rdb_diskbuf *const *set, unsigned n,
+			  unsigned *failed);
 /* Drops the buffered epoch (it never committed).  If it had been
  * applied in part, the replica stays inconsistent for good. */
 void rdb_diskbuf_discard(struct rdb_diskbuf *db);

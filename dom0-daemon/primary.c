@@ -1607,16 +1607,20 @@ static int add_nic(struct rdb_primary *p, struct rdb_pri_nic **out)
 	return 0;
 }
 
-/* Serves the VM's disk (cfg.disk), with its activity log in the state
- * directory and, for a restored VM, its written map (wmap, or NULL).
- * base_gen, base_epoch: what the VM was restored from (0: not). */
+/* Serves the VM's next disk: the first is cfg.disk on cfg.disk_socket,
+ * the others cfg.extra_disk on disk_socket with their number appended;
+ * each with its activity log in the state directory (disk.al, disk1.al,
+ * ...) and, for a restored VM's first disk, its written map (wmap, or
+ * NULL).  base_gen, base_epoch: what the VM was restored from (0: not). */
 static int open_disk(struct rdb_primary *p, const char *wmap,
 		     uint64_t base_gen, uint64_t base_epoch, char *err,
 		     size_t errlen)
 {
 	struct rdb_vm *vm = p->vm;
+	unsigned n = p->ndisks;
+	const char *image = n ? vm->cfg.extra_disk.v[n - 1] : vm->cfg.disk;
 	struct rdb_pri_disk *k;
-	char dir[400], al[512];
+	char dir[400], al[512], sock[300];
 	int rc;
 
 	if (p->ndisks + p->nnics == RDB_CKDEV_MAX)
@@ -1637,16 +1641,21 @@ static int open_disk(struct rdb_primary *p, const char *wmap,
 		k->base_epoch = base_epoch;
 		snprintf(k->base_wmap, sizeof(k->base_wmap), "%s", wmap);
 	}
-	snprintf(al, sizeof(al), "%s/disk.al", dir);
-	rc = rdb_pri_disk_open(k, vm->cfg.disk, vm->cfg.disk_socket, al,
+	if (n) {
+		snprintf(al, sizeof(al), "%s/disk%u.al", dir, n);
+		snprintf(sock, sizeof(sock), "%s%u", vm->cfg.disk_socket, n);
+	} else {
+		snprintf(al, sizeof(al), "%s/disk.al", dir);
+		snprintf(sock, sizeof(sock), "%s", vm->cfg.disk_socket);
+	}
+	rc = rdb_pri_disk_open(k, image, sock, al,
 			       vm->cfg.activity_log_extents, wmap,
 			       (uint64_t)vm->cfg.disk_ring_mb << 20,
 			       (uint64_t)vm->cfg.checkpoint_deadline_ms *
 			       RDB_NS_PER_MS, err, errlen);
-	if (rc == 0 && (rc = rdb_daemon_share_with_qemu(p->d,
-			vm->cfg.disk_socket, -1)) < 0)
-		snprintf(err, errlen, "%s for qemu_group: %s",
-			 vm->cfg.disk_socket, strerror(-rc));
+	if (rc == 0 && (rc = rdb_daemon_share_with_qemu(p->d, sock, -1)) < 0)
+		snprintf(err, errlen, "%s for qemu_group: %s", sock,
+			 strerror(-rc));
 	return rc;
 }
 
@@ -1715,6 +1724,8 @@ static int attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 	}
 	if (rc == 0 && vm->cfg.disk && vm->cfg.disk[0])
 		rc = open_disk(p, NULL, 0, 0, err, errlen);
+	for (size_t i = 0; rc == 0 && i < vm->cfg.extra_disk.n; i++)
+		rc = open_disk(p, NULL, 0, 0, err, errlen);
 	if (rc < 0) {
 		if (!err[0])
 			snprintf(err, errlen, "%s", strerror(-rc));
@@ -1735,15 +1746,21 @@ int rdb_primary_attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 
 	if (rc < 0)
 		return rc;
-	if (vm->pri->ndisks)
+	if (vm->pri->ndisks) {
+		char more[64] = "";
+
+		if (vm->pri->ndisks > 1)
+			snprintf(more, sizeof(more), " (and %u more disk(s))",
+				 vm->pri->ndisks - 1);
 		rdb_vm_set_state(vm, RDB_VM_UNPROTECTED, "attached: disk %s "
-				 "(%llu MiB) served on %s, not protected yet",
+				 "(%llu MiB) served on %s%s, not protected yet",
 				 vm->cfg.disk,
 				 (unsigned long long)(vm->pri->disks[0]->disk.size >> 20),
-				 vm->cfg.disk_socket);
-	else
+				 vm->cfg.disk_socket, more);
+	} else {
 		rdb_vm_set_state(vm, RDB_VM_UNPROTECTED, "attached: no disk, "
 				 "not protected yet");
+	}
 	rdb_pri_owner_hold(vm->pri, "attached");
 	rdb_pri_owner_check(vm->pri);
 	return 0;
@@ -2077,7 +2094,7 @@ static int begin_protection(struct rdb_vm *vm, enum rdb_peer_loss peer_loss,
 /* Options of a restored VM that are this host's, not the operator's. */
 static const char *const own_keys[] = {
 	"name", "qmp", "watchdog_qmp", "net_socket", "disk", "disk_socket",
-	"qemu_arg",
+	"extra_disk", "qemu_arg",
 };
 
 /* The VM file of the restored VM as this host serves it: the primary's,
@@ -2210,16 +2227,26 @@ int rdb_primary_restored_adopt(struct rdb_vm *vm, const struct rdb_handover *h,
 	vm->teardown = rdb_primary_teardown;
 	p->restored_qemu = h->qemu;
 	p->event_fd = h->event_fd;
-	if (h->has_disk) {
-		snprintf(disk, sizeof(disk), "%s", h->disk_path);
+	/* the replicas, as this host's images now (the old primary's
+	 * extra_disk named that host's) */
+	rdb_strlist_clear(&cfg.extra_disk);
+	if (h->ndisks) {
+		snprintf(disk, sizeof(disk), "%s", h->disk_paths[0]);
 		rc = rdb_config_set(&rdb_vm_config_table, &cfg, "disk", disk, err,
 				    errlen);
 	}
+	for (unsigned k = 1; rc == 0 && k < h->ndisks; k++)
+		rc = rdb_config_set(&rdb_vm_config_table, &cfg, "extra_disk",
+				    h->disk_paths[k], err, errlen);
 	rdb_config_dispose(&rdb_vm_config_table, &vm->cfg);
 	vm->cfg = cfg;
-	if (rc == 0 && h->has_disk)
+	/* the written map and base are the first disk's: the others are
+	 * copied whole to the new backup */
+	if (rc == 0 && h->ndisks)
 		rc = open_disk(p, h->wmap_path[0] ? h->wmap_path : NULL,
 			       h->generation, h->epoch, err, errlen);
+	for (unsigned k = 1; rc == 0 && k < h->ndisks; k++)
+		rc = open_disk(p, NULL, 0, 0, err, errlen);
 	if (rc < 0) {
 		LOGVM(ERROR, vm->name, "the restored VM's disk %s could not be "
 		      "served by its new disk server: %s", disk, err);

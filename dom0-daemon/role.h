@@ -14,6 +14,7 @@
 
 #include <jansson.h>
 
+#include "diskbuf.h"
 #include "proc.h"
 
 struct rdb_daemon;
@@ -23,8 +24,9 @@ struct rdb_daemon;
 struct rdb_handover {
 	struct rdb_hv_proc qemu;	/* the restored QEMU: reap it */
 	int event_fd;			/* the failover event port, kept open */
-	bool has_disk;
-	char disk_path[512];		/* the replica the guest runs on */
+	unsigned ndisks;
+	/* the replicas the guest runs on, disk 0 first */
+	char disk_paths[RDB_DISKS_MAX][512];
 	char wmap_path[512];		/* what it wrote since the restore */
 	uint64_t generation, epoch;	/* restored from: protection, epoch */
 };

@@ -158,7 +158,7 @@ static void apply_page(uint8_t *dst, uint8_t enc, const uint8_t *body)
  * otherwise the epoch is refused, never a wrong page kept.  The contents
  * go to the scratch arena, staged as RAW.
  */
-static int disk_fail(struct rdb_stage *st, int rc);
+static int disk_fail(struct rdb_stage *st, struct rdb_diskbuf *db, int rc);
 
 static int resolve_diskref(struct rdb_stage *st, const char *blockid,
 			   const struct rdb_page_rec *r)
@@ -167,21 +167,23 @@ static int resolve_diskref(struct rdb_stage *st, const char *blockid,
 	unsigned mdlen = 0;
 	int rc;
 
-	if (!st->disk)
+	struct rdb_diskbuf *disk = st->ndisks ? st->disks[0] : NULL;
+
+	if (!disk)
 		return fail(st, "DISKREF for page 0x%llx of %s: the VM has no disk",
 			    (unsigned long long)r->offset, blockid);
-	if (rdb_diskbuf_check_range(st->disk, r->disk_offset, RDB_PAGE_SIZE) < 0)
+	if (rdb_diskbuf_check_range(disk, r->disk_offset, RDB_PAGE_SIZE) < 0)
 		return fail(st, "DISKREF for page 0x%llx of %s: disk offset %llu "
 			    "is beyond the %llu-byte disk",
 			    (unsigned long long)r->offset, blockid,
 			    (unsigned long long)r->disk_offset,
-			    (unsigned long long)st->disk->size);
+			    (unsigned long long)disk->size);
 	dst = rdb_buf_reserve(&st->scratch, RDB_PAGE_SIZE);
 	if (!dst)
 		return -ENOMEM;
-	rc = rdb_diskbuf_read_applied(st->disk, r->disk_offset, dst, RDB_PAGE_SIZE);
+	rc = rdb_diskbuf_read_applied(disk, r->disk_offset, dst, RDB_PAGE_SIZE);
 	if (rc < 0)
-		return disk_fail(st, rc);
+		return disk_fail(st, disk, rc);
 	if (!EVP_Digest(dst, RDB_PAGE_SIZE, md, &mdlen, EVP_sha256(), NULL) ||
 	    mdlen != RDB_DISKREF_HASH_LEN)
 		return fail(st, "DISKREF: SHA-256 unavailable");
@@ -328,50 +330,51 @@ counted:
 	return 0;
 }
 
-static int disk_fail(struct rdb_stage *st, int rc)
+static int disk_fail(struct rdb_stage *st, struct rdb_diskbuf *db, int rc)
 {
-	snprintf(st->err, sizeof(st->err), "%s", rdb_diskbuf_error(st->disk));
+	snprintf(st->err, sizeof(st->err), "%s", rdb_diskbuf_error(db));
 	return rc;
 }
 
 int rdb_stage_add_disk(struct rdb_stage *st, const struct rdb_frame *f)
 {
+	struct rdb_diskbuf *disk;
 	const uint8_t *data;
 	uint64_t off, len;
 	enum rdb_disk_op op;
 	int rc;
 
-	/* One replica here: another disk's change must never land in it
-	 * (I4); refused before the frame opens an epoch. */
-	if (f->device != 0)
-		return fail(st, "%s for disk %u: this backup keeps one disk's "
-			    "replica", rdb_msg_name(f->type), f->device);
+	/* A disk this backup keeps no replica of: its change must never
+	 * land in another's (I4); refused before the frame opens an epoch. */
+	if (f->device >= st->ndisks)
+		return fail(st, "%s for disk %u: this backup keeps %u disk "
+			    "replica(s)", rdb_msg_name(f->type), f->device,
+			    st->ndisks);
+	disk = st->disks[f->device];
 	rc = open_epoch(st, f->epoch);
 	if (rc < 0)
 		return rc;
-	if (!st->disk)
-		return fail(st, "%s for a VM without a disk", rdb_msg_name(f->type));
 	if (rdb_msg_disk_parse(f, &off, &len, &data) < 0)
 		return fail(st, "malformed %s", rdb_msg_name(f->type));
 	op = f->type == RDB_MSG_DISK_WRITE ? RDB_DISK_WRITE :
 		f->type == RDB_MSG_DISK_ZERO ? RDB_DISK_ZERO : RDB_DISK_FLUSH;
-	if (op != RDB_DISK_FLUSH && rdb_diskbuf_check_range(st->disk, off, len) < 0)
-		return fail(st, "%s of %llu bytes at %llu outside the %llu-byte disk",
-			    rdb_msg_name(f->type), (unsigned long long)len,
-			    (unsigned long long)off,
-			    (unsigned long long)st->disk->size);
+	if (op != RDB_DISK_FLUSH && rdb_diskbuf_check_range(disk, off, len) < 0)
+		return fail(st, "%s of %llu bytes at %llu outside the %llu-byte "
+			    "disk %u", rdb_msg_name(f->type),
+			    (unsigned long long)len, (unsigned long long)off,
+			    (unsigned long long)disk->size, f->device);
 	/* Epoch 0 (the initial copy) goes straight to the replica, like its
 	 * pages.  Its flushes are folded into one sync at its commit. */
 	if (!st->have_committed) {
 		if (op != RDB_DISK_FLUSH) {
-			rc = rdb_diskbuf_apply_one(st->disk, op, off, len, data);
+			rc = rdb_diskbuf_apply_one(disk, op, off, len, data);
 			if (rc < 0)
-				return disk_fail(st, rc);
+				return disk_fail(st, disk, rc);
 		}
 	} else {
-		rc = rdb_diskbuf_add(st->disk, op, off, len, data);
+		rc = rdb_diskbuf_add(disk, op, off, len, data);
 		if (rc < 0)
-			return disk_fail(st, rc);
+			return disk_fail(st, disk, rc);
 	}
 	st->npages++;
 	st->bytes += op == RDB_DISK_WRITE ? len : 0;
@@ -472,13 +475,21 @@ int rdb_stage_commit_check(struct rdb_stage *st, uint64_t epoch,
 
 int rdb_stage_commit_disk(struct rdb_stage *st)
 {
-	int rc;
+	int rc = 0;
 
-	if (!st->disk)
+	if (!st->ndisks)
 		return 0;
-	rc = st->have_committed ? rdb_diskbuf_apply(st->disk) :
-		rdb_diskbuf_sync(st->disk);
-	return rc < 0 ? disk_fail(st, rc) : 0;
+	/* every disk's part of the epoch, or none (diskbuf.h) */
+	if (st->have_committed) {
+		unsigned bad = 0;
+
+		rc = rdb_diskbuf_apply_set(st->disks, st->ndisks, &bad);
+		return rc < 0 ? disk_fail(st, st->disks[bad], rc) : 0;
+	}
+	for (unsigned i = 0; i < st->ndisks && rc == 0; i++)
+		if ((rc = rdb_diskbuf_sync(st->disks[i])) < 0)
+			return disk_fail(st, st->disks[i], rc);
+	return 0;
 }
 
 int rdb_stage_commit_apply(struct rdb_stage *st, uint64_t epoch,
@@ -561,8 +572,8 @@ int rdb_stage_commit(struct rdb_stage *st, uint64_t epoch, uint64_t pages,
 void rdb_stage_discard(struct rdb_stage *st)
 {
 	st->verify = false;
-	if (st->disk)
-		rdb_diskbuf_discard(st->disk);
+	for (unsigned i = 0; i < st->ndisks; i++)
+		rdb_diskbuf_discard(st->disks[i]);
 	free(st->devstate);
 	st->devstate = NULL;
 	st->devstate_len = 0;

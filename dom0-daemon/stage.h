@@ -34,7 +34,10 @@ struct rdb_stage {
 	uint64_t epoch;
 	struct rdb_buf pages;	/* records: block:u32 offset:u64 enc:u8 body */
 	uint64_t npages, bytes;	/* records (pages + disk frames), their bytes */
-	struct rdb_diskbuf *disk;	/* the VM's disk, NULL if it has none */
+	/* the VM's disks, by device index (DISK_* frames' `device`); disk 0
+	 * also resolves DISKREF pages */
+	struct rdb_diskbuf *disks[RDB_DISKS_MAX];
+	unsigned ndisks;
 	struct rdb_flowcheck *flows;	/* FLOWS records go here at commit */
 	struct rdb_buf flowrecs;	/* this epoch's, decoded */
 	uint32_t features;		/* page encodings granted in HELLO_ACK */

@@ -104,6 +104,10 @@ struct rdb_hv_restore {
 	const char *net_path;		/* the NIC's stream socket */
 	const char *disk_path;		/* the replica's disk server socket */
 	const char *disk_arg;		/* disk_arg() of it */
+	/* the VM's other disks' replicas, disk_arg() of each, in order (a
+	 * backend that cannot restore them refuses: restore_prepare) */
+	const char *const *more_drives;
+	size_t nmore_drives;
 	const char *event_path;		/* the failover event port */
 	const char *console_path, *serial_path, *log_path;
 	const char *work_dir;		/* the VM's state directory */

@@ -242,7 +242,15 @@ static int restore_prepare(const struct rdb_hv_restore *req,
 		char e[400];
 
 		lv_of(req, &lr);
-		rc = rdb_lvrestore_create(&lr, deadline_ns, e, sizeof(e));
+		/* (the domain's XML names one replicated disk: lvrestore.h) */
+		if (req->nmore_drives) {
+			snprintf(e, sizeof(e), "a domain with %zu replicated "
+				 "disks is not restored through libvirt yet",
+				 req->nmore_drives + 1);
+			rc = -EOPNOTSUPP;
+		} else {
+			rc = rdb_lvrestore_create(&lr, deadline_ns, e, sizeof(e));
+		}
 		if (rc == 0) {
 			out->via_libvirt = true;
 			LOGVM(INFO, req->vm, "restore: domain %s created through "
@@ -259,7 +267,8 @@ static int restore_prepare(const struct rdb_hv_restore *req,
 				      req->ram_image, req->ram_bytes, req->ctl_path,
 				      req->wd_ctl_path, req->net_path,
 				      req->console_path, req->serial_path,
-				      req->disk_arg, req->event_path, &argv);
+				      req->disk_arg, req->event_path,
+				      req->more_drives, req->nmore_drives, &argv);
 		if (rc < 0) {
 			snprintf(err, errlen, "QEMU's arguments: %s", strerror(-rc));
 			return rc;

@@ -423,10 +423,11 @@ int rdb_restore_argv(const char *qemu_binary, char *const *common,
 		     const char *qmp_path, const char *wd_qmp_path,
 		     const char *net_path, const char *console_path,
 		     const char *serial_sock, const char *drive,
-		     const char *event_path, char ***argv_out)
+		     const char *event_path, const char *const *more_drives,
+		     size_t nmore, char ***argv_out)
 {
-	/* binary + common + 20 of ours + NULL */
-	size_t n = 0, max = 1 + ncommon + 20 + 1;
+	/* binary + common + 20 of ours + the other drives + NULL */
+	size_t n = 0, max = 1 + ncommon + 20 + 2 * nmore + 1;
 	char **v;
 	int rc = 0;
 
@@ -487,6 +488,11 @@ int rdb_restore_argv(const char *qemu_binary, char *const *common,
 		rc = push(v, &n, "-drive");
 		if (rc == 0)
 			rc = push(v, &n, "%s", drive);
+	}
+	for (size_t i = 0; rc == 0 && drive && i < nmore; i++) {
+		rc = push(v, &n, "-drive");
+		if (rc == 0)
+			rc = push(v, &n, "%s", more_drives[i]);
 	}
 	if (rc == 0 && event_path) {
 		rc = push(v, &n, "-chardev");

@@ -100,6 +100,8 @@ int rdb_restore_stream_send(int fd, const uint8_t *buf, size_t len,
  *            logfile=CONSOLE  -serial chardev:rdbser0
  *   -drive DRIVE                                   (if drive: the replica,
  *                                                   see rdb_qemu_nbd_drive)
+ *   -drive MORE_DRIVES[i] ...                      (the VM's other disks'
+ *                                                   replicas, in order)
  *   -chardev socket,id=rdbevent,path=EVENT,server=on,wait=off
  *                                                  (if event_path: the
  *                                                   failover event port)
@@ -113,7 +115,8 @@ int rdb_restore_argv(const char *qemu_binary, char *const *common,
 		     const char *qmp_path, const char *wd_qmp_path,
 		     const char *net_path, const char *console_path,
 		     const char *serial_sock, const char *drive,
-		     const char *event_path, char ***argv_out);
+		     const char *event_path, const char *const *more_drives,
+		     size_t nmore, char ***argv_out);
 void rdb_restore_argv_free(char **argv);	/* NULL is fine */
 /* The -drive value of a VM disk served by remusdbd over NBD on a unix
  * socket, the same on both hosts but for the socket: "if=none,id=ID,

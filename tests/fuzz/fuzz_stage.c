@@ -38,7 +38,8 @@ static void init_once(void)
 		rdb_diskbuf_apply_one(&db, RDB_DISK_WRITE, (uint64_t)i * 4096, 4096, blk);
 	}
 	rdb_stage_init(&st);
-	st.disk = &db;
+	st.disks[0] = &db;
+	st.ndisks = 1;
 	st.features = RDB_FEATURE_XORRLE | RDB_FEATURE_LZ4 | RDB_FEATURE_DISKREF;
 	/* commit an empty epoch 0 so that inputs are staged (epoch 1) */
 	if (rdb_stage_set_devstate(&st, 0, dev, sizeof(dev)) < 0 ||

@@ -156,6 +156,62 @@ static void test_vm_file_with_lists_and_errors(void **state)
 		assert_non_null(strstr(err, "hypervisor = xen takes no libvirt_restore"));
 		rdb_config_dispose(&rdb_vm_config_table, &x);
 	}
+	/* several disks: extra_disk after a disk, at most 8 disks in all,
+	 * QEMU only, not through libvirt_restore */
+	{
+		struct rdb_vm_config m;
+		char v[32];
+
+		rdb_config_defaults(&rdb_vm_config_table, &m);
+		p = write_tmp("name = db1\nqmp = /q\nnet_socket = /n\npeer = h:1\n"
+			      "qemu_arg = -m\nqemu_arg = 256\n"
+			      "extra_disk = /wal.img\nextra_disk = /data.img\n");
+		assert_int_equal(rdb_config_load_file(&rdb_vm_config_table, p, &m, err, sizeof(err)), 0);
+		unlink(p);
+		assert_int_equal(m.extra_disk.n, 2);
+		assert_string_equal(m.extra_disk.v[1], "/data.img");
+		assert_int_equal(rdb_vm_config_check(&m, err, sizeof(err)), -EINVAL);
+		assert_non_null(strstr(err, "extra_disk needs 'disk'"));
+		assert_int_equal(rdb_config_set(&rdb_vm_config_table, &m, "disk", "/os.img", err, sizeof(err)), 0);
+		assert_int_equal(rdb_config_set(&rdb_vm_config_table, &m, "disk_socket", "/run/d", err, sizeof(err)), 0);
+		assert_int_equal(rdb_vm_config_check(&m, err, sizeof(err)), 0);
+		j = rdb_vm_config_to_json(&m);
+		{
+			struct rdb_vm_config m2;
+
+			rdb_config_defaults(&rdb_vm_config_table, &m2);
+			assert_int_equal(rdb_vm_config_from_json(j, &m2, err, sizeof(err)), 0);
+			assert_int_equal(m2.extra_disk.n, 2);
+			assert_string_equal(m2.extra_disk.v[0], "/wal.img");
+			rdb_config_dispose(&rdb_vm_config_table, &m2);
+		}
+		json_decref(j);
+		assert_int_equal(rdb_config_set(&rdb_vm_config_table, &m, "libvirt_restore", "qemu:///system", err, sizeof(err)), 0);
+		assert_int_equal(rdb_vm_config_check(&m, err, sizeof(err)), -EINVAL);
+		assert_non_null(strstr(err, "libvirt_restore"));
+		assert_int_equal(rdb_config_set(&rdb_vm_config_table, &m, "libvirt_restore", "", err, sizeof(err)), 0);
+		assert_int_equal(rdb_config_set(&rdb_vm_config_table, &m, "extra_disk", "/os.img", err, sizeof(err)), 0);
+		assert_int_equal(rdb_vm_config_check(&m, err, sizeof(err)), -EINVAL);
+		assert_non_null(strstr(err, "extra_disk 3 is the first disk again"));
+		rdb_config_dispose(&rdb_vm_config_table, &m);
+		rdb_config_defaults(&rdb_vm_config_table, &m);
+		assert_int_equal(rdb_config_set(&rdb_vm_config_table, &m, "name", "db1", err, sizeof(err)), 0);
+		assert_int_equal(rdb_config_set(&rdb_vm_config_table, &m, "qmp", "/q", err, sizeof(err)), 0);
+		assert_int_equal(rdb_config_set(&rdb_vm_config_table, &m, "net_socket", "/n", err, sizeof(err)), 0);
+		assert_int_equal(rdb_config_set(&rdb_vm_config_table, &m, "peer", "h:1", err, sizeof(err)), 0);
+		assert_int_equal(rdb_config_set(&rdb_vm_config_table, &m, "qemu_arg", "-S", err, sizeof(err)), 0);
+		assert_int_equal(rdb_config_set(&rdb_vm_config_table, &m, "disk", "/os.img", err, sizeof(err)), 0);
+		assert_int_equal(rdb_config_set(&rdb_vm_config_table, &m, "disk_socket", "/run/d", err, sizeof(err)), 0);
+		for (int i = 1; i <= 7; i++) {
+			snprintf(v, sizeof(v), "/d%d.img", i);
+			assert_int_equal(rdb_config_set(&rdb_vm_config_table, &m, "extra_disk", v, err, sizeof(err)), 0);
+		}
+		assert_int_equal(rdb_vm_config_check(&m, err, sizeof(err)), 0);
+		assert_int_equal(rdb_config_set(&rdb_vm_config_table, &m, "extra_disk", "/d8.img", err, sizeof(err)), 0);
+		assert_int_equal(rdb_vm_config_check(&m, err, sizeof(err)), -EINVAL);
+		assert_non_null(strstr(err, "more than 8 disks"));
+		rdb_config_dispose(&rdb_vm_config_table, &m);
+	}
 	/* host-specific QEMU arguments are refused */
 	assert_int_equal(rdb_config_set(&rdb_vm_config_table, &c, "qemu_arg", "-qmp",
 					err, sizeof(err)), 0);

@@ -180,6 +180,114 @@ static void test_interrupted_apply_replays(void **state)
 	}
 }
 
+/*
+ * Several disks' epoch (a VM's OS, data and WAL disks) is one commit: an
+ * apply stopped at any record of any disk, or at any disk's sync, leaves
+ * every disk's records buffered and every disk inconsistent (also the
+ * ones it finished, and the ones it had not reached); replaying the set
+ * gives exactly the uninterrupted result on every disk.  Dropped instead
+ * (a failover), no disk of the set is ever read again.
+ */
+#define NSET 3
+static void set_epoch(struct rdb_diskbuf *db, unsigned disk, uint8_t *want)
+{
+	static uint8_t data[65536];
+	unsigned seed = 7 + disk;
+
+	for (int i = 0; i < 40; i++) {
+		uint64_t off = (uint64_t)(rand_r(&seed) % (DISK / 512 - 128)) * 512;
+		uint64_t len = (uint64_t)(1 + rand_r(&seed) % 128) * 512;
+
+		if (i == 20) {
+			assert_int_equal(rdb_diskbuf_add(db, RDB_DISK_FLUSH, 0, 0, NULL), 0);
+		} else if (rand_r(&seed) % 4 == 0) {
+			assert_int_equal(rdb_diskbuf_add(db, RDB_DISK_ZERO, off, len, NULL), 0);
+			memset(want + off, 0, len);
+		} else {
+			fill(data, len, (unsigned)i + 50 * disk);
+			assert_int_equal(rdb_diskbuf_add(db, RDB_DISK_WRITE, off, len, data), 0);
+			memcpy(want + off, data, len);
+		}
+	}
+}
+
+static void read_file(const char *p, uint8_t *dst)
+{
+	int fd = open(p, O_RDONLY);
+
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, dst, DISK, 0), DISK);
+	close(fd);
+}
+
+static void test_interrupted_set_apply_replays(void **state)
+{
+	static uint8_t want[NSET][DISK], got[DISK], page[4096];
+	struct rdb_diskbuf dbs[NSET], *set[NSET];
+	char paths[NSET][160];
+	unsigned tried = 0;
+
+	(void)state;
+	for (unsigned k = 0; k < NSET; k++) {
+		snprintf(paths[k], sizeof(paths[k]), "%s/set%u.img", dir, k);
+		set[k] = &dbs[k];
+	}
+	/* where it stops: disk k before record r (1..40), or at disk k's
+	 * sync (r = 41); then the same again, dropped instead of replayed */
+	for (unsigned drop = 0; drop < 2; drop++)
+	for (unsigned k = 0; k < NSET; k++)
+	for (unsigned r = 1; r <= 41; r++) {
+		unsigned bad = 99;
+
+		if (drop && r % 8 != 1)
+			continue;
+		for (unsigned i = 0; i < NSET; i++) {
+			int fd;
+
+			rdb_diskbuf_init(&dbs[i], 0);
+			assert_int_equal(rdb_diskbuf_create(&dbs[i], paths[i], DISK), 0);
+			fill(want[i], DISK, 99 + i);	/* a committed base */
+			fd = open(paths[i], O_WRONLY);
+			assert_int_equal(pwrite(fd, want[i], DISK, 0), DISK);
+			close(fd);
+			set_epoch(&dbs[i], i, want[i]);
+		}
+		if (r <= 40)
+			dbs[k].fail_at = r;
+		else
+			dbs[k].fail_sync = true;
+		assert_int_equal(rdb_diskbuf_apply_set(set, NSET, &bad), -EIO);
+		assert_int_equal(bad, k);
+		for (unsigned i = 0; i < NSET; i++) {
+			if (rdb_diskbuf_consistent(&dbs[i]))
+				fail_msg("stopped at disk %u record %u: disk %u "
+					 "still says consistent", k, r, i);
+			assert_int_equal(dbs[i].nrecs, 40);
+		}
+		if (drop) {
+			for (unsigned i = 0; i < NSET; i++) {
+				rdb_diskbuf_discard(&dbs[i]);
+				assert_int_equal(rdb_diskbuf_read_applied(&dbs[i], 0,
+						 page, sizeof(page)), -EIO);
+			}
+		} else {
+			assert_int_equal(rdb_diskbuf_apply_set(set, NSET, NULL), 0);
+			for (unsigned i = 0; i < NSET; i++) {
+				assert_true(rdb_diskbuf_consistent(&dbs[i]));
+				assert_int_equal(dbs[i].nrecs, 0);
+				read_file(paths[i], got);
+				if (memcmp(got, want[i], DISK))
+					fail_msg("stopped at disk %u record %u, "
+						 "replayed: disk %u differs", k, r, i);
+			}
+		}
+		for (unsigned i = 0; i < NSET; i++)
+			rdb_diskbuf_dispose(&dbs[i]);
+		tried++;
+	}
+	assert_int_equal(tried, NSET * 41 + NSET * 6);
+}
+
 /* A replica that cannot be written (its file is read-only) fails the
  * apply with the errno and a message naming the write. */
 static void test_write_error_reported(void **state)
@@ -231,7 +339,8 @@ static void test_stage_epochs(void **state)
 	rdb_diskbuf_init(&db, 0);
 	assert_int_equal(rdb_diskbuf_create(&db, path, DISK), 0);
 	rdb_stage_init(&st);
-	st.disk = &db;
+	st.disks[0] = &db;
+	st.ndisks = 1;
 	rdb_proto_decoder_init(&dec);
 	rdb_buf_init(&wire);
 	fill(a, sizeof(a), 4);
@@ -315,7 +424,8 @@ static void test_stage_commit_disk_failure(void **state)
 	rdb_diskbuf_init(&db, 0);
 	assert_int_equal(rdb_diskbuf_create(&db, path, DISK), 0);
 	rdb_stage_init(&st);
-	st.disk = &db;
+	st.disks[0] = &db;
+	st.ndisks = 1;
 	rdb_proto_decoder_init(&dec);
 	rdb_buf_init(&wire);
 	rdb_proto_put_devstate(&wire, 0, dev, 1);
@@ -355,6 +465,92 @@ static void test_stage_commit_disk_failure(void **state)
 	rdb_proto_decoder_dispose(&dec);
 	rdb_stage_dispose(&st);
 	rdb_diskbuf_dispose(&db);
+	rdb_ramimage_close(&img);
+}
+
+/* Through the stage: DISK_* frames go to the disk their `device` names,
+ * epoch 0 at once, later epochs at commit, all disks together; a disk
+ * the backup keeps no replica of is refused. */
+static void test_stage_several_disks(void **state)
+{
+	static uint8_t a[4096], got[DISK];
+	static const uint8_t dev[1] = { 0 };
+	struct rdb_ramimage img;
+	struct rdb_diskbuf dbs[NSET];
+	struct rdb_stage st;
+	struct rdb_proto_decoder dec;
+	struct rdb_buf wire;
+	struct rdb_frame f;
+	char paths[NSET][160];
+
+	(void)state;
+	assert_int_equal(rdb_ramimage_open(dir, blocks, 1, &img), 0);
+	rdb_stage_init(&st);
+	for (unsigned k = 0; k < NSET; k++) {
+		snprintf(paths[k], sizeof(paths[k]), "%s/st%u.img", dir, k);
+		rdb_diskbuf_init(&dbs[k], 0);
+		assert_int_equal(rdb_diskbuf_create(&dbs[k], paths[k], DISK), 0);
+		st.disks[k] = &dbs[k];
+	}
+	st.ndisks = NSET;
+	rdb_proto_decoder_init(&dec);
+	rdb_buf_init(&wire);
+	for (uint64_t e = 0; e < 2; e++) {
+		uint64_t recs = 0, bytes = 1;
+
+		for (unsigned k = 0; k < NSET; k++) {
+			fill(a, sizeof(a), (unsigned)(10 * e + k));
+			rdb_proto_put_disk_write(&wire, k, e, 4096 * (k + 1), a, sizeof(a));
+			f = frame_of(&wire, &dec);
+			assert_int_equal(rdb_stage_add_disk(&st, &f), 0);
+			recs++;
+			bytes += sizeof(a);
+		}
+		rdb_proto_put_disk_write(&wire, NSET, e, 0, a, sizeof(a));
+		f = frame_of(&wire, &dec);
+		assert_int_equal(rdb_stage_add_disk(&st, &f), -EPROTO);
+		assert_non_null(strstr(rdb_stage_error(&st), "disk 3"));
+		if (e == 1) {	/* buffered until the commit */
+			read_file(paths[2], got);
+			fill(a, sizeof(a), 2);
+			assert_memory_equal(got + 3 * 4096, a, sizeof(a));
+		}
+		rdb_proto_put_devstate(&wire, e, dev, 1);
+		f = frame_of(&wire, &dec);
+		assert_int_equal(rdb_stage_set_devstate(&st, e, f.payload, f.len), 0);
+		assert_int_equal(rdb_stage_commit(&st, e, recs, bytes, &img), 0);
+		for (unsigned k = 0; k < NSET; k++) {
+			read_file(paths[k], got);
+			fill(a, sizeof(a), (unsigned)(10 * e + k));
+			assert_memory_equal(got + 4096 * (k + 1), a, sizeof(a));
+		}
+	}
+	/* a failure on the last disk keeps the first one's part too */
+	fill(a, sizeof(a), 77);
+	for (unsigned k = 0; k < NSET; k++) {
+		rdb_proto_put_disk_write(&wire, k, 2, 0, a, sizeof(a));
+		f = frame_of(&wire, &dec);
+		assert_int_equal(rdb_stage_add_disk(&st, &f), 0);
+	}
+	rdb_proto_put_devstate(&wire, 2, dev, 1);
+	f = frame_of(&wire, &dec);
+	assert_int_equal(rdb_stage_set_devstate(&st, 2, f.payload, f.len), 0);
+	dbs[2].fail_at = 1;
+	assert_int_equal(rdb_stage_commit(&st, 2, NSET, NSET * sizeof(a) + 1, &img), -EIO);
+	assert_non_null(strstr(rdb_stage_error(&st), "injected"));
+	assert_int_equal(dbs[0].nrecs, 1);
+	assert_false(rdb_diskbuf_consistent(&dbs[0]));
+	assert_int_equal(rdb_stage_commit(&st, 2, NSET, NSET * sizeof(a) + 1, &img), 0);
+	for (unsigned k = 0; k < NSET; k++) {
+		assert_true(rdb_diskbuf_consistent(&dbs[k]));
+		read_file(paths[k], got);
+		assert_memory_equal(got, a, sizeof(a));
+	}
+	rdb_buf_dispose(&wire);
+	rdb_proto_decoder_dispose(&dec);
+	rdb_stage_dispose(&st);
+	for (unsigned k = 0; k < NSET; k++)
+		rdb_diskbuf_dispose(&dbs[k]);
 	rdb_ramimage_close(&img);
 }
 
@@ -436,10 +632,13 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_order_and_overlap, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_discard, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_ranges_and_bound, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_interrupted_set_apply_replays,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_interrupted_apply_replays, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_write_error_reported, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stage_epochs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stage_commit_disk_failure, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stage_several_disks, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failed_replay_discarded_then_rebuilt, setup, teardown),
 		cmocka_unit_test(test_proto_disk_frames),
 	};

@@ -279,7 +279,7 @@ static void test_restore_argv(void **state)
 
 	assert_int_equal(rdb_restore_argv("qemu", common, 2, "/s/pc.ram.img",
 					  256 << 20, "/r/q", NULL, "/r/n",
-					  "/s/console", NULL, NULL, NULL, &argv), 0);
+					  "/s/console", NULL, NULL, NULL, NULL, 0, &argv), 0);
 	assert_string_equal(argv[0], "qemu");
 	assert_string_equal(argv[1], "-m");
 	assert_string_equal(argv[2], "256");
@@ -300,14 +300,14 @@ static void test_restore_argv(void **state)
 
 	/* without a NIC or console */
 	assert_int_equal(rdb_restore_argv("qemu", NULL, 0, "/i", 1 << 20,
-					  "/q", NULL, NULL, NULL, NULL, NULL, NULL, &argv), 0);
+					  "/q", NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, &argv), 0);
 	for (i = 0; argv[i]; i++)
 		;
 	assert_int_equal(i, 9);
 	assert_string_equal(argv[7], "-incoming");
 	rdb_restore_argv_free(argv);
 	assert_int_equal(rdb_restore_argv("qemu", NULL, 0, "/i", 1000, "/q",
-					  NULL, NULL, NULL, NULL, NULL, NULL, &argv),
+					  NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, &argv),
 			 -EINVAL);
 
 	/* everything: the watchdog's QMP after the first, the replica's
@@ -322,7 +322,7 @@ static void test_restore_argv(void **state)
 				    "reconnect-delay=15");
 		assert_int_equal(rdb_restore_argv("qemu", NULL, 0, "/i", 1 << 20,
 						  "/q", "/wd", "/n", "/c", "/ser", drive,
-						  "/e", &argv), 0);
+						  "/e", NULL, 0, &argv), 0);
 		for (i = 0; argv[i]; i++)
 			;
 		assert_int_equal(i, 21);
@@ -337,6 +337,32 @@ static void test_restore_argv(void **state)
 		assert_string_equal(argv[14], "chardev:rdbser0");
 		assert_string_equal(argv[16], drive);
 		assert_string_equal(argv[19], "-incoming");
+		rdb_restore_argv_free(argv);
+	}
+	/* a VM's other disks: their drives after the first, in order; none
+	 * without the first */
+	{
+		const char *more[] = { "if=none,id=disk1", "if=none,id=disk2" };
+
+		assert_int_equal(rdb_restore_argv("qemu", NULL, 0, "/i", 1 << 20,
+						  "/q", NULL, NULL, NULL, NULL, "id=disk0",
+						  NULL, more, 2, &argv), 0);
+		for (i = 0; argv[i]; i++)
+			;
+		assert_int_equal(i, 15);
+		assert_string_equal(argv[7], "-drive");
+		assert_string_equal(argv[8], "id=disk0");
+		assert_string_equal(argv[9], "-drive");
+		assert_string_equal(argv[10], more[0]);
+		assert_string_equal(argv[11], "-drive");
+		assert_string_equal(argv[12], more[1]);
+		assert_string_equal(argv[13], "-incoming");
+		rdb_restore_argv_free(argv);
+		assert_int_equal(rdb_restore_argv("qemu", NULL, 0, "/i", 1 << 20,
+						  "/q", NULL, NULL, NULL, NULL, NULL,
+						  NULL, more, 2, &argv), 0);
+		for (i = 0; argv[i]; i++)
+			assert_string_not_equal(argv[i], "-drive");
 		rdb_restore_argv_free(argv);
 	}
 }

@@ -760,7 +760,8 @@ static void test_other_disk_refused(void **state)
 	rdb_diskbuf_init(&db, 1 << 20);
 	assert_int_equal(rdb_diskbuf_create(&db, path, 16 * 4096), 0);
 	rdb_stage_init(&st);
-	st.disk = &db;
+	st.disks[0] = &db;
+	st.ndisks = 1;
 	memset(blk, 'X', sizeof(blk));
 	for (uint64_t epoch = 0; epoch < 2; epoch++) {
 		rdb_buf_reset(&w);
@@ -811,7 +812,8 @@ static void test_diskref_resolved_and_checked(void **state)
 	assert_int_equal(rdb_ramimage_open(dir, blocks, 2, &img), 0);
 	ram = rdb_ramimage_base(&img, 0);
 	rdb_stage_init(&st);
-	st.disk = &db;
+	st.disks[0] = &db;
+	st.ndisks = 1;
 	st.features = RDB_FEATURE_DISKREF;
 
 	/* epoch 0 may carry references too (its disk goes straight in) */
@@ -878,10 +880,11 @@ static void test_diskref_resolved_and_checked(void **state)
 	assert_non_null(strstr(rdb_stage_error(&st), "not negotiated"));
 	/* a VM without a disk */
 	st.features = RDB_FEATURE_DISKREF;
-	st.disk = NULL;
+	st.ndisks = 0;
 	assert_int_equal(rdb_stage_add_pages(&st, &f, &img), -EPROTO);
 	assert_non_null(strstr(rdb_stage_error(&st), "no disk"));
-	st.disk = &db;
+	st.disks[0] = &db;
+	st.ndisks = 1;
 	/* only the good frame of epoch 2 was staged */
 	assert_int_equal(st.npages, 1);
 	assert_int_equal(rdb_stage_set_devstate(&st, 2, DEV, sizeof(DEV)), 0);
