@@ -25,6 +25,13 @@
  * value a client received was then on stable storage first; after a
  * failover, `diskseq --check` reads the records back from the disk the
  * surviving copy writes (tests/xen/drill-dom0.sh).
+ *
+ * --disk repeated (up to 8): record N goes to the ((N - 1) mod K)-th of
+ * the K devices, still at N * 4096, each synced before the next record
+ * is written: one ordered log striped over several disks, as a DBMS's
+ * WAL and data files are.  `diskseq --check-set` reads the set back; a
+ * later record on one disk with an earlier one missing on another is a
+ * state the guest never had (tests/e2e/multi-disk.sh).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -54,22 +61,30 @@ int main(int argc, char **argv)
 	int port = 7000, interval_us = 1000, one = 1, l, c;
 	struct sockaddr_in sa = { .sin_family = AF_INET };
 	unsigned long long n = 0;
-	const char *disk = NULL;
+	const char *disks[8];
+	int dfds[8], ndisks = 0;
 	uint8_t *rec = NULL;
-	int dfd = -1;
 
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--port"))
 			port = atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "--interval-us"))
 			interval_us = atoi(argv[i + 1]);
-		else if (!strcmp(argv[i], "--disk"))
-			disk = argv[i + 1];
+		else if (!strcmp(argv[i], "--disk") && ndisks < 8)
+			disks[ndisks++] = argv[i + 1];
 	}
-	if (disk) {
-		dfd = open(disk, O_RDWR | O_DIRECT);
-		if (dfd < 0 || posix_memalign((void **)&rec, 4096, SEQREC_SIZE)) {
-			printf("seqsrv: %s: %s\n", disk, strerror(errno));
+	if (ndisks && posix_memalign((void **)&rec, 4096, SEQREC_SIZE))
+		return 1;
+	for (int k = 0; k < ndisks; k++) {
+		/* (a block device may still be probed at boot: wait 10 s) */
+		for (int t = 0; t < 100; t++) {
+			dfds[k] = open(disks[k], O_RDWR | O_DIRECT);
+			if (dfds[k] >= 0 || errno != ENOENT)
+				break;
+			usleep(100000);
+		}
+		if (dfds[k] < 0) {
+			printf("seqsrv: %s: %s\n", disks[k], strerror(errno));
 			return 1;
 		}
 	}
@@ -105,11 +120,13 @@ int main(int argc, char **argv)
 			       (int)(r % 13), pad);
 		const char *p = line;
 
-		if (dfd >= 0) {		/* record n, this line's, first */
+		if (ndisks) {		/* record n, this line's, first */
+			int k = (int)((n - 1) % (unsigned)ndisks);
+
 			seqrec_fill(rec, n);
-			if (pwrite(dfd, rec, SEQREC_SIZE, (off_t)(n * SEQREC_SIZE)) !=
-			    SEQREC_SIZE || fdatasync(dfd) < 0) {
-				printf("seqsrv: record %llu on %s: %s\n", n, disk,
+			if (pwrite(dfds[k], rec, SEQREC_SIZE, (off_t)(n * SEQREC_SIZE)) !=
+			    SEQREC_SIZE || fdatasync(dfds[k]) < 0) {
+				printf("seqsrv: record %llu on %s: %s\n", n, disks[k],
 				       strerror(errno));
 				return 1;
 			}

@@ -122,6 +122,11 @@ cl_common_args() {
 	# the disk's drive (-drive, host-specific: the daemon's NBD socket)
 	# is added on each host; the device is common
 	[ -n "${CL_DISK_IMAGE:-}" ] && printf '%s\n' -device virtio-blk-pci,drive=disk0
+	# CL_EXTRA_DISKS=N: N more disks (extra_disk), drives disk1..diskN
+	local k
+	for ((k = 1; k <= ${CL_EXTRA_DISKS:-0}; k++)); do
+		printf '%s\n' -device "virtio-blk-pci,drive=disk$k"
+	done
 	# the failover event port (its -chardev is host-specific, like the
 	# drive: the primary's here, the backup's from remusdbd)
 	[ -n "${CL_EVENT_PORT:-}" ] && printf '%s\n' -device virtio-serial-pci,id=vser0 \
@@ -210,7 +215,7 @@ cl_start_daemon() {
 }
 
 cluster_vm_up() {
-	local ckpt=${1:-25} arg run=$CL_RUN tap=${CL_TAP:-vmtap0} P=${CL_PRI:-pri}
+	local ckpt=${1:-25} arg run=$CL_RUN tap=${CL_TAP:-vmtap0} P=${CL_PRI:-pri} k
 
 	mapfile -t CL_ARGS < <(cl_common_args)
 	{
@@ -234,6 +239,9 @@ cluster_vm_up() {
 		if [ -n "${CL_DISK_IMAGE:-}" ]; then
 			echo "disk = ${CL_DISK_AT:-$CL_DIR/$P/$CL_VM.disk.img}"
 			echo "disk_socket = $CL_DIR/$P/run/$CL_VM.disk"
+			for ((k = 1; k <= ${CL_EXTRA_DISKS:-0}; k++)); do
+				echo "extra_disk = $CL_DIR/$P/$CL_VM.disk$k.img"
+			done
 		fi
 		for arg in "${CL_ARGS[@]}"; do echo "qemu_arg = $arg"; done
 	} > "$CL_DIR/$CL_VM.conf"
@@ -247,12 +255,19 @@ cluster_vm_up() {
 		# (seen: 558 ms, past the watchdog's 500 ms deadline)
 		sync "$CL_DIR/$P/$CL_VM.disk.img" || return 1
 	fi
+	# the extra disks: sparse, CL_EXTRA_DISK_MB each (64)
+	for ((k = 1; k <= ${CL_EXTRA_DISKS:-0}; k++)); do
+		truncate -s "${CL_EXTRA_DISK_MB:-64}M" "$CL_DIR/$P/$CL_VM.disk$k.img" || return 1
+	done
 	if [ -n "${CL_DISK_IMAGE:-}" ]; then
 		cl_ctl "$P" attach "$CL_DIR/$CL_VM.conf" || return 1
 		# reconnect-delay: if remusdbd restarts, QEMU holds the guest's
 		# disk requests (up to 15 s) until the disk is served again
 		# CL_DRIVE_OPTS: more of the drive's options (discard=unmap)
 		drive=(-drive "if=none,id=disk0,driver=nbd,server.type=unix,server.path=$CL_DIR/$P/run/$CL_VM.disk,reconnect-delay=15${CL_DRIVE_OPTS:+,$CL_DRIVE_OPTS}")
+		for ((k = 1; k <= ${CL_EXTRA_DISKS:-0}; k++)); do
+			drive+=(-drive "if=none,id=disk$k,driver=nbd,server.type=unix,server.path=$CL_DIR/$P/run/$CL_VM.disk$k,reconnect-delay=15")
+		done
 	fi
 
 	# CL_ATTACH: known to the daemon before QEMU starts, disk or not (a
