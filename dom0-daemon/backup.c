@@ -60,6 +60,14 @@
 
 struct commit_job;
 
+/* One of the VM's NICs here after a failover (its frames' callbacks
+ * get this, to know the NIC). */
+struct bak_nic {
+	struct rdb_nic nic;
+	struct rdb_backup *b;
+	unsigned k;
+};
+
 /* One of the VM's disks here: its replica, and after a failover the
  * process serving it to the restored guest. */
 struct bak_disk {
@@ -128,7 +136,10 @@ struct rdb_backup {
 	/* after failover: the restored VM's hypervisor (QEMU) process */
 	const struct rdb_hv_ops *hv;
 	struct rdb_hv_restored rs;
-	struct rdb_nic nic;
+	/* after failover: the guest's NICs, the first (net_socket, tap)
+	 * and its extra_nic */
+	struct bak_nic nics[RDB_NICS_MAX];
+	unsigned nnics;
 
 	/* The failover decision (witness.h): the primary's protection
 	 * generation and the value it registered, from VM_SETUP. */
@@ -1316,7 +1327,7 @@ static void on_drain(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 		if (f.type != RDB_MSG_INPUT || rdb_msg_output_begin(&f, &it) < 0)
 			continue;	/* heartbeats, and nothing else matters */
 		while (rdb_msg_output_next(&it, &fr, &len) == 1) {
-			rdb_nic_to_guest(&b->nic, fr, len);
+			rdb_nic_to_guest(&b->nics[0].nic, fr, len);
 			n++;
 		}
 	}
@@ -1478,7 +1489,7 @@ static void announce_early(struct rdb_backup *b)
 	f[16] = 0x08; f[17] = 0x00;		/* IPv4 */
 	f[18] = 6; f[19] = 4;
 	f[21] = 3;				/* reverse request */
-	rdb_nic_to_wire(&b->nic, f, sizeof(f));
+	rdb_nic_to_wire(&b->nics[0].nic, f, sizeof(f));
 }
 
 /* The handed-over output leaves from here: the client's answers to it
@@ -1494,7 +1505,7 @@ static void send_handed_output(struct rdb_backup *b)
 	if (b->ho_out.len && b->ho_out_epoch == b->vm->st.committed_epoch &&
 	    rdb_msg_output_begin(&f, &it) == 0) {
 		while (rdb_msg_output_next(&it, &fr, &len) == 1)
-			rdb_nic_to_wire(&b->nic, fr, len);
+			rdb_nic_to_wire(&b->nics[0].nic, fr, len);
 		LOGVM(INFO, b->vm->name, "sent the %llu output frames the primary "
 		      "handed over with epoch %llu",
 		      (unsigned long long)b->ho_out_frames,
@@ -1632,7 +1643,8 @@ static void fc_rearm(struct rdb_backup *b)
  * Under commit protection the flow check may hold a frame a while. */
 static void on_guest_frame(void *opaque, const uint8_t *frame, size_t len)
 {
-	struct rdb_backup *b = opaque;
+	struct bak_nic *bn = opaque;
+	struct rdb_backup *b = bn->b;
 
 	if (b->running_ns) {
 		/* how long the restored guest took to say anything (under
@@ -1643,18 +1655,27 @@ static void on_guest_frame(void *opaque, const uint8_t *frame, size_t len)
 		b->running_ns = 0;
 	}
 	if (b->guest_held) {
-		uint32_t n = (uint32_t)len;
+		uint32_t hdr[2] = { bn->k, (uint32_t)len };
+		size_t at = b->guest_out.len;
 
-		if (b->guest_out.len + sizeof(n) + len > GUEST_HELD_MAX ||
-		    rdb_buf_append(&b->guest_out, &n, sizeof(n)) < 0 ||
-		    rdb_buf_append(&b->guest_out, frame, len) < 0)
+		if (b->guest_out.len + sizeof(hdr) + len > GUEST_HELD_MAX ||
+		    rdb_buf_append(&b->guest_out, hdr, sizeof(hdr)) < 0 ||
+		    rdb_buf_append(&b->guest_out, frame, len) < 0) {
+			b->guest_out.len = at;
 			b->guest_out_dropped++;	/* TCP sends it again */
-		else
+		} else {
 			b->guest_out_frames++;
+		}
+		return;
+	}
+	/* (commit protection's flow check: the first NIC; config.c
+	 * refuses extra_nic under it) */
+	if (bn->k != 0) {
+		rdb_nic_to_wire(&bn->nic, frame, len);
 		return;
 	}
 	if (rdb_flowcheck_from_guest(&b->fc, frame, len, rdb_now_ns()))
-		rdb_nic_to_wire(&b->nic, frame, len);
+		rdb_nic_to_wire(&bn->nic, frame, len);
 	fc_rearm(b);
 }
 
@@ -1671,13 +1692,13 @@ static void guest_held_end(struct rdb_backup *b, bool release)
 		LOGVM(WARN, b->vm->name, "dropped the %llu frame(s) the failed "
 		      "restore's guest sent (none reached the wire)",
 		      (unsigned long long)(n + lost));
-	while (release && b->guest_out.len >= sizeof(uint32_t)) {
-		uint32_t len;
+	while (release && b->guest_out.len >= 2 * sizeof(uint32_t)) {
+		uint32_t hdr[2];
 
-		memcpy(&len, b->guest_out.data, sizeof(len));
-		rdb_buf_consume(&b->guest_out, sizeof(len));
-		on_guest_frame(b, b->guest_out.data, len);
-		rdb_buf_consume(&b->guest_out, len);
+		memcpy(hdr, b->guest_out.data, sizeof(hdr));
+		rdb_buf_consume(&b->guest_out, sizeof(hdr));
+		on_guest_frame(&b->nics[hdr[0]], b->guest_out.data, hdr[1]);
+		rdb_buf_consume(&b->guest_out, hdr[1]);
 	}
 	if (release && lost)
 		LOGVM(WARN, b->vm->name, "%llu frame(s) the restored guest sent "
@@ -1689,7 +1710,8 @@ static void guest_held_end(struct rdb_backup *b, bool release)
 
 static bool on_wire_frame(void *opaque, const uint8_t *frame, size_t len)
 {
-	struct rdb_backup *b = opaque;
+	struct bak_nic *bn = opaque;	/* (the first NIC's) */
+	struct rdb_backup *b = bn->b;
 	bool pass = rdb_flowcheck_from_wire(&b->fc, frame, len, rdb_now_ns());
 
 	fc_rearm(b);
@@ -1700,14 +1722,14 @@ static void fc_to_wire(void *opaque, const uint8_t *frame, size_t len)
 {
 	struct rdb_backup *b = opaque;
 
-	rdb_nic_to_wire(&b->nic, frame, len);
+	rdb_nic_to_wire(&b->nics[0].nic, frame, len);
 }
 
 static void fc_to_guest(void *opaque, const uint8_t *frame, size_t len)
 {
 	struct rdb_backup *b = opaque;
 
-	rdb_nic_to_guest(&b->nic, frame, len);
+	rdb_nic_to_guest(&b->nics[0].nic, frame, len);
 }
 
 static void log_flowcheck(struct rdb_backup *b)
@@ -1934,23 +1956,44 @@ static int failover_disk(struct rdb_backup *b, char *drive, size_t len)
 	return b->prepared ? 0 : serve_replica(b, drive, len);
 }
 
+/* The guest's NICs opened here, each on its socket (run_dir/NAME.net,
+ * NAME.net1, ...: what restore_req gives QEMU) and this host's tap. */
 static int failover_net(struct rdb_backup *b)
 {
 	struct rdb_vm *vm = b->vm;
-	const char *tap = vm->cfg.backup_tap && vm->cfg.backup_tap[0] ?
-		vm->cfg.backup_tap : vm->cfg.tap;
-	char path[108], err[256];
-	int rc;
+	unsigned n = rdb_vm_config_nnics(&vm->cfg);
+	int rc = 0;
 
-	snprintf(path, sizeof(path), "%s/%s.net", b->d->cfg.run_dir, vm->name);
-	rc = rdb_nic_open(&b->nic, b->d->loop, vm->name, path, tap,
-			  on_guest_frame, b, err, sizeof(err));
-	if (rc < 0)
-		LOGVM(ERROR, vm->name, "guest NIC on the backup: %s", err);
-	else if ((rc = rdb_daemon_share_with_qemu(b->d, path, -1)) < 0)
-		return rc;
-	else if (rdb_vm_config_commit_protection(&vm->cfg))
-		rdb_nic_set_wire_filter(&b->nic, on_wire_frame);
+	if (n > RDB_NICS_MAX)
+		return -EINVAL;
+	for (unsigned k = 0; k < n && rc == 0; k++) {
+		struct bak_nic *bn = &b->nics[k];
+		struct rdb_nic_spec sp;
+		char path[108], sock[200], err[256];
+
+		if (rdb_vm_config_nic(&vm->cfg, k, sock, sizeof(sock), &sp) < 0) {
+			LOGVM(ERROR, vm->name, "NIC %u: its extra_nic is malformed", k);
+			return -EINVAL;
+		}
+		if (k == 0)
+			snprintf(path, sizeof(path), "%s/%s.net", b->d->cfg.run_dir,
+				 vm->name);
+		else
+			snprintf(path, sizeof(path), "%s/%s.net%u", b->d->cfg.run_dir,
+				 vm->name, k);
+		rc = rdb_nic_open(&bn->nic, b->d->loop, vm->name, path,
+				  sp.backup_tap, on_guest_frame, bn, err,
+				  sizeof(err));
+		if (rc < 0) {
+			LOGVM(ERROR, vm->name, "guest NIC %u on the backup: %s", k,
+			      err);
+			break;
+		}
+		b->nnics = k + 1;
+		rc = rdb_daemon_share_with_qemu(b->d, path, -1);
+		if (rc == 0 && k == 0 && rdb_vm_config_commit_protection(&vm->cfg))
+			rdb_nic_set_wire_filter(&bn->nic, on_wire_frame);
+	}
 	return rc;
 }
 
@@ -2004,6 +2047,7 @@ struct restore_req {
 	char qmp[108], wd[108], in[108], ev[108], ser[108], disk[108];
 	char log[512], con[512], dir[512];
 	const char *more[RDB_DISKS_MAX];	/* the other disks' drives */
+	const char *nets[RDB_NICS_MAX];		/* the other NICs' sockets */
 	struct rdb_hv_restore r;
 };
 
@@ -2042,7 +2086,9 @@ static void restore_req(struct rdb_backup *b, const char *drive,
 		.ctl_path = q->qmp,
 		.wd_ctl_path = q->wd,
 		.incoming_path = q->in,
-		.net_path = b->nic.path,
+		.net_path = b->nics[0].nic.path,
+		.more_nets = q->nets,
+		.nmore_nets = b->nnics ? b->nnics - 1 : 0,
 		.disk_path = drive ? q->disk : NULL,
 		.disk_arg = drive,
 		.more_drives = q->more,
@@ -2058,6 +2104,8 @@ static void restore_req(struct rdb_backup *b, const char *drive,
 	};
 	for (unsigned k = 1; k < b->ndisks; k++)
 		q->more[k - 1] = b->disks[k].arg;
+	for (unsigned k = 1; k < b->nnics; k++)
+		q->nets[k - 1] = b->nics[k].nic.path;
 	for (size_t i = 0; i < b->setup.nblocks; i++)
 		if (strcmp(b->setup.blocks[i].idstr, b->hv->main_block) == 0)
 			q->r.ram_bytes = b->setup.blocks[i].used_length;
@@ -2134,7 +2182,7 @@ static int restore_load(struct rdb_backup *b)
 
 		snprintf(log, sizeof(log), "%s/%s.nic.log", b->d->cfg.run_dir,
 			 vm->name);
-		if (b->hv->nic_attach(vm->name, b->nic.path, log,
+		if (b->hv->nic_attach(vm->name, b->nics[0].nic.path, log,
 				      restore_deadline(b), why, sizeof(why)) < 0)
 			LOGVM(ERROR, vm->name, "the restored guest runs with its "
 			      "NIC not connected to this daemon: %s (see %s)",
@@ -2422,7 +2470,8 @@ static void unprepare(struct rdb_backup *b)
 {
 	rdb_hv_restored_dispose(b->hv, &b->rs, true);
 	stop_disk_server(b);
-	rdb_nic_close(&b->nic);
+	for (unsigned k = 0; k < RDB_NICS_MAX; k++)
+		rdb_nic_close(&b->nics[k].nic);
 	b->prepared = false;
 }
 
@@ -2664,7 +2713,11 @@ static struct rdb_backup *backup_new(struct rdb_daemon *d, const char *name)
 	b->vm = vm;
 	b->d = d;
 	b->fd = b->linger_fd = -1;
-	rdb_nic_init(&b->nic);
+	for (unsigned k = 0; k < RDB_NICS_MAX; k++) {
+		rdb_nic_init(&b->nics[k].nic);
+		b->nics[k].b = b;
+		b->nics[k].k = k;
+	}
 	for (unsigned k = 0; k < RDB_DISKS_MAX; k++) {
 		rdb_diskbuf_init(&b->disks[k].db, 256u << 20);
 		b->disks[k].pid = -1;
@@ -2949,7 +3002,8 @@ void rdb_backup_teardown(struct rdb_vm *vm)
 	if (b->linger_timer)
 		rdb_evloop_del_timer(loop, b->linger_timer);
 	close_link(b);
-	rdb_nic_close(&b->nic);
+	for (unsigned k = 0; k < RDB_NICS_MAX; k++)
+		rdb_nic_close(&b->nics[k].nic);
 	/* A restored guest is the VM now: it outlives the daemon's teardown. */
 	rdb_hv_restored_dispose(b->hv, &b->rs, false);
 	rdb_stage_dispose(&b->st);
@@ -2976,9 +3030,9 @@ void rdb_backup_teardown(struct rdb_vm *vm)
 	vm->bak = NULL;
 }
 
-int rdb_backup_hand_over(struct rdb_vm *vm, struct rdb_nic *nic_dst,
-			 rdb_frame_cb from_guest, void *opaque,
-			 struct rdb_handover *h, char *err, size_t errlen)
+int rdb_backup_hand_over(struct rdb_vm *vm, const struct rdb_nic_dst *dst,
+			 unsigned ndst, struct rdb_handover *h, char *err,
+			 size_t errlen)
 {
 	struct rdb_backup *b = vm->bak;
 	int status;
@@ -3004,10 +3058,27 @@ int rdb_backup_hand_over(struct rdb_vm *vm, struct rdb_nic *nic_dst,
 			 "moment", vm->name);
 		return -EAGAIN;
 	}
-	/* The NIC first: the only step that can fail, and nothing is
-	 * undone yet if it does. */
-	if (rdb_nic_move(nic_dst, &b->nic, from_guest, opaque) < 0) {
-		snprintf(err, errlen, "handing the guest's NIC over: event loop");
+	if (ndst != b->nnics) {
+		snprintf(err, errlen, "VM %s: the restored guest has %u NIC(s) "
+			 "here, its VM file %u", vm->name, b->nnics, ndst);
+		return -EINVAL;
+	}
+	/* The NICs first: the only step that can fail, and nothing else
+	 * is undone if it does (the NICs moved already move back). */
+	for (unsigned k = 0; k < ndst; k++) {
+		if (rdb_nic_move(dst[k].nic, &b->nics[k].nic, dst[k].from_guest,
+				 dst[k].opaque) == 0)
+			continue;
+		while (k-- > 0) {
+			if (rdb_nic_move(&b->nics[k].nic, dst[k].nic,
+					 on_guest_frame, &b->nics[k]) < 0)
+				LOGVM(ERROR, vm->name, "NIC %u could not be taken "
+				      "back from the primary role", k);
+			else if (k == 0 && rdb_vm_config_commit_protection(&vm->cfg))
+				rdb_nic_set_wire_filter(&b->nics[0].nic,
+							on_wire_frame);
+		}
+		snprintf(err, errlen, "handing the guest's NICs over: event loop");
 		return -ENOMEM;
 	}
 	h->qemu = b->rs.proc;
@@ -3120,7 +3191,14 @@ void rdb_backup_status(const struct rdb_vm *vm, json_t *o)
 	if (b->rs.proc.pid > 0)
 		json_object_set_new(o, "restored_by", json_string(
 			b->rs.via_libvirt ? "libvirt" : "remusdbd"));
-	json_object_set_new(o, "guest_nic_connected", json_boolean(rdb_nic_connected(&b->nic)));
+	{
+		bool all = b->nnics > 0;
+
+		for (unsigned k = 0; k < b->nnics; k++)
+			all = all && rdb_nic_connected(&b->nics[k].nic);
+		json_object_set_new(o, "guest_nic_connected", json_boolean(all));
+		json_object_set_new(o, "nics", json_integer((json_int_t)b->nnics));
+	}
 	json_object_set_new(o, "mode", json_string(vm->cfg.mode ? vm->cfg.mode : "plain"));
 	if (b->failover_t0)
 		json_object_set_new(o, "last_failover", json_pack(

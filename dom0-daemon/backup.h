@@ -50,16 +50,16 @@ void rdb_backup_metrics(const struct rdb_vm *vm, struct rdb_prom *p);
 void rdb_backup_status(const struct rdb_vm *vm, json_t *o);
 /* What a restored VM's new primary role takes over (reprotect.c). */
 /*
- * The restored VM is protected again from this host: its NIC goes to
- * nic_dst (from_guest/opaque its new callbacks), the replica's disk
+ * The restored VM is protected again from this host: its NICs go to
+ * dst[0..ndst) (one for each, in order: -EINVAL otherwise), the replica's disk
  * server stops (QEMU holds disk requests until the caller's disk server
  * takes the socket), and the backup role is torn down without touching
  * the guest.  -EINVAL unless the VM failed over here and runs; -EAGAIN
  * while its flow check fences.
  */
-int rdb_backup_hand_over(struct rdb_vm *vm, struct rdb_nic *nic_dst,
-			 rdb_frame_cb from_guest, void *opaque,
-			 struct rdb_handover *h, char *err, size_t errlen);
+int rdb_backup_hand_over(struct rdb_vm *vm, const struct rdb_nic_dst *dst,
+			 unsigned ndst, struct rdb_handover *h, char *err,
+			 size_t errlen);
 /* Periodic: notices a restored QEMU that exited (and reaps it). */
 void rdb_backup_housekeeping(struct rdb_vm *vm);
 

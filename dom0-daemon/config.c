@@ -194,6 +194,8 @@ static const struct rdb_option vm_opts[] = {
 	  "the -drive id the VM's disk device names (drive=...); the backup gives its replica the same id (QEMU only: a Xen domain's saved config names its device)" },
 	{ "extra_disk", RDB_OPT_STRLIST, OFF(rdb_vm_config, extra_disk), NULL, 0, 0, NULL,
 	  "one more disk image of the VM on this host (raw), repeatable: the k-th (k = 1, 2, ...) is served on disk_socket with k appended (NAME.disk1) and its QEMU -drive id is disk<k>. Every disk is replicated, and one epoch's writes to all of them commit together on the backup. Needs disk; up to 7; hypervisor qemu, not restored through libvirt_restore; read tracking and the resync after a failover cover the first disk only (docs/status.md)" },
+	{ "extra_nic", RDB_OPT_STRLIST, OFF(rdb_vm_config, extra_nic), NULL, 0, 0, NULL,
+	  "one more NIC of the VM, repeatable (up to 4 NICs in all): tap=TAP[,backup_tap=TAP][,mac=MAC]. The k-th (k = 1, 2, ...) is served on net_socket with k appended (NAME.net1) and its QEMU -netdev id is net<k>; its output waits for the checkpoint like the first NIC's, and after a failover the backup runs it on backup_tap (default: tap). Not with mode = commit-protection, hypervisor = xen or libvirt_restore yet; a VM with several NICs is not migrated (switchover) yet" },
 	{ "disk_ring_mb", RDB_OPT_U32, OFF(rdb_vm_config, disk_ring_mb), "32", 4, 1024, NULL,
 	  "the ring carrying the disk server's changes to remusdbd; full for longer than checkpoint_deadline_ms (remusdbd stalled), the server stops waiting and protection drops" },
 	{ "activity_log_extents", RDB_OPT_U32, OFF(rdb_vm_config, activity_log_extents), "1024", 16, 1u << 20, NULL,
@@ -487,6 +489,78 @@ int rdb_vm_config_peer_loss(const struct rdb_vm_config *c, bool have_witness,
 	return 0;
 }
 
+int rdb_nic_spec_parse(const char *v, struct rdb_nic_spec *out, char *err,
+		       size_t errlen)
+{
+	char buf[200], *save = NULL, *kv;
+
+	memset(out, 0, sizeof(*out));
+	if (strlen(v) >= sizeof(buf)) {
+		snprintf(err, errlen, "extra_nic %.40s...: too long", v);
+		return -EINVAL;
+	}
+	snprintf(buf, sizeof(buf), "%s", v);
+	for (kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(kv, '=');
+		char *dst = NULL;
+		size_t cap = 0;
+
+		if (eq) {
+			*eq = 0;
+			if (!strcmp(kv, "tap"))
+				dst = out->tap, cap = sizeof(out->tap);
+			else if (!strcmp(kv, "backup_tap"))
+				dst = out->backup_tap, cap = sizeof(out->backup_tap);
+			else if (!strcmp(kv, "mac"))
+				dst = out->mac, cap = sizeof(out->mac);
+		}
+		if (!dst || !eq[1] || strlen(eq + 1) >= cap ||
+		    (dst == out->mac && v_mac(eq + 1) < 0) ||
+		    (dst != out->mac && v_name(eq + 1) < 0)) {
+			snprintf(err, errlen, "extra_nic %s: expected tap=TAP"
+				 "[,backup_tap=TAP][,mac=MAC] (%s)", v, eq ?
+				 (dst ? "bad value" : "unknown key") : "not key=value");
+			return -EINVAL;
+		}
+		snprintf(dst, cap, "%s", eq + 1);
+	}
+	if (!out->tap[0]) {
+		snprintf(err, errlen, "extra_nic %s: tap= is required", v);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+unsigned rdb_vm_config_nnics(const struct rdb_vm_config *c)
+{
+	return 1 + (unsigned)c->extra_nic.n;
+}
+
+int rdb_vm_config_nic(const struct rdb_vm_config *c, unsigned k, char *sock,
+		      size_t socklen, struct rdb_nic_spec *spec)
+{
+	char err[160];
+
+	if (k >= rdb_vm_config_nnics(c) || !c->net_socket)
+		return -EINVAL;
+	if (k == 0) {
+		memset(spec, 0, sizeof(*spec));
+		snprintf(spec->tap, sizeof(spec->tap), "%s", c->tap ? c->tap : "");
+		snprintf(spec->backup_tap, sizeof(spec->backup_tap), "%s",
+			 c->backup_tap && c->backup_tap[0] ? c->backup_tap :
+			 spec->tap);
+		snprintf(spec->mac, sizeof(spec->mac), "%s", c->mac ? c->mac : "");
+		snprintf(sock, socklen, "%s", c->net_socket);
+		return 0;
+	}
+	if (rdb_nic_spec_parse(c->extra_nic.v[k - 1], spec, err, sizeof(err)) < 0)
+		return -EINVAL;
+	if (!spec->backup_tap[0])
+		snprintf(spec->backup_tap, sizeof(spec->backup_tap), "%s", spec->tap);
+	snprintf(sock, socklen, "%s%u", c->net_socket, k);
+	return 0;
+}
+
 int rdb_vm_config_check(const struct rdb_vm_config *c, char *err, size_t errlen)
 {
 	bool xen = c->hypervisor && !strcmp(c->hypervisor, "xen");
@@ -509,6 +583,24 @@ int rdb_vm_config_check(const struct rdb_vm_config *c, char *err, size_t errlen)
 	if (c->disk && c->disk[0] && (!c->disk_socket || !c->disk_socket[0])) {
 		snprintf(err, errlen, "VM config: 'disk_socket' is required with 'disk'");
 		return -EINVAL;
+	}
+	if (c->extra_nic.n) {
+		struct rdb_nic_spec sp;
+		const char *why = c->extra_nic.n + 1 > RDB_NICS_MAX ?
+			"more than 4 NICs in all" :
+			xen ? "is for hypervisor = qemu" :
+			c->libvirt_restore && c->libvirt_restore[0] ?
+			"cannot be restored through libvirt_restore yet" :
+			rdb_vm_config_commit_protection(c) ?
+			"is not taken with mode = commit-protection yet" : NULL;
+
+		if (why) {
+			snprintf(err, errlen, "VM config: extra_nic %s", why);
+			return -EINVAL;
+		}
+		for (size_t i = 0; i < c->extra_nic.n; i++)
+			if (rdb_nic_spec_parse(c->extra_nic.v[i], &sp, err, errlen) < 0)
+				return -EINVAL;
 	}
 	if (c->extra_disk.n) {
 		const char *why = !c->disk || !c->disk[0] ? "needs 'disk' (the first)" :

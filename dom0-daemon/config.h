@@ -83,6 +83,7 @@ struct rdb_vm_config {
 	char *disk_socket;
 	char *disk_id;
 	struct rdb_strlist extra_disk;	/* disks 1, 2, ... */
+	struct rdb_strlist extra_nic;	/* NICs 1, 2, ... (rdb_nic_spec) */
 	uint32_t disk_epoch_max_mb;
 	uint32_t disk_ring_mb;
 	uint32_t activity_log_extents;
@@ -104,6 +105,20 @@ struct rdb_vm_config {
 extern const struct rdb_config_table rdb_daemon_config_table;
 extern const struct rdb_config_table rdb_vm_config_table;
 
+/* A VM's NICs: its first (net_socket, tap, backup_tap, mac) and up to
+ * RDB_NICS_MAX - 1 more (extra_nic = tap=T[,backup_tap=B][,mac=M]). */
+#define RDB_NICS_MAX 4
+struct rdb_nic_spec {
+	char tap[32], backup_tap[32], mac[18];
+};
+int rdb_nic_spec_parse(const char *v, struct rdb_nic_spec *out, char *err,
+		       size_t errlen);
+/* NIC k's socket (net_socket, then net_socket with k appended), tap on
+ * the primary's host and on the backup's, MAC ("" if not given); -EINVAL
+ * for a k the VM has not or a malformed extra_nic. */
+int rdb_vm_config_nic(const struct rdb_vm_config *c, unsigned k, char *sock,
+		      size_t socklen, struct rdb_nic_spec *spec);
+unsigned rdb_vm_config_nnics(const struct rdb_vm_config *c);
 void rdb_config_defaults(const struct rdb_config_table *t, void *cfg);
 void rdb_strlist_clear(struct rdb_strlist *l);	/* empty again */
 void rdb_config_dispose(const struct rdb_config_table *t, void *cfg);

@@ -1722,6 +1722,20 @@ static int attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 			rc = 0;
 		}
 	}
+	/* the other NICs (extra_nic): QEMU connects them by itself */
+	for (unsigned k = 1; rc == 0 && k < rdb_vm_config_nnics(&vm->cfg); k++) {
+		struct rdb_nic_spec sp;
+		char sock[200];
+
+		rc = rdb_vm_config_nic(&vm->cfg, k, sock, sizeof(sock), &sp);
+		if (rc == 0)
+			rc = add_nic(p, &n);
+		if (rc == 0)
+			rc = rdb_pri_nic_open(n, d->loop, sock, sp.tap, err, errlen);
+		if (rc == 0 && (rc = rdb_daemon_share_with_qemu(d, sock, -1)) < 0)
+			snprintf(err, errlen, "%s for qemu_group: %s", sock,
+				 strerror(-rc));
+	}
 	if (rc == 0 && vm->cfg.disk && vm->cfg.disk[0])
 		rc = open_disk(p, NULL, 0, 0, err, errlen);
 	for (size_t i = 0; rc == 0 && i < vm->cfg.extra_disk.n; i++)
@@ -2094,7 +2108,7 @@ static int begin_protection(struct rdb_vm *vm, enum rdb_peer_loss peer_loss,
 /* Options of a restored VM that are this host's, not the operator's. */
 static const char *const own_keys[] = {
 	"name", "qmp", "watchdog_qmp", "net_socket", "disk", "disk_socket",
-	"extra_disk", "qemu_arg",
+	"extra_disk", "extra_nic", "qemu_arg",
 };
 
 /* The VM file of the restored VM as this host serves it: the primary's,
@@ -2148,6 +2162,28 @@ static int survivor_config(struct rdb_daemon *d, struct rdb_vm *vm,
 	 * the one the primary used */
 	if (!json_object_get(set, "backup_tap"))
 		SET("backup_tap", "%s", old_tap);
+	/* the other NICs likewise: this host's tap is the one its
+	 * extra_nic gave the backup, the new backup's the old primary's */
+	{
+		struct rdb_strlist old = cfg->extra_nic;
+
+		memset(&cfg->extra_nic, 0, sizeof(cfg->extra_nic));
+		for (size_t i = 0; rc == 0 && i < old.n; i++) {
+			struct rdb_nic_spec sp;
+
+			rc = rdb_nic_spec_parse(old.v[i], &sp, err, errlen);
+			if (rc == 0)
+				snprintf(path, sizeof(path), "tap=%s,backup_tap=%s%s%s",
+					 sp.backup_tap[0] ? sp.backup_tap : sp.tap,
+					 sp.tap, sp.mac[0] ? ",mac=" : "", sp.mac);
+			if (rc == 0)
+				rc = rdb_config_set(&rdb_vm_config_table, cfg,
+						    "extra_nic", path, err, errlen);
+		}
+		rdb_strlist_clear(&old);
+		if (rc < 0)
+			return rc;
+	}
 	if (cfg->disk && cfg->disk[0])
 		SET("disk_socket", "%s/%s.disk", d->cfg.run_dir, vm->name);
 #undef SET
@@ -2160,9 +2196,8 @@ static int survivor_config(struct rdb_daemon *d, struct rdb_vm *vm,
 }
 
 int rdb_primary_restored_begin(struct rdb_daemon *d, struct rdb_vm *vm,
-			       json_t *set, struct rdb_nic **nic,
-			       rdb_frame_cb *from_guest, void **opaque,
-			       char *err, size_t errlen)
+			       json_t *set, struct rdb_nic_dst *dst,
+			       unsigned *ndst, char *err, size_t errlen)
 {
 	enum rdb_peer_loss peer_loss;
 	struct rdb_vm_config cfg;
@@ -2183,18 +2218,22 @@ int rdb_primary_restored_begin(struct rdb_daemon *d, struct rdb_vm *vm,
 		return rc;
 	}
 	p = primary_alloc(d, vm);
-	rc = p ? add_nic(p, &n) : -ENOMEM;
+	rc = p ? 0 : -ENOMEM;
+	for (unsigned k = 0; rc == 0 && k < rdb_vm_config_nnics(&cfg); k++) {
+		rc = add_nic(p, &n);
+		if (rc == 0)
+			dst[k] = (struct rdb_nic_dst){ &n->nic,
+						       rdb_pri_nic_from_guest, n };
+	}
 	if (rc < 0) {
 		rdb_primary_restored_abort(vm);
 		rdb_config_dispose(&rdb_vm_config_table, &cfg);
 		snprintf(err, errlen, "out of memory");
 		return rc;
 	}
+	*ndst = p->nnics;
 	p->adopt_cfg = cfg;
 	p->adopt_peer_loss = peer_loss;
-	*nic = &n->nic;
-	*from_guest = rdb_pri_nic_from_guest;
-	*opaque = n;
 	return 0;
 }
 
@@ -2217,12 +2256,12 @@ int rdb_primary_restored_adopt(struct rdb_vm *vm, const struct rdb_handover *h,
 	struct rdb_primary *p = vm->pri;
 	struct rdb_daemon *d = p->d;
 	struct rdb_vm_config cfg = p->adopt_cfg;
-	struct rdb_pri_nic *n = p->nics[0];
 	char disk[512] = "";
 	int rc = 0;
 
 	memset(&p->adopt_cfg, 0, sizeof(p->adopt_cfg));
-	rdb_pri_nic_adopted(n);
+	for (unsigned k = 0; k < p->nnics; k++)
+		rdb_pri_nic_adopted(p->nics[k]);
 	vm->role = RDB_ROLE_PRIMARY;
 	vm->teardown = rdb_primary_teardown;
 	p->restored_qemu = h->qemu;

@@ -27,6 +27,7 @@
 
 struct rdb_daemon;
 struct rdb_handover;
+struct rdb_nic_dst;
 struct rdb_nic;
 struct rdb_vm;
 struct rdb_vm_config;
@@ -48,15 +49,14 @@ int rdb_primary_attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 /*
  * A VM restored here becomes this host's primary (role.c,
  * rdb_role_reprotect).  begin: the request checked (set: the operator's
- * options), the primary made with an empty NIC the backup's moves into
- * (*nic, with *from_guest and *opaque as its new callbacks); abort: that
+ * options), the primary made with empty NICs the backup's move into
+ * (dst[0..*ndst), RDB_NICS_MAX of them at most); abort: that
  * undone; adopt: what the backup handed over is served here (the NIC,
  * the disk, the restored QEMU), and protection begins.
  */
 int rdb_primary_restored_begin(struct rdb_daemon *d, struct rdb_vm *vm,
-			       json_t *set, struct rdb_nic **nic,
-			       rdb_frame_cb *from_guest, void **opaque,
-			       char *err, size_t errlen);
+			       json_t *set, struct rdb_nic_dst *dst,
+			       unsigned *ndst, char *err, size_t errlen);
 void rdb_primary_restored_abort(struct rdb_vm *vm);
 int rdb_primary_restored_adopt(struct rdb_vm *vm, const struct rdb_handover *h,
 			       char *err, size_t errlen);

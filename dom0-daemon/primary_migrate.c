@@ -70,6 +70,13 @@ int rdb_primary_migrate(struct rdb_vm *vm, char *msg, size_t msglen)
 			 rdb_vm_state_name(vm->state));
 		return -EINVAL;
 	}
+	/* (OUTPUT and INPUT name no NIC: docs/protocol.md) */
+	if (p->nnics > 1) {
+		snprintf(msg, msglen, "%s has %u NICs: a switchover hands over "
+			 "one NIC's frames, so it is not offered yet (a failover "
+			 "drill works)", vm->name, p->nnics);
+		return -EOPNOTSUPP;
+	}
 	if (!(p->ck.features & RDB_FEATURE_HANDOVER)) {
 		snprintf(msg, msglen, "the backup %s does not know HANDOVER (an "
 			 "older remusdbd): upgrade it, or use a failover drill",

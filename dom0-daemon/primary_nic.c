@@ -167,6 +167,9 @@ static void nic_status(const struct rdb_ckdev *dev, json_t *o)
 			    json_integer((json_int_t)rdb_pri_nic_held_frames(n)));
 	json_object_set_new(o, "held_bytes",
 			    json_integer((json_int_t)rdb_pri_nic_held_bytes(n)));
+	/* held for an epoch and released at its ACK (plain Remus) */
+	json_object_set_new(o, "released_frames",
+			    json_integer((json_int_t)n->nb.released));
 	if (dev->ck->cp)
 		json_object_set_new(o, "flows", json_integer(
 			(json_int_t)rdb_flowbuf_flows(&n->fb)));

@@ -13,10 +13,9 @@ int rdb_role_reprotect(struct rdb_daemon *d, const char *name, json_t *set,
 		       char *err, size_t errlen)
 {
 	struct rdb_vm *vm = rdb_vm_find(d, name);
+	struct rdb_nic_dst dst[RDB_NICS_MAX];
 	struct rdb_handover h;
-	struct rdb_nic *nic;
-	rdb_frame_cb from_guest;
-	void *opaque;
+	unsigned ndst = 0;
 	int rc;
 
 	if (!vm) {
@@ -32,11 +31,10 @@ int rdb_role_reprotect(struct rdb_daemon *d, const char *name, json_t *set,
 	}
 	/* the primary's devices first, empty; then the backup lets go of
 	 * the restored guest's (nothing of it is touched if that fails) */
-	rc = rdb_primary_restored_begin(d, vm, set, &nic, &from_guest, &opaque,
-					err, errlen);
+	rc = rdb_primary_restored_begin(d, vm, set, dst, &ndst, err, errlen);
 	if (rc < 0)
 		return rc;
-	rc = rdb_backup_hand_over(vm, nic, from_guest, opaque, &h, err, errlen);
+	rc = rdb_backup_hand_over(vm, dst, ndst, &h, err, errlen);
 	if (rc < 0) {
 		rdb_primary_restored_abort(vm);
 		return rc;

@@ -14,10 +14,22 @@
 
 #include <jansson.h>
 
+#include "config.h"
 #include "diskbuf.h"
+#include "netstream.h"
 #include "proc.h"
 
+struct rdb_nic;
+
 struct rdb_daemon;
+
+/* Where one of a restored guest's NICs goes: the primary's NIC device
+ * (empty), with its new callbacks. */
+struct rdb_nic_dst {
+	struct rdb_nic *nic;
+	rdb_frame_cb from_guest;
+	void *opaque;
+};
 
 /* What a backup whose VM failed over here hands to the primary role
  * that protects the restored VM again. */

@@ -102,6 +102,10 @@ struct rdb_hv_restore {
 	const char *wd_ctl_path;	/* the watchdog's control socket */
 	const char *incoming_path;	/* where restore_load feeds the state */
 	const char *net_path;		/* the NIC's stream socket */
+	/* the VM's other NICs' stream sockets, in order (netdev net1, ...;
+	 * a backend that cannot restore them refuses) */
+	const char *const *more_nets;
+	size_t nmore_nets;
 	const char *disk_path;		/* the replica's disk server socket */
 	const char *disk_arg;		/* disk_arg() of it */
 	/* the VM's other disks' replicas, disk_arg() of each, in order (a

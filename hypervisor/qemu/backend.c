@@ -243,10 +243,11 @@ static int restore_prepare(const struct rdb_hv_restore *req,
 
 		lv_of(req, &lr);
 		/* (the domain's XML names one replicated disk: lvrestore.h) */
-		if (req->nmore_drives) {
+		if (req->nmore_drives || req->nmore_nets) {
 			snprintf(e, sizeof(e), "a domain with %zu replicated "
-				 "disks is not restored through libvirt yet",
-				 req->nmore_drives + 1);
+				 "disks and %zu NICs is not restored through "
+				 "libvirt yet", req->nmore_drives + 1,
+				 req->nmore_nets + 1);
 			rc = -EOPNOTSUPP;
 		} else {
 			rc = rdb_lvrestore_create(&lr, deadline_ns, e, sizeof(e));
@@ -268,7 +269,8 @@ static int restore_prepare(const struct rdb_hv_restore *req,
 				      req->wd_ctl_path, req->net_path,
 				      req->console_path, req->serial_path,
 				      req->disk_arg, req->event_path,
-				      req->more_drives, req->nmore_drives, &argv);
+				      req->more_drives, req->nmore_drives,
+				      req->more_nets, req->nmore_nets, &argv);
 		if (rc < 0) {
 			snprintf(err, errlen, "QEMU's arguments: %s", strerror(-rc));
 			return rc;

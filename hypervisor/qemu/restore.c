@@ -424,10 +424,11 @@ int rdb_restore_argv(const char *qemu_binary, char *const *common,
 		     const char *net_path, const char *console_path,
 		     const char *serial_sock, const char *drive,
 		     const char *event_path, const char *const *more_drives,
-		     size_t nmore, char ***argv_out)
+		     size_t nmore, const char *const *more_nets,
+		     size_t nnets, char ***argv_out)
 {
-	/* binary + common + 20 of ours + the other drives + NULL */
-	size_t n = 0, max = 1 + ncommon + 20 + 2 * nmore + 1;
+	/* binary + common + 20 of ours + the other drives and NICs + NULL */
+	size_t n = 0, max = 1 + ncommon + 20 + 2 * nmore + 2 * nnets + 1;
 	char **v;
 	int rc = 0;
 
@@ -468,6 +469,13 @@ int rdb_restore_argv(const char *qemu_binary, char *const *common,
 			rc = push(v, &n, "stream,id=net0,server=off,"
 				  "addr.type=unix,addr.path=%s,reconnect-ms=100",
 				  net_path);
+	}
+	for (size_t i = 0; rc == 0 && net_path && i < nnets; i++) {
+		rc = push(v, &n, "-netdev");
+		if (rc == 0)
+			rc = push(v, &n, "stream,id=net%zu,server=off,"
+				  "addr.type=unix,addr.path=%s,reconnect-ms=100",
+				  i + 1, more_nets[i]);
 	}
 	if (rc == 0 && console_path && serial_sock) {
 		/* the console logged, and an operator's (or a test's) socket */

@@ -102,6 +102,9 @@ int rdb_restore_stream_send(int fd, const uint8_t *buf, size_t len,
  *                                                   see rdb_qemu_nbd_drive)
  *   -drive MORE_DRIVES[i] ...                      (the VM's other disks'
  *                                                   replicas, in order)
+ *   -netdev stream,id=net<i+1>,...,addr.path=MORE_NETS[i] ...
+ *                                                  (the VM's other NICs,
+ *                                                   as net0's)
  *   -chardev socket,id=rdbevent,path=EVENT,server=on,wait=off
  *                                                  (if event_path: the
  *                                                   failover event port)
@@ -116,7 +119,8 @@ int rdb_restore_argv(const char *qemu_binary, char *const *common,
 		     const char *net_path, const char *console_path,
 		     const char *serial_sock, const char *drive,
 		     const char *event_path, const char *const *more_drives,
-		     size_t nmore, char ***argv_out);
+		     size_t nmore, const char *const *more_nets,
+		     size_t nnets, char ***argv_out);
 void rdb_restore_argv_free(char **argv);	/* NULL is fine */
 /* The -drive value of a VM disk served by remusdbd over NBD on a unix
  * socket, the same on both hosts but for the socket: "if=none,id=ID,

@@ -428,10 +428,10 @@ static int restore_prepare(const struct rdb_hv_restore *req,
 	 * waits here, nothing runs */
 	out->via_libvirt = false;
 	out->ctl_ns = 0;
-	if (req->nmore_drives) {
+	if (req->nmore_drives || req->nmore_nets) {
 		snprintf(err, errlen, "a Xen domain is restored with one "
-			 "replicated disk, this one has %zu",
-			 req->nmore_drives + 1);
+			 "replicated disk and one NIC, this one has %zu and %zu",
+			 req->nmore_drives + 1, req->nmore_nets + 1);
 		return -EOPNOTSUPP;
 	}
 	return 0;

@@ -67,6 +67,7 @@ cl_ctl bak wait "$CL_VM" failed-over --timeout 30 ||
 sleep 5
 kill -INT "$checker" 2>/dev/null
 wait_pid 15 "$checker"
+[ -s "$CL_DIR/seqcheck.json" ] || rdb_fail "no result from the client ($(tail -n 2 "$CL_DIR/seqcheck.log"))"
 jq -e "$CL_SEQ_JQ"' seq_ok' "$CL_DIR/seqcheck.json" >/dev/null ||
 	rdb_fail "the client's sequence is broken: $(jq -c . "$CL_DIR/seqcheck.json")"
 last=$(jq -r .last "$CL_DIR/seqcheck.json")

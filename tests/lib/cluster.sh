@@ -122,8 +122,12 @@ cl_common_args() {
 	# the disk's drive (-drive, host-specific: the daemon's NBD socket)
 	# is added on each host; the device is common
 	[ -n "${CL_DISK_IMAGE:-}" ] && printf '%s\n' -device virtio-blk-pci,drive=disk0
-	# CL_EXTRA_DISKS=N: N more disks (extra_disk), drives disk1..diskN
+	# CL_EXTRA_NICS=N: N more NICs (extra_nic), netdevs net1..netN
 	local k
+	for ((k = 1; k <= ${CL_EXTRA_NICS:-0}; k++)); do
+		printf '%s\n' -device "virtio-net-pci,netdev=net$k,mac=52:54:00:52:45:0$k"
+	done
+	# CL_EXTRA_DISKS=N: N more disks (extra_disk), drives disk1..diskN
 	for ((k = 1; k <= ${CL_EXTRA_DISKS:-0}; k++)); do
 		printf '%s\n' -device "virtio-blk-pci,drive=disk$k"
 	done
@@ -234,6 +238,9 @@ cluster_vm_up() {
 		[ -n "${CL_ON_PEER_LOSS:-}" ] && echo "on_peer_loss = $CL_ON_PEER_LOSS"
 		[ -n "${CL_HOLD_BOUND_MS:-}" ] && echo "hold_bound_ms = $CL_HOLD_BOUND_MS"
 		[ -n "${CL_EVENT_PORT:-}" ] && echo "event_port = true"
+		for ((k = 1; k <= ${CL_EXTRA_NICS:-0}; k++)); do
+			echo "extra_nic = tap=vmtap$k,mac=52:54:00:52:45:0$k"
+		done
 		# CL_VM_EXTRA: more "key = value" lines for the VM file
 		[ -n "${CL_VM_EXTRA:-}" ] && printf '%s\n' "$CL_VM_EXTRA"
 		if [ -n "${CL_DISK_IMAGE:-}" ]; then
@@ -278,6 +285,9 @@ cluster_vm_up() {
 	[ -n "${CL_EVENT_PORT:-}" ] &&
 		drive+=(-chardev "socket,id=rdbevent,path=$CL_DIR/$P/$CL_VM.event,server=on,wait=off")
 	local pin=() ev
+	for ((k = 1; k <= ${CL_EXTRA_NICS:-0}; k++)); do
+		drive+=(-netdev "stream,id=net$k,server=off,addr.type=unix,addr.path=$CL_DIR/$P/run/$CL_VM.net$k,reconnect-ms=100")
+	done
 	[ -n "${CL_GUEST_CPUS:-}" ] && pin=(taskset -c "$CL_GUEST_CPUS")
 	# CL_QEMU_TRACE=FILE: the checkpoint path's trace events into FILE
 	# (tests/bench/pausebreak.sh reads them)

@@ -7,6 +7,24 @@ RDB_BUILD=${RDB_BUILD:-$RDB_ROOT/build/san}
 RDB_HELPERS=${RDB_HELPERS:-$RDB_ROOT/build/helpers}
 
 rdb_log() { echo "[$(date +%H:%M:%S.%3N)] $*" >&2; }
+# jq -e: Debian's jq 1.6 exits 0 when its input is empty (no result at
+# all), so a check over the file of a client that died without writing
+# would pass.  With -e, no output is exit status 4 here, as jq's manual
+# says it should be.
+jq() {
+	local a e= out rc
+	for a in "$@"; do [ "$a" = -e ] && e=1; done
+	if [ -z "$e" ]; then
+		command jq "$@"
+		return
+	fi
+	out=$(command jq "$@")
+	rc=$?
+	[ $rc -eq 0 ] && [ -z "$out" ] && return 4
+	[ -n "$out" ] && printf '%s\n' "$out"
+	return $rc
+}
+
 rdb_fail() { rdb_log "FAIL: $*"; exit 1; }
 rdb_skip() { rdb_log "SKIP: needs $*"; exit 77; }
 rdb_require_root() { [ "$(id -u)" = 0 ] || rdb_skip "root (network namespaces, tap devices)"; }

@@ -212,6 +212,49 @@ static void test_vm_file_with_lists_and_errors(void **state)
 		assert_non_null(strstr(err, "more than 8 disks"));
 		rdb_config_dispose(&rdb_vm_config_table, &m);
 	}
+	/* several NICs: extra_nic = tap=T[,backup_tap=B][,mac=M], its socket
+	 * net_socket<k>; the backup's tap defaults to tap; plain mode only */
+	{
+		struct rdb_vm_config m;
+		struct rdb_nic_spec sp;
+		char sock[200];
+
+		rdb_config_defaults(&rdb_vm_config_table, &m);
+		p = write_tmp("name = db1\nqmp = /q\nnet_socket = /run/db1.net\n"
+			      "peer = h:1\nqemu_arg = -S\nbackup_tap = bt0\n"
+			      "extra_nic = tap=vmtap1,mac=52:54:00:00:00:02\n"
+			      "extra_nic = tap=adm0,backup_tap=adm1\n");
+		assert_int_equal(rdb_config_load_file(&rdb_vm_config_table, p, &m, err, sizeof(err)), 0);
+		unlink(p);
+		assert_int_equal(rdb_vm_config_check(&m, err, sizeof(err)), 0);
+		assert_int_equal(rdb_vm_config_nnics(&m), 3);
+		assert_int_equal(rdb_vm_config_nic(&m, 0, sock, sizeof(sock), &sp), 0);
+		assert_string_equal(sock, "/run/db1.net");
+		assert_string_equal(sp.tap, "vmtap0");
+		assert_string_equal(sp.backup_tap, "bt0");
+		assert_int_equal(rdb_vm_config_nic(&m, 1, sock, sizeof(sock), &sp), 0);
+		assert_string_equal(sock, "/run/db1.net1");
+		assert_string_equal(sp.tap, "vmtap1");
+		assert_string_equal(sp.backup_tap, "vmtap1");
+		assert_string_equal(sp.mac, "52:54:00:00:00:02");
+		assert_int_equal(rdb_vm_config_nic(&m, 2, sock, sizeof(sock), &sp), 0);
+		assert_string_equal(sock, "/run/db1.net2");
+		assert_string_equal(sp.backup_tap, "adm1");
+		assert_int_equal(rdb_vm_config_nic(&m, 3, sock, sizeof(sock), &sp), -EINVAL);
+		assert_int_equal(rdb_config_set(&rdb_vm_config_table, &m, "mode", "commit-protection", err, sizeof(err)), 0);
+		assert_int_equal(rdb_vm_config_check(&m, err, sizeof(err)), -EINVAL);
+		assert_non_null(strstr(err, "commit-protection"));
+		assert_int_equal(rdb_config_set(&rdb_vm_config_table, &m, "mode", "plain", err, sizeof(err)), 0);
+		assert_int_equal(rdb_config_set(&rdb_vm_config_table, &m, "extra_nic", "vmtap3", err, sizeof(err)), 0);
+		assert_int_equal(rdb_vm_config_check(&m, err, sizeof(err)), -EINVAL);
+		assert_non_null(strstr(err, "not key=value"));
+		rdb_config_dispose(&rdb_vm_config_table, &m);
+		assert_int_equal(rdb_nic_spec_parse("tap=a,mac=zz", &sp, err, sizeof(err)), -EINVAL);
+		assert_int_equal(rdb_nic_spec_parse("tap=a,colour=red", &sp, err, sizeof(err)), -EINVAL);
+		assert_non_null(strstr(err, "unknown key"));
+		assert_int_equal(rdb_nic_spec_parse("mac=52:54:00:00:00:02", &sp, err, sizeof(err)), -EINVAL);
+		assert_non_null(strstr(err, "tap= is required"));
+	}
 	/* host-specific QEMU arguments are refused */
 	assert_int_equal(rdb_config_set(&rdb_vm_config_table, &c, "qemu_arg", "-qmp",
 					err, sizeof(err)), 0);

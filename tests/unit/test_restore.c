@@ -279,7 +279,7 @@ static void test_restore_argv(void **state)
 
 	assert_int_equal(rdb_restore_argv("qemu", common, 2, "/s/pc.ram.img",
 					  256 << 20, "/r/q", NULL, "/r/n",
-					  "/s/console", NULL, NULL, NULL, NULL, 0, &argv), 0);
+					  "/s/console", NULL, NULL, NULL, NULL, 0, NULL, 0, &argv), 0);
 	assert_string_equal(argv[0], "qemu");
 	assert_string_equal(argv[1], "-m");
 	assert_string_equal(argv[2], "256");
@@ -300,14 +300,14 @@ static void test_restore_argv(void **state)
 
 	/* without a NIC or console */
 	assert_int_equal(rdb_restore_argv("qemu", NULL, 0, "/i", 1 << 20,
-					  "/q", NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, &argv), 0);
+					  "/q", NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, NULL, 0, &argv), 0);
 	for (i = 0; argv[i]; i++)
 		;
 	assert_int_equal(i, 9);
 	assert_string_equal(argv[7], "-incoming");
 	rdb_restore_argv_free(argv);
 	assert_int_equal(rdb_restore_argv("qemu", NULL, 0, "/i", 1000, "/q",
-					  NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, &argv),
+					  NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, NULL, 0, &argv),
 			 -EINVAL);
 
 	/* everything: the watchdog's QMP after the first, the replica's
@@ -322,7 +322,7 @@ static void test_restore_argv(void **state)
 				    "reconnect-delay=15");
 		assert_int_equal(rdb_restore_argv("qemu", NULL, 0, "/i", 1 << 20,
 						  "/q", "/wd", "/n", "/c", "/ser", drive,
-						  "/e", NULL, 0, &argv), 0);
+						  "/e", NULL, 0, NULL, 0, &argv), 0);
 		for (i = 0; argv[i]; i++)
 			;
 		assert_int_equal(i, 21);
@@ -346,7 +346,7 @@ static void test_restore_argv(void **state)
 
 		assert_int_equal(rdb_restore_argv("qemu", NULL, 0, "/i", 1 << 20,
 						  "/q", NULL, NULL, NULL, NULL, "id=disk0",
-						  NULL, more, 2, &argv), 0);
+						  NULL, more, 2, NULL, 0, &argv), 0);
 		for (i = 0; argv[i]; i++)
 			;
 		assert_int_equal(i, 15);
@@ -360,10 +360,28 @@ static void test_restore_argv(void **state)
 		rdb_restore_argv_free(argv);
 		assert_int_equal(rdb_restore_argv("qemu", NULL, 0, "/i", 1 << 20,
 						  "/q", NULL, NULL, NULL, NULL, NULL,
-						  NULL, more, 2, &argv), 0);
+						  NULL, more, 2, NULL, 0, &argv), 0);
 		for (i = 0; argv[i]; i++)
 			assert_string_not_equal(argv[i], "-drive");
 		rdb_restore_argv_free(argv);
+		/* the other NICs: net1, net2 after net0 */
+		{
+			const char *nets[] = { "/r/vm.net1", "/r/vm.net2" };
+
+			assert_int_equal(rdb_restore_argv("qemu", NULL, 0, "/i", 1 << 20,
+							  "/q", NULL, "/r/vm.net", NULL, NULL,
+							  NULL, NULL, NULL, 0, nets, 2, &argv), 0);
+			assert_string_equal(argv[7], "-netdev");
+			assert_non_null(strstr(argv[8], "id=net0,"));
+			assert_string_equal(argv[9], "-netdev");
+			assert_string_equal(argv[10], "stream,id=net1,server=off,"
+					    "addr.type=unix,addr.path=/r/vm.net1,"
+					    "reconnect-ms=100");
+			assert_string_equal(argv[11], "-netdev");
+			assert_non_null(strstr(argv[12], "id=net2,"));
+			assert_string_equal(argv[13], "-incoming");
+			rdb_restore_argv_free(argv);
+		}
 	}
 }
 
