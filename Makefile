@@ -12,7 +12,7 @@
 #                   pull; a link cut, witness and daemon restarts once
 #                   each) -> build/soak/report.json (default K=20; not
 #                   in make check)
-#   make bench      benchmarks -> build/bench/checkpoint.json, link.json,
+#   make bench      benchmarks -> build/bench/checkpoint.json, devices.json, link.json,
 #                   codec.json, pgbench.json, sysbench.json, readtrack.json,
 #                   reprotect.json
 #   make kmod       remusdb.ko for the test guest's kernel -> build/kmod/
@@ -248,6 +248,7 @@ soak: setup all kmod dbms
 
 bench: setup all kmod dbms
 	RDB_BUILD=$(B) bash tests/bench/checkpoint.sh
+	RDB_BUILD=$(B) bash tests/bench/devices.sh
 	RDB_BUILD=$(B) bash tests/bench/link.sh
 	RDB_BUILD=$(B) bash tests/bench/codec.sh
 	RDB_BUILD=$(B) bash tests/bench/pgbench.sh

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# What a VM's extra devices cost the checkpoint -> build/bench/devices.json
+#
+# The PostgreSQL guest (512 MiB, pgbench scale 16, 4 clients, plain
+# Remus at 25 ms, compression and TLS on) protected as it is (one disk,
+# one NIC) and with two more disks (extra_disk, 64 MiB each, idle) and a
+# second NIC (extra_nic, idle): the devices' own cost in every epoch
+# (their hooks inside the pause, their servers), not their traffic.
+# Interleaved in the same run, REPEATS (3) of each, one after the other:
+# the pause p50 (QMP STOP -> RESUME, QEMU's timestamps), the daemon's
+# work inside the pause p50 (its own view), and the CPU the primary's
+# remusdbd and its helpers (disk servers, watchdog) used per checkpoint.
+# Reported: every repeat, the medians, their spread (max - min), and the
+# extra devices' added pause p50 (median of B - median of A).  Goal:
+# <= 0.1 ms.  Nothing is asserted.
+set -u
+cd "$(dirname "$0")/../.."
+. tests/lib/common.sh
+. tests/lib/netns.sh
+. tests/lib/cluster.sh
+rdb_require_root
+SECONDS_PER_RUN=${BENCH_SECONDS:-15}
+REPEATS=${BENCH_REPEATS:-3}
+out=build/bench
+mkdir -p "$out"
+BENCH=$RDB_BUILD/bench/ckptbench
+[ -x "$BENCH" ] || rdb_fail "$BENCH missing (make all)"
+trap 'cluster_down bench' EXIT
+
+# CPU seconds (user + system) of a process and its children now alive
+tree_cpu() {
+	local pid=$1 p t=0 hz
+	hz=$(getconf CLK_TCK)
+	for p in $pid $(pgrep -P "$pid"); do
+		[ -r "/proc/$p/stat" ] || continue
+		t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat")))
+	done
+	awk -v t="$t" -v hz="$hz" 'BEGIN{printf "%.3f", t / hz}'
+}
+
+dev_run() {	# name extra_disks extra_nics
+	local name=$1 xd=$2 xn=$3 obs pid c0 c1 k0 k1
+	rdb_log "bench devices: $name"
+	(
+		trap 'cluster_down bench' EXIT
+		CL_RAM_MB=512 CL_PG_SCALE=16
+		cl_use_pg_guest || rdb_fail "PostgreSQL guest build failed"
+		export CL_COMPRESSION=true CL_MODE=plain CL_EXTRA_DISKS=$xd CL_EXTRA_NICS=$xn
+		cluster_hosts_up bench && cluster_vm_up 25 || rdb_fail "setup failed"
+		cl_wait_pg bench || rdb_fail "PostgreSQL not reachable"
+		ip netns exec "$(netns_name bench cli)" "$PGBIN/pgbench" -h "$CL_GUEST_IP" \
+			-U postgres -n -c 4 -j 2 -T 5 bench >/dev/null 2>&1
+		pid=$(cat "$CL_DIR/pri/remusdbd.pid")
+		k0=$(cl_ctl pri status "$CL_VM" --json | jq .vms[0].checkpoints)
+		c0=$(tree_cpu "$pid")
+		"$BENCH" --qmp "$CL_DIR/pri/$CL_VM.mon.qmp" --seconds "$SECONDS_PER_RUN" \
+			> "$out/dev-$name.json" &
+		obs=$!
+		timeout $((SECONDS_PER_RUN + 60)) ip netns exec "$(netns_name bench cli)" \
+			"$PGBIN/pgbench" -h "$CL_GUEST_IP" -U postgres -n -c 4 -j 2 \
+			-T "$SECONDS_PER_RUN" bench > "$out/dev-$name.pgbench" 2>&1 ||
+			rdb_fail "pgbench failed ($name): $(tail -3 "$out/dev-$name.pgbench")"
+		wait "$obs" || rdb_fail "$name: no pauses observed"
+		c1=$(tree_cpu "$pid")
+		cl_ctl pri status "$CL_VM" --json > "$out/dev-$name-status.json"
+		k1=$(jq .vms[0].checkpoints "$out/dev-$name-status.json")
+		ndev=$(jq '.vms[0].devices | length' "$out/dev-$name-status.json")
+		[ "$ndev" = $((2 + xd + xn)) ] || rdb_fail "$name: $ndev devices, not $((2 + xd + xn))"
+		jq --argjson c0 "$c0" --argjson c1 "$c1" --argjson k0 "$k0" --argjson k1 "$k1" \
+			--arg tps "$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$out/dev-$name.pgbench" | head -n 1)" \
+			--slurpfile s "$out/dev-$name-status.json" '
+			{ pause_ms_p50, pause_ms_p99, checkpoints_per_s,
+			  daemon_work_in_pause_ms_p50: $s[0].vms[0].pause_work_ms_p50,
+			  daemon_cpu_ms_per_epoch: (if $k1 > $k0 then (($c1 - $c0) * 1000 / ($k1 - $k0)) else null end),
+			  devices: ($s[0].vms[0].devices | length),
+			  tps: ($tps | tonumber) }' "$out/dev-$name.json" > "$out/dev-$name-row.json"
+		cluster_down bench
+	) || exit 1
+}
+
+rows_a=() rows_b=()
+for ((i = 1; i <= REPEATS; i++)); do
+	dev_run "a$i" 0 0
+	rows_a+=(--slurpfile "a$i" "$out/dev-a$i-row.json")
+	dev_run "b$i" 2 1
+	rows_b+=(--slurpfile "b$i" "$out/dev-b$i-row.json")
+done
+jq -n "${rows_a[@]}" "${rows_b[@]}" --argjson n "$REPEATS" '
+	def med: sort | if length == 0 then null
+		elif length % 2 == 1 then .[length / 2 | floor]
+		else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+	def spread: if length == 0 then null else max - min end;
+	def col($rows; $k): [$rows[] | .[$k] | select(. != null)];
+	def summary($rows): {
+		runs: $rows,
+		pause_ms_p50: (col($rows; "pause_ms_p50") | med),
+		pause_ms_p50_spread: (col($rows; "pause_ms_p50") | spread),
+		daemon_work_in_pause_ms_p50: (col($rows; "daemon_work_in_pause_ms_p50") | med),
+		daemon_cpu_ms_per_epoch: (col($rows; "daemon_cpu_ms_per_epoch") | med),
+		daemon_cpu_ms_per_epoch_spread: (col($rows; "daemon_cpu_ms_per_epoch") | spread),
+		tps: (col($rows; "tps") | med) };
+	[range(1; $n + 1)] as $r |
+	[$r[] as $i | $ARGS.named["a\($i)"][0]] as $a |
+	[$r[] as $i | $ARGS.named["b\($i)"][0]] as $b |
+	summary($a) as $sa | summary($b) as $sb |
+	{ one_disk_one_nic: $sa, three_disks_two_nics: $sb,
+	  added_pause_ms_p50: ($sb.pause_ms_p50 - $sa.pause_ms_p50),
+	  added_daemon_cpu_ms_per_epoch: ($sb.daemon_cpu_ms_per_epoch - $sa.daemon_cpu_ms_per_epoch),
+	  goal_extra_devices_add_at_most_0_1ms: (($sb.pause_ms_p50 - $sa.pause_ms_p50) <= 0.1),
+	  repeats: $n,
+	  method: "PostgreSQL 15 guest (512 MiB, pgbench scale 16, TPC-B-like, 4 clients), plain Remus, 25 ms, compression and TLS on; the extra disks (2 x 64 MiB) and NIC are idle: their per-epoch cost, not their traffic; runs interleaved a1 b1 a2 b2 ...; medians over the repeats" }' \
+	> "$out/devices.json" || rdb_fail "could not write devices.json"
+cat "$out/devices.json"
+# checkpoint.json (make bench runs checkpoint.sh first) carries it too
+if [ -s "$out/checkpoint.json" ]; then
+	jq --slurpfile d "$out/devices.json" '. + { devices: $d[0] }' \
+		"$out/checkpoint.json" > "$out/checkpoint.json.tmp" &&
+		mv "$out/checkpoint.json.tmp" "$out/checkpoint.json"
+fi
