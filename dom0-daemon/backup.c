@@ -6,6 +6,7 @@
 #include "daemon.h"
 #include "disk.h"
 #include "diskbuf.h"
+#include "roimage.h"
 #include "actlog.h"
 #include "bgjob.h"
 #include "flowcheck.h"
@@ -395,6 +396,37 @@ static int take_protection(struct rdb_backup *b, json_t *o)
 		snprintf(b->st.err, sizeof(b->st.err), "unknown on_peer_loss %.40s",
 			 shown(pl));
 		return -EPROTO;
+	}
+	/* the read-only images a failover would open here (roimage.h) */
+	{
+		json_t *ro = json_object_get(o, "readonly"), *im;
+		size_t i;
+
+		json_array_foreach(ro, i, im) {
+			struct rdb_roimage want = { 0 };
+			const char *path = json_string_value(json_object_get(im, "path"));
+			const char *sha = json_string_value(json_object_get(im, "sha256"));
+			json_t *size = json_object_get(im, "size");
+			char why[700];
+
+			if (!path || !sha || strlen(sha) != 64 || !json_is_integer(size) ||
+			    strlen(path) >= sizeof(want.path)) {
+				snprintf(b->st.err, sizeof(b->st.err), "VM_SETUP: a "
+					 "malformed read-only image");
+				return -EPROTO;
+			}
+			snprintf(want.path, sizeof(want.path), "%s", path);
+			snprintf(want.sha256, sizeof(want.sha256), "%s", sha);
+			want.size = (uint64_t)json_integer_value(size);
+			if (rdb_roimage_verify(&want, why, sizeof(why)) < 0) {
+				LOGVM(ERROR, vm->name, "refusing the protection: %s "
+				      "(a failover would run the guest on it)", why);
+				snprintf(b->st.err, sizeof(b->st.err), "%.159s", why);
+				return -EPROTO;
+			}
+			LOGVM(INFO, vm->name, "read-only image %s: the same here "
+			      "(%llu bytes)", path, (unsigned long long)want.size);
+		}
 	}
 	snprintf(b->registered, sizeof(b->registered), "%s", reg);
 	snprintf(b->primary_node, sizeof(b->primary_node), "%s", pri);

@@ -2,6 +2,7 @@
 #include "config.h"
 #include "cpulist.h"
 #include "diskbuf.h"
+#include "roimage.h"
 #include "hv.h"
 #include "sockutil.h"
 
@@ -629,6 +630,18 @@ int rdb_vm_config_check(const struct rdb_vm_config *c, char *err, size_t errlen)
 		    !strcmp(a, "-daemonize")) {
 			snprintf(err, errlen, "VM config: qemu_arg %s is host-specific: "
 				 "remusdbd adds it", a);
+			return -EINVAL;
+		}
+	}
+	{
+		/* drives in qemu_arg: read-only ones only (roimage.h) */
+		struct rdb_roimage ro[RDB_ROIMAGE_MAX];
+		unsigned nro;
+		char why[600];
+
+		if (rdb_roimages_list(c->qemu_arg.v, c->qemu_arg.n, ro, &nro,
+				      why, sizeof(why)) < 0) {
+			snprintf(err, errlen, "VM config: %s", why);
 			return -EINVAL;
 		}
 	}

@@ -8,6 +8,7 @@
 #include "lineage.h"
 #include "wmap.h"
 #include "linksec.h"
+#include "roimage.h"
 #include "tlsrelay.h"
 
 #include <errno.h>
@@ -53,6 +54,33 @@ static int on_config(void *opaque, const uint8_t *section, size_t len)
 	return 0;
 }
 
+/* The read-only images the VM's QEMU arguments name, fingerprinted for
+ * the backup to check its own files against (roimage.h).  One that
+ * cannot be read here is logged and left out: QEMU opened it already. */
+static json_t *readonly_images(struct rdb_vm *vm)
+{
+	struct rdb_roimage ro[RDB_ROIMAGE_MAX];
+	json_t *a = json_array();
+	unsigned n = 0;
+	char err[600];
+
+	if (rdb_roimages_list(vm->cfg.qemu_arg.v, vm->cfg.qemu_arg.n, ro, &n,
+			      err, sizeof(err)) < 0)
+		n = 0;	/* (the config check refused that already) */
+	for (unsigned i = 0; a && i < n; i++) {
+		if (rdb_roimage_fingerprint(&ro[i], err, sizeof(err)) < 0) {
+			LOGVM(WARN, vm->name, "read-only image: %s (the backup "
+			      "cannot check its copy)", err);
+			continue;
+		}
+		json_array_append_new(a, json_pack("{s:s, s:I, s:s}", "path",
+						   ro[i].path, "size",
+						   (json_int_t)ro[i].size,
+						   "sha256", ro[i].sha256));
+	}
+	return a;
+}
+
 static int on_ram_blocks(void *opaque, const struct rdb_ram_block *blocks,
 			 size_t n)
 {
@@ -68,10 +96,11 @@ static int on_ram_blocks(void *opaque, const struct rdb_ram_block *blocks,
 	 * not a config option: the backup takes it out before applying. */
 	snprintf(gen, sizeof(gen), "%016llx", (unsigned long long)p->generation);
 	if (j)
-		json_object_set_new(j, "_protection", json_pack("{s:s, s:s, s:s, s:s}",
+		json_object_set_new(j, "_protection", json_pack("{s:s, s:s, s:s, s:s, s:o}",
 				    "generation", gen, "on_peer_loss",
 				    rdb_peer_loss_name(vm->peer_loss), "registered",
-				    p->registered, "primary", p->d->node));
+				    p->registered, "primary", p->d->node,
+				    "readonly", readonly_images(vm)));
 	text = j ? json_dumps(j, JSON_COMPACT) : NULL;
 
 	json_decref(j);

@@ -6,6 +6,8 @@
 # vdc), O_DIRECT + fdatasync, before it sends line N to the client: one
 # log striped over three disks, as a DBMS's WAL, data and tablespace
 # files are.  Checked:
+#  - a read-only image in the QEMU arguments (not replicated) is checked
+#    on the backup against its own file of that path (roimage.h);
 #  - both daemons know three disks (the primary's devices, the backup's
 #    three replicas), and each replica equals its primary image once the
 #    initial copy is committed (the guest idle: seqsrv waits for its
@@ -39,6 +41,13 @@ bash "$RDB_ROOT/tools/mkguest.sh" --out "$guest" --static "$RDB_HELPERS/seqsrv" 
 cluster_hosts_up "$run" || rdb_fail "hosts setup failed (logs in $CL_DIR)"
 img0=$CL_DIR/disk0-src.img
 truncate -s 64M "$img0"
+# and a read-only image (not replicated: the backup checks its own copy)
+ro=$CL_DIR/ro.img
+head -c $((3 << 20)) /dev/urandom > "$ro"
+export CL_QEMU_MORE="-drive
+if=none,id=ro0,readonly=on,format=raw,file=$ro
+-device
+virtio-blk-pci,drive=ro0"
 export CL_GUEST=$guest CL_DISK_IMAGE=$img0 CL_EXTRA_DISKS=2 CL_EXTRA_DISK_MB=64
 CL_GUEST_RUN="/usr/bin/seqsrv --port $CL_SEQ_PORT --interval-us 20000 --disk /dev/vda --disk /dev/vdb --disk /dev/vdc" \
 	cluster_vm_up 25 || rdb_fail "VM setup failed (logs in $CL_DIR)"
@@ -49,6 +58,8 @@ ndev=$(jq '[.vms[0].devices[] | select(.kind == "disk")] | length' <<<"$pst")
 [ "$ndev" = 3 ] || rdb_fail "the primary protects $ndev disk devices, not 3: $(jq -c .vms[0].devices <<<"$pst")"
 nrep=$(jq '.vms[0].disks | length' <<<"$bst")
 [ "$nrep" = 3 ] || rdb_fail "the backup keeps $nrep replicas, not 3"
+grep -q "read-only image $ro: the same here" "$CL_DIR/bak/remusdbd.log" ||
+	rdb_fail "the backup did not check the read-only image against its own"
 pri_imgs=("$CL_DIR/pri/$CL_VM.disk.img" "$CL_DIR/pri/$CL_VM.disk1.img" "$CL_DIR/pri/$CL_VM.disk2.img")
 mapfile -t bak_imgs < <(jq -r '.vms[0].disks[].replica' <<<"$bst")
 for k in 0 1 2; do

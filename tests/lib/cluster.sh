@@ -131,6 +131,8 @@ cl_common_args() {
 	for ((k = 1; k <= ${CL_EXTRA_DISKS:-0}; k++)); do
 		printf '%s\n' -device "virtio-blk-pci,drive=disk$k"
 	done
+	# CL_QEMU_MORE: more common QEMU arguments, one per line
+	[ -n "${CL_QEMU_MORE:-}" ] && printf '%s\n' "$CL_QEMU_MORE"
 	# the failover event port (its -chardev is host-specific, like the
 	# drive: the primary's here, the backup's from remusdbd)
 	[ -n "${CL_EVENT_PORT:-}" ] && printf '%s\n' -device virtio-serial-pci,id=vser0 \

@@ -283,6 +283,26 @@ static void test_vm_file_with_lists_and_errors(void **state)
 	rdb_config_dispose(&rdb_vm_config_table, &c);
 }
 
+/* The VM file shipped as an example (tools/examples/vm1.conf, in the
+ * package's docs) loads and passes the checks remusdbctl and the daemon
+ * run: an example that protects nothing safely must not ship. */
+static void test_example_vm_file(void **state)
+{
+	struct rdb_vm_config c;
+	char err[600], path[600];
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s", __FILE__);
+	*strrchr(path, '/') = 0;	/* tests/unit */
+	strncat(path, "/../../tools/examples/vm1.conf", sizeof(path) - strlen(path) - 1);
+	rdb_config_defaults(&rdb_vm_config_table, &c);
+	assert_int_equal(rdb_config_load_file(&rdb_vm_config_table, path, &c, err, sizeof(err)), 0);
+	if (rdb_vm_config_check(&c, err, sizeof(err)) < 0)
+		fail_msg("%s: %s", path, err);
+	assert_int_equal(c.extra_disk.n, 1);
+	rdb_config_dispose(&rdb_vm_config_table, &c);
+}
+
 /* A VM file written by the daemon (a restored VM protected again) reads
  * back as the same config: every option, lists and spaced values kept. */
 static void test_vm_file_written_reads_back(void **state)
@@ -454,6 +474,7 @@ int main(void)
 		cmocka_unit_test(test_link_security_values),
 		cmocka_unit_test(test_cpu_lists),
 		cmocka_unit_test(test_vm_file_with_lists_and_errors),
+		cmocka_unit_test(test_example_vm_file),
 		cmocka_unit_test(test_mode_and_protection_options),
 		cmocka_unit_test(test_peer_loss_policy),
 		cmocka_unit_test(test_vm_file_written_reads_back),
