@@ -520,42 +520,6 @@ static bool dev_from_wire(void *opaque, unsigned nic, const uint8_t *frame,
 	return !rdb_pri_handover_input(opaque, frame, len);
 }
 
-/* Everything held may go: the backup committed upto.  Each NIC's flow
- * buffer's frames first: after a decision, what was held while it was
- * pending (in the epoch buffer) came after them. */
-void rdb_pri_release_output(struct rdb_primary *p, uint64_t upto)
-{
-	for (unsigned i = 0; i < p->nnics; i++)
-		rdb_pri_nic_release(p->nics[i], upto, NULL, NULL);
-}
-
-uint64_t rdb_pri_discard_output(struct rdb_primary *p)
-{
-	uint64_t n = 0;
-
-	for (unsigned i = 0; i < p->nnics; i++)
-		n += rdb_pri_nic_discard(p->nics[i]);
-	return n;
-}
-
-uint64_t rdb_pri_held_frames(const struct rdb_primary *p)
-{
-	uint64_t n = 0;
-
-	for (unsigned i = 0; i < p->nnics; i++)
-		n += rdb_pri_nic_held_frames(p->nics[i]);
-	return n;
-}
-
-uint64_t rdb_pri_held_bytes(const struct rdb_primary *p)
-{
-	uint64_t n = 0;
-
-	for (unsigned i = 0; i < p->nnics; i++)
-		n += rdb_pri_nic_held_bytes(p->nics[i]);
-	return n;
-}
-
 /* ---- QEMU's migration socket ---- */
 
 static void close_mig(struct rdb_primary *p)
@@ -1571,12 +1535,23 @@ bool rdb_pri_protection_cleanup(struct rdb_primary *p)
 }
 
 /* A primary for vm, nothing open yet. */
+/* The lifecycle the primary's parts ask things of (primary_int.h). */
+static const struct rdb_pri_life life = {
+	.drop_protection = rdb_pri_drop_protection,
+	.protection_cleanup = rdb_pri_protection_cleanup,
+	.close_peer = rdb_pri_close_peer,
+	.resume_after_epoch = rdb_pri_resume_after_epoch,
+	.protect_registered = rdb_pri_protect_registered,
+	.protect_failed = rdb_pri_protect_failed,
+};
+
 static struct rdb_primary *primary_alloc(struct rdb_daemon *d, struct rdb_vm *vm)
 {
 	struct rdb_primary *p = calloc(1, sizeof(*p));
 
 	if (!p)
 		return NULL;
+	p->life = &life;
 	vm->pri = p;
 	p->vm = vm;
 	p->d = d;

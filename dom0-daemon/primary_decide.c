@@ -387,11 +387,11 @@ static void on_register(void *opaque, const struct rdb_witness_result *r)
 		if (p->owner_held)
 			owner_release(p, "the witness registered this host's "
 				      "protection");
-		rdb_pri_protect_registered(p);
+		p->life->protect_registered(p);
 		return;
 	case RDB_WITNESS_LOST:
 		/* Another host owns the VM: this copy is the second one. */
-		rdb_pri_protection_cleanup(p);
+		p->life->protection_cleanup(p);
 		snprintf(err, sizeof(err), "protect refused: the witness says "
 			 "another host owns this VM (%.200s)", r->holder);
 		owner_fence(p, err);
@@ -399,7 +399,7 @@ static void on_register(void *opaque, const struct rdb_witness_result *r)
 	case RDB_WITNESS_ERROR:
 		snprintf(err, sizeof(err), "cannot register generation %016" PRIx64
 			 " at the witness: %.200s", p->generation, r->error);
-		rdb_pri_protect_failed(p, err);
+		p->life->protect_failed(p, err);
 		return;
 	}
 }

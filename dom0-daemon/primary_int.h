@@ -64,7 +64,31 @@ _Static_assert(PAGES_BATCH_PAGES <= RDB_PROTO_MAX_FRAME_PAGES,
 /* Handed to the pool too: the page digests of VERIFY (a test mode). */
 #define POOL_ALLOWED (POOL_FEATURES | RDB_FEATURE_VERIFY)
 
+struct rdb_primary;
+
+/*
+ * What the primary's parts (primary_decide.c, primary_migrate.c,
+ * primary_send.c) ask of its lifecycle, which primary.c owns: through
+ * this table, set once by primary.c, never by name.  The parts sit below
+ * primary.c; nothing they define calls back into it, so the files form
+ * no circle (tests/file-cycles.sh).
+ */
+struct rdb_pri_life {
+	/* protection ends (why: for the log and status) */
+	void (*drop_protection)(struct rdb_primary *p, const char *why);
+	/* what a protection left is cleaned up: false if the VM is gone */
+	bool (*protection_cleanup)(struct rdb_primary *p);
+	void (*close_peer)(struct rdb_primary *p);
+	/* the guest stopped for the last epoch's state runs again */
+	int (*resume_after_epoch)(struct rdb_primary *p);
+	/* the witness registered the protection: it starts; or it could
+	 * not, and the VM is left unprotected */
+	void (*protect_registered)(struct rdb_primary *p);
+	void (*protect_failed)(struct rdb_primary *p, const char *err);
+};
+
 struct rdb_primary {
+	const struct rdb_pri_life *life;	/* primary.c's */
 	struct rdb_vm *vm;
 	struct rdb_daemon *d;
 	pid_t qemu_pid;			/* from QMP's SO_PEERCRED; 0: unknown */
@@ -216,14 +240,18 @@ struct rdb_primary {
 	uint64_t cap_left;
 };
 
-/* primary.c */
+/* primary.c (the parts call these through p->life) */
 void rdb_pri_drop_protection(struct rdb_primary *p, const char *why);
+
+/* primary_output.c */
 /* Every NIC's held output of epochs <= upto leaves. */
 void rdb_pri_release_output(struct rdb_primary *p, uint64_t upto);
 /* Every NIC's held output is dropped: the number of frames. */
 uint64_t rdb_pri_discard_output(struct rdb_primary *p);
 uint64_t rdb_pri_held_frames(const struct rdb_primary *p);
 uint64_t rdb_pri_held_bytes(const struct rdb_primary *p);
+
+/* primary.c (the parts call these through p->life) */
 /* The witness registered this protection: it starts (connects to the
  * backup...); or it could not, and the VM is left unprotected. */
 void rdb_pri_protect_registered(struct rdb_primary *p);
@@ -261,7 +289,7 @@ void rdb_pri_stop_pool(struct rdb_primary *p);
 void rdb_pri_capture_stop(struct rdb_primary *p, const char *why);
 void rdb_pri_capture_epoch(struct rdb_primary *p, uint64_t epoch);
 
-/* primary.c */
+/* primary.c (the parts call these through p->life) */
 void rdb_pri_close_peer(struct rdb_primary *p);
 /* The guest stopped after the last epoch's state was taken runs again
  * (COLO's RECEIVED + LOADED). */

@@ -320,7 +320,7 @@ static void migrated(struct rdb_primary *p)
 		      (unsigned long long)epoch, (int)pid, strerror(-rc));
 		p->fenced = true;
 		p->ck.active = false;	/* (its end is no drop: no decision) */
-		rdb_pri_close_peer(p);
+		p->life->close_peer(p);
 		rdb_buf_reset(&p->ho_frames);	/* the backup sends them */
 		ho_reset(p);
 		rdb_vm_set_state(vm, RDB_VM_MIGRATED, "handed over to %s at epoch "
@@ -334,7 +334,7 @@ static void migrated(struct rdb_primary *p)
 	rdb_buf_dispose(&p->ho_frames);	/* the backup sends them */
 	p->ho_nframes = 0;
 	ho_reset(p);
-	if (!rdb_pri_protection_cleanup(p))
+	if (!p->life->protection_cleanup(p))
 		LOGVM(ERROR, vm->name, "this host's disk image could not be "
 		      "synced after the handover: protecting the VM back here "
 		      "will copy the whole disk");
@@ -374,7 +374,7 @@ void rdb_pri_handover_answer(struct rdb_primary *p, const struct rdb_frame *f)
 	    rdb_msg_handover_parse(f, &verb, why, sizeof(why)) < 0 ||
 	    (verb != RDB_HANDOVER_TAKEN && verb != RDB_HANDOVER_REFUSED) ||
 	    !p->ho_sent || f->epoch != p->ho_epoch) {
-		rdb_pri_drop_protection(p, "the backup's HANDOVER answers no "
+		p->life->drop_protection(p, "the backup's HANDOVER answers no "
 					"handover of ours");
 		return;
 	}
@@ -387,13 +387,13 @@ void rdb_pri_handover_answer(struct rdb_primary *p, const struct rdb_frame *f)
 	ho_frames_hold_again(p);
 	ho_reset(p);
 	rdb_pri_release_output(p, vm->st.committed_epoch);
-	rc = rdb_pri_resume_after_epoch(p);
+	rc = p->life->resume_after_epoch(p);
 	if (rc < 0) {
 		char w[400];
 
 		snprintf(w, sizeof(w), "the backup refused the handover (%s), and "
 			 "the guest could not be resumed: %s", why, strerror(-rc));
-		rdb_pri_drop_protection(p, w);
+		p->life->drop_protection(p, w);
 		return;
 	}
 	rdb_vm_set_state(vm, RDB_VM_PROTECTED, "the backup refused the "
@@ -415,7 +415,7 @@ bool rdb_pri_handover_lost(struct rdb_primary *p, const char *why)
 	p->fenced = true;
 	p->ho_stopped = true;
 	p->ck.active = false;	/* (the stream stays open: see above) */
-	rdb_pri_close_peer(p);
+	p->life->close_peer(p);
 	rdb_vm_set_state(vm, RDB_VM_FENCED, "%s while handing the VM over at "
 			 "epoch %llu: the backup %s may run it; the guest stays "
 			 "stopped here (on_peer_loss = %s: no witness to ask).  "
@@ -443,6 +443,6 @@ void rdb_pri_handover_tick(struct rdb_primary *p, uint64_t now)
 		snprintf(why, sizeof(why), "the backup did not answer the "
 			 "handover in %.0f s", (double)(now - p->ho_sent_ns) /
 			 RDB_NS_PER_S);
-		rdb_pri_drop_protection(p, why);
+		p->life->drop_protection(p, why);
 	}
 }

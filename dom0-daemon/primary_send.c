@@ -129,7 +129,7 @@ static int finish_encoded(struct rdb_primary *p)
 	vm->st.bytes += p->enc_dev_len;
 	rdb_encpool_stats(p->pool, &vm->st.codec);
 	if (rc < 0) {
-		rdb_pri_drop_protection(p, "out of memory framing an encoded epoch");
+		p->life->drop_protection(p, "out of memory framing an encoded epoch");
 		return rc;
 	}
 	rdb_pri_peer_want_write(p);
