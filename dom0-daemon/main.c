@@ -412,6 +412,20 @@ static uint64_t on_housekeeping(struct rdb_evloop *loop, uint64_t id, void *opaq
 	uint64_t now = rdb_now_ns();
 
 	rdb_watchdog_beat(d->wd);
+	{
+		/* the watchdog process did not run for a while (watchdog.h) */
+		static uint64_t seen;
+		uint64_t n = rdb_watchdog_oversleeps(d->wd);
+
+		if (n > seen && d->wd)
+			LOG(WARN, "watchdog: its poll slept up to %.0f ms (%llu "
+			    "time(s)): this host did not run it, nor perhaps "
+			    "remusdbd; it waited one more poll before judging "
+			    "remusdbd silent",
+			    (double)atomic_load(&d->wd->shm->oversleep_max_ns) /
+			    RDB_NS_PER_MS, (unsigned long long)n);
+		seen = n;
+	}
 	/* systemd's watchdog (WatchdogSec): pinged from this loop, at half
 	 * its period, so a stalled loop gets the service restarted */
 	if (d->sd_watchdog_ns && now - d->sd_last_ping_ns >= d->sd_watchdog_ns / 2) {

@@ -117,6 +117,18 @@ static void receive_fds(int sock)
 	}
 }
 
+bool rdb_watchdog_overslept(uint64_t prev_ns, uint64_t now_ns,
+			    uint64_t poll_ns, bool graced_last)
+{
+	return !graced_last && now_ns > prev_ns &&
+		now_ns - prev_ns > poll_ns + RDB_WD_OVERSLEEP_NS;
+}
+
+uint64_t rdb_watchdog_oversleeps(const struct rdb_watchdog *wd)
+{
+	return wd && wd->shm ? atomic_load(&wd->shm->oversleeps) : 0;
+}
+
 static void child_main(struct rdb_wd_shared *shm, int sock, pid_t parent,
 		       uint64_t poll_ns)
 {
@@ -125,6 +137,8 @@ static void child_main(struct rdb_wd_shared *shm, int sock, pid_t parent,
 		.tv_nsec = (long)(poll_ns % RDB_NS_PER_S),
 	};
 	char why[128];
+	uint64_t prev = rdb_now_ns();
+	bool graced = false;
 
 	signal(SIGINT, SIG_IGN);
 	signal(SIGTERM, SIG_IGN);
@@ -141,12 +155,23 @@ static void child_main(struct rdb_wd_shared *shm, int sock, pid_t parent,
 		receive_fds(sock);
 		now = rdb_now_ns();
 		beat = atomic_load(&shm->beat_ns);
+		/* this child did not run for a while: neither, perhaps, did
+		 * the daemon; one more interval before silence counts */
+		graced = rdb_watchdog_overslept(prev, now, poll_ns, graced);
+		if (graced) {
+			atomic_fetch_add(&shm->oversleeps, 1);
+			if (now - prev > atomic_load(&shm->oversleep_max_ns))
+				atomic_store(&shm->oversleep_max_ns, now - prev);
+		}
+		prev = now;
 		for (int i = 0; i < RDB_WD_MAX_VMS; i++) {
 			struct rdb_wd_slot *s = &shm->slot[i];
 
 			if (orphan && atomic_load(&s->armed) &&
 			    !atomic_load(&s->tripped_at_ns)) {
 				trip(i, s, "remusdbd exited");
+			} else if (graced) {
+				continue;
 			} else if ((t = rdb_watchdog_should_trip(s, beat, now)) ==
 				   RDB_WD_SILENT) {
 				snprintf(why, sizeof(why),

@@ -57,6 +57,10 @@ struct rdb_wd_slot {
 struct rdb_wd_shared {
 	_Atomic uint64_t beat_ns;	/* daemon's last sign of life */
 	_Atomic uint32_t stop;		/* daemon asks the child to exit */
+	/* child: polls it slept far past its interval (the host, or the
+	 * child itself, did not run: rdb_watchdog_overslept), and the
+	 * longest such sleep */
+	_Atomic uint64_t oversleeps, oversleep_max_ns;
 	struct rdb_wd_slot slot[RDB_WD_MAX_VMS];
 };
 
@@ -87,6 +91,21 @@ void rdb_watchdog_guest_stopped(struct rdb_watchdog *wd, int slot,
 int rdb_watchdog_pass_fd(struct rdb_watchdog *wd, int slot, int fd);
 /* Non-zero once the child dropped protection for this slot. */
 uint64_t rdb_watchdog_tripped(const struct rdb_watchdog *wd, int slot);
+
+/*
+ * The child's sleep of one poll interval, from prev_ns to now_ns, lasted
+ * far longer (RDB_WD_OVERSLEEP_NS more): the child did not run, and the
+ * daemon's silence over that time may be the same stall (the whole host
+ * or VM descheduled: seen on a 2-core CI host, both daemons and the
+ * watchdog still for ~0.7 s at once).  The child then waits one more
+ * interval before it trips, so a daemon that runs again beats first; a
+ * daemon that is stalled is tripped one interval later.  Never twice in
+ * a row: a child that always oversleeps still trips.
+ */
+#define RDB_WD_OVERSLEEP_NS (100 * RDB_NS_PER_MS)
+bool rdb_watchdog_overslept(uint64_t prev_ns, uint64_t now_ns,
+			    uint64_t poll_ns, bool graced_last);
+uint64_t rdb_watchdog_oversleeps(const struct rdb_watchdog *wd);
 
 enum rdb_wd_trip {
 	RDB_WD_KEEP,		/* no reason to trip */

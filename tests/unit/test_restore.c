@@ -10,10 +10,13 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "clock.h"
+#include "hv.h"
 #include "proc.h"
 #include "qemu/restore.h"
 #include "watchdog.h"
@@ -542,6 +545,81 @@ static void test_watchdog_bounds_the_guests_stop(void **state)
 	assert_int_equal(rdb_watchdog_should_trip(&s, 1000 * ms, 3000 * ms), RDB_WD_KEEP);	/* once */
 }
 
+/* The child's own sleep ran far over its interval: one more interval
+ * before silence counts, never twice in a row. */
+static void test_watchdog_oversleep_rule(void **state)
+{
+	uint64_t ms = RDB_NS_PER_MS, poll = 5 * ms;
+
+	(void)state;
+	assert_false(rdb_watchdog_overslept(1000 * ms, 1005 * ms, poll, false));
+	assert_false(rdb_watchdog_overslept(1000 * ms, 1105 * ms, poll, false));
+	assert_true(rdb_watchdog_overslept(1000 * ms, 1106 * ms, poll, false));
+	assert_true(rdb_watchdog_overslept(1000 * ms, 1700 * ms, poll, false));
+	/* graced last time: this one counts, however late */
+	assert_false(rdb_watchdog_overslept(1700 * ms, 2400 * ms, poll, true));
+	/* a clock read race is no oversleep */
+	assert_false(rdb_watchdog_overslept(1000 * ms, 900 * ms, poll, false));
+}
+
+static void sleep_ms(unsigned n)
+{
+	struct timespec ts = { .tv_sec = n / 1000, .tv_nsec = (long)(n % 1000) * 1000000 };
+
+	while (nanosleep(&ts, &ts) < 0)
+		;
+}
+
+/*
+ * The whole host stalls (the outer hypervisor did not run this VM): the
+ * watchdog and the daemon stand still together, for longer than the
+ * deadline.  The watchdog runs first when it ends, but the daemon beats
+ * within its next poll: no trip (before: "remusdbd silent for 698 ms",
+ * protection dropped, seen once in CI).  A daemon that stays silent is
+ * still tripped.
+ */
+static void test_watchdog_host_stall(void **state)
+{
+	const struct rdb_hv_ops *hv = rdb_hv_find("qemu");
+	struct rdb_watchdog wd;
+	int slot;
+
+	(void)state;
+	assert_non_null(hv);
+	assert_int_equal(rdb_watchdog_start(&wd, 50 * RDB_NS_PER_MS), 0);
+	slot = rdb_watchdog_arm(&wd, "vmS", hv, "/nonexistent/vmS.qmp",
+				300 * RDB_NS_PER_MS);
+	assert_true(slot >= 0);
+	for (int i = 0; i < 10; i++) {
+		rdb_watchdog_beat(&wd);
+		sleep_ms(10);
+	}
+	/* the stall: the watchdog stopped, the daemon silent */
+	assert_int_equal(kill(wd.pid, SIGSTOP), 0);
+	sleep_ms(600);
+	assert_int_equal(kill(wd.pid, SIGCONT), 0);
+	sleep_ms(5);		/* the watchdog runs first... */
+	for (int i = 0; i < 30; i++) {	/* ...then the daemon */
+		rdb_watchdog_beat(&wd);
+		sleep_ms(10);
+	}
+	/* (a trip would show after its QMP attempts: 4 x 500 ms) */
+	for (int i = 0; i < 250; i++) {
+		rdb_watchdog_beat(&wd);
+		sleep_ms(10);
+	}
+	assert_int_equal(rdb_watchdog_tripped(&wd, slot), 0);
+	assert_int_equal(rdb_watchdog_oversleeps(&wd), 1);
+	/* the same stall with a daemon that stays silent: tripped */
+	assert_int_equal(kill(wd.pid, SIGSTOP), 0);
+	sleep_ms(600);
+	assert_int_equal(kill(wd.pid, SIGCONT), 0);
+	for (int i = 0; i < 400 && !rdb_watchdog_tripped(&wd, slot); i++)
+		sleep_ms(10);
+	assert_int_not_equal(rdb_watchdog_tripped(&wd, slot), 0);
+	rdb_watchdog_stop(&wd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -555,6 +633,8 @@ int main(void)
 		cmocka_unit_test(test_place_running),
 		cmocka_unit_test(test_watchdog_trips_only_when_armed_and_late),
 		cmocka_unit_test(test_watchdog_bounds_the_guests_stop),
+		cmocka_unit_test(test_watchdog_oversleep_rule),
+		cmocka_unit_test(test_watchdog_host_stall),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
