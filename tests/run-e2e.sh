@@ -28,15 +28,6 @@ for t in tests/e2e/*.sh; do
 	# process still holding the test's stdout must not hold up the run)
 	timeout --kill-after=10 600 bash "$t" > >(tee "$logs/$name.log") 2>&1
 	rc=$?
-	# What the test wrote goes to disk now, not 30 s later in the next
-	# test (dirty_expire_centisecs): resync-sparse's ~1 GiB flushed then
-	# stalled this host for 0.3-0.7 s at a time inside slow-checkpoints,
-	# twice in CI (both daemons and the watchdog still, protection
-	# dropped).  Each test starts on a quiet host.
-	t0=$(date +%s)
-	timeout 300 sync
-	[ $(( $(date +%s) - t0 )) -lt 3 ] ||
-		rdb_log "e2e: $name left $(( $(date +%s) - t0 )) s of writeback behind"
 	case $rc in
 	0) pass=$((pass + 1)) ;;
 	77) skip=$((skip + 1)) ;;
