@@ -99,15 +99,7 @@ jq -e '.missing == 0 and .after_gap == 0' <<<"$check" >/dev/null ||
 # first is resynced, the others copied whole), the replicas there equal
 # the survivor's disks, then the survivor's power: the VM runs on the
 # original host with every record.
-netns_power_restore "$run" pri
-wait_for 15 "the repaired host reachable on the replication link" \
-	ip netns exec "$(netns_name "$run" bak)" ping -c 1 -W 1 10.78.0.1 ||
-	rdb_fail "the repaired host's links did not come back"
-cl_start_daemon pri || rdb_fail "the repaired host's remusdbd did not start"
-cl_ctl bak protect "$CL_VM" peer=10.78.0.1:7788 || rdb_fail "protect back refused"
-cl_ctl bak wait "$CL_VM" protected --timeout 120 ||
-	rdb_fail "the survivor is not protected (see $CL_DIR/bak/remusdbd.log)"
-cl_ctl pri wait "$CL_VM" protected --timeout 10 || rdb_fail "the old host is not the backup"
+cl_protect_back "$run"
 bst=$(cl_ctl bak status "$CL_VM" --json) || rdb_fail "no survivor status"
 pst=$(cl_ctl pri status "$CL_VM" --json) || rdb_fail "no new backup status"
 ndev=$(jq '[.vms[0].devices[] | select(.kind == "disk")] | length' <<<"$bst")

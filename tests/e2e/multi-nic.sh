@@ -85,15 +85,7 @@ sleep 3
 # NICs handed from the backup role to the primary role while the clients
 # stream), then the survivor's power: the clients carry on from the
 # original host.
-netns_power_restore "$run" pri
-wait_for 15 "the repaired host reachable on the replication link" \
-	ip netns exec "$(netns_name "$run" bak)" ping -c 1 -W 1 10.78.0.1 ||
-	rdb_fail "the repaired host's links did not come back"
-cl_start_daemon pri || rdb_fail "the repaired host's remusdbd did not start"
-cl_ctl bak protect "$CL_VM" peer=10.78.0.1:7788 || rdb_fail "protect back refused"
-cl_ctl bak wait "$CL_VM" protected --timeout 120 ||
-	rdb_fail "the survivor is not protected (see $CL_DIR/bak/remusdbd.log)"
-cl_ctl pri wait "$CL_VM" protected --timeout 10 || rdb_fail "the old host is not the backup"
+cl_protect_back "$run"
 bst=$(cl_ctl bak status "$CL_VM" --json)
 nnic=$(jq '[.vms[0].devices[] | select(.kind == "nic")] | length' <<<"$bst")
 [ "$nnic" = 2 ] || rdb_fail "the survivor protects $nnic NIC devices, not 2"

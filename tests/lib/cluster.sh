@@ -326,6 +326,23 @@ cluster_vm_up() {
 		grep -q "$ready" "$CL_DIR/$P/$(cl_vm_file console.log)" || return 1
 }
 
+# cl_protect_back RUN: after a power pull of pri and its failover to bak,
+# pri is repaired (links and remusdbd back) and the survivor protects the
+# VM back to it by name; both sides protected, or the test fails.
+cl_protect_back() {
+	local run=$1
+	netns_power_restore "$run" pri
+	wait_for 15 "the repaired host reachable on the replication link" \
+		ip netns exec "$(netns_name "$run" bak)" ping -c 1 -W 1 10.78.0.1 ||
+		rdb_fail "the repaired host's links did not come back"
+	cl_start_daemon pri || rdb_fail "the repaired host's remusdbd did not start"
+	cl_ctl bak protect "$CL_VM" peer=10.78.0.1:7788 || rdb_fail "protect back refused"
+	cl_ctl bak wait "$CL_VM" protected --timeout 120 ||
+		rdb_fail "the survivor is not protected (see $CL_DIR/bak/remusdbd.log)"
+	cl_ctl pri wait "$CL_VM" protected --timeout 10 ||
+		rdb_fail "the old host is not the backup"
+}
+
 cluster_pull_power() {
 	netns_power_pull "$1"
 }
