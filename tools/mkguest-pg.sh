@@ -6,7 +6,7 @@
 # tables already in it.
 #
 #   tools/mkguest-pg.sh [--out DIR] [--server POSTGRES] [--kmod KO --eventd BIN]
-#                       [--scale N]
+#                       [--scale N] [--layout one|split]
 #
 # --out DIR          default build/guest-pg
 # --server POSTGRES  the postgres binary in place of Debian's: the build with
@@ -23,12 +23,17 @@
 # Output: DIR/vmlinuz, DIR/initrd.img, DIR/pgdata.img (raw, sparse, 1 GiB;
 # copy it with cp --sparse=always before giving it to a VM: the VM writes
 # it).  Cached in ${REMUSDB_CACHE:-/var/cache/remusdb}/guest-pg-HASH,
-# keyed by this script, mkguest.sh, the extra static binaries and the
-# installed PostgreSQL version; a cached build is linked in at once.
+# keyed by this script, mkguest.sh, the extra static binaries, the
+# installed PostgreSQL version, the scale and the layout; a cached build
+# is linked in at once.
 #
 # In the guest, /etc/remusdb.d/50-postgres.sh mounts /dev/vda on /pg,
 # starts postgres as the postgres user (listening on *:5432, trust auth:
-# a test guest) and prints REMUSDB-PG-READY once it accepts connections.
+# a test guest) and prints REMUSDB-PG-READY once it accepts connections
+# (split: /dev/vdb and /dev/vdc mounted first).  A second NIC, if the VM
+# has one, gets remusdb.ip1=ADDR/PREFIX from the kernel command line
+# (eth1; ARP answered only on the NIC holding the address, so each
+# subnet's traffic keeps to its own NIC).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -36,6 +41,7 @@ out=$here/../build/guest-pg
 statics=()
 server= kmod= eventd=
 SCALE=1		# pgbench scale: 100000 accounts per unit
+LAYOUT=one
 while [ $# -gt 0 ]; do
 	case $1 in
 	--out) out=$2; shift 2 ;;
@@ -44,6 +50,7 @@ while [ $# -gt 0 ]; do
 	--kmod) kmod=$2; shift 2 ;;
 	--eventd) eventd=$2; shift 2 ;;
 	--scale) SCALE=$2; shift 2 ;;
+	--layout) LAYOUT=$2; shift 2 ;;
 	*) echo "mkguest-pg: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -60,15 +67,17 @@ pguid=$(id -u postgres)
 pggid=$(id -g postgres)
 IMG_MB=1024
 [[ "$SCALE" =~ ^[1-9][0-9]?$ ]] || { echo "mkguest-pg: --scale wants 1-99" >&2; exit 2; }
+case $LAYOUT in one) imgs="pgdata.img" ;; split) imgs="pgdata.img pgwal.img pgts.img" ;;
+*) echo "mkguest-pg: --layout wants one or split" >&2; exit 2 ;; esac
 
-key=$( { cat "$0" "$here/mkguest.sh" "$here/guest-remusdb-payload.sh"; echo "$pgpkg $pguid $pggid $SCALE"
+key=$( { cat "$0" "$here/mkguest.sh" "$here/guest-remusdb-payload.sh"; echo "$pgpkg $pguid $pggid $SCALE $LAYOUT"
 	 for s in "${statics[@]}" $server $kmod $eventd; do sha256sum < "$s"; done; } |
        sha256sum | cut -c1-16)
 cache=${REMUSDB_CACHE:-/var/cache/remusdb}/guest-pg-$key
 mkdir -p "$out"
 if [ -f "$cache/.done" ]; then
 	touch "$cache/.used"
-	for f in vmlinuz initrd.img pgdata.img; do ln -sf "$cache/$f" "$out/$f"; done
+	for f in vmlinuz initrd.img $imgs; do ln -sf "$cache/$f" "$out/$f"; done
 	echo "mkguest-pg: $out (cached $cache)"
 	exit 0
 fi
@@ -102,24 +111,51 @@ cat > "$payload/etc/group" <<EOP
 root:x:0:
 postgres:x:$pggid:
 EOP
+cat > "$payload/etc/remusdb.d/10-eth1.sh" <<'EOH'
+#!/bin/sh
+# A second NIC (remusdb.ip1=ADDR/PREFIX on the kernel command line): its
+# own subnet, ARP answered only on the NIC that holds the address.
+ip1=$(sed -n 's/.*remusdb\.ip1=\([^ ]*\).*/\1/p' /proc/cmdline)
+[ -n "$ip1" ] || exit 0
+echo 1 > /proc/sys/net/ipv4/conf/all/arp_ignore
+echo 2 > /proc/sys/net/ipv4/conf/all/arp_announce
+i=0
+while [ ! -e /sys/class/net/eth1 ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
+[ -e /sys/class/net/eth1 ] || { echo "REMUSDB-WARN: no eth1 after 5 s"; exit 0; }
+ip link set eth1 up
+ip addr add "$ip1" dev eth1
+EOH
+chmod +x "$payload/etc/remusdb.d/10-eth1.sh"
+mounts="/dev/vda:/pg"
+[ "$LAYOUT" = split ] && mounts="$mounts /dev/vdb:/pgwal /dev/vdc:/pgts"
 cat > "$payload/etc/remusdb.d/50-postgres.sh" <<EOH
 #!/bin/sh
-# Mount the data disk and start PostgreSQL (see tools/mkguest-pg.sh).
-i=0
-while [ ! -b /dev/vda ] && [ \$i -lt 100 ]; do sleep 0.1; i=\$((i+1)); done
-[ -b /dev/vda ] || { echo "REMUSDB-WARN: no /dev/vda"; exit 0; }
-mkdir -p /pg /dev/shm /lib/x86_64-linux-gnu /lib64 /usr/lib /usr/share
+# Mount the data disk(s) and start PostgreSQL (see tools/mkguest-pg.sh).
+mkdir -p /dev/shm /lib/x86_64-linux-gnu /lib64 /usr/lib /usr/share
 mount -t tmpfs -o mode=1777 tmpfs /dev/shm
 chmod 1777 /tmp
-mount -t ext4 -o noatime /dev/vda /pg || { echo "REMUSDB-WARN: mount /dev/vda failed"; exit 0; }
+for m in $mounts; do
+	dev=\${m%%:*} dir=\${m#*:}
+	i=0
+	while [ ! -b \$dev ] && [ \$i -lt 100 ]; do sleep 0.1; i=\$((i+1)); done
+	[ -b \$dev ] || { echo "REMUSDB-WARN: no \$dev"; exit 0; }
+	mkdir -p \$dir
+	mount -t ext4 -o noatime \$dev \$dir || { echo "REMUSDB-WARN: mount \$dev failed"; exit 0; }
+done
 for f in /pg/pkg/lib/*; do ln -sf "\$f" /lib/x86_64-linux-gnu/; done
 ln -sf /pg/pkg/lib/ld-linux-x86-64.so.2 /lib64/ld-linux-x86-64.so.2
 ln -sfn /pg/pkg/usr/lib/postgresql /usr/lib/postgresql
 ln -sfn /pg/pkg/usr/share/postgresql /usr/share/postgresql
 ln -sfn /pg/pkg/usr/share/zoneinfo /usr/share/zoneinfo
+/usr/bin/rdb-pg-start
+EOH
+mkdir -p "$payload/usr/bin"
+cat > "$payload/usr/bin/rdb-pg-start" <<EOH
+#!/bin/sh
+# Start PostgreSQL on the mounted disks; REMUSDB-PG-READY once it accepts
+# connections (its postmaster.pid's status line says "ready").
 su -s /bin/sh postgres -c "exec $PGBIN/postgres -D /pg/data" >/dev/ttyS0 2>&1 &
 pg=\$!
-# postmaster.pid's status line says "ready" once connections are accepted
 i=0
 until grep -q '^ready' /pg/data/postmaster.pid 2>/dev/null || [ \$i -ge 600 ] ||
 	! kill -0 \$pg 2>/dev/null; do sleep 0.1; i=\$((i+1)); done
@@ -129,6 +165,23 @@ else
 	echo "REMUSDB-WARN: postgres did not start"
 fi
 EOH
+cat > "$payload/usr/bin/rdb-pg-crash-restart" <<'EOH'
+#!/bin/sh
+# PostgreSQL crashes and starts again from what its disks hold: every
+# postgres process killed at once (no shutdown checkpoint), the page
+# cache dropped (the next reads come from the disks, not from memory),
+# then crash recovery replays the WAL from the disk.  A restored guest's
+# memory may hide a replica that lacks writes; this does not.
+kill -9 $(pidof postgres) 2>/dev/null
+i=0
+while pidof postgres >/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+pidof postgres >/dev/null && { echo "REMUSDB-WARN: postgres did not die"; exit 1; }
+rm -f /pg/data/postmaster.pid
+sync
+echo 3 > /proc/sys/vm/drop_caches
+exec /usr/bin/rdb-pg-start
+EOH
+chmod +x "$payload/usr/bin/rdb-pg-start" "$payload/usr/bin/rdb-pg-crash-restart"
 chmod +x "$payload/etc/remusdb.d/50-postgres.sh"
 args=(--out "$cache" --payload "$payload" --module virtio_blk --module ext4
       --module crc32c_generic)
@@ -159,7 +212,18 @@ cp -L /lib64/ld-linux-x86-64.so.2 "$root/pkg/lib/"
 mkdir -p "$root/data"
 chown postgres:postgres "$root/data"
 chmod 700 "$root/data"
-runuser -u postgres -- "$PGBIN/initdb" -D "$root/data" --auth=trust \
+# split: the WAL and the tablespace in their own file trees (their own
+# images), made here at these paths and pointed at the guest's mount
+# points once the host server is stopped
+walroot=$work/walroot tsroot=$work/tsroot
+waldir=()
+if [ "$LAYOUT" = split ]; then
+	mkdir -p "$walroot/wal" "$tsroot/ts"
+	chown postgres:postgres "$walroot/wal" "$tsroot/ts"
+	chmod 700 "$walroot/wal" "$tsroot/ts"
+	waldir=(--waldir "$walroot/wal")
+fi
+runuser -u postgres -- "$PGBIN/initdb" -D "$root/data" "${waldir[@]}" --auth=trust \
 	--encoding=UTF8 --locale=C --no-instructions >/dev/null
 cat >> "$root/data/postgresql.conf" <<EOC
 # RemusDB test guest
@@ -206,7 +270,12 @@ done
 runuser -u postgres -- "$PGBIN/pg_isready" -q -h "$sock" -p 54329 ||
 	{ cat "$work/pg.log" >&2; echo "mkguest-pg: host postgres did not start" >&2; exit 1; }
 psql_() { runuser -u postgres -- "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$sock" -p 54329 "$@"; }
-psql_ -d postgres -c "CREATE DATABASE ledger" -c "CREATE DATABASE bench"
+if [ "$LAYOUT" = split ]; then
+	psql_ -d postgres -c "CREATE TABLESPACE ts LOCATION '$tsroot/ts'" \
+		-c "CREATE DATABASE ledger TABLESPACE ts" -c "CREATE DATABASE bench"
+else
+	psql_ -d postgres -c "CREATE DATABASE ledger" -c "CREATE DATABASE bench"
+fi
 psql_ -d ledger <<'EOS'
 CREATE EXTENSION amcheck;
 -- One row per inserted item; txn = client * 10^9 + transaction number,
@@ -231,16 +300,33 @@ kill -0 "$pgpid" 2>/dev/null && { echo "mkguest-pg: host postgres did not stop" 
 wait "$pgpid" || true
 pgpid=
 
-img=$cache/pgdata.img.tmp
-rm -f "$img"
-truncate -s "${IMG_MB}M" "$img"
-# Initialised tables and journal: no lazy init writing in the guest.
-mkfs.ext4 -q -L pgdata -U 6d2d5b1e-52e4-4db1-9c1e-72656d757364 \
-	-E lazy_itable_init=0,lazy_journal_init=0,root_owner=0:0 \
-	-d "$root" "$img"
-mv "$img" "$cache/pgdata.img"
+if [ "$LAYOUT" = split ]; then
+	# the links the host server made, to where the guest mounts them
+	ln -sfn /pgwal/wal "$root/data/pg_wal"
+	n=0
+	for l in "$root/data/pg_tblspc"/*; do ln -sfn /pgts/ts "$l"; n=$((n + 1)); done
+	[ "$n" = 1 ] || { echo "mkguest-pg: $n tablespaces, not 1" >&2; exit 1; }
+fi
+
+# mkimage NAME MB LABEL UUID TREE: an ext4 image of TREE, its tables and
+# journal initialised (no lazy init writing in the guest)
+mkimage() {
+	local img=$cache/$1.tmp
+	rm -f "$img"
+	truncate -s "$2M" "$img"
+	mkfs.ext4 -q -L "$3" -U "$4" \
+		-E lazy_itable_init=0,lazy_journal_init=0,root_owner=0:0 \
+		-d "$5" "$img"
+	mv "$img" "$cache/$1"
+}
+mkimage pgdata.img "$IMG_MB" pgdata 6d2d5b1e-52e4-4db1-9c1e-72656d757364 "$root"
+if [ "$LAYOUT" = split ]; then
+	mkimage pgwal.img 512 pgwal 6d2d5b1e-52e4-4db1-9c1e-72656d757365 "$walroot"
+	mkimage pgts.img 256 pgts 6d2d5b1e-52e4-4db1-9c1e-72656d757366 "$tsroot"
+fi
 touch "$cache/.done" "$cache/.used"
 # older images (other commits' keys) would pile up: keep the newest few
-bash "$here/cache-prune.sh" "$(dirname "$cache")" guest-pg
-for f in vmlinuz initrd.img pgdata.img; do ln -sf "$cache/$f" "$out/$f"; done
+# (two layouts and the benchmarks' scales, for two checkouts)
+bash "$here/cache-prune.sh" "$(dirname "$cache")" guest-pg 6
+for f in vmlinuz initrd.img $imgs; do ln -sf "$cache/$f" "$out/$f"; done
 echo "mkguest-pg: $out (built in $(( $(date +%s) - t0 )) s, PostgreSQL $pgpkg${server:+ with $server}${kmod:+, remusdb.ko}, $(du -h --apparent-size "$cache/pgdata.img" | cut -f1) image, $(du -h "$cache/pgdata.img" | cut -f1) used)"

@@ -111,13 +111,14 @@ EOC
 
 # The guest's QEMU arguments common to both hosts (remusdbd adds QMP,
 # netdev, serial, incoming and the memory backend on the backup).
+# CL_APPEND_MORE: more of the guest kernel's command line (remusdb.ip1=).
 cl_common_args() {
 	local run=${CL_GUEST_RUN-/usr/bin/seqsrv --port $CL_SEQ_PORT}
 	printf '%s\n' -accel tcg -machine pc -m "${CL_RAM_MB:-256}" -smp 1 \
 		-nodefaults -no-user-config -display none \
 		-L "$RDB_QEMU_DIR/pc-bios" -L /usr/share/seabios -L /usr/lib/ipxe/qemu -L /usr/share/qemu \
 		-kernel "$CL_GUEST/vmlinuz" -initrd "$CL_GUEST/initrd.img" \
-		-append "console=ttyS0 panic=-1 quiet remusdb.ip=$CL_GUEST_IP/24${run:+ remusdb.run=\"$run\"}" \
+		-append "console=ttyS0 panic=-1 quiet remusdb.ip=$CL_GUEST_IP/24${CL_APPEND_MORE:+ $CL_APPEND_MORE}${run:+ remusdb.run=\"$run\"}" \
 		-device "virtio-net-pci,netdev=net0,mac=$CL_GUEST_MAC"
 	# the disk's drive (-drive, host-specific: the daemon's NBD socket)
 	# is added on each host; the device is common
@@ -264,9 +265,17 @@ cluster_vm_up() {
 		# (seen: 558 ms, past the watchdog's 500 ms deadline)
 		sync "$CL_DIR/$P/$CL_VM.disk.img" || return 1
 	fi
-	# the extra disks: sparse, CL_EXTRA_DISK_MB each (64)
+	# the extra disks: copies of CL_EXTRA_DISK_IMAGES (one path per disk,
+	# space-separated), or else empty, sparse, CL_EXTRA_DISK_MB each (64)
+	local extra_imgs=()
+	read -r -a extra_imgs <<<"${CL_EXTRA_DISK_IMAGES:-}"
 	for ((k = 1; k <= ${CL_EXTRA_DISKS:-0}; k++)); do
-		truncate -s "${CL_EXTRA_DISK_MB:-64}M" "$CL_DIR/$P/$CL_VM.disk$k.img" || return 1
+		if [ -n "${extra_imgs[k - 1]:-}" ]; then
+			cp --sparse=always "${extra_imgs[k - 1]}" "$CL_DIR/$P/$CL_VM.disk$k.img" &&
+				sync "$CL_DIR/$P/$CL_VM.disk$k.img" || return 1
+		else
+			truncate -s "${CL_EXTRA_DISK_MB:-64}M" "$CL_DIR/$P/$CL_VM.disk$k.img" || return 1
+		fi
 	done
 	if [ -n "${CL_DISK_IMAGE:-}" ]; then
 		cl_ctl "$P" attach "$CL_DIR/$CL_VM.conf" || return 1
@@ -437,9 +446,17 @@ EOP
 # or earlier, and acknowledgements may lag several epochs — and IMG_A is
 # compared with IMG_B; ON_DIFFER (a function) runs while still frozen if
 # they differ; then the guest thaws.  Sets CL_DISK_EQUAL (true/false).
+# A guest with several disks: CL_FREEZE_MOUNTS lists its mount points
+# (default /pg), all frozen together, and CL_FREEZE_PAIRS the other
+# disks' "PRIMARY:REPLICA" pairs, compared in the same frozen moment.
 cl_frozen_disks_equal() {
 	local side=$1 sock=$2 log=$3 a=$4 b=$5 on_differ=${6:-} e0 tag=$RANDOM
-	cl_console_cmd_at "$sock" "sync; fsfreeze --freeze /pg && echo REMUSDB-FRO\"ZEN\"-$tag" ||
+	local mounts=${CL_FREEZE_MOUNTS:-/pg} freeze= thaw= m k
+	for m in $mounts; do
+		freeze+="fsfreeze --freeze $m && "
+		thaw+="fsfreeze --unfreeze $m; "
+	done
+	cl_console_cmd_at "$sock" "sync; ${freeze}echo REMUSDB-FRO\"ZEN\"-$tag" ||
 		rdb_fail "console"
 	wait_for 20 "guest filesystem frozen" grep -q "REMUSDB-FROZEN-$tag" "$log" ||
 		rdb_fail "fsfreeze in the guest did not answer"
@@ -451,13 +468,14 @@ cl_frozen_disks_equal() {
 	# (only where either has data: while the guest is frozen its DBMS
 	# waits, and its clients with it; a whole 1 GiB image read through
 	# crashfs took 19 s on a busy host, past a client's 30 s elsewhere)
-	if python3 "$RDB_ROOT/tests/lib/sparsecmp.py" "$a" "$b" >&2; then
-		CL_DISK_EQUAL=true
-	else
-		CL_DISK_EQUAL=false
-		[ -n "$on_differ" ] && "$on_differ"
-	fi
-	cl_console_cmd_at "$sock" "fsfreeze --unfreeze /pg && echo REMUSDB-THA\"WED\"-$tag" ||
+	CL_DISK_EQUAL=true
+	python3 "$RDB_ROOT/tests/lib/sparsecmp.py" "$a" "$b" >&2 || CL_DISK_EQUAL=false
+	# CL_FREEZE_PAIRS: the other disks' pairs, "PRIMARY:REPLICA ..."
+	for k in ${CL_FREEZE_PAIRS:-}; do
+		python3 "$RDB_ROOT/tests/lib/sparsecmp.py" "${k%%:*}" "${k#*:}" >&2 || CL_DISK_EQUAL=false
+	done
+	[ "$CL_DISK_EQUAL" = false ] && [ -n "$on_differ" ] && "$on_differ"
+	cl_console_cmd_at "$sock" "${thaw}echo REMUSDB-THA\"WED\"-$tag" ||
 		rdb_fail "console"
 	wait_for 20 "guest filesystem thawed" grep -q "REMUSDB-THAWED-$tag" "$log" ||
 		rdb_fail "fsfreeze --unfreeze in the guest did not answer"
@@ -468,7 +486,9 @@ cl_frozen_disks_equal() {
 # (tools/mkguest-pg.sh, built or linked from its cache) on a disk, with
 # remusdb.ko, its event helper, the ticker and the server with RemusDB's patch
 # (make dbms; CL_PG_SERVER names another; CL_PG_SCALE: pgbench's scale,
-# default 1): sets CL_GUEST, CL_DISK_IMAGE, CL_RAM_MB (512 unless set),
+# default 1; CL_PG_LAYOUT=split: the WAL and a tablespace on two more
+# disks, CL_EXTRA_DISKS and CL_EXTRA_DISK_IMAGES set for them, and
+# CL_FREEZE_MOUNTS): sets CL_GUEST, CL_DISK_IMAGE, CL_RAM_MB (512 unless set),
 # CL_GUEST_RUN (nothing), CL_GUEST_READY, CL_EVENT_PORT, and PGBIN for the
 # host's client tools.
 cl_use_pg_guest() {
@@ -476,10 +496,15 @@ cl_use_pg_guest() {
 	[ -f "$ko" ] || { rdb_log "$ko missing (make kmod)"; return 1; }
 	CL_PG_SERVER=${CL_PG_SERVER:-$RDB_ROOT/build/dbms/postgresql-15/postgres}
 	[ -x "$CL_PG_SERVER" ] || { rdb_log "$CL_PG_SERVER missing (make dbms)"; return 1; }
-	local out=$RDB_ROOT/build/guest-pg${CL_PG_SCALE:+-s$CL_PG_SCALE}
+	local out=$RDB_ROOT/build/guest-pg${CL_PG_SCALE:+-s$CL_PG_SCALE}${CL_PG_LAYOUT:+-$CL_PG_LAYOUT}
 	bash "$RDB_ROOT/tools/mkguest-pg.sh" --out "$out" --kmod "$ko" --eventd "$ev" \
-		--static "$RDB_HELPERS/ticker" ${CL_PG_SERVER:+--server "$CL_PG_SERVER"} ${CL_PG_SCALE:+--scale "$CL_PG_SCALE"} >&2 ||
+		--static "$RDB_HELPERS/ticker" ${CL_PG_SERVER:+--server "$CL_PG_SERVER"} ${CL_PG_SCALE:+--scale "$CL_PG_SCALE"} \
+		${CL_PG_LAYOUT:+--layout "$CL_PG_LAYOUT"} >&2 ||
 		return 1
+	if [ "${CL_PG_LAYOUT:-one}" = split ]; then
+		export CL_EXTRA_DISKS=2 CL_EXTRA_DISK_IMAGES="$out/pgwal.img $out/pgts.img"
+		export CL_FREEZE_MOUNTS="/pg /pgwal /pgts"
+	fi
 	export CL_EVENT_PORT=1
 	PGBIN=/usr/lib/postgresql/15/bin
 	export CL_GUEST=$out CL_DISK_IMAGE=$out/pgdata.img
