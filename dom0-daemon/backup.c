@@ -62,11 +62,15 @@
 struct commit_job;
 
 /* One of the VM's NICs here after a failover (its frames' callbacks
- * get this, to know the NIC). */
+ * get this, to know the NIC), and under commit protection its guest's
+ * flows as of the committed epoch, checked after a failover
+ * (flowcheck.h): each NIC's own, so a flow held on one NIC never
+ * delays another's. */
 struct bak_nic {
 	struct rdb_nic nic;
 	struct rdb_backup *b;
 	unsigned k;
+	struct rdb_flowcheck fc;
 };
 
 /* One of the VM's disks here: its replica, and after a failover the
@@ -127,9 +131,7 @@ struct rdb_backup {
 	int event_fd;			/* after failover: the event port's socket */
 	struct rdb_buf event_in;	/* the guest's answers on it */
 
-	/* commit protection: the guest's flows as of the committed epoch,
-	 * checked after a failover (flowcheck.h) */
-	struct rdb_flowcheck fc;
+	/* commit protection: one timer ticks every NIC's flow check */
 	uint64_t fc_timer;
 	bool fc_running;		/* the restored guest runs: ticks due */
 	uint64_t event_gen;		/* the failover event's generation */
@@ -467,6 +469,10 @@ static int handle_setup(struct rdb_backup *b, const struct rdb_frame *f)
 	b->hv = rdb_vm_hv(vm);
 	for (unsigned k = 0; k < RDB_DISKS_MAX; k++)
 		b->disks[k].db.max_bytes = (uint64_t)vm->cfg.disk_epoch_max_mb << 20;
+	/* each NIC's FLOWS to its own flow check (config.c: <= RDB_NICS_MAX) */
+	b->st.nflows = rdb_vm_config_nnics(&vm->cfg);
+	if (b->st.nflows > RDB_NICS_MAX)
+		return -EPROTO;
 	rc = vm_dir(b, dir, sizeof(dir));
 	if (rc < 0)
 		return rc;
@@ -1664,11 +1670,64 @@ static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
 
 static uint64_t on_fc_tick(struct rdb_evloop *loop, uint64_t id, void *opaque);
 
+/* ---- commit protection's flow check: one per NIC (bak_nic) ---- */
+
+static unsigned fc_nics(const struct rdb_backup *b)
+{
+	return b->st.nflows;
+}
+
+/* Some NIC's check under way (a flow probed, or its fence up). */
+static bool fc_pending(const struct rdb_backup *b)
+{
+	for (unsigned k = 0; k < fc_nics(b); k++)
+		if (b->nics[k].fc.started && rdb_flowcheck_pending(&b->nics[k].fc))
+			return true;
+	return false;
+}
+
+static bool fc_started(const struct rdb_backup *b)
+{
+	return fc_nics(b) && b->nics[0].fc.started;
+}
+
+static void fc_lift_fences(struct rdb_backup *b)
+{
+	for (unsigned k = 0; k < fc_nics(b); k++)
+		rdb_flowcheck_lift_fence(&b->nics[k].fc, rdb_now_ns());
+}
+
+/* Every NIC's check in one: counts summed, times the longest. */
+static void fc_stats(const struct rdb_backup *b,
+		     struct rdb_flowcheck_stats *sum, uint64_t *flows)
+{
+	memset(sum, 0, sizeof(*sum));
+	*flows = 0;
+	for (unsigned k = 0; k < fc_nics(b); k++) {
+		const struct rdb_flowcheck_stats *s = &b->nics[k].fc.st;
+
+		sum->checked += s->checked;
+		sum->consistent += s->consistent;
+		sum->reset += s->reset;
+		sum->unanswered += s->unanswered;
+		sum->probes += s->probes;
+		sum->held_out += s->held_out;
+		sum->held_in += s->held_in;
+		sum->dropped += s->dropped;
+		if (s->fence_ns > sum->fence_ns)
+			sum->fence_ns = s->fence_ns;
+		sum->fence_timed_out = sum->fence_timed_out || s->fence_timed_out;
+		if (s->check_ns > sum->check_ns)
+			sum->check_ns = s->check_ns;
+		*flows += rdb_flowcheck_flows(&b->nics[k].fc);
+	}
+}
+
 /* A flow that shows up after the check's last tick gets its deadline
  * and its probes from a new timer. */
 static void fc_rearm(struct rdb_backup *b)
 {
-	if (!b->fc_running || b->fc_timer || !rdb_flowcheck_pending(&b->fc))
+	if (!b->fc_running || b->fc_timer || !fc_pending(b))
 		return;
 	if (rdb_evloop_add_timer(b->d->loop, RDB_NS_PER_MS, on_fc_tick, b,
 				 &b->fc_timer) < 0)
@@ -1705,13 +1764,8 @@ static void on_guest_frame(void *opaque, const uint8_t *frame, size_t len)
 		}
 		return;
 	}
-	/* (commit protection's flow check: the first NIC; config.c
-	 * refuses extra_nic under it) */
-	if (bn->k != 0) {
-		rdb_nic_to_wire(&bn->nic, frame, len);
-		return;
-	}
-	if (rdb_flowcheck_from_guest(&b->fc, frame, len, rdb_now_ns()))
+	/* (without commit protection no flow check started: all pass) */
+	if (rdb_flowcheck_from_guest(&bn->fc, frame, len, rdb_now_ns()))
 		rdb_nic_to_wire(&bn->nic, frame, len);
 	fc_rearm(b);
 }
@@ -1747,9 +1801,9 @@ static void guest_held_end(struct rdb_backup *b, bool release)
 
 static bool on_wire_frame(void *opaque, const uint8_t *frame, size_t len)
 {
-	struct bak_nic *bn = opaque;	/* (the first NIC's) */
+	struct bak_nic *bn = opaque;
 	struct rdb_backup *b = bn->b;
-	bool pass = rdb_flowcheck_from_wire(&b->fc, frame, len, rdb_now_ns());
+	bool pass = rdb_flowcheck_from_wire(&bn->fc, frame, len, rdb_now_ns());
 
 	fc_rearm(b);
 	return pass;
@@ -1757,26 +1811,29 @@ static bool on_wire_frame(void *opaque, const uint8_t *frame, size_t len)
 
 static void fc_to_wire(void *opaque, const uint8_t *frame, size_t len)
 {
-	struct rdb_backup *b = opaque;
+	struct bak_nic *bn = opaque;
 
-	rdb_nic_to_wire(&b->nics[0].nic, frame, len);
+	rdb_nic_to_wire(&bn->nic, frame, len);
 }
 
 static void fc_to_guest(void *opaque, const uint8_t *frame, size_t len)
 {
-	struct rdb_backup *b = opaque;
+	struct bak_nic *bn = opaque;
 
-	rdb_nic_to_guest(&b->nics[0].nic, frame, len);
+	rdb_nic_to_guest(&bn->nic, frame, len);
 }
 
 static void log_flowcheck(struct rdb_backup *b)
 {
-	const struct rdb_flowcheck_stats *st = &b->fc.st;
+	struct rdb_flowcheck_stats sum;
+	const struct rdb_flowcheck_stats *st = &sum;
+	uint64_t flows;
 
-	LOGVM(INFO, b->vm->name, "TCP flows after the failover: %llu checked in "
-	      "%.0f ms, %llu consistent, %llu reset at both ends, %llu "
-	      "unanswered; clients' input fenced %.0f ms%s",
-	      (unsigned long long)st->checked,
+	fc_stats(b, &sum, &flows);
+	LOGVM(INFO, b->vm->name, "TCP flows after the failover (%u NIC%s): %llu "
+	      "checked in %.0f ms, %llu consistent, %llu reset at both ends, "
+	      "%llu unanswered; clients' input fenced %.0f ms%s", fc_nics(b),
+	      fc_nics(b) == 1 ? "" : "s", (unsigned long long)st->checked,
 	      (double)st->check_ns / RDB_NS_PER_MS,
 	      (unsigned long long)st->consistent, (unsigned long long)st->reset,
 	      (unsigned long long)st->unanswered,
@@ -1787,10 +1844,17 @@ static void log_flowcheck(struct rdb_backup *b)
 static uint64_t on_fc_tick(struct rdb_evloop *loop, uint64_t id, void *opaque)
 {
 	struct rdb_backup *b = opaque;
-	uint64_t next = rdb_flowcheck_tick(&b->fc, rdb_now_ns());
+	uint64_t next = 0;
 
 	(void)loop;
 	(void)id;
+	/* every NIC's; the soonest any of them wants */
+	for (unsigned k = 0; k < fc_nics(b); k++) {
+		uint64_t n = rdb_flowcheck_tick(&b->nics[k].fc, rdb_now_ns());
+
+		if (n && (!next || n < next))
+			next = n;
+	}
 	if (!next) {
 		b->fc_timer = 0;
 		log_flowcheck(b);
@@ -1833,7 +1897,7 @@ static void on_event_port(struct rdb_evloop *loop, int fd, unsigned ev,
 		}
 		LOGVM(INFO, b->vm->name, "the guest acknowledged failover "
 		      "event generation %llu", gen);
-		rdb_flowcheck_lift_fence(&b->fc, rdb_now_ns());
+		fc_lift_fences(b);
 	}
 	if (b->event_in.len > 4096)
 		rdb_buf_reset(&b->event_in);
@@ -2034,7 +2098,7 @@ static int failover_net(struct rdb_backup *b)
 		}
 		b->nnics = k + 1;
 		rc = rdb_daemon_share_with_qemu(b->d, path, -1);
-		if (rc == 0 && k == 0 && rdb_vm_config_commit_protection(&vm->cfg))
+		if (rc == 0 && rdb_vm_config_commit_protection(&vm->cfg))
 			rdb_nic_set_wire_filter(&bn->nic, on_wire_frame);
 	}
 	return rc;
@@ -2439,14 +2503,15 @@ static void on_restore_done(void *opaque)
 			 vm->name);
 		send_failover_event(b, ev_path, rdb_stage_committed(&b->st)->epoch);
 	}
-	if (b->fc.started) {
-		rdb_flowcheck_guest_running(&b->fc, rdb_now_ns());
+	if (fc_started(b)) {
+		for (unsigned k = 0; k < fc_nics(b); k++)
+			rdb_flowcheck_guest_running(&b->nics[k].fc, rdb_now_ns());
 		b->fc_running = true;
 		if (rdb_evloop_add_timer(loop, RDB_NS_PER_MS, on_fc_tick, b,
 					 &b->fc_timer) < 0) {
 			LOGVM(WARN, vm->name, "no timer for the flow check: lifting "
 			      "its fence now");
-			rdb_flowcheck_lift_fence(&b->fc, rdb_now_ns());
+			fc_lift_fences(b);
 		}
 	}
 	vm->st.failover_ns = rdb_now_ns() - b->failover_t0;
@@ -2623,12 +2688,16 @@ static int failover_go(struct rdb_backup *b)
 		static const struct rdb_flowcheck_ops ops = {
 			.to_wire = fc_to_wire, .to_guest = fc_to_guest,
 		};
-		struct rdb_flowcheck_ops o = ops;
 
-		o.opaque = b;
-		rdb_flowcheck_start(&b->fc, &o, vm->cfg.event_port,
-				    (uint64_t)vm->cfg.failover_fence_ms * RDB_NS_PER_MS,
-				    b->failover_t0);
+		/* every NIC's flows, each through its own NIC */
+		for (unsigned k = 0; k < fc_nics(b); k++) {
+			struct rdb_flowcheck_ops o = ops;
+
+			o.opaque = &b->nics[k];
+			rdb_flowcheck_start(&b->nics[k].fc, &o, vm->cfg.event_port,
+					    (uint64_t)vm->cfg.failover_fence_ms *
+					    RDB_NS_PER_MS, b->failover_t0);
+		}
 	}
 	/* A prepared handover's NIC is open: the output goes first, so the
 	 * network learns where the guest is now before the disk's sync
@@ -2760,6 +2829,7 @@ static struct rdb_backup *backup_new(struct rdb_daemon *d, const char *name)
 		rdb_nic_init(&b->nics[k].nic);
 		b->nics[k].b = b;
 		b->nics[k].k = k;
+		rdb_flowcheck_init(&b->nics[k].fc, name, 0);
 	}
 	for (unsigned k = 0; k < RDB_DISKS_MAX; k++) {
 		rdb_diskbuf_init(&b->disks[k].db, 256u << 20);
@@ -2771,10 +2841,10 @@ static struct rdb_backup *backup_new(struct rdb_daemon *d, const char *name)
 	rdb_buf_init(&b->out);
 	rdb_proto_decoder_init(&b->dec);
 	rdb_stage_init(&b->st);
+	for (unsigned k = 0; k < RDB_NICS_MAX; k++)
+		b->st.flows[k] = &b->nics[k].fc;
 	rdb_buf_init(&b->event_in);
 	rdb_buf_init(&b->guest_out);
-	rdb_flowcheck_init(&b->fc, name, 0);
-	b->st.flows = &b->fc;
 	return b;
 }
 
@@ -3057,7 +3127,8 @@ void rdb_backup_teardown(struct rdb_vm *vm)
 	}
 	if (b->fc_timer)
 		rdb_evloop_del_timer(loop, b->fc_timer);
-	rdb_flowcheck_dispose(&b->fc);
+	for (unsigned k = 0; k < RDB_NICS_MAX; k++)
+		rdb_flowcheck_dispose(&b->nics[k].fc);
 	rdb_buf_dispose(&b->event_in);
 	rdb_buf_dispose(&b->guest_out);
 	for (unsigned k = 0; k < RDB_DISKS_MAX; k++)
@@ -3095,7 +3166,7 @@ int rdb_backup_hand_over(struct rdb_vm *vm, const struct rdb_nic_dst *dst,
 			 "runs", vm->name, rdb_vm_state_name(vm->state));
 		return -EINVAL;
 	}
-	if (b->fc.started && rdb_flowcheck_pending(&b->fc)) {
+	if (fc_pending(b)) {
 		snprintf(err, errlen, "VM %s: the flow check after its failover "
 			 "still runs (up to failover_fence_ms): try again in a "
 			 "moment", vm->name);
@@ -3117,8 +3188,8 @@ int rdb_backup_hand_over(struct rdb_vm *vm, const struct rdb_nic_dst *dst,
 					 on_guest_frame, &b->nics[k]) < 0)
 				LOGVM(ERROR, vm->name, "NIC %u could not be taken "
 				      "back from the primary role", k);
-			else if (k == 0 && rdb_vm_config_commit_protection(&vm->cfg))
-				rdb_nic_set_wire_filter(&b->nics[0].nic,
+			else if (rdb_vm_config_commit_protection(&vm->cfg))
+				rdb_nic_set_wire_filter(&b->nics[k].nic,
 							on_wire_frame);
 		}
 		snprintf(err, errlen, "handing the guest's NICs over: event loop");
@@ -3188,7 +3259,9 @@ void rdb_backup_metrics(const struct rdb_vm *vm, struct rdb_prom *p)
 {
 	const struct rdb_backup *b = vm->bak;
 	const enum rdb_prom_type C = RDB_PROM_COUNTER, G = RDB_PROM_GAUGE;
-	const struct rdb_flowcheck_stats *st;
+	struct rdb_flowcheck_stats sum;
+	const struct rdb_flowcheck_stats *st = &sum;
+	uint64_t flows;
 	static const char *const H = "Flows checked at failover, by verdict.";
 
 	if (!b)
@@ -3205,10 +3278,10 @@ void rdb_backup_metrics(const struct rdb_vm *vm, struct rdb_prom *p)
 			     (double)b->st.diskrefs, NULL);
 	if (!rdb_vm_config_commit_protection(&vm->cfg))
 		return;
-	st = &b->fc.st;
+	fc_stats(b, &sum, &flows);
 	rdb_prom_add(p, "remusdb_flows_known", G,
 		     "TCP flows known to the backup's failover check.",
-		     (double)rdb_flowcheck_flows(&b->fc), NULL);
+		     (double)flows, NULL);
 	rdb_prom_add(p, "remusdb_failover_flows_total", C, H,
 		     (double)st->consistent, "verdict", "consistent", NULL);
 	rdb_prom_add(p, "remusdb_failover_flows_total", C, H,
@@ -3260,12 +3333,15 @@ void rdb_backup_status(const struct rdb_vm *vm, json_t *o)
 		json_object_set_new(o, "epochs_verified",
 				    json_integer((json_int_t)b->st.verified));
 	if (rdb_vm_config_commit_protection(&vm->cfg)) {
-		const struct rdb_flowcheck_stats *st = &b->fc.st;
+		struct rdb_flowcheck_stats sum;
+		const struct rdb_flowcheck_stats *st = &sum;
+		uint64_t flows;
 
+		fc_stats(b, &sum, &flows);
 		json_object_set_new(o, "flows", json_pack(
 			"{s:I, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:b, s:f}",
-			"known", (json_int_t)rdb_flowcheck_flows(&b->fc),
-			"check_started", b->fc.started,
+			"known", (json_int_t)flows,
+			"check_started", fc_started(b),
 			"checked", (json_int_t)st->checked,
 			"consistent", (json_int_t)st->consistent,
 			"reset", (json_int_t)st->reset,
@@ -3277,6 +3353,15 @@ void rdb_backup_status(const struct rdb_vm *vm, json_t *o)
 			"fence_ms", (double)st->fence_ns / RDB_NS_PER_MS,
 			"fence_timed_out", st->fence_timed_out,
 			"check_ms", (double)st->check_ns / RDB_NS_PER_MS));
+		{
+			json_t *by = json_array();
+
+			for (unsigned k = 0; by && k < fc_nics(b); k++)
+				json_array_append_new(by, json_integer((json_int_t)
+					rdb_flowcheck_flows(&b->nics[k].fc)));
+			json_object_set_new(json_object_get(o, "flows"),
+					    "known_by_nic", by);
+		}
 	}
 	if (b->ndisks) {
 		/* while an epoch's disk step or a restore runs, its thread owns

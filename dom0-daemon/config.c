@@ -591,9 +591,7 @@ int rdb_vm_config_check(const struct rdb_vm_config *c, char *err, size_t errlen)
 			"more than 4 NICs in all" :
 			xen ? "is for hypervisor = qemu" :
 			c->libvirt_restore && c->libvirt_restore[0] ?
-			"cannot be restored through libvirt_restore yet" :
-			rdb_vm_config_commit_protection(c) ?
-			"is not taken with mode = commit-protection yet" : NULL;
+			"cannot be restored through libvirt_restore yet" : NULL;
 
 		if (why) {
 			snprintf(err, errlen, "VM config: extra_nic %s", why);

@@ -107,7 +107,7 @@ static int put_flows(struct rdb_pri_nic *n, uint64_t epoch)
 		size_t m = k - at < per ? k - at : per;
 
 		rc = rdb_proto_put_flows(n->dev.host->epoch_out(n->dev.host->opaque),
-					 epoch, (const struct rdb_flow_rec *)recs.data + at,
+					 n->dev.index, epoch, (const struct rdb_flow_rec *)recs.data + at,
 					 m);
 		ck->epoch_recs++;
 		ck->epoch_bytes += 4 + m * RDB_FLOWREC_LEN;

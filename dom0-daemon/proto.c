@@ -431,7 +431,7 @@ int rdb_proto_put_disk_flush(struct rdb_buf *out, uint32_t disk, uint64_t epoch)
 	return put1_dev(out, RDB_MSG_DISK_FLUSH, disk, epoch, NULL, 0);
 }
 
-int rdb_proto_put_flows(struct rdb_buf *out, uint64_t epoch,
+int rdb_proto_put_flows(struct rdb_buf *out, uint32_t nic, uint64_t epoch,
 			const struct rdb_flow_rec *recs, size_t n)
 {
 	size_t len = 4 + n * RDB_FLOWREC_LEN;
@@ -465,7 +465,7 @@ int rdb_proto_put_flows(struct rdb_buf *out, uint64_t epoch,
 		be32(q + 60, r->rcv_ref);
 	}
 	parts[0] = b;
-	rc = put_frame(out, RDB_MSG_FLOWS, epoch, parts, lens, 1);
+	rc = put_frame_dev(out, RDB_MSG_FLOWS, nic, epoch, parts, lens, 1);
 	free(b);
 	return rc;
 }
@@ -647,6 +647,7 @@ static bool names_device(uint8_t type)
 	case RDB_MSG_DISK_WRITE:
 	case RDB_MSG_DISK_ZERO:
 	case RDB_MSG_DISK_FLUSH:
+	case RDB_MSG_FLOWS:
 		return true;
 	default:
 		return false;

@@ -10,9 +10,10 @@
  *   crc     = CRC32C over header (crc field zero) and payload
  *   device  = which of the VM's disks a DISK_SETUP, DISK_BASE,
  *             DISK_WRITE, DISK_ZERO or DISK_FLUSH frame is about, in the
- *             order the VM's config lists them (0: the first); 0 in
- *             every other frame.  A receiver refuses a disk it does not
- *             have.
+ *             order the VM's config lists them (0: the first), and which
+ *             of its NICs a FLOWS frame's flows are on (0: net_socket's,
+ *             k: the k-th extra_nic); 0 in every other frame.  A
+ *             receiver refuses a disk or NIC it does not have.
  *   flags and the reserved field are 0 in v1; receivers reject others.
  *   length <= RDB_PROTO_MAX_PAYLOAD; type in 1 .. RDB_MSG__MAX - 1.
  *   version is the frame layout's version: HELLO and its answer always
@@ -78,7 +79,8 @@
  *   DISK_ZERO  = offset:u64 length:u64       (write-zeroes and trim)
  *   DISK_FLUSH = (empty)                     (the guest flushed its cache)
  *   FLOWS      = count:u32 flowrec*count     (commit protection: the guest's
- *                TCP flows that changed in the epoch; feature FLOWS)
+ *                TCP flows that changed in the epoch on the NIC the
+ *                header's device names; feature FLOWS)
  *       flowrec = op:u8 family:u8 flags:u8 zero:u8 vlan_tci:u16
  *                 guest_port:u16 peer_port:u16 zero:u16 guest_ip:16
  *                 peer_ip:16 guest_mac:6 peer_mac:6 snd_ref:u32 rcv_ref:u32
@@ -250,8 +252,9 @@ int rdb_proto_put_disk_zero(struct rdb_buf *out, uint32_t disk, uint64_t epoch,
 			    uint64_t offset, uint64_t len);
 int rdb_proto_put_disk_flush(struct rdb_buf *out, uint32_t disk, uint64_t epoch);
 #define RDB_FLOWREC_LEN 64
-/* At most RDB_PROTO_MAX_PAYLOAD / 64 - 1 records per frame. */
-int rdb_proto_put_flows(struct rdb_buf *out, uint64_t epoch,
+/* At most RDB_PROTO_MAX_PAYLOAD / 64 - 1 records per frame; nic: the
+ * NIC whose flows they are (the header's device field). */
+int rdb_proto_put_flows(struct rdb_buf *out, uint32_t nic, uint64_t epoch,
 			const struct rdb_flow_rec *recs, size_t n);
 
 /* ---- decoding ---- */

@@ -381,24 +381,34 @@ int rdb_stage_add_disk(struct rdb_stage *st, const struct rdb_frame *f)
 	return 0;
 }
 
+/* A staged flow record and its NIC. */
+struct staged_flow {
+	uint32_t nic;
+	struct rdb_flow_rec r;
+};
+
 int rdb_stage_add_flows(struct rdb_stage *st, const struct rdb_frame *f)
 {
 	struct rdb_flows_iter it;
-	struct rdb_flow_rec r;
+	struct staged_flow sf = { .nic = f->device };
 	size_t before = st->flowrecs.len;
 	int rc;
 
 	if (!(st->features & RDB_FEATURE_FLOWS))
 		return fail(st, "FLOWS in epoch %llu, not negotiated",
 			    (unsigned long long)f->epoch);
+	if (f->device >= st->nflows)
+		return fail(st, "FLOWS in epoch %llu for NIC %u: the VM has %u "
+			    "here", (unsigned long long)f->epoch, f->device,
+			    st->nflows);
 	rc = open_epoch(st, f->epoch);
 	if (rc < 0)
 		return rc;
 	if (rdb_msg_flows_begin(f, &it) < 0)
 		return fail(st, "malformed FLOWS in epoch %llu",
 			    (unsigned long long)f->epoch);
-	while ((rc = rdb_msg_flows_next(&it, &r)) == 1) {
-		if (rdb_buf_append(&st->flowrecs, &r, sizeof(r)) < 0) {
+	while ((rc = rdb_msg_flows_next(&it, &sf.r)) == 1) {
+		if (rdb_buf_append(&st->flowrecs, &sf, sizeof(sf)) < 0) {
 			st->flowrecs.len = before;
 			return -ENOMEM;
 		}
@@ -525,11 +535,12 @@ int rdb_stage_commit_apply(struct rdb_stage *st, uint64_t epoch,
 			p += REC_HDR + 2 + n;
 		}
 	}
-	if (st->flows) {
-		const struct rdb_flow_rec *r = (const struct rdb_flow_rec *)st->flowrecs.data;
+	{
+		const struct staged_flow *sf = (const struct staged_flow *)st->flowrecs.data;
 
-		for (size_t i = 0; i < st->flowrecs.len / sizeof(*r); i++)
-			rdb_flowcheck_apply(st->flows, &r[i]);
+		for (size_t i = 0; i < st->flowrecs.len / sizeof(*sf); i++)
+			if (sf[i].nic < st->nflows && st->flows[sf[i].nic])
+				rdb_flowcheck_apply(st->flows[sf[i].nic], &sf[i].r);
 	}
 	rdb_buf_reset(&st->flowrecs);
 	free(st->c.devstate);

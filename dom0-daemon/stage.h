@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "config.h"
 #include "diskbuf.h"
 #include "flowcheck.h"
 #include "proto.h"
@@ -38,8 +39,10 @@ struct rdb_stage {
 	 * also resolves DISKREF pages */
 	struct rdb_diskbuf *disks[RDB_DISKS_MAX];
 	unsigned ndisks;
-	struct rdb_flowcheck *flows;	/* FLOWS records go here at commit */
-	struct rdb_buf flowrecs;	/* this epoch's, decoded */
+	/* FLOWS records go here at commit, by NIC (the frames' device) */
+	struct rdb_flowcheck *flows[RDB_NICS_MAX];
+	unsigned nflows;
+	struct rdb_buf flowrecs;	/* this epoch's, decoded (stage.c) */
 	uint32_t features;		/* page encodings granted in HELLO_ACK */
 	struct rdb_buf scratch;		/* LZ4 and DISKREF pages of the frame
 					 * being staged */
@@ -83,7 +86,8 @@ int rdb_stage_add_pages(struct rdb_stage *st, const struct rdb_frame *f,
 int rdb_stage_add_disk(struct rdb_stage *st, const struct rdb_frame *f);
 /*
  * add_flows takes a FLOWS frame (feature FLOWS granted): every record is
- * checked when staged; they reach st->flows when the epoch commits.
+ * checked when staged; they reach st->flows[the frame's device] when the
+ * epoch commits.  A NIC past nflows is refused.
  */
 int rdb_stage_add_flows(struct rdb_stage *st, const struct rdb_frame *f);
 int rdb_stage_set_devstate(struct rdb_stage *st, uint64_t epoch,

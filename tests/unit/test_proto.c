@@ -393,13 +393,14 @@ static void test_flows_round_trip_and_checks(void **state)
 	in[2].vlan_tci = 0x0abc;
 	rdb_buf_init(&wire);
 	rdb_proto_decoder_init(&d);
-	assert_int_equal(rdb_proto_put_flows(&wire, 12, in, 3), 0);
-	assert_int_equal(rdb_proto_put_flows(&wire, 13, NULL, 0), 0);
+	assert_int_equal(rdb_proto_put_flows(&wire, 2, 12, in, 3), 0);
+	assert_int_equal(rdb_proto_put_flows(&wire, 0, 13, NULL, 0), 0);
 	assert_int_equal(wire.len, 2 * 32 + 4 + 3 * 64 + 4);
 	assert_int_equal(rdb_proto_decoder_feed(&d, wire.data, wire.len), 0);
 	assert_int_equal(rdb_proto_decoder_next(&d, &f), 1);
 	assert_int_equal(f.type, RDB_MSG_FLOWS);
 	assert_int_equal(f.epoch, 12);
+	assert_int_equal(f.device, 2);		/* the third NIC's flows */
 	assert_int_equal(rdb_msg_flows_begin(&f, &it), 0);
 	for (int i = 0; i < 3; i++) {
 		assert_int_equal(rdb_msg_flows_next(&it, &out), 1);

@@ -120,13 +120,14 @@ static void test_complete_epoch_commits_everything(void **state)
 	rdb_buf_dispose(&w);
 }
 
-static void flows_frame(struct rdb_buf *wire, uint64_t epoch,
-			const struct rdb_flow_rec *r, size_t n, struct rdb_frame *f)
+static void flows_frame_nic(struct rdb_buf *wire, uint32_t nic, uint64_t epoch,
+			    const struct rdb_flow_rec *r, size_t n,
+			    struct rdb_frame *f)
 {
 	struct rdb_proto_decoder d;
 
 	rdb_buf_reset(wire);
-	assert_int_equal(rdb_proto_put_flows(wire, epoch, r, n), 0);
+	assert_int_equal(rdb_proto_put_flows(wire, nic, epoch, r, n), 0);
 	rdb_proto_decoder_init(&d);
 	rdb_proto_decoder_feed(&d, wire->data, wire->len);
 	assert_int_equal(rdb_proto_decoder_next(&d, f), 1);
@@ -134,6 +135,12 @@ static void flows_frame(struct rdb_buf *wire, uint64_t epoch,
 	rdb_buf_append(wire, f->payload, f->len);
 	f->payload = wire->data;
 	rdb_proto_decoder_dispose(&d);
+}
+
+static void flows_frame(struct rdb_buf *wire, uint64_t epoch,
+			const struct rdb_flow_rec *r, size_t n, struct rdb_frame *f)
+{
+	flows_frame_nic(wire, 0, epoch, r, n, f);
 }
 
 /* FLOWS records reach the flow table when, and only when, their epoch
@@ -160,7 +167,8 @@ static void test_flows_applied_at_commit(void **state)
 	rdb_flowcheck_init(&fc, "vm1", 0);
 	assert_int_equal(rdb_ramimage_open(dir, blocks, 2, &img), 0);
 	rdb_stage_init(&st);
-	st.flows = &fc;
+	st.flows[0] = &fc;
+	st.nflows = 1;
 	/* not negotiated: refused */
 	flows_frame(&w, 0, r, 2, &f);
 	assert_int_equal(rdb_stage_add_flows(&st, &f), -EPROTO);
@@ -192,6 +200,60 @@ static void test_flows_applied_at_commit(void **state)
 	assert_int_equal(rdb_flowcheck_flows(&fc), 1);
 	rdb_stage_dispose(&st);
 	rdb_flowcheck_dispose(&fc);
+	rdb_ramimage_close(&img);
+	rdb_buf_dispose(&w);
+}
+
+/* Each NIC's FLOWS reach that NIC's table (the frame's device), none
+ * another's; a NIC the VM does not have is refused. */
+static void test_flows_by_nic(void **state)
+{
+	struct rdb_flow_rec r[3] = { 0 };
+	struct rdb_flowcheck fc[2];
+	struct rdb_ramimage img;
+	struct rdb_stage st;
+	struct rdb_buf w;
+	struct rdb_frame f;
+	size_t len = 0;
+
+	for (int i = 0; i < 3; i++) {
+		r[i].op = RDB_FLOW_UPSERT;
+		r[i].key.family = 4;
+		r[i].key.guest_port = 5432;
+		r[i].key.peer_port = (uint16_t)(41000 + i);
+	}
+	rdb_buf_init(&w);
+	rdb_flowcheck_init(&fc[0], "vm1", 0);
+	rdb_flowcheck_init(&fc[1], "vm1", 0);
+	assert_int_equal(rdb_ramimage_open(dir, blocks, 2, &img), 0);
+	rdb_stage_init(&st);
+	st.flows[0] = &fc[0];
+	st.flows[1] = &fc[1];
+	st.nflows = 2;
+	st.features = RDB_FEATURE_FLOWS;
+	flows_frame_nic(&w, 1, 0, r, 2, &f);		/* NIC 1: two flows */
+	len += f.len;
+	assert_int_equal(rdb_stage_add_flows(&st, &f), 0);
+	flows_frame_nic(&w, 0, 0, r + 2, 1, &f);	/* NIC 0: one */
+	len += f.len;
+	assert_int_equal(rdb_stage_add_flows(&st, &f), 0);
+	flows_frame_nic(&w, 2, 0, r, 1, &f);		/* NIC 2: not here */
+	assert_int_equal(rdb_stage_add_flows(&st, &f), -EPROTO);
+	assert_non_null(strstr(rdb_stage_error(&st), "NIC 2"));
+	rdb_stage_discard(&st);
+	/* again, whole, and committed */
+	flows_frame_nic(&w, 1, 0, r, 2, &f);
+	assert_int_equal(rdb_stage_add_flows(&st, &f), 0);
+	flows_frame_nic(&w, 0, 0, r + 2, 1, &f);
+	assert_int_equal(rdb_stage_add_flows(&st, &f), 0);
+	assert_int_equal(rdb_flowcheck_flows(&fc[0]) + rdb_flowcheck_flows(&fc[1]), 0);
+	assert_int_equal(rdb_stage_set_devstate(&st, 0, DEV, sizeof(DEV)), 0);
+	assert_int_equal(rdb_stage_commit(&st, 0, 2, len + sizeof(DEV), &img), 0);
+	assert_int_equal(rdb_flowcheck_flows(&fc[0]), 1);
+	assert_int_equal(rdb_flowcheck_flows(&fc[1]), 2);
+	rdb_stage_dispose(&st);
+	rdb_flowcheck_dispose(&fc[0]);
+	rdb_flowcheck_dispose(&fc[1]);
 	rdb_ramimage_close(&img);
 	rdb_buf_dispose(&w);
 }
@@ -944,6 +1006,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_complete_epoch_commits_everything, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_flows_applied_at_commit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_flows_by_nic, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_incomplete_epoch_applies_nothing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_order_and_bounds, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_full_disk_fails_at_setup, setup, teardown),

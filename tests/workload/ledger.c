@@ -7,7 +7,7 @@
  *                [--user U] [--clients N] [--items K] --duration S
  *                --journal DIR [--rollback-every M] [--wait-timeout S]
  *                [--stop-file F] [--reconnect] [--speculators K
- *                --pull-file F] [--readers R] [--base B]
+ *                --pull-file F] [--readers R [--reader-host H2]] [--base B]
  *   ledger check --host H [--dbms ...] [--port P] [--db D] [--user U]
  *                --journal DIR [--clients N] [--items K] [--speculators K]
  *                [--pull-ms T] [--restore-ms T] [--json FILE] [--base B]
@@ -46,7 +46,9 @@
  * journaling "Q n ms" for each answer: under commit protection their
  * answers leave unprotected, so at a pull they have seen output the
  * standby may not have, and their connections must be reset at once, not
- * left to stall.  They count in the stall check.
+ * left to stall.  They count in the stall check.  --reader-host H2: the
+ * readers connect to H2 (the same server through another of its
+ * addresses: a VM's second NIC) while the others use H.
  *
  * check: reads the journals and the table and reports, as JSON:
  *   acked_commits  COMMITs the server acknowledged
@@ -98,6 +100,7 @@ extern const struct ldb_ops ldb_my_ops __attribute__((weak));
 
 static const struct ldb_ops *ops = &ldb_pg_ops;
 static const char *host = "127.0.0.1", *port, *db = "ledger", *user;
+static const char *reader_host;
 static const char *journal_dir, *stop_file, *json_path, *pull_file;
 static int nclients = 4, items = 3, rollback_every = 10, nspec, nreaders;
 static double duration_s = 10, wait_timeout_s = 30;
@@ -336,6 +339,8 @@ static int reader_main(int id)
 	int fd = open_journal(id);
 	enum ldb_rc rc;
 
+	if (reader_host)
+		host = reader_host;	/* (a process of its own: fork) */
 	c = connect_retry(fd, id, end);
 	if (!c) {
 		jwrite(fd, "X %" PRId64 "\n", now_ms());
@@ -695,7 +700,8 @@ static void usage(void)
 		"                  [--user U] [--clients N] [--items K] --duration S\n"
 		"                  --journal DIR [--rollback-every M] [--wait-timeout S]\n"
 		"                  [--stop-file F] [--reconnect]\n"
-		"                  [--speculators K --pull-file F] [--readers R] [--base B]\n"
+		"                  [--speculators K --pull-file F] [--readers R]\n"
+		"                  [--reader-host H2] [--base B]\n"
 		"       ledger check --host H [--dbms ...] [--port P] [--db D] [--user U]\n"
 		"                  --journal DIR [--clients N] [--items K] [--speculators K]\n"
 		"                  [--readers R]\n"
@@ -722,6 +728,7 @@ int main(int argc, char **argv)
 		{ "reconnect", no_argument, NULL, 'R' },
 		{ "speculators", required_argument, NULL, 'S' },
 		{ "readers", required_argument, NULL, 'Q' },
+		{ "reader-host", required_argument, NULL, 'H' },
 		{ "pull-file", required_argument, NULL, 'F' },
 		{ "pull-ms", required_argument, NULL, 'P' },
 		{ "restore-ms", required_argument, NULL, 'T' },
@@ -760,6 +767,7 @@ int main(int argc, char **argv)
 		case 'R': reconnect = true; break;
 		case 'S': nspec = atoi(optarg); break;
 		case 'Q': nreaders = atoi(optarg); break;
+		case 'H': reader_host = optarg; break;
 		case 'F': pull_file = optarg; break;
 		case 'P': pull_ms = strtoll(optarg, NULL, 10); break;
 		case 'T': restore_ms = strtoll(optarg, NULL, 10); break;
