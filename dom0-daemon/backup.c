@@ -161,7 +161,8 @@ struct rdb_backup {
 	bool planned;			/* the restore is a handover's */
 	bool prepared;			/* its QEMU waits (handover_prepare) */
 	uint64_t ho_epoch;
-	struct rdb_buf ho_out;		/* OUTPUT of epoch ho_out_epoch */
+	/* OUTPUT of epoch ho_out_epoch, by NIC (the frames' device) */
+	struct rdb_buf ho_out[RDB_NICS_MAX];
 	uint64_t ho_out_epoch, ho_out_frames;
 	bool fault_restore_fail;	/* tests: rdb_backup_inject */
 	bool fault_restore_fail_late;	/* ... after its guest ran 1 s */
@@ -191,6 +192,17 @@ struct rdb_backup {
 	struct rdb_buf guest_out;
 	uint64_t guest_out_frames, guest_out_dropped;
 };
+
+/* The handed-over output, every NIC's: emptied, or freed (dispose). */
+static void ho_out_reset(struct rdb_backup *b, bool dispose)
+{
+	for (unsigned k = 0; k < RDB_NICS_MAX; k++)
+		if (dispose)
+			rdb_buf_dispose(&b->ho_out[k]);
+		else
+			rdb_buf_reset(&b->ho_out[k]);
+	b->ho_out_frames = 0;
+}
 
 /* A connection that has not said HELLO yet (with a link key: whose TLS
  * handshake may still run, in its relay). */
@@ -1367,10 +1379,11 @@ static void on_drain(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 	int rc = rdb_proto_decoder_read_fd(&b->dec, fd);
 
 	while (rdb_proto_decoder_next(&b->dec, &f) == 1) {
-		if (f.type != RDB_MSG_INPUT || rdb_msg_output_begin(&f, &it) < 0)
+		if (f.type != RDB_MSG_INPUT || f.device >= b->nnics ||
+		    rdb_msg_output_begin(&f, &it) < 0)
 			continue;	/* heartbeats, and nothing else matters */
 		while (rdb_msg_output_next(&it, &fr, &len) == 1) {
-			rdb_nic_to_guest(&b->nics[0].nic, fr, len);
+			rdb_nic_to_guest(&b->nics[f.device].nic, fr, len);
 			n++;
 		}
 	}
@@ -1472,14 +1485,14 @@ static void handover_decided(struct rdb_backup *b,
 		break;
 	}
 	b->handover = false;
-	rdb_buf_reset(&b->ho_out);	/* the primary sends it after all */
-	b->ho_out_frames = 0;
+	ho_out_reset(b, false);		/* the primary sends it after all */
 	if (handover_refuse(b, b->ho_epoch, why) < 0)
 		link_lost(b, "out of memory refusing a handover");
 }
 
 /* OUTPUT: the primary's held output of the epoch it hands over, kept
- * until this host goes live (then sent before the guest runs) or not. */
+ * until this host goes live (then sent before the guest runs) or not;
+ * each NIC's on that NIC. */
 static int handle_output(struct rdb_backup *b, const struct rdb_frame *f)
 {
 	struct rdb_output_iter it;
@@ -1490,19 +1503,18 @@ static int handle_output(struct rdb_backup *b, const struct rdb_frame *f)
 
 	if (!(b->st.features & RDB_FEATURE_HANDOVER) || b->handover ||
 	    !b->have_committed || f->epoch != b->vm->st.committed_epoch ||
+	    f->device >= rdb_vm_config_nnics(&b->vm->cfg) ||
 	    rdb_msg_output_begin(f, &it) < 0)
 		return -EPROTO;
 	while ((rc = rdb_msg_output_next(&it, &fr, &len)) == 1)
 		n++;
 	if (rc < 0)
 		return rc;
-	if (b->ho_out_epoch != f->epoch) {
-		rdb_buf_reset(&b->ho_out);
-		b->ho_out_frames = 0;
-	}
+	if (b->ho_out_epoch != f->epoch)
+		ho_out_reset(b, false);
 	b->ho_out_epoch = f->epoch;
 	b->ho_out_frames += n;
-	return rdb_buf_append(&b->ho_out, f->payload, f->len);
+	return rdb_buf_append(&b->ho_out[f->device], f->payload, f->len);
 }
 
 /*
@@ -1539,23 +1551,36 @@ static void announce_early(struct rdb_backup *b)
  * then come to this host, where the guest is about to run. */
 static void send_handed_output(struct rdb_backup *b)
 {
-	struct rdb_frame f = { .type = RDB_MSG_OUTPUT, .payload = b->ho_out.data,
-			       .len = (uint32_t)b->ho_out.len };
-	struct rdb_output_iter it;
-	const uint8_t *fr;
-	size_t len;
+	bool sent = false;
+	char by[64] = "";
+	size_t at = 0;
 
-	if (b->ho_out.len && b->ho_out_epoch == b->vm->st.committed_epoch &&
-	    rdb_msg_output_begin(&f, &it) == 0) {
-		while (rdb_msg_output_next(&it, &fr, &len) == 1)
-			rdb_nic_to_wire(&b->nics[0].nic, fr, len);
-		LOGVM(INFO, b->vm->name, "sent the %llu output frames the primary "
-		      "handed over with epoch %llu",
-		      (unsigned long long)b->ho_out_frames,
-		      (unsigned long long)b->ho_out_epoch);
+	for (unsigned k = 0; k < b->nnics && b->ho_out_epoch ==
+	     b->vm->st.committed_epoch; k++) {
+		struct rdb_frame f = { .type = RDB_MSG_OUTPUT,
+				       .payload = b->ho_out[k].data,
+				       .len = (uint32_t)b->ho_out[k].len };
+		struct rdb_output_iter it;
+		const uint8_t *fr;
+		size_t len;
+		unsigned n = 0;
+
+		if (b->ho_out[k].len && rdb_msg_output_begin(&f, &it) == 0)
+			while (rdb_msg_output_next(&it, &fr, &len) == 1) {
+				rdb_nic_to_wire(&b->nics[k].nic, fr, len);
+				n++;
+			}
+		sent = sent || n;
+		if (at < sizeof(by))
+			at += (size_t)snprintf(by + at, sizeof(by) - at, "%s%u",
+					       k ? ", " : "", n);
 	}
-	rdb_buf_dispose(&b->ho_out);
-	b->ho_out_frames = 0;
+	if (sent)
+		LOGVM(INFO, b->vm->name, "sent the %llu output frames the primary "
+		      "handed over with epoch %llu (by NIC: %s)",
+		      (unsigned long long)b->ho_out_frames,
+		      (unsigned long long)b->ho_out_epoch, by);
+	ho_out_reset(b, true);
 }
 
 static int handle_handover(struct rdb_backup *b, const struct rdb_frame *f)
@@ -1593,10 +1618,8 @@ static int handle_handover(struct rdb_backup *b, const struct rdb_frame *f)
 	}
 	b->handover = true;
 	b->ho_epoch = f->epoch;
-	if (b->ho_out_epoch != f->epoch) {
-		rdb_buf_reset(&b->ho_out);	/* of another epoch: stale */
-		b->ho_out_frames = 0;
-	}
+	if (b->ho_out_epoch != f->epoch)
+		ho_out_reset(b, false);		/* of another epoch: stale */
 	LOGVM(INFO, vm->name, "the primary %s hands the VM over after epoch "
 	      "%llu (planned migration)%s", b->primary_node,
 	      (unsigned long long)f->epoch,
@@ -2711,7 +2734,7 @@ static int failover_go(struct rdb_backup *b)
 		announce_early(b);
 	if (rc == 0 && b->planned)
 		send_handed_output(b);	/* (cold: sent now; else nothing left) */
-	rdb_buf_dispose(&b->ho_out);
+	ho_out_reset(b, true);
 	if (rc == 0)
 		rc = restore_start(b, b->failover_t0, NULL, false, b->ndisks > 0);
 	if (rc < 0) {
@@ -3139,7 +3162,7 @@ void rdb_backup_teardown(struct rdb_vm *vm)
 		rdb_vm_setup_dispose(&b->setup);
 	rdb_proto_decoder_dispose(&b->dec);
 	rdb_buf_dispose(&b->out);
-	rdb_buf_dispose(&b->ho_out);
+	ho_out_reset(b, true);
 	free(b);
 	vm->bak = NULL;
 }

@@ -516,8 +516,7 @@ static enum rdb_out_gate dev_gate(void *opaque)
 static bool dev_from_wire(void *opaque, unsigned nic, const uint8_t *frame,
 			  size_t len)
 {
-	(void)nic;
-	return !rdb_pri_handover_input(opaque, frame, len);
+	return !rdb_pri_handover_input(opaque, nic, frame, len);
 }
 
 /* ---- QEMU's migration socket ---- */
@@ -1572,8 +1571,10 @@ static struct rdb_primary *primary_alloc(struct rdb_daemon *d, struct rdb_vm *vm
 	rdb_buf_init(&p->batch);
 	rdb_buf_init(&p->enc_batch);
 	rdb_buf_init(&p->held);
-	rdb_buf_init(&p->ho_frames);
-	rdb_buf_init(&p->ho_input);
+	for (unsigned k = 0; k < RDB_NICS_MAX; k++) {
+		rdb_buf_init(&p->ho_frames[k]);
+		rdb_buf_init(&p->ho_input[k]);
+	}
 	p->pool_fd = -1;
 	p->cap_fd = -1;
 	rdb_hv_proc_init(&p->restored_qemu);
@@ -2526,8 +2527,10 @@ void rdb_primary_teardown(struct rdb_vm *vm)
 	rdb_buf_dispose(&p->batch);
 	rdb_buf_dispose(&p->enc_batch);
 	rdb_buf_dispose(&p->held);
-	rdb_buf_dispose(&p->ho_frames);
-	rdb_buf_dispose(&p->ho_input);
+	for (unsigned k = 0; k < RDB_NICS_MAX; k++) {
+		rdb_buf_dispose(&p->ho_frames[k]);
+		rdb_buf_dispose(&p->ho_input[k]);
+	}
 	free(p->enc_runs);
 	free(p->enc_dev);
 	free(p->runs);

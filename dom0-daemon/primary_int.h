@@ -230,9 +230,11 @@ struct rdb_primary {
 	bool ho_stopped;		/* link lost in it: kept stopped (FENCED) */
 	bool migrated;			/* the backup runs it; QEMU killed here */
 	uint64_t ho_epoch, ho_start_ns, ho_sent_ns;
-	struct rdb_buf ho_frames;	/* output handed over (OUTPUT format) */
+	/* by NIC: output handed over (OUTPUT format), and what came for
+	 * the guest after it stopped (INPUT format); counts of all NICs */
+	struct rdb_buf ho_frames[RDB_NICS_MAX];
 	uint64_t ho_nframes;
-	struct rdb_buf ho_input;	/* for the guest, after it stopped */
+	struct rdb_buf ho_input[RDB_NICS_MAX];
 	uint64_t ho_ninput;
 
 	/* capture mode: see rdb_primary_capture */
@@ -307,7 +309,7 @@ bool rdb_pri_handover_lost(struct rdb_primary *p, const char *why);
 void rdb_pri_handover_tick(struct rdb_primary *p, uint64_t now);
 /* A frame for the guest while it is stopped for a handover: kept for the
  * host that takes the VM (true), or not handover time (false). */
-bool rdb_pri_handover_input(struct rdb_primary *p, const uint8_t *frame,
-			    size_t len);
+bool rdb_pri_handover_input(struct rdb_primary *p, unsigned nic,
+			    const uint8_t *frame, size_t len);
 
 #endif

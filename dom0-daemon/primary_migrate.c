@@ -70,13 +70,6 @@ int rdb_primary_migrate(struct rdb_vm *vm, char *msg, size_t msglen)
 			 rdb_vm_state_name(vm->state));
 		return -EINVAL;
 	}
-	/* (OUTPUT and INPUT name no NIC: docs/protocol.md) */
-	if (p->nnics > 1) {
-		snprintf(msg, msglen, "%s has %u NICs: a switchover hands over "
-			 "one NIC's frames, so it is not offered yet (a failover "
-			 "drill works)", vm->name, p->nnics);
-		return -EOPNOTSUPP;
-	}
 	if (!(p->ck.features & RDB_FEATURE_HANDOVER)) {
 		snprintf(msg, msglen, "the backup %s does not know HANDOVER (an "
 			 "older remusdbd): upgrade it, or use a failover drill",
@@ -124,25 +117,40 @@ static bool record(struct rdb_buf *b, const uint8_t *frame, size_t len)
 	return true;
 }
 
+/* One NIC's held output, collected for OUTPUT. */
+struct ho_collect {
+	struct rdb_primary *p;
+	unsigned k;
+};
+
 static void collect(void *opaque, const uint8_t *frame, size_t len)
 {
-	struct rdb_primary *p = opaque;
+	struct ho_collect *c = opaque;
 
-	if (record(&p->ho_frames, frame, len))
-		p->ho_nframes++;
+	if (record(&c->p->ho_frames[c->k], frame, len))
+		c->p->ho_nframes++;
+}
+
+static size_t ho_bytes(const struct rdb_buf *b)
+{
+	size_t n = 0;
+
+	for (unsigned k = 0; k < RDB_NICS_MAX; k++)
+		n += b[k].len;
+	return n;
 }
 
 /* Frames for the guest kept this long at most (then dropped): what
  * arrives in the few ms until the backup has announced the guest. */
 #define HO_INPUT_MAX (4u << 20)
 
-bool rdb_pri_handover_input(struct rdb_primary *p, const uint8_t *frame,
-			    size_t len)
+bool rdb_pri_handover_input(struct rdb_primary *p, unsigned nic,
+			    const uint8_t *frame, size_t len)
 {
 	if (!p->ho_sent)
 		return false;
-	if (p->ho_input.len + 4 + len <= HO_INPUT_MAX &&
-	    record(&p->ho_input, frame, len))
+	if (nic < RDB_NICS_MAX && ho_bytes(p->ho_input) + 4 + len <= HO_INPUT_MAX &&
+	    record(&p->ho_input[nic], frame, len))
 		p->ho_ninput++;
 	return true;	/* never to the stopped guest */
 }
@@ -153,10 +161,16 @@ bool rdb_pri_handover_input(struct rdb_primary *p, const uint8_t *frame,
  * timer (200 ms at least; seen: commit gaps of 170-340 ms). */
 static void send_input(struct rdb_primary *p)
 {
-	if (p->peer_fd < 0 || !p->ho_input.len)
+	int rc = 0;
+
+	if (p->peer_fd < 0 || !ho_bytes(p->ho_input))
 		return;
-	if (rdb_proto_put_input(&p->out, p->ho_epoch, p->ho_input.data,
-				p->ho_input.len) < 0 ||
+	for (unsigned k = 0; k < RDB_NICS_MAX && rc == 0; k++)
+		if (p->ho_input[k].len)
+			rc = rdb_proto_put_input(&p->out, k, p->ho_epoch,
+						 p->ho_input[k].data,
+						 p->ho_input[k].len);
+	if (rc < 0 ||
 	    rdb_buf_write_all_fd(&p->out, p->peer_fd, rdb_now_ns() +
 				 200 * RDB_NS_PER_MS) < 0)
 		LOGVM(WARN, p->vm->name, "the %llu frames for the guest that "
@@ -173,30 +187,32 @@ static void send_input(struct rdb_primary *p)
  * what came for the guest meanwhile goes to it, here. */
 static void ho_frames_hold_again(struct rdb_primary *p)
 {
-	const uint8_t *at = p->ho_input.data, *end = at + p->ho_input.len;
+	for (unsigned k = 0; k < RDB_NICS_MAX; k++) {
+		const uint8_t *at = p->ho_input[k].data;
+		const uint8_t *end = at + p->ho_input[k].len;
 
-	while (end - at >= 4) {
-		size_t n = (size_t)at[0] << 24 | (size_t)at[1] << 16 |
-			   (size_t)at[2] << 8 | at[3];
+		while (end - at >= 4) {
+			size_t n = (size_t)at[0] << 24 | (size_t)at[1] << 16 |
+				   (size_t)at[2] << 8 | at[3];
 
-		if (p->nnics)	/* OUTPUT and INPUT name no NIC: the first */
-			rdb_pri_nic_to_guest(p->nics[0], at + 4, n);
-		at += 4 + n;
+			if (k < p->nnics)
+				rdb_pri_nic_to_guest(p->nics[k], at + 4, n);
+			at += 4 + n;
+		}
+		rdb_buf_reset(&p->ho_input[k]);
+		at = p->ho_frames[k].data;
+		end = at + p->ho_frames[k].len;
+		while (end - at >= 4) {
+			size_t n = (size_t)at[0] << 24 | (size_t)at[1] << 16 |
+				   (size_t)at[2] << 8 | at[3];
+
+			if (k < p->nnics)
+				rdb_pri_nic_hold(p->nics[k], p->ho_epoch, at + 4, n);
+			at += 4 + n;
+		}
+		rdb_buf_reset(&p->ho_frames[k]);
 	}
-	rdb_buf_reset(&p->ho_input);
 	p->ho_ninput = 0;
-	at = p->ho_frames.data;
-	end = at + p->ho_frames.len;
-
-	while (end - at >= 4) {
-		size_t n = (size_t)at[0] << 24 | (size_t)at[1] << 16 |
-			   (size_t)at[2] << 8 | at[3];
-
-		if (p->nnics)
-			rdb_pri_nic_hold(p->nics[0], p->ho_epoch, at + 4, n);
-		at += 4 + n;
-	}
-	rdb_buf_reset(&p->ho_frames);
 	p->ho_nframes = 0;
 }
 
@@ -213,13 +229,17 @@ int rdb_pri_handover_queue(struct rdb_primary *p)
 	 * retransmission timers (seen: 60-100 ms more stall).  Kept here
 	 * until the answer, in case it is a refusal.
 	 */
-	rdb_buf_reset(&p->ho_frames);
 	p->ho_nframes = 0;
-	for (unsigned i = 0; i < p->nnics; i++)
-		rdb_pri_nic_release(p->nics[i], UINT64_MAX, collect, p);
-	if (p->ho_frames.len)
-		rc = rdb_proto_put_output(out, p->ho_epoch, p->ho_frames.data,
-					  p->ho_frames.len);
+	for (unsigned i = 0; i < p->nnics && rc == 0; i++) {
+		struct ho_collect c = { p, i };
+
+		rdb_buf_reset(&p->ho_frames[i]);
+		rdb_pri_nic_release(p->nics[i], UINT64_MAX, collect, &c);
+		if (p->ho_frames[i].len)
+			rc = rdb_proto_put_output(out, i, p->ho_epoch,
+						  p->ho_frames[i].data,
+						  p->ho_frames[i].len);
+	}
 	/* behind the epoch's own frames, which may still be encoded */
 	if (rc == 0)
 		rc = rdb_proto_put_handover(out, p->ho_epoch,
@@ -235,7 +255,8 @@ int rdb_pri_handover_queue(struct rdb_primary *p)
 
 static void ho_reset(struct rdb_primary *p)
 {
-	rdb_buf_dispose(&p->ho_input);
+	for (unsigned k = 0; k < RDB_NICS_MAX; k++)
+		rdb_buf_dispose(&p->ho_input[k]);
 	p->ho_ninput = 0;
 	p->ho_preparing = p->ho_wanted = p->ho_sent = false;
 	p->ho_epoch = p->ho_sent_ns = 0;
@@ -321,7 +342,8 @@ static void migrated(struct rdb_primary *p)
 		p->fenced = true;
 		p->ck.active = false;	/* (its end is no drop: no decision) */
 		p->life->close_peer(p);
-		rdb_buf_reset(&p->ho_frames);	/* the backup sends them */
+		for (unsigned k = 0; k < RDB_NICS_MAX; k++)
+			rdb_buf_reset(&p->ho_frames[k]);  /* the backup sends them */
 		ho_reset(p);
 		rdb_vm_set_state(vm, RDB_VM_MIGRATED, "handed over to %s at epoch "
 				 "%llu; this host's stopped QEMU (pid %d) could not "
@@ -331,7 +353,8 @@ static void migrated(struct rdb_primary *p)
 	}
 	p->fenced = true;	/* nothing more leaves here */
 	p->migrated = true;
-	rdb_buf_dispose(&p->ho_frames);	/* the backup sends them */
+	for (unsigned k = 0; k < RDB_NICS_MAX; k++)
+		rdb_buf_dispose(&p->ho_frames[k]);	/* the backup sends them */
 	p->ho_nframes = 0;
 	ho_reset(p);
 	if (!p->life->protection_cleanup(p))

@@ -515,7 +515,8 @@ int rdb_proto_put_handover(struct rdb_buf *out, uint64_t epoch,
 }
 
 static int put_frames(struct rdb_buf *out, enum rdb_msg_type type,
-		      uint64_t epoch, const uint8_t *recs, size_t len)
+		      uint32_t device, uint64_t epoch, const uint8_t *recs,
+		      size_t len)
 {
 	size_t at = 0;
 
@@ -536,7 +537,7 @@ static int put_frames(struct rdb_buf *out, enum rdb_msg_type type,
 		}
 		if (take == 0)
 			return -EINVAL;
-		rc = put1(out, type, epoch, recs + at, take);
+		rc = put1_dev(out, type, device, epoch, recs + at, take);
 		if (rc < 0)
 			return rc;
 		at += take;
@@ -544,16 +545,16 @@ static int put_frames(struct rdb_buf *out, enum rdb_msg_type type,
 	return 0;
 }
 
-int rdb_proto_put_output(struct rdb_buf *out, uint64_t epoch,
+int rdb_proto_put_output(struct rdb_buf *out, uint32_t nic, uint64_t epoch,
 			 const uint8_t *recs, size_t len)
 {
-	return put_frames(out, RDB_MSG_OUTPUT, epoch, recs, len);
+	return put_frames(out, RDB_MSG_OUTPUT, nic, epoch, recs, len);
 }
 
-int rdb_proto_put_input(struct rdb_buf *out, uint64_t epoch,
+int rdb_proto_put_input(struct rdb_buf *out, uint32_t nic, uint64_t epoch,
 			const uint8_t *recs, size_t len)
 {
-	return put_frames(out, RDB_MSG_INPUT, epoch, recs, len);
+	return put_frames(out, RDB_MSG_INPUT, nic, epoch, recs, len);
 }
 
 /* ---- decoding ---- */
@@ -648,6 +649,8 @@ static bool names_device(uint8_t type)
 	case RDB_MSG_DISK_ZERO:
 	case RDB_MSG_DISK_FLUSH:
 	case RDB_MSG_FLOWS:
+	case RDB_MSG_OUTPUT:
+	case RDB_MSG_INPUT:
 		return true;
 	default:
 		return false;

@@ -11,8 +11,9 @@
  *   device  = which of the VM's disks a DISK_SETUP, DISK_BASE,
  *             DISK_WRITE, DISK_ZERO or DISK_FLUSH frame is about, in the
  *             order the VM's config lists them (0: the first), and which
- *             of its NICs a FLOWS frame's flows are on (0: net_socket's,
- *             k: the k-th extra_nic); 0 in every other frame.  A
+ *             of its NICs a FLOWS, OUTPUT or INPUT frame is about (0:
+ *             net_socket's, k: the k-th extra_nic); 0 in every other
+ *             frame.  A
  *             receiver refuses a disk or NIC it does not have.
  *   flags and the reserved field are 0 in v1; receivers reject others.
  *   length <= RDB_PROTO_MAX_PAYLOAD; type in 1 .. RDB_MSG__MAX - 1.
@@ -349,10 +350,11 @@ struct rdb_disk_base {
 int rdb_msg_disk_base_parse(const struct rdb_frame *f, struct rdb_disk_base *out);
 
 /* OUTPUT: frames in the payload's format (len:u32 frame) are appended by
- * the caller; put cuts them into frames on record boundaries. */
-int rdb_proto_put_output(struct rdb_buf *out, uint64_t epoch,
+ * the caller; put cuts them into frames on record boundaries, each
+ * naming nic (the header's device field), as INPUT's. */
+int rdb_proto_put_output(struct rdb_buf *out, uint32_t nic, uint64_t epoch,
 			 const uint8_t *recs, size_t len);
-int rdb_proto_put_input(struct rdb_buf *out, uint64_t epoch,
+int rdb_proto_put_input(struct rdb_buf *out, uint32_t nic, uint64_t epoch,
 			const uint8_t *recs, size_t len);
 struct rdb_output_iter {
 	const uint8_t *p, *end;

@@ -13,8 +13,13 @@
 #    both carrying on from the backup, where the restored QEMU has both
 #    NICs on this host's taps;
 #  - failback: the survivor protects the VM back (both NICs handed from
-#    the backup role to the primary role), its power is pulled, and both
-#    clients carry on from the original host, still contiguous.
+#    the backup role to the primary role) and the operator migrates it
+#    home (a switchover: each NIC's held output and the input that
+#    reached the stopped copy handed over on that NIC, OUTPUT and INPUT
+#    frames naming it); both clients carry on from the original host,
+#    still contiguous, and the new host sent held output on both NICs;
+#    then protected once more and the original host's power pulled:
+#    both carry on from the survivor.
 # Shown red with NIC 1's frames sent to the wire at once instead of held
 # for their epoch (see the commit): the second client saw lines of the
 # execution the failover rolled back.
@@ -90,17 +95,34 @@ bst=$(cl_ctl bak status "$CL_VM" --json)
 nnic=$(jq '[.vms[0].devices[] | select(.kind == "nic")] | length' <<<"$bst")
 [ "$nnic" = 2 ] || rdb_fail "the survivor protects $nnic NIC devices, not 2"
 sleep 3
-netns_power_pull "$run" bak
+# home by a switchover (remusdbctl migrate), both NICs' frames handed over
 kill -USR1 "$c1" "$c2"
+cl_ctl bak migrate "$CL_VM" --timeout 30 > "$CL_DIR/migrate.out" 2>&1 ||
+	rdb_fail "migrate home failed: $(cat "$CL_DIR/migrate.out")"
 cl_ctl pri wait "$CL_VM" failed-over --timeout 30 ||
-	rdb_fail "the original host did not take the VM back (see $CL_DIR/pri/remusdbd.log)"
+	rdb_fail "the original host does not run the VM after the migrate (see $CL_DIR/pri/remusdbd.log)"
+sent=$(grep -o "output frames the primary handed over with epoch [0-9]* (by NIC: [0-9, ]*)" 	"$CL_DIR/pri/remusdbd.log" | tail -n 1)
+[ -n "$sent" ] || rdb_fail "the original host sent no handed-over output"
+[[ "$sent" =~ by\ NIC:\ ([0-9]+),\ ([0-9]+) ]] && [ "${BASH_REMATCH[2]}" -ge 1 ] ||
+	rdb_fail "no held output of NIC 1 was handed over and sent on it: $sent"
+echo "migrate home: $sent"
+sleep 3
+# protected once more, to the survivor, and the original host's power
+cl_ctl pri protect "$CL_VM" peer=10.78.0.2:7788 || rdb_fail "protect again refused"
+cl_ctl pri wait "$CL_VM" protected --timeout 60 || rdb_fail "not protected again"
+cl_ctl bak wait "$CL_VM" protected --timeout 10 || rdb_fail "bak is not the backup again"
+sleep 3
+cluster_pull_power "$run"
+kill -USR1 "$c1" "$c2"
+cl_ctl bak wait "$CL_VM" failed-over --timeout 30 ||
+	rdb_fail "the survivor did not take the VM (see $CL_DIR/bak/remusdbd.log)"
 sleep 5
 kill -INT "$c1" "$c2" 2>/dev/null
 wait_pid 15 "$c1"
 wait_pid 15 "$c2"
 for f in seqcheck seqcheck2; do
 	[ -s "$CL_DIR/$f.json" ] || rdb_fail "$f: no result ($(tail -n 2 "$CL_DIR/$f.log"))"
-	jq -e "$CL_SEQ_JQ"' seq_ok and (.marks[1].next_ms // -1) >= 0' "$CL_DIR/$f.json" >/dev/null ||
+	jq -e "$CL_SEQ_JQ"' seq_ok and (.marks[2].next_ms // -1) >= 0' "$CL_DIR/$f.json" >/dev/null ||
 		rdb_fail "$f: the sequence is broken: $(jq -c . "$CL_DIR/$f.json")"
 done
-echo "PASS: 2 NICs, output held per epoch on both; power pull, protected back, power pull again: both clients' sequences contiguous on one connection each (to $(jq .last "$CL_DIR/seqcheck.json") and $(jq .last "$CL_DIR/seqcheck2.json"), outages $(jq -c '[.marks[].next_ms]' "$CL_DIR/seqcheck.json") and $(jq -c '[.marks[].next_ms]' "$CL_DIR/seqcheck2.json") ms)"
+echo "PASS: 2 NICs, output held per epoch on both; power pull, protected back, migrated home ($sent), protected again, power pull: both clients' sequences contiguous on one connection each (to $(jq .last "$CL_DIR/seqcheck.json") and $(jq .last "$CL_DIR/seqcheck2.json"), outages $(jq -c '[.marks[].next_ms]' "$CL_DIR/seqcheck.json") and $(jq -c '[.marks[].next_ms]' "$CL_DIR/seqcheck2.json") ms)"

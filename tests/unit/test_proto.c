@@ -625,16 +625,17 @@ static void test_output_round_trip_and_checks(void **state)
 		assert_int_equal(rdb_buf_append(&recs, hdr, 4), 0);
 		assert_int_equal(rdb_buf_append(&recs, big, sizeof(big)), 0);
 	}
-	assert_int_equal(rdb_proto_put_output(&wire, 77, recs.data, recs.len), 0);
+	assert_int_equal(rdb_proto_put_output(&wire, 3, 77, recs.data, recs.len), 0);
 	/* a record that runs past the end, or is empty */
-	assert_int_equal(rdb_proto_put_output(&wire, 77, recs.data, 100), -EINVAL);
+	assert_int_equal(rdb_proto_put_output(&wire, 0, 77, recs.data, 100), -EINVAL);
 	memset(hdr, 0, 4);
-	assert_int_equal(rdb_proto_put_output(&wire, 77, hdr, 4), -EINVAL);
+	assert_int_equal(rdb_proto_put_output(&wire, 0, 77, hdr, 4), -EINVAL);
 	rdb_proto_decoder_init(&d);
 	rdb_proto_decoder_feed(&d, wire.data, wire.len);
 	while (rdb_proto_decoder_next(&d, &f) == 1) {
 		assert_string_equal(rdb_msg_name(f.type), "OUTPUT");
 		assert_true(f.epoch == 77);
+		assert_int_equal(f.device, 3);	/* every piece names the NIC */
 		assert_true(f.len <= RDB_PROTO_MAX_PAYLOAD);
 		assert_int_equal(rdb_msg_output_begin(&f, &it), 0);
 		while (rdb_msg_output_next(&it, &fr, &len) == 1) {
@@ -648,11 +649,12 @@ static void test_output_round_trip_and_checks(void **state)
 	assert_int_equal(nframes, 300);
 	/* INPUT: the same records, its own type */
 	rdb_buf_reset(&wire);
-	assert_int_equal(rdb_proto_put_input(&wire, 78, recs.data, 64 + 4 + 60000), -EINVAL);
-	assert_int_equal(rdb_proto_put_input(&wire, 78, recs.data, 4 + 60000), 0);
+	assert_int_equal(rdb_proto_put_input(&wire, 1, 78, recs.data, 64 + 4 + 60000), -EINVAL);
+	assert_int_equal(rdb_proto_put_input(&wire, 1, 78, recs.data, 4 + 60000), 0);
 	rdb_proto_decoder_feed(&d, wire.data, wire.len);
 	assert_int_equal(rdb_proto_decoder_next(&d, &f), 1);
 	assert_string_equal(rdb_msg_name(f.type), "INPUT");
+	assert_int_equal(f.device, 1);
 	assert_int_equal(rdb_msg_output_begin(&f, &it), 0);
 	assert_int_equal(rdb_msg_output_next(&it, &fr, &len), 1);
 	assert_int_equal(len, 60000);
@@ -930,7 +932,7 @@ static void test_device_field(void **state)
 	assert_non_null(strstr(rdb_proto_decoder_error(&d), "PAGES frame names device 1"));
 	rdb_proto_decoder_dispose(&d);
 	rdb_buf_reset(&wire);
-	raw_frame(&wire, 1, RDB_MSG_OUTPUT, 0, 2, 3, NULL, 0);
+	raw_frame(&wire, 1, RDB_MSG_EPOCH_END, 0, 2, 3, NULL, 0);
 	assert_int_equal(decode_one(&wire, &d), -EPROTO);
 	rdb_proto_decoder_dispose(&d);
 	/* the reserved field stays reserved, on a disk's frame too */
