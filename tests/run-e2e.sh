@@ -12,6 +12,32 @@ pass=0 fail=0 skip=0 failed=()
 logs=$RDB_ROOT/build/e2e/logs
 rm -rf "$logs"
 mkdir -p "$logs"
+# The host's own stalls, sampled every 0.5 s through the run (a test that
+# fails on a timing bound says how starved the host was meanwhile):
+# ms, CPU "some" stall us, I/O "full" stall us (PSI totals), steal ticks.
+(
+	while :; do
+		c=$(awk '/^some/ { sub("total=", "", $5); print $5 }' /proc/pressure/cpu 2>/dev/null)
+		i=$(awk '/^full/ { sub("total=", "", $5); print $5 }' /proc/pressure/io 2>/dev/null)
+		s=$(awk '/^cpu / { print $9 }' /proc/stat)
+		echo "$(date +%s%3N) ${c:-0} ${i:-0} ${s:-0}"
+		sleep 0.5
+	done
+) > "$logs/pressure.log" 2>/dev/null &
+sampler=$!
+trap 'kill $sampler 2>/dev/null' EXIT
+# pressure_between T0 T1: the worst 0.5 s of that span, as a sentence
+pressure_between() {
+	awk -v a="$1" -v b="$2" -v hz="$(getconf CLK_TCK)" '
+		$1 >= a && $1 <= b { if (n++) { dt = ($1 - t) * 1000
+			if (dt > 0) { x = ($2 - c) / dt; y = ($3 - i) / dt
+				z = ($4 - s) * 1e6 / hz / dt
+				if (x > mc) mc = x; if (y > mi) mi = y; if (z > ms) ms = z } }
+			t = $1; c = $2; i = $3; s = $4 }
+		END { if (n < 2) print "no samples"
+		      else printf "worst 0.5 s: CPU some %.0f%%, I/O full %.0f%%, steal %.0f%% (%d samples)\n",
+				  mc * 100, mi * 100, ms * 100, n }' "$logs/pressure.log"
+}
 for t in tests/e2e/*.sh; do
 	name=$(basename "$t" .sh)
 	rdb_log "e2e: $name"
@@ -26,8 +52,12 @@ for t in tests/e2e/*.sh; do
 	# A hung test is a failed test: the harness bounds it as a whole too.
 	# (tee through a process substitution, not a pipe: a stray background
 	# process still holding the test's stdout must not hold up the run)
+	t0=$(date +%s%3N)
 	timeout --kill-after=10 600 bash "$t" > >(tee "$logs/$name.log") 2>&1
 	rc=$?
+	[ $rc = 0 ] || [ $rc = 77 ] ||
+		echo "host pressure during $name: $(pressure_between "$t0" "$(date +%s%3N)")" |
+		tee -a "$logs/$name.log"
 	case $rc in
 	0) pass=$((pass + 1)) ;;
 	77) skip=$((skip + 1)) ;;
