@@ -10,6 +10,7 @@
 #include "actlog.h"
 #include "bgjob.h"
 #include "flowcheck.h"
+#include "qcow2.h"
 #include "lineage.h"
 #include "linksec.h"
 #include "log.h"
@@ -1993,6 +1994,28 @@ static void record_restored(struct rdb_backup *b, bool wmap_ready)
 	}
 }
 
+/* 1: the replica at path holds a qcow2 image; 0: raw; <0, err. */
+static int replica_qcow2(const char *path, char *err, size_t errlen)
+{
+	struct rdb_qcow2_info q;
+	struct stat sb;
+	char why[500];
+	int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
+
+	if (fd < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "%s", strerror(errno));
+		return rc;
+	}
+	rc = fstat(fd, &sb) < 0 ? -errno : 0;
+	if (rc == 0)
+		rc = rdb_qcow2_probe(fd, (uint64_t)sb.st_size, &q, why, sizeof(why));
+	close(fd);
+	if (rc < 0)
+		snprintf(err, errlen, "%.250s", why);
+	return rc;
+}
+
 /* The replica of disk k served on run_dir/NAME.disk (disk 0) or
  * NAME.disk<k> (drive: QEMU's -drive for it, id disk_id for disk 0 and
  * disk<k> for the others, as on the primary: config.c), disk 0's guest
@@ -2019,9 +2042,19 @@ static int serve_one(struct rdb_backup *b, unsigned k, char *drive, size_t len)
 		return rc;
 	}
 	rc = rdb_daemon_share_with_qemu(b->d, sock, -1);
-	if (rc == 0)
-		rc = b->hv->disk_arg(drive, len, k == 0 ? vm->cfg.disk_id : id,
-				     sock);
+	if (rc == 0) {
+		/* a qcow2 image's bytes, as the primary served them (the
+		 * replica has the primary's header since the initial copy) */
+		int q = replica_qcow2(dk->path, err, sizeof(err));
+
+		rc = q < 0 ? q : b->hv->disk_arg(drive, len, k == 0 ? vm->cfg.disk_id
+						 : id, sock, q == 1);
+		if (rc < 0)
+			LOGVM(ERROR, vm->name, "disk %u replica %s: %s", k, dk->path,
+			      q < 0 ? err : rc == -EOPNOTSUPP ? "a qcow2 image, which "
+			      "this hypervisor's disk path cannot restore" :
+			      "its drive argument does not fit");
+	}
 	if (rc == 0) {
 		snprintf(dk->arg, sizeof(dk->arg), "%s", drive);
 		/* (disk 0's line as it read before there were several:

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #define RDB_COMPONENT "disk-server"
 #include "disksrv.h"
+#include "qcow2.h"
 #include "readidx.h"
 #include "clock.h"
 #include "diskbuf.h"
@@ -671,11 +672,40 @@ int rdb_disk_open_image(const char *image, int *fd_out, uint64_t *size_out,
 		snprintf(err, errlen, "disk image %s: %s", image, strerror(errno));
 		return rc;
 	}
-	if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) ||
-	    sb.st_size <= 0 || sb.st_size % 512) {
+	if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_size <= 0) {
 		close(fd);
-		snprintf(err, errlen, "disk image %s: not a regular file whose "
-			 "size is a non-zero multiple of 512", image);
+		snprintf(err, errlen, "disk image %s: not a regular file with "
+			 "data", image);
+		return -EINVAL;
+	}
+	/* qcow2: its file's bytes, at the size it may grow to (qcow2.h) */
+	{
+		struct rdb_qcow2_info q;
+		char why[600];
+
+		rc = rdb_qcow2_probe(fd, (uint64_t)sb.st_size, &q, why, sizeof(why));
+		if (rc < 0) {
+			close(fd);
+			snprintf(err, errlen, "disk image %s: %s", image, why);
+			return rc;
+		}
+		if (rc == 1 && (uint64_t)sb.st_size < rdb_qcow2_ceiling(&q)) {
+			if (ftruncate(fd, (off_t)rdb_qcow2_ceiling(&q)) < 0 ||
+			    fstat(fd, &sb) < 0) {
+				rc = -errno;
+				close(fd);
+				snprintf(err, errlen, "disk image %s: extending the "
+					 "qcow2 file to %llu bytes: %s", image,
+					 (unsigned long long)rdb_qcow2_ceiling(&q),
+					 strerror(-rc));
+				return rc;
+			}
+		}
+	}
+	if (sb.st_size % 512) {
+		close(fd);
+		snprintf(err, errlen, "disk image %s: its size is not a multiple "
+			 "of 512", image);
 		return -EINVAL;
 	}
 	*fd_out = fd;

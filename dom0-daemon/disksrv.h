@@ -76,7 +76,9 @@ struct rdb_disksrv {
 };
 
 /* Opens a VM's disk image read-write: a regular file whose size, a
- * non-zero multiple of 512, is the disk's.  0, or an error in err. */
+ * non-zero multiple of 512, is the disk's; a qcow2 file is extended
+ * first to the size it may grow to, and one remusdbd cannot serve is
+ * refused (qcow2.h).  0, or an error in err. */
 int rdb_disk_open_image(const char *image, int *fd_out, uint64_t *size_out,
 			char *err, size_t errlen);
 

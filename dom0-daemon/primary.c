@@ -8,6 +8,7 @@
 #include "lineage.h"
 #include "wmap.h"
 #include "linksec.h"
+#include "qcow2.h"
 #include "roimage.h"
 #include "tlsrelay.h"
 
@@ -54,19 +55,38 @@ static int on_config(void *opaque, const uint8_t *section, size_t len)
 	return 0;
 }
 
-/* The read-only images the VM's QEMU arguments name, fingerprinted for
- * the backup to check its own files against (roimage.h).  One that
- * cannot be read here is logged and left out: QEMU opened it already. */
+/* The read-only images the VM's QEMU arguments name, and the backing
+ * files of its qcow2 disks (qcow2.h), fingerprinted for the backup to
+ * check its own files against (roimage.h).  One that cannot be read
+ * here is logged and left out: QEMU opened it already. */
 static json_t *readonly_images(struct rdb_vm *vm)
 {
-	struct rdb_roimage ro[RDB_ROIMAGE_MAX];
+	struct rdb_roimage ro[RDB_ROIMAGE_MAX + RDB_QCOW2_CHAIN_MAX];
+	char chain[RDB_QCOW2_CHAIN_MAX][512];
 	json_t *a = json_array();
-	unsigned n = 0;
+	unsigned n = 0, nb;
 	char err[600];
 
 	if (rdb_roimages_list(vm->cfg.qemu_arg.v, vm->cfg.qemu_arg.n, ro, &n,
 			      err, sizeof(err)) < 0)
 		n = 0;	/* (the config check refused that already) */
+	for (unsigned k = 0; vm->cfg.disk && vm->cfg.disk[0] &&
+	     k <= vm->cfg.extra_disk.n; k++) {
+		const char *path = k ? vm->cfg.extra_disk.v[k - 1] : vm->cfg.disk;
+
+		if (rdb_qcow2_backing_chain(path, chain, RDB_QCOW2_CHAIN_MAX, &nb,
+					    err, sizeof(err)) < 0) {
+			LOGVM(WARN, vm->name, "disk %u's backing files: %s (the "
+			      "backup cannot check its copies)", k, err);
+			continue;
+		}
+		for (unsigned i = 0; i < nb && n < RDB_ROIMAGE_MAX + RDB_QCOW2_CHAIN_MAX;
+		     i++) {
+			memset(&ro[n], 0, sizeof(ro[n]));
+			snprintf(ro[n].path, sizeof(ro[n].path), "%s", chain[i]);
+			n++;
+		}
+	}
 	for (unsigned i = 0; a && i < n; i++) {
 		if (rdb_roimage_fingerprint(&ro[i], err, sizeof(err)) < 0) {
 			LOGVM(WARN, vm->name, "read-only image: %s (the backup "

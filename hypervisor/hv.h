@@ -218,9 +218,11 @@ struct rdb_hv_ops {
 
 	/* ---- the restore (backup) ---- */
 	/* The disk argument of a restored VM whose disk is the replica
-	 * served on sock.  -ENAMETOOLONG if it does not fit. */
+	 * served on sock, a qcow2 image's bytes if qcow2 (qcow2.h).
+	 * -ENAMETOOLONG if it does not fit; -EOPNOTSUPP for a format the
+	 * hypervisor's disk path does not take. */
 	int (*disk_arg)(char *buf, size_t len, const char *id,
-			const char *sock);
+			const char *sock, bool qcow2);
 	/* Starts the VM's hypervisor process waiting for its state, its
 	 * control connected; the guest does not run.  On error err says
 	 * why, and what was started is in out, for rdb_hv_restored_dispose. */

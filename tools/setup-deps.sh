@@ -60,6 +60,8 @@ pkgs=(
 	ninja-build python3 python3-venv flex bison bzip2 xz-utils dpkg-dev patch
 	# QEMU firmware and test guest
 	seabios ipxe-qemu qemu-system-data busybox-static cpio kmod
+	# qcow2 test images (qemu-img: the test QEMU is built without tools)
+	qemu-utils
 	# tests: network namespaces, captures
 	iproute2 iputils-ping procps jq curl
 	# a power loss for a disk image in user space (tests/crashfs)

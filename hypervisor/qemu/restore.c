@@ -521,9 +521,13 @@ int rdb_restore_argv(const char *qemu_binary, char *const *common,
 }
 
 int rdb_qemu_nbd_drive(char *buf, size_t len, const char *id,
-		       const char *sock_path)
+		       const char *sock_path, bool qcow2)
 {
-	int n = snprintf(buf, len, "if=none,id=%s,driver=nbd,server.type=unix,"
+	int n = qcow2 ?
+		snprintf(buf, len, "if=none,id=%s,driver=qcow2,file.driver=nbd,"
+			 "file.server.type=unix,file.server.path=%s,"
+			 "file.reconnect-delay=15", id, sock_path) :
+		snprintf(buf, len, "if=none,id=%s,driver=nbd,server.type=unix,"
 			 "server.path=%s,reconnect-delay=15", id, sock_path);
 
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;

@@ -126,9 +126,12 @@ void rdb_restore_argv_free(char **argv);	/* NULL is fine */
  * socket, the same on both hosts but for the socket: "if=none,id=ID,
  * driver=nbd,server.type=unix,server.path=SOCK,reconnect-delay=15" (a
  * new disk server taking over the socket, when the restored VM is
- * protected again, is a reconnect the guest does not see).
+ * protected again, is a reconnect the guest does not see).  qcow2: the
+ * export is a qcow2 file's bytes, QEMU's qcow2 driver on top:
+ * "if=none,id=ID,driver=qcow2,file.driver=nbd,file.server.type=unix,
+ * file.server.path=SOCK,file.reconnect-delay=15".
  * -ENAMETOOLONG if it does not fit. */
 int rdb_qemu_nbd_drive(char *buf, size_t len, const char *id,
-		       const char *sock_path);
+		       const char *sock_path, bool qcow2);
 
 #endif

@@ -380,9 +380,12 @@ static int checkpoint_end(struct rdb_hv_ctl *c, uint64_t deadline_ns)
  * as xl's target= and attaches it as a kernel NBD device that blkback
  * serves to the domain.
  */
-static int disk_arg(char *buf, size_t len, const char *id, const char *sock)
+static int disk_arg(char *buf, size_t len, const char *id, const char *sock,
+		    bool qcow2)
 {
 	(void)id;	/* the saved config names the domain's device */
+	if (qcow2)
+		return -EOPNOTSUPP;	/* blkback serves the raw bytes */
 	if ((size_t)snprintf(buf, len, "%s", sock) >= len)
 		return -ENAMETOOLONG;
 	return 0;

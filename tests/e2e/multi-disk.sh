@@ -5,19 +5,25 @@
 # The guest's seqsrv writes record N to disk (N - 1) mod 3 (vda, vdb,
 # vdc), O_DIRECT + fdatasync, before it sends line N to the client: one
 # log striped over three disks, as a DBMS's WAL, data and tablespace
-# files are.  Checked:
+# files are.  The third disk is a qcow2 image over a raw backing file
+# (an absolute path, on both hosts): remusdbd serves the qcow2 file's
+# bytes, QEMU's qcow2 driver runs on the NBD export, on the backup too.
+# Checked:
 #  - a read-only image in the QEMU arguments (not replicated) is checked
-#    on the backup against its own file of that path (roimage.h);
+#    on the backup against its own file of that path (roimage.h), and so
+#    is the qcow2 disk's backing file;
 #  - both daemons know three disks (the primary's devices, the backup's
 #    three replicas), and each replica equals its primary image once the
 #    initial copy is committed (the guest idle: seqsrv waits for its
 #    client before it writes);
 #  - the power pull: the client's sequence contiguous on one connection
 #    (I1), the restored guest carries on;
-#  - the backup's three replicas (the restored guest's disks) hold every
+#  - the backup's three replicas (the restored guest's disks; the qcow2
+#    one read through qemu-img, its backing file under it) hold every
 #    record 1..LAST the client received, and no record past a missing one
 #    (an epoch committed on one disk but not on another would leave
-#    exactly that);
+#    exactly that); the restored QEMU opened the third with the qcow2
+#    driver, and qemu-img check finds the replica clean;
 #  - failback: the survivor protects the VM back to the repaired host
 #    (three disks handed from the backup role to the primary role), each
 #    new replica equals the survivor's disk, and after the survivor's
@@ -34,6 +40,7 @@ trap 'cluster_down "$run"' EXIT
 rdb_require_root
 [ -x "$RDB_HELPERS/seqsrv" ] && [ -x "$RDB_HELPERS/diskseq" ] ||
 	rdb_fail "build/helpers/seqsrv or diskseq missing (make all)"
+command -v qemu-img >/dev/null || rdb_fail "qemu-img missing (tools/setup-deps.sh)"
 guest=$RDB_ROOT/build/guest-multidisk
 bash "$RDB_ROOT/tools/mkguest.sh" --out "$guest" --static "$RDB_HELPERS/seqsrv" \
 	--module virtio_blk >&2 || rdb_fail "guest build failed"
@@ -48,7 +55,15 @@ export CL_QEMU_MORE="-drive
 if=none,id=ro0,readonly=on,format=raw,file=$ro
 -device
 virtio-blk-pci,drive=ro0"
+# the third disk: a qcow2 overlay on a raw backing file of 8 MiB
+base=$CL_DIR/base.raw
+head -c $((8 << 20)) /dev/urandom > "$base"
+qemu-img create -q -f qcow2 -b "$base" -F raw "$CL_DIR/disk2-src.qcow2" 64M ||
+	rdb_fail "qemu-img create"
 export CL_GUEST=$guest CL_DISK_IMAGE=$img0 CL_EXTRA_DISKS=2 CL_EXTRA_DISK_MB=64
+export CL_EXTRA_DISK_IMAGES="$CL_DIR/disk1-none $CL_DIR/disk2-src.qcow2"
+export CL_EXTRA_DISK_FORMATS="raw qcow2"
+truncate -s 64M "$CL_DIR/disk1-none"
 CL_GUEST_RUN="/usr/bin/seqsrv --port $CL_SEQ_PORT --interval-us 20000 --disk /dev/vda --disk /dev/vdb --disk /dev/vdc" \
 	cluster_vm_up 25 || rdb_fail "VM setup failed (logs in $CL_DIR)"
 
@@ -60,6 +75,8 @@ nrep=$(jq '.vms[0].disks | length' <<<"$bst")
 [ "$nrep" = 3 ] || rdb_fail "the backup keeps $nrep replicas, not 3"
 grep -q "read-only image $ro: the same here" "$CL_DIR/bak/remusdbd.log" ||
 	rdb_fail "the backup did not check the read-only image against its own"
+grep -q "read-only image $base: the same here" "$CL_DIR/bak/remusdbd.log" ||
+	rdb_fail "the backup did not check the qcow2 disk's backing file against its own"
 pri_imgs=("$CL_DIR/pri/$CL_VM.disk.img" "$CL_DIR/pri/$CL_VM.disk1.img" "$CL_DIR/pri/$CL_VM.disk2.img")
 mapfile -t bak_imgs < <(jq -r '.vms[0].disks[].replica' <<<"$bst")
 for k in 0 1 2; do
@@ -87,7 +104,16 @@ last=$(jq -r .last "$CL_DIR/seqcheck.json")
 wait_for 20 "seqsrv ended in the restored guest" \
 	grep -q "REMUSDB-EXIT" "$CL_DIR/bak/state/$CL_VM/console.log" ||
 	rdb_fail "seqsrv did not end in the restored guest"
-check=$("$RDB_HELPERS/diskseq" --check-set "$last" "${bak_imgs[@]}")
+# rawview QCOW2 OUT: the guest's view of a qcow2 image (its backing file
+# under it), for diskseq
+rawview() {
+	qemu-img convert -U -f qcow2 -O raw "$1" "$2" || rdb_fail "qemu-img convert $1"
+}
+pgrep -af "qemu-system.*$CL_DIR/bak/" | grep -q "id=disk2,driver=qcow2,file.driver=nbd" ||
+	rdb_fail "the restored QEMU did not open disk 2 with the qcow2 driver: $(pgrep -af "qemu-system.*$CL_DIR/bak/" | tr ' ' '\n' | grep disk2)"
+qemu-img check -U -q "${bak_imgs[2]}" || rdb_fail "qemu-img check: the qcow2 replica is not clean"
+rawview "${bak_imgs[2]}" "$CL_DIR/bak-disk2.raw"
+check=$("$RDB_HELPERS/diskseq" --check-set "$last" "${bak_imgs[0]}" "${bak_imgs[1]}" "$CL_DIR/bak-disk2.raw")
 rc=$?
 [ $rc -le 1 ] || rdb_fail "diskseq --check-set: $check"
 echo "$check" | tee "$CL_DIR/disks.json"
@@ -115,8 +141,9 @@ done
 netns_power_pull "$run" bak
 cl_ctl pri wait "$CL_VM" failed-over --timeout 30 ||
 	rdb_fail "the original host did not take the VM back (see $CL_DIR/pri/remusdbd.log)"
-check2=$("$RDB_HELPERS/diskseq" --check-set "$last" "${back_imgs[@]}")
+rawview "${back_imgs[2]}" "$CL_DIR/back-disk2.raw"
+check2=$("$RDB_HELPERS/diskseq" --check-set "$last" "${back_imgs[0]}" "${back_imgs[1]}" "$CL_DIR/back-disk2.raw")
 [ $? -le 1 ] || rdb_fail "diskseq --check-set: $check2"
 jq -e '.missing == 0 and .after_gap == 0' <<<"$check2" >/dev/null ||
 	rdb_fail "after the failback the disks are not whole: $check2"
-echo "PASS: 3 disks, replicas equal after the initial copy; power pull: sequence contiguous to $last, every record on the restored disks, none past a gap; protected back (3 disks equal), failed back with every record"
+echo "PASS: 3 disks (the third qcow2 on a backing file), replicas equal after the initial copy; power pull: sequence contiguous to $last, every record on the restored disks, none past a gap; protected back (3 disks equal), failed back with every record"

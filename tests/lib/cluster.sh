@@ -283,8 +283,16 @@ cluster_vm_up() {
 		# disk requests (up to 15 s) until the disk is served again
 		# CL_DRIVE_OPTS: more of the drive's options (discard=unmap)
 		drive=(-drive "if=none,id=disk0,driver=nbd,server.type=unix,server.path=$CL_DIR/$P/run/$CL_VM.disk,reconnect-delay=15${CL_DRIVE_OPTS:+,$CL_DRIVE_OPTS}")
+		# CL_EXTRA_DISK_FORMATS: each extra disk's format (raw or
+		# qcow2: QEMU's qcow2 driver on the NBD export of the file)
+		local fmts=()
+		read -r -a fmts <<<"${CL_EXTRA_DISK_FORMATS:-}"
 		for ((k = 1; k <= ${CL_EXTRA_DISKS:-0}; k++)); do
-			drive+=(-drive "if=none,id=disk$k,driver=nbd,server.type=unix,server.path=$CL_DIR/$P/run/$CL_VM.disk$k,reconnect-delay=15")
+			if [ "${fmts[k - 1]:-raw}" = qcow2 ]; then
+				drive+=(-drive "if=none,id=disk$k,driver=qcow2,file.driver=nbd,file.server.type=unix,file.server.path=$CL_DIR/$P/run/$CL_VM.disk$k,file.reconnect-delay=15")
+			else
+				drive+=(-drive "if=none,id=disk$k,driver=nbd,server.type=unix,server.path=$CL_DIR/$P/run/$CL_VM.disk$k,reconnect-delay=15")
+			fi
 		done
 	fi
 
