@@ -2047,13 +2047,17 @@ static int serve_one(struct rdb_backup *b, unsigned k, char *drive, size_t len)
 		 * replica has the primary's header since the initial copy) */
 		int q = replica_qcow2(dk->path, err, sizeof(err));
 
+		unsigned fl = (q == 1 ? RDB_HV_DISK_QCOW2 : 0) |
+			(rdb_vm_config_disk_is_nvram(&vm->cfg, k) ?
+			 RDB_HV_DISK_PFLASH : 0);
+
 		rc = q < 0 ? q : b->hv->disk_arg(drive, len, k == 0 ? vm->cfg.disk_id
-						 : id, sock, q == 1);
+						 : id, sock, fl);
 		if (rc < 0)
 			LOGVM(ERROR, vm->name, "disk %u replica %s: %s", k, dk->path,
-			      q < 0 ? err : rc == -EOPNOTSUPP ? "a qcow2 image, which "
-			      "this hypervisor's disk path cannot restore" :
-			      "its drive argument does not fit");
+			      q < 0 ? err : rc == -EOPNOTSUPP ? "a qcow2 image or a "
+			      "UEFI variable store, which this hypervisor's disk path "
+			      "cannot restore" : "its drive argument does not fit");
 	}
 	if (rc == 0) {
 		snprintf(dk->arg, sizeof(dk->arg), "%s", drive);

@@ -188,15 +188,17 @@ static const struct rdb_option vm_opts[] = {
 	{ "failover_fence_ms", RDB_OPT_U32, OFF(rdb_vm_config, failover_fence_ms), "1000", 0, 60000, NULL,
 	  "commit-protection: after a failover, clients' TCP input reaches the guest once it acknowledged the failover event (its DBMS aborted what was not committing), or after this long" },
 	{ "disk", RDB_OPT_STRING, OFF(rdb_vm_config, disk), "", 0, 0, NULL,
-	  "the VM's disk image on this host (raw); empty: no disk. remusdbd serves it over NBD and replicates it" },
+	  "the VM's disk image on this host (raw, or qcow2: served as the file's bytes with QEMU's qcow2 driver on the NBD export); empty: no disk. remusdbd serves it over NBD and replicates it" },
 	{ "disk_socket", RDB_OPT_STRING, OFF(rdb_vm_config, disk_socket), "", 0, 0, NULL,
 	  "unix socket remusdbd serves the disk on, for QEMU's -drive driver=nbd,server.type=unix, or a Xen domain's disk = [ '...,script=block-remusdb,target=SOCKET' ] (required with disk)" },
 	{ "disk_id", RDB_OPT_STRING, OFF(rdb_vm_config, disk_id), "disk0", 0, 0, v_name,
 	  "the -drive id the VM's disk device names (drive=...); the backup gives its replica the same id (QEMU only: a Xen domain's saved config names its device)" },
 	{ "extra_disk", RDB_OPT_STRLIST, OFF(rdb_vm_config, extra_disk), NULL, 0, 0, NULL,
-	  "one more disk image of the VM on this host (raw), repeatable: the k-th (k = 1, 2, ...) is served on disk_socket with k appended (NAME.disk1) and its QEMU -drive id is disk<k>. Every disk is replicated, and one epoch's writes to all of them commit together on the backup. Needs disk; up to 7; hypervisor qemu, not restored through libvirt_restore; read tracking and the resync after a failover cover the first disk only (docs/status.md)" },
+	  "one more disk image of the VM on this host (raw or qcow2), repeatable: the k-th (k = 1, 2, ...) is served on disk_socket with k appended (NAME.disk1) and its QEMU -drive id is disk<k>. Every disk is replicated, and one epoch's writes to all of them commit together on the backup. Needs disk; up to 7; hypervisor qemu, not restored through libvirt_restore; read tracking and the resync after a failover cover the first disk only (docs/status.md)" },
 	{ "extra_nic", RDB_OPT_STRLIST, OFF(rdb_vm_config, extra_nic), NULL, 0, 0, NULL,
-	  "one more NIC of the VM, repeatable (up to 4 NICs in all): tap=TAP[,backup_tap=TAP][,mac=MAC]. The k-th (k = 1, 2, ...) is served on net_socket with k appended (NAME.net1) and its QEMU -netdev id is net<k>; its output waits for the checkpoint like the first NIC's, and after a failover the backup runs it on backup_tap (default: tap). Not with mode = commit-protection, hypervisor = xen or libvirt_restore yet; a VM with several NICs is not migrated (switchover) yet" },
+	  "one more NIC of the VM, repeatable (up to 4 NICs in all): tap=TAP[,backup_tap=TAP][,mac=MAC]. The k-th (k = 1, 2, ...) is served on net_socket with k appended (NAME.net1) and its QEMU -netdev id is net<k>; its output waits for the checkpoint like the first NIC's (under commit protection its own flows' only), and after a failover the backup runs it on backup_tap (default: tap). Not with hypervisor = xen or libvirt_restore yet" },
+	{ "nvram", RDB_OPT_STRING, OFF(rdb_vm_config, nvram), "", 0, 0, NULL,
+	  "the UEFI variable store of the VM on this host (OVMF_VARS, raw), replicated as the last of its disks: served on disk_socket with its number k appended (NAME.disk<k>, k = the number of extra_disk + 1), attached by QEMU as -drive if=pflash,unit=1,driver=nbd,server.type=unix,server.path=SOCKET (the firmware's code, -drive if=pflash,unit=0,readonly=on,file=..., is a read-only image in qemu_arg). Needs disk; hypervisor qemu, not restored through libvirt_restore" },
 	{ "disk_ring_mb", RDB_OPT_U32, OFF(rdb_vm_config, disk_ring_mb), "32", 4, 1024, NULL,
 	  "the ring carrying the disk server's changes to remusdbd; full for longer than checkpoint_deadline_ms (remusdbd stalled), the server stops waiting and protection drops" },
 	{ "activity_log_extents", RDB_OPT_U32, OFF(rdb_vm_config, activity_log_extents), "1024", 16, 1u << 20, NULL,
@@ -537,6 +539,30 @@ unsigned rdb_vm_config_nnics(const struct rdb_vm_config *c)
 	return 1 + (unsigned)c->extra_nic.n;
 }
 
+unsigned rdb_vm_config_ndisks(const struct rdb_vm_config *c)
+{
+	if (!c->disk || !c->disk[0])
+		return 0;
+	return 1 + (unsigned)c->extra_disk.n + (c->nvram && c->nvram[0] ? 1 : 0);
+}
+
+const char *rdb_vm_config_disk_image(const struct rdb_vm_config *c, unsigned k)
+{
+	if (k >= rdb_vm_config_ndisks(c))
+		return NULL;
+	if (k == 0)
+		return c->disk;
+	if (k <= c->extra_disk.n)
+		return c->extra_disk.v[k - 1];
+	return c->nvram;
+}
+
+bool rdb_vm_config_disk_is_nvram(const struct rdb_vm_config *c, unsigned k)
+{
+	return c->nvram && c->nvram[0] && k == c->extra_disk.n + 1 &&
+	       k < rdb_vm_config_ndisks(c);
+}
+
 int rdb_vm_config_nic(const struct rdb_vm_config *c, unsigned k, char *sock,
 		      size_t socklen, struct rdb_nic_spec *spec)
 {
@@ -600,6 +626,26 @@ int rdb_vm_config_check(const struct rdb_vm_config *c, char *err, size_t errlen)
 		for (size_t i = 0; i < c->extra_nic.n; i++)
 			if (rdb_nic_spec_parse(c->extra_nic.v[i], &sp, err, errlen) < 0)
 				return -EINVAL;
+	}
+	if (c->nvram && c->nvram[0]) {
+		const char *why = !c->disk || !c->disk[0] ? "needs 'disk' (the first)" :
+			xen ? "is for hypervisor = qemu" :
+			c->libvirt_restore && c->libvirt_restore[0] ?
+			"cannot be restored through libvirt_restore yet" :
+			!strcmp(c->nvram, c->disk) ? "is the first disk again" : NULL;
+
+		for (size_t i = 0; !why && i < c->extra_disk.n; i++)
+			if (!strcmp(c->extra_disk.v[i], c->nvram))
+				why = "is an extra_disk too";
+		if (why) {
+			snprintf(err, errlen, "VM config: nvram %s", why);
+			return -EINVAL;
+		}
+	}
+	if (rdb_vm_config_ndisks(c) > RDB_DISKS_MAX) {
+		snprintf(err, errlen, "VM config: more than 8 disks in all "
+			 "(disk, extra_disk, nvram)");
+		return -EINVAL;
 	}
 	if (c->extra_disk.n) {
 		const char *why = !c->disk || !c->disk[0] ? "needs 'disk' (the first)" :

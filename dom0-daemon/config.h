@@ -83,6 +83,7 @@ struct rdb_vm_config {
 	char *disk_socket;
 	char *disk_id;
 	struct rdb_strlist extra_disk;	/* disks 1, 2, ... */
+	char *nvram;			/* UEFI variables: the last disk */
 	struct rdb_strlist extra_nic;	/* NICs 1, 2, ... (rdb_nic_spec) */
 	uint32_t disk_epoch_max_mb;
 	uint32_t disk_ring_mb;
@@ -119,6 +120,12 @@ int rdb_nic_spec_parse(const char *v, struct rdb_nic_spec *out, char *err,
 int rdb_vm_config_nic(const struct rdb_vm_config *c, unsigned k, char *sock,
 		      size_t socklen, struct rdb_nic_spec *spec);
 unsigned rdb_vm_config_nnics(const struct rdb_vm_config *c);
+/* A VM's disks: disk, each extra_disk, then nvram (the UEFI variable
+ * store, a pflash drive), in that order; their number, disk k's image
+ * (NULL past the last), and whether disk k is the variable store. */
+unsigned rdb_vm_config_ndisks(const struct rdb_vm_config *c);
+const char *rdb_vm_config_disk_image(const struct rdb_vm_config *c, unsigned k);
+bool rdb_vm_config_disk_is_nvram(const struct rdb_vm_config *c, unsigned k);
 void rdb_config_defaults(const struct rdb_config_table *t, void *cfg);
 void rdb_strlist_clear(struct rdb_strlist *l);	/* empty again */
 void rdb_config_dispose(const struct rdb_config_table *t, void *cfg);

@@ -70,9 +70,8 @@ static json_t *readonly_images(struct rdb_vm *vm)
 	if (rdb_roimages_list(vm->cfg.qemu_arg.v, vm->cfg.qemu_arg.n, ro, &n,
 			      err, sizeof(err)) < 0)
 		n = 0;	/* (the config check refused that already) */
-	for (unsigned k = 0; vm->cfg.disk && vm->cfg.disk[0] &&
-	     k <= vm->cfg.extra_disk.n; k++) {
-		const char *path = k ? vm->cfg.extra_disk.v[k - 1] : vm->cfg.disk;
+	for (unsigned k = 0; k < rdb_vm_config_ndisks(&vm->cfg); k++) {
+		const char *path = rdb_vm_config_disk_image(&vm->cfg, k);
 
 		if (rdb_qcow2_backing_chain(path, chain, RDB_QCOW2_CHAIN_MAX, &nb,
 					    err, sizeof(err)) < 0) {
@@ -1633,7 +1632,8 @@ static int add_nic(struct rdb_primary *p, struct rdb_pri_nic **out)
 }
 
 /* Serves the VM's next disk: the first is cfg.disk on cfg.disk_socket,
- * the others cfg.extra_disk on disk_socket with their number appended;
+ * the others cfg.extra_disk, then cfg.nvram, on disk_socket with their
+ * number appended;
  * each with its activity log in the state directory (disk.al, disk1.al,
  * ...) and, for a restored VM's first disk, its written map (wmap, or
  * NULL).  base_gen, base_epoch: what the VM was restored from (0: not). */
@@ -1643,7 +1643,7 @@ static int open_disk(struct rdb_primary *p, const char *wmap,
 {
 	struct rdb_vm *vm = p->vm;
 	unsigned n = p->ndisks;
-	const char *image = n ? vm->cfg.extra_disk.v[n - 1] : vm->cfg.disk;
+	const char *image = rdb_vm_config_disk_image(&vm->cfg, n);
 	struct rdb_pri_disk *k;
 	char dir[400], al[512], sock[300];
 	int rc;
@@ -1761,9 +1761,7 @@ static int attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 			snprintf(err, errlen, "%s for qemu_group: %s", sock,
 				 strerror(-rc));
 	}
-	if (rc == 0 && vm->cfg.disk && vm->cfg.disk[0])
-		rc = open_disk(p, NULL, 0, 0, err, errlen);
-	for (size_t i = 0; rc == 0 && i < vm->cfg.extra_disk.n; i++)
+	for (unsigned k = 0; rc == 0 && k < rdb_vm_config_ndisks(&vm->cfg); k++)
 		rc = open_disk(p, NULL, 0, 0, err, errlen);
 	if (rc < 0) {
 		if (!err[0])
@@ -2133,7 +2131,7 @@ static int begin_protection(struct rdb_vm *vm, enum rdb_peer_loss peer_loss,
 /* Options of a restored VM that are this host's, not the operator's. */
 static const char *const own_keys[] = {
 	"name", "qmp", "watchdog_qmp", "net_socket", "disk", "disk_socket",
-	"extra_disk", "extra_nic", "qemu_arg",
+	"extra_disk", "extra_nic", "nvram", "qemu_arg",
 };
 
 /* The VM file of the restored VM as this host serves it: the primary's,
@@ -2292,16 +2290,22 @@ int rdb_primary_restored_adopt(struct rdb_vm *vm, const struct rdb_handover *h,
 	p->restored_qemu = h->qemu;
 	p->event_fd = h->event_fd;
 	/* the replicas, as this host's images now (the old primary's
-	 * extra_disk named that host's) */
-	rdb_strlist_clear(&cfg.extra_disk);
-	if (h->ndisks) {
-		snprintf(disk, sizeof(disk), "%s", h->disk_paths[0]);
-		rc = rdb_config_set(&rdb_vm_config_table, &cfg, "disk", disk, err,
-				    errlen);
+	 * extra_disk and nvram named that host's); the variable store is
+	 * the last of them */
+	{
+		bool nvram = cfg.nvram && cfg.nvram[0];
+
+		rdb_strlist_clear(&cfg.extra_disk);
+		if (h->ndisks) {
+			snprintf(disk, sizeof(disk), "%s", h->disk_paths[0]);
+			rc = rdb_config_set(&rdb_vm_config_table, &cfg, "disk", disk,
+					    err, errlen);
+		}
+		for (unsigned k = 1; rc == 0 && k < h->ndisks; k++)
+			rc = rdb_config_set(&rdb_vm_config_table, &cfg,
+					    nvram && k == h->ndisks - 1 ? "nvram" :
+					    "extra_disk", h->disk_paths[k], err, errlen);
 	}
-	for (unsigned k = 1; rc == 0 && k < h->ndisks; k++)
-		rc = rdb_config_set(&rdb_vm_config_table, &cfg, "extra_disk",
-				    h->disk_paths[k], err, errlen);
 	rdb_config_dispose(&rdb_vm_config_table, &vm->cfg);
 	vm->cfg = cfg;
 	/* the written map and base are the first disk's: the others are

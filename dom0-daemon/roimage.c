@@ -145,8 +145,10 @@ int rdb_roimages_list(char *const *args, size_t n, struct rdb_roimage *out,
 
 				snprintf(err, errlen, "qemu_arg -drive %s: %s",
 					 file[0] ? file : v, pflash ?
-					 "a writable pflash (a UEFI variable store) is "
-					 "not replicated yet" :
+					 "a writable pflash (a UEFI variable store) in "
+					 "qemu_arg is not replicated (use nvram: remusdbd "
+					 "serves and replicates it, QEMU takes it as -drive "
+					 "if=pflash,unit=1,driver=nbd,...)" :
 					 "a writable drive in qemu_arg is not replicated "
 					 "(use disk or extra_disk; a CD-ROM or a read-only "
 					 "image takes media=cdrom or readonly=on)");

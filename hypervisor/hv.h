@@ -148,6 +148,9 @@ struct rdb_hv_state {
 	size_t devstate_len;
 };
 
+#define RDB_HV_DISK_QCOW2 1u
+#define RDB_HV_DISK_PFLASH 2u
+
 struct rdb_hv_ops {
 	const char *name;
 	/* the log's words when restore_load's proc ends: "QEMU exited",
@@ -218,11 +221,12 @@ struct rdb_hv_ops {
 
 	/* ---- the restore (backup) ---- */
 	/* The disk argument of a restored VM whose disk is the replica
-	 * served on sock, a qcow2 image's bytes if qcow2 (qcow2.h).
-	 * -ENAMETOOLONG if it does not fit; -EOPNOTSUPP for a format the
-	 * hypervisor's disk path does not take. */
+	 * served on sock; flags: RDB_HV_DISK_QCOW2, a qcow2 image's bytes
+	 * (qcow2.h); RDB_HV_DISK_PFLASH, the UEFI variable store (config.h:
+	 * nvram).  -ENAMETOOLONG if it does not fit; -EOPNOTSUPP for what
+	 * the hypervisor's disk path does not take. */
 	int (*disk_arg)(char *buf, size_t len, const char *id,
-			const char *sock, bool qcow2);
+			const char *sock, unsigned flags);
 	/* Starts the VM's hypervisor process waiting for its state, its
 	 * control connected; the guest does not run.  On error err says
 	 * why, and what was started is in out, for rdb_hv_restored_dispose. */

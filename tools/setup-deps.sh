@@ -62,6 +62,8 @@ pkgs=(
 	seabios ipxe-qemu qemu-system-data busybox-static cpio kmod
 	# qcow2 test images (qemu-img: the test QEMU is built without tools)
 	qemu-utils
+	# UEFI guests' firmware (OVMF_CODE, OVMF_VARS) for the nvram test
+	ovmf
 	# tests: network namespaces, captures
 	iproute2 iputils-ping procps jq curl
 	# a power loss for a disk image in user space (tests/crashfs)

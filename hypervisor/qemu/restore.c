@@ -2,6 +2,7 @@
 /* The synthesized incoming stream of a restore; grammar in restore.h. */
 #include "qemu/restore.h"
 #include "buf.h"
+#include "hv.h"
 #include "ramblock.h"
 #include "sockutil.h"
 
@@ -521,14 +522,22 @@ int rdb_restore_argv(const char *qemu_binary, char *const *common,
 }
 
 int rdb_qemu_nbd_drive(char *buf, size_t len, const char *id,
-		       const char *sock_path, bool qcow2)
+		       const char *sock_path, unsigned flags)
 {
-	int n = qcow2 ?
-		snprintf(buf, len, "if=none,id=%s,driver=qcow2,file.driver=nbd,"
+	char att[80];
+	int n;
+
+	if (flags & RDB_HV_DISK_PFLASH)
+		snprintf(att, sizeof(att), "if=pflash,unit=1");
+	else if ((size_t)snprintf(att, sizeof(att), "if=none,id=%s", id) >=
+		 sizeof(att))
+		return -ENAMETOOLONG;
+	n = flags & RDB_HV_DISK_QCOW2 ?
+		snprintf(buf, len, "%s,driver=qcow2,file.driver=nbd,"
 			 "file.server.type=unix,file.server.path=%s,"
-			 "file.reconnect-delay=15", id, sock_path) :
-		snprintf(buf, len, "if=none,id=%s,driver=nbd,server.type=unix,"
-			 "server.path=%s,reconnect-delay=15", id, sock_path);
+			 "file.reconnect-delay=15", att, sock_path) :
+		snprintf(buf, len, "%s,driver=nbd,server.type=unix,"
+			 "server.path=%s,reconnect-delay=15", att, sock_path);
 
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }

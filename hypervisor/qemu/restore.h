@@ -129,9 +129,11 @@ void rdb_restore_argv_free(char **argv);	/* NULL is fine */
  * protected again, is a reconnect the guest does not see).  qcow2: the
  * export is a qcow2 file's bytes, QEMU's qcow2 driver on top:
  * "if=none,id=ID,driver=qcow2,file.driver=nbd,file.server.type=unix,
- * file.server.path=SOCK,file.reconnect-delay=15".
+ * file.server.path=SOCK,file.reconnect-delay=15" (RDB_HV_DISK_QCOW2).
+ * The UEFI variable store (RDB_HV_DISK_PFLASH): "if=pflash,unit=1,"
+ * in place of "if=none,id=ID,".
  * -ENAMETOOLONG if it does not fit. */
 int rdb_qemu_nbd_drive(char *buf, size_t len, const char *id,
-		       const char *sock_path, bool qcow2);
+		       const char *sock_path, unsigned flags);
 
 #endif

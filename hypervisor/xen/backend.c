@@ -381,11 +381,11 @@ static int checkpoint_end(struct rdb_hv_ctl *c, uint64_t deadline_ns)
  * serves to the domain.
  */
 static int disk_arg(char *buf, size_t len, const char *id, const char *sock,
-		    bool qcow2)
+		    unsigned flags)
 {
 	(void)id;	/* the saved config names the domain's device */
-	if (qcow2)
-		return -EOPNOTSUPP;	/* blkback serves the raw bytes */
+	if (flags)
+		return -EOPNOTSUPP;	/* blkback serves raw bytes, to a PV disk */
 	if ((size_t)snprintf(buf, len, "%s", sock) >= len)
 		return -ENAMETOOLONG;
 	return 0;

@@ -132,6 +132,10 @@ cl_common_args() {
 	for ((k = 1; k <= ${CL_EXTRA_DISKS:-0}; k++)); do
 		printf '%s\n' -device "virtio-blk-pci,drive=disk$k"
 	done
+	# CL_NVRAM: a UEFI guest: OVMF's code a read-only pflash (its
+	# variable store, nvram, is the VM's last disk: cluster_vm_up)
+	[ -n "${CL_NVRAM:-}" ] && printf '%s\n' -drive \
+		"if=pflash,unit=0,format=raw,readonly=on,file=$CL_OVMF_CODE"
 	# CL_QEMU_MORE: more common QEMU arguments, one per line
 	[ -n "${CL_QEMU_MORE:-}" ] && printf '%s\n' "$CL_QEMU_MORE"
 	# the failover event port (its -chardev is host-specific, like the
@@ -252,6 +256,7 @@ cluster_vm_up() {
 			for ((k = 1; k <= ${CL_EXTRA_DISKS:-0}; k++)); do
 				echo "extra_disk = $CL_DIR/$P/$CL_VM.disk$k.img"
 			done
+			[ -n "${CL_NVRAM:-}" ] && echo "nvram = $CL_DIR/$P/$CL_VM.nvram.fd"
 		fi
 		for arg in "${CL_ARGS[@]}"; do echo "qemu_arg = $arg"; done
 	} > "$CL_DIR/$CL_VM.conf"
@@ -277,6 +282,10 @@ cluster_vm_up() {
 			truncate -s "${CL_EXTRA_DISK_MB:-64}M" "$CL_DIR/$P/$CL_VM.disk$k.img" || return 1
 		fi
 	done
+	# CL_NVRAM: the UEFI variable store, a fresh copy of OVMF's
+	if [ -n "${CL_NVRAM:-}" ]; then
+		cp "$CL_OVMF_VARS" "$CL_DIR/$P/$CL_VM.nvram.fd" || return 1
+	fi
 	if [ -n "${CL_DISK_IMAGE:-}" ]; then
 		cl_ctl "$P" attach "$CL_DIR/$CL_VM.conf" || return 1
 		# reconnect-delay: if remusdbd restarts, QEMU holds the guest's
@@ -287,6 +296,11 @@ cluster_vm_up() {
 		# qcow2: QEMU's qcow2 driver on the NBD export of the file)
 		local fmts=()
 		read -r -a fmts <<<"${CL_EXTRA_DISK_FORMATS:-}"
+		# the UEFI variable store: the disk after the extra ones
+		if [ -n "${CL_NVRAM:-}" ]; then
+			k=$((${CL_EXTRA_DISKS:-0} + 1))
+			drive+=(-drive "if=pflash,unit=1,driver=nbd,server.type=unix,server.path=$CL_DIR/$P/run/$CL_VM.disk$k,reconnect-delay=15")
+		fi
 		for ((k = 1; k <= ${CL_EXTRA_DISKS:-0}; k++)); do
 			if [ "${fmts[k - 1]:-raw}" = qcow2 ]; then
 				drive+=(-drive "if=none,id=disk$k,driver=qcow2,file.driver=nbd,file.server.type=unix,file.server.path=$CL_DIR/$P/run/$CL_VM.disk$k,file.reconnect-delay=15")

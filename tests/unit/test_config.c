@@ -207,9 +207,49 @@ static void test_vm_file_with_lists_and_errors(void **state)
 			assert_int_equal(rdb_config_set(&rdb_vm_config_table, &m, "extra_disk", v, err, sizeof(err)), 0);
 		}
 		assert_int_equal(rdb_vm_config_check(&m, err, sizeof(err)), 0);
+		/* the UEFI variable store counts as a disk: the ninth */
+		assert_int_equal(rdb_config_set(&rdb_vm_config_table, &m, "nvram", "/vars.fd", err, sizeof(err)), 0);
+		assert_int_equal(rdb_vm_config_check(&m, err, sizeof(err)), -EINVAL);
+		assert_non_null(strstr(err, "more than 8 disks"));
+		assert_int_equal(rdb_config_set(&rdb_vm_config_table, &m, "nvram", "", err, sizeof(err)), 0);
 		assert_int_equal(rdb_config_set(&rdb_vm_config_table, &m, "extra_disk", "/d8.img", err, sizeof(err)), 0);
 		assert_int_equal(rdb_vm_config_check(&m, err, sizeof(err)), -EINVAL);
 		assert_non_null(strstr(err, "more than 8 disks"));
+		rdb_config_dispose(&rdb_vm_config_table, &m);
+	}
+	/* the UEFI variable store (nvram): the last disk, after extra_disk */
+	{
+		struct rdb_vm_config m;
+
+		rdb_config_defaults(&rdb_vm_config_table, &m);
+		p = write_tmp("name = db1\nqmp = /q\nnet_socket = /n\npeer = h:1\n"
+			      "qemu_arg = -m\nqemu_arg = 256\nnvram = /vars.fd\n");
+		assert_int_equal(rdb_config_load_file(&rdb_vm_config_table, p, &m, err, sizeof(err)), 0);
+		unlink(p);
+		assert_int_equal(rdb_vm_config_check(&m, err, sizeof(err)), -EINVAL);
+		assert_non_null(strstr(err, "nvram needs 'disk'"));
+		assert_int_equal(rdb_vm_config_ndisks(&m), 0);
+		assert_int_equal(rdb_config_set(&rdb_vm_config_table, &m, "disk", "/os.img", err, sizeof(err)), 0);
+		assert_int_equal(rdb_config_set(&rdb_vm_config_table, &m, "disk_socket", "/run/d", err, sizeof(err)), 0);
+		assert_int_equal(rdb_config_set(&rdb_vm_config_table, &m, "extra_disk", "/data.img", err, sizeof(err)), 0);
+		assert_int_equal(rdb_vm_config_check(&m, err, sizeof(err)), 0);
+		assert_int_equal(rdb_vm_config_ndisks(&m), 3);
+		assert_string_equal(rdb_vm_config_disk_image(&m, 0), "/os.img");
+		assert_string_equal(rdb_vm_config_disk_image(&m, 1), "/data.img");
+		assert_string_equal(rdb_vm_config_disk_image(&m, 2), "/vars.fd");
+		assert_null(rdb_vm_config_disk_image(&m, 3));
+		assert_false(rdb_vm_config_disk_is_nvram(&m, 1));
+		assert_true(rdb_vm_config_disk_is_nvram(&m, 2));
+		assert_false(rdb_vm_config_disk_is_nvram(&m, 3));
+		assert_int_equal(rdb_config_set(&rdb_vm_config_table, &m, "extra_disk", "/vars.fd", err, sizeof(err)), 0);
+		assert_int_equal(rdb_vm_config_check(&m, err, sizeof(err)), -EINVAL);
+		assert_non_null(strstr(err, "nvram is an extra_disk too"));
+		rdb_strlist_clear(&m.extra_disk);
+		assert_int_equal(rdb_vm_config_ndisks(&m), 2);
+		assert_true(rdb_vm_config_disk_is_nvram(&m, 1));
+		assert_int_equal(rdb_config_set(&rdb_vm_config_table, &m, "libvirt_restore", "qemu:///system", err, sizeof(err)), 0);
+		assert_int_equal(rdb_vm_config_check(&m, err, sizeof(err)), -EINVAL);
+		assert_non_null(strstr(err, "nvram cannot be restored through libvirt_restore"));
 		rdb_config_dispose(&rdb_vm_config_table, &m);
 	}
 	/* several NICs: extra_nic = tap=T[,backup_tap=B][,mac=M], its socket

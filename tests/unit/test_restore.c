@@ -318,14 +318,19 @@ static void test_restore_argv(void **state)
 	{
 		char drive[200];
 
+		assert_int_equal(rdb_qemu_nbd_drive(drive, sizeof(drive), "disk3",
+						    "/r/vm.disk3", RDB_HV_DISK_PFLASH), 0);
+		assert_string_equal(drive, "if=pflash,unit=1,driver=nbd,"
+				    "server.type=unix,server.path=/r/vm.disk3,"
+				    "reconnect-delay=15");
 		assert_int_equal(rdb_qemu_nbd_drive(drive, sizeof(drive), "disk2",
-						    "/r/vm.disk2", true), 0);
+						    "/r/vm.disk2", RDB_HV_DISK_QCOW2), 0);
 		assert_string_equal(drive, "if=none,id=disk2,driver=qcow2,"
 				    "file.driver=nbd,file.server.type=unix,"
 				    "file.server.path=/r/vm.disk2,"
 				    "file.reconnect-delay=15");
 		assert_int_equal(rdb_qemu_nbd_drive(drive, sizeof(drive), "disk0",
-						    "/r/vm.disk", false), 0);
+						    "/r/vm.disk", 0), 0);
 		assert_string_equal(drive, "if=none,id=disk0,driver=nbd,"
 				    "server.type=unix,server.path=/r/vm.disk,"
 				    "reconnect-delay=15");
