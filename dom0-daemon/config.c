@@ -194,9 +194,9 @@ static const struct rdb_option vm_opts[] = {
 	{ "disk_id", RDB_OPT_STRING, OFF(rdb_vm_config, disk_id), "disk0", 0, 0, v_name,
 	  "the -drive id the VM's disk device names (drive=...); the backup gives its replica the same id (QEMU only: a Xen domain's saved config names its device)" },
 	{ "extra_disk", RDB_OPT_STRLIST, OFF(rdb_vm_config, extra_disk), NULL, 0, 0, NULL,
-	  "one more disk image of the VM on this host (raw or qcow2), repeatable: the k-th (k = 1, 2, ...) is served on disk_socket with k appended (NAME.disk1) and its QEMU -drive id is disk<k>. Every disk is replicated, and one epoch's writes to all of them commit together on the backup. Needs disk; up to 7; hypervisor qemu, not restored through libvirt_restore; read tracking and the resync after a failover cover the first disk only (docs/status.md)" },
+	  "one more disk image of the VM on this host (raw or qcow2), repeatable: the k-th (k = 1, 2, ...) is served on disk_socket with k appended (NAME.disk1) and its QEMU -drive id is disk<k>. Every disk is replicated, and one epoch's writes to all of them commit together on the backup. Needs disk; up to 7; hypervisor qemu; read tracking and the resync after a failover cover the first disk only (docs/status.md)" },
 	{ "extra_nic", RDB_OPT_STRLIST, OFF(rdb_vm_config, extra_nic), NULL, 0, 0, NULL,
-	  "one more NIC of the VM, repeatable (up to 4 NICs in all): tap=TAP[,backup_tap=TAP][,mac=MAC]. The k-th (k = 1, 2, ...) is served on net_socket with k appended (NAME.net1) and its QEMU -netdev id is net<k>; its output waits for the checkpoint like the first NIC's (under commit protection its own flows' only), and after a failover the backup runs it on backup_tap (default: tap). Not with hypervisor = xen or libvirt_restore yet" },
+	  "one more NIC of the VM, repeatable (up to 4 NICs in all): tap=TAP[,backup_tap=TAP][,mac=MAC]. The k-th (k = 1, 2, ...) is served on net_socket with k appended (NAME.net1) and its QEMU -netdev id is net<k>; its output waits for the checkpoint like the first NIC's (under commit protection its own flows' only), and after a failover the backup runs it on backup_tap (default: tap). Not with hypervisor = xen" },
 	{ "nvram", RDB_OPT_STRING, OFF(rdb_vm_config, nvram), "", 0, 0, NULL,
 	  "the UEFI variable store of the VM on this host (OVMF_VARS, raw), replicated as the last of its disks: served on disk_socket with its number k appended (NAME.disk<k>, k = the number of extra_disk + 1), attached by QEMU as the second pflash (-drive if=pflash,unit=1 with driver=nbd on that socket; the firmware's code, the first pflash, is a read-only image in qemu_arg). Needs disk; hypervisor qemu, not restored through libvirt_restore" },
 	{ "disk_ring_mb", RDB_OPT_U32, OFF(rdb_vm_config, disk_ring_mb), "32", 4, 1024, NULL,
@@ -615,9 +615,7 @@ int rdb_vm_config_check(const struct rdb_vm_config *c, char *err, size_t errlen)
 		struct rdb_nic_spec sp;
 		const char *why = c->extra_nic.n + 1 > RDB_NICS_MAX ?
 			"more than 4 NICs in all" :
-			xen ? "is for hypervisor = qemu" :
-			c->libvirt_restore && c->libvirt_restore[0] ?
-			"cannot be restored through libvirt_restore yet" : NULL;
+			xen ? "is for hypervisor = qemu" : NULL;
 
 		if (why) {
 			snprintf(err, errlen, "VM config: extra_nic %s", why);
@@ -650,9 +648,7 @@ int rdb_vm_config_check(const struct rdb_vm_config *c, char *err, size_t errlen)
 	if (c->extra_disk.n) {
 		const char *why = !c->disk || !c->disk[0] ? "needs 'disk' (the first)" :
 			c->extra_disk.n + 1 > RDB_DISKS_MAX ? "more than 8 disks in all" :
-			xen ? "is for hypervisor = qemu" :
-			c->libvirt_restore && c->libvirt_restore[0] ?
-			"cannot be restored through libvirt_restore yet" : NULL;
+			xen ? "is for hypervisor = qemu" : NULL;
 
 		if (why) {
 			snprintf(err, errlen, "VM config: extra_disk %s", why);

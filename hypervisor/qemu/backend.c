@@ -204,6 +204,8 @@ static void lv_of(const struct rdb_hv_restore *req, struct rdb_lvrestore *lr)
 		.ram_image = req->ram_image, .qmp = req->ctl_path,
 		.net = req->net_path, .disk = req->disk_path,
 		.event = req->event_path, .work_dir = req->work_dir,
+		.more_nets = req->more_nets, .nmore_nets = req->nmore_nets,
+		.nmore_disks = req->disk_path ? req->nmore_drives : 0,
 	};
 }
 
@@ -241,17 +243,10 @@ static int restore_prepare(const struct rdb_hv_restore *req,
 		struct rdb_lvrestore lr;
 		char e[400];
 
+		/* (the enrolled domain's XML names every disk and NIC:
+		 * lvrestore checks it) */
 		lv_of(req, &lr);
-		/* (the domain's XML names one replicated disk: lvrestore.h) */
-		if (req->nmore_drives || req->nmore_nets) {
-			snprintf(e, sizeof(e), "a domain with %zu replicated "
-				 "disks and %zu NICs is not restored through "
-				 "libvirt yet", req->nmore_drives + 1,
-				 req->nmore_nets + 1);
-			rc = -EOPNOTSUPP;
-		} else {
-			rc = rdb_lvrestore_create(&lr, deadline_ns, e, sizeof(e));
-		}
+		rc = rdb_lvrestore_create(&lr, deadline_ns, e, sizeof(e));
 		if (rc == 0) {
 			out->via_libvirt = true;
 			LOGVM(INFO, req->vm, "restore: domain %s created through "

@@ -89,6 +89,27 @@ int rdb_lvrestore_xml(const struct rdb_lvrestore *r, const char *def,
 		free(s);
 		return -EINVAL;
 	}
+	for (size_t k = 0; k < r->nmore_nets; k++)
+		if (!names(def, "addr.path=", r->more_nets[k], ",")) {
+			snprintf(err, errlen, "domain %s has no NIC on %s (the VM's "
+				 "NIC %zu here): enroll it with one --tap per "
+				 "interface and this host's run_dir", r->name,
+				 r->more_nets[k], k + 1);
+			free(s);
+			return -EINVAL;
+		}
+	for (size_t k = 1; r->disk && k <= r->nmore_disks; k++) {
+		char sock[300];
+
+		snprintf(sock, sizeof(sock), "%.280s%zu", r->disk, k);
+		if (!names(def, "&quot;path&quot;:&quot;", sock, "&quot;")) {
+			snprintf(err, errlen, "domain %s has no disk on %s (the VM's "
+				 "disk %zu here): enroll it with this host's run_dir",
+				 r->name, sock, k);
+			free(s);
+			return -EINVAL;
+		}
+	}
 	if (r->event && !names(def, "socket,id=rdbevent,path=", r->event,
 			       ",server=on")) {
 		snprintf(err, errlen, "domain %s has no failover event port on %s "

@@ -33,6 +33,10 @@ struct rdb_lvrestore {
 	 * domain must name them (net: its NIC; disk: NULL without one;
 	 * event: the failover event port's, NULL without event_port) */
 	const char *qmp, *net, *disk, *event;
+	/* the VM's other NICs' sockets (net_socket<k>), and how many more
+	 * disks it has (served on disk<k>: the domain names each) */
+	const char *const *more_nets;
+	size_t nmore_nets, nmore_disks;
 	const char *work_dir;		/* the XML created, virsh's output */
 };
 

@@ -125,6 +125,9 @@ lv_down() {
 
 # lv_test_domain IMAGE CONSOLE: the test guest as a plain domain (a raw
 # disk, a bridge NIC, its console written to the file CONSOLE), on stdout.
+# LV_MORE_DISKS, LV_MORE_IFACES: more <disk>s and <interface>s (XML)
+# after the first of each; LV_GUEST_RUN: the guest's remusdb.run command
+# (default seqsrv on CL_SEQ_PORT).
 lv_test_domain() {
 	cat <<EOX
 <domain type='qemu'>
@@ -135,7 +138,7 @@ lv_test_domain() {
     <type arch='x86_64' machine='pc'>hvm</type>
     <kernel>$CL_GUEST/vmlinuz</kernel>
     <initrd>$CL_GUEST/initrd.img</initrd>
-    <cmdline>console=ttyS0 panic=-1 quiet remusdb.ip=$CL_GUEST_IP/24 remusdb.run=&quot;/usr/bin/seqsrv --port $CL_SEQ_PORT&quot;</cmdline>
+    <cmdline>console=ttyS0 panic=-1 quiet remusdb.ip=$CL_GUEST_IP/24 remusdb.run=&quot;${LV_GUEST_RUN:-/usr/bin/seqsrv --port $CL_SEQ_PORT}&quot;</cmdline>
   </os>
   <on_poweroff>destroy</on_poweroff>
   <on_crash>destroy</on_crash>
@@ -146,11 +149,13 @@ lv_test_domain() {
       <source file='$1'/>
       <target dev='vda' bus='virtio'/>
     </disk>
+${LV_MORE_DISKS:-}
     <interface type='bridge'>
       <mac address='$CL_GUEST_MAC'/>
       <source bridge='vmbr0'/>
       <model type='virtio'/>
     </interface>
+${LV_MORE_IFACES:-}
     <serial type='file'>
       <source path='$2'/>
       <target port='0'/>

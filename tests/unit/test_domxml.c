@@ -15,6 +15,7 @@
 #include "config.h"
 #include "domxml.h"
 #include "qemuargv.h"
+#include "roimage.h"
 
 /* A Debian host's domain as `virsh dumpxml --inactive` prints it (after
  * virt-install): a raw image, a bridge NIC, the usual devices. */
@@ -176,8 +177,9 @@ static void test_enroll_plain_domain(void **state)
 	has(x, "<remusdb:net socket=\"/run/remusdb/db1.net\" mac=\"52:54:00:6b:3c:01\" "
 	       "tap=\"vmtap3\" bridge=\"br0\" device=\"virtio-net-pci\"/>");
 	has(x, "<remusdb:disk socket=\"/run/remusdb/db1.disk\" image=\"/var/lib/libvirt/images/db1.img\"/>");
+	/* the disk and the NIC were the 2nd and 5th of the devices */
 	has(x, "<remusdb:undo emulator=\"/usr/bin/qemu-system-x86_64\" "
-	       "added=\"qemu-ns commandline\">");
+	       "positions=\"1 4\" added=\"qemu-ns commandline\">");
 	/* acpi was there: not added twice */
 	has(x, "<features>\n    <acpi/>\n    <apic/>\n  </features>");
 	free(x);
@@ -224,7 +226,7 @@ static void test_enroll_bare_domain(void **state)
 	has(x, "&quot;driver&quot;:&quot;e1000&quot;");
 	has(x, "&quot;addr&quot;:&quot;0x4&quot;,&quot;bootindex&quot;:2}");
 	has(x, "tap=\"vmtap0\"");
-	has(x, "<remusdb:undo added=\"metadata emulator features acpi\">");
+	has(x, "<remusdb:undo positions=\"0 1\" added=\"metadata emulator features acpi\">");
 	free(x);
 }
 
@@ -303,6 +305,154 @@ static char *edit(const char *from, const char *to)
 	return edit_in(plain, from, to);
 }
 
+/* A production database VM: an OS disk, a qcow2 data disk, a CD-ROM, a
+ * client NIC and an admin NIC. */
+static const char several[] =
+	"<domain type='kvm'>\n"
+	"  <name>db2</name>\n"
+	"  <memory unit='KiB'>2097152</memory>\n"
+	"  <os>\n"
+	"    <type arch='x86_64' machine='pc-i440fx-7.2'>hvm</type>\n"
+	"    <boot dev='hd'/>\n"
+	"  </os>\n"
+	"  <devices>\n"
+	"    <emulator>/usr/bin/qemu-system-x86_64</emulator>\n"
+	"    <disk type='file' device='disk'>\n"
+	"      <driver name='qemu' type='raw'/>\n"
+	"      <source file='/srv/db2-os.img'/>\n"
+	"      <target dev='vda' bus='virtio'/>\n"
+	"      <address type='pci' domain='0x0000' bus='0x00' slot='0x04' function='0x0'/>\n"
+	"    </disk>\n"
+	"    <disk type='file' device='disk'>\n"
+	"      <driver name='qemu' type='qcow2' discard='unmap'/>\n"
+	"      <source file='/srv/db2-data.qcow2'/>\n"
+	"      <target dev='vdb' bus='virtio'/>\n"
+	"      <address type='pci' domain='0x0000' bus='0x00' slot='0x06' function='0x0'/>\n"
+	"    </disk>\n"
+	"    <disk type='file' device='cdrom'>\n"
+	"      <driver name='qemu' type='raw'/>\n"
+	"      <source file='/srv/tools.iso'/>\n"
+	"      <target dev='hdc' bus='ide'/>\n"
+	"      <readonly/>\n"
+	"    </disk>\n"
+	"    <controller type='pci' index='0' model='pci-root'/>\n"
+	"    <interface type='bridge'>\n"
+	"      <mac address='52:54:00:6b:3c:11'/>\n"
+	"      <source bridge='br0'/>\n"
+	"      <model type='virtio'/>\n"
+	"      <address type='pci' domain='0x0000' bus='0x00' slot='0x03' function='0x0'/>\n"
+	"    </interface>\n"
+	"    <interface type='bridge'>\n"
+	"      <mac address='52:54:00:6b:3c:12'/>\n"
+	"      <source bridge='adm0'/>\n"
+	"      <model type='e1000'/>\n"
+	"      <address type='pci' domain='0x0000' bus='0x00' slot='0x07' function='0x0'/>\n"
+	"    </interface>\n"
+	"  </devices>\n"
+	"</domain>\n";
+
+static void test_enroll_several(void **state)
+{
+	static const char *const more[] = { "admtap0" };
+	struct rdb_enroll_params p = params;
+	struct rdb_domxml_vm vm;
+	char err[512] = "", *x, *back = NULL, *norm = NULL;
+	const char *d;
+
+	p.more_taps = more;
+	p.nmore_taps = 1;
+	x = enrolled(several, &p);
+	d = strstr(x, "<devices>");
+	/* the CD-ROM stays libvirt's, the writable disks and NICs leave */
+	has(d, "<disk type=\"file\" device=\"cdrom\">");
+	assert_null(strstr(strstr(d, "</disk>"), "<disk"));
+	assert_null(strstr(d, "<interface"));
+	/* two netdevs, the second on NAME.net1 with id net1 */
+	has(x, "addr.path=/run/remusdb/db2.net,reconnect-ms=100");
+	has(x, "stream,id=net1,server=off,addr.type=unix,addr.path=/run/remusdb/db2.net1,reconnect-ms=100");
+	/* the first disk as before, the second a qcow2 node on the NBD
+	 * export of its file's bytes, node disk1 (the backup's drive id) */
+	has(x, "&quot;node-name&quot;:&quot;rdbdisk0&quot;,&quot;reconnect-delay&quot;:15}");
+	has(x, "{&quot;driver&quot;:&quot;qcow2&quot;,&quot;node-name&quot;:&quot;disk1&quot;,"
+	       "&quot;file&quot;:{&quot;driver&quot;:&quot;nbd&quot;,&quot;server&quot;:{&quot;type&quot;:"
+	       "&quot;unix&quot;,&quot;path&quot;:&quot;/run/remusdb/db2.disk1&quot;},"
+	       "&quot;reconnect-delay&quot;:15},&quot;discard&quot;:&quot;unmap&quot;}");
+	/* only the first disk boots (<os><boot dev='hd'/>) */
+	has(x, "&quot;drive&quot;:&quot;rdbdisk0&quot;,&quot;id&quot;:&quot;rdbblk0&quot;,&quot;bus&quot;:"
+	       "&quot;pci.0&quot;,&quot;addr&quot;:&quot;0x4&quot;,&quot;bootindex&quot;:1}");
+	has(x, "&quot;drive&quot;:&quot;disk1&quot;,&quot;id&quot;:&quot;rdbblk1&quot;,&quot;bus&quot;:"
+	       "&quot;pci.0&quot;,&quot;addr&quot;:&quot;0x6&quot;}");
+	has(x, "{&quot;driver&quot;:&quot;e1000&quot;,&quot;netdev&quot;:&quot;net1&quot;,&quot;mac&quot;:"
+	       "&quot;52:54:00:6b:3c:12&quot;,&quot;id&quot;:&quot;rdbnic1&quot;,&quot;bus&quot;:&quot;pci.0&quot;,"
+	       "&quot;addr&quot;:&quot;0x7&quot;}");
+	has(x, "<remusdb:net socket=\"/run/remusdb/db2.net1\" mac=\"52:54:00:6b:3c:12\" "
+	       "tap=\"admtap0\" bridge=\"adm0\" device=\"e1000\"/>");
+	has(x, "<remusdb:disk socket=\"/run/remusdb/db2.disk1\" image=\"/srv/db2-data.qcow2\" "
+	       "format=\"qcow2\"/>");
+	has(x, "positions=\"1 2 5 6\"");
+	/* read back: the first of each, and the others in order */
+	assert_int_equal(rdb_domxml_read(x, &vm, err, sizeof(err)), 0);
+	assert_string_equal(vm.disk, "/srv/db2-os.img");
+	assert_string_equal(vm.tap, "vmtap3");
+	assert_int_equal(vm.nmore_disks, 1);
+	assert_string_equal(vm.more_disks[0], "/srv/db2-data.qcow2");
+	assert_int_equal(vm.nmore_nics, 1);
+	assert_string_equal(vm.more_nics[0].tap, "admtap0");
+	assert_string_equal(vm.more_nics[0].mac, "52:54:00:6b:3c:12");
+	/* unenroll: every element back where it was, byte for byte */
+	assert_int_equal(rdb_domxml_unenroll(x, &back, err, sizeof(err)), 0);
+	assert_int_equal(rdb_domxml_normalize(several, &norm, err, sizeof(err)), 0);
+	if (strcmp(back, norm))
+		fail_msg("unenroll gave\n%s\ninstead of\n%s", back, norm);
+	free(x);
+	free(back);
+	free(norm);
+	/* one --tap per interface, and not the same twice */
+	p.nmore_taps = 0;
+	refused(several, &p, -EINVAL, "interface 1 (MAC 52:54:00:6b:3c:12): which tap");
+	{
+		static const char *const three[] = { "a0", "b0" };
+		static const char *const same[] = { "vmtap3" };
+
+		p.more_taps = three;
+		p.nmore_taps = 2;
+		refused(several, &p, -EINVAL, "has 2 network interfaces and 3 taps");
+		p.more_taps = same;
+		p.nmore_taps = 1;
+		refused(several, &p, -EINVAL, "both use tap vmtap3");
+	}
+}
+
+/* What a checkpoint cannot carry is refused, naming it. */
+static void test_enroll_refuses_devices(void **state)
+{
+	char *hostdev = edit("    <memballoon", "    <hostdev mode='subsystem' type='pci' managed='yes'>\n"
+			     "      <source><address domain='0x0000' bus='0x02' slot='0x00' function='0x0'/></source>\n"
+			     "    </hostdev>\n    <memballoon");
+	char *fs = edit("    <memballoon", "    <filesystem type='mount'><driver type='virtiofs'/>"
+			"<source dir='/srv'/><target dir='srv'/></filesystem>\n    <memballoon");
+	char *nvram = edit("    <boot dev='hd'/>\n", "    <boot dev='hd'/>\n"
+			   "    <loader readonly='yes' type='pflash'>/usr/share/OVMF/OVMF_CODE_4M.fd</loader>\n"
+			   "    <nvram>/var/lib/libvirt/qemu/nvram/db1_VARS.fd</nvram>\n");
+	char *shared = edit("      <target dev='vda' bus='virtio'/>\n",
+			    "      <target dev='vda' bus='virtio'/>\n      <shareable/>\n");
+	char *vhost = edit("<interface type='bridge'>", "<interface type='vhostuser'>");
+	char *vmdk = edit("type='raw' cache", "type='vmdk' cache");
+
+	refused(hostdev, &params, -ENOTSUP, "passthrough device (<hostdev type='pci'>)");
+	refused(fs, &params, -ENOTSUP, "<filesystem> (driver 'virtiofs')");
+	refused(nvram, &params, -ENOTSUP, "UEFI variable store (<nvram>)");
+	refused(shared, &params, -ENOTSUP, "disk vda is shareable");
+	refused(vhost, &params, -ENOTSUP, "interface type='vhostuser'");
+	refused(vmdk, &params, -ENOTSUP, "disk vda is vmdk: remusdbd serves raw and qcow2");
+	free(hostdev);
+	free(fs);
+	free(nvram);
+	free(shared);
+	free(vhost);
+	free(vmdk);
+}
+
 static void test_enroll_refusals(void **state)
 {
 	char *two = edit("    <controller type='usb'",
@@ -322,11 +472,12 @@ static void test_enroll_refusals(void **state)
 	struct rdb_enroll_params no_tap = params;
 
 	no_tap.tap = NULL;
-	refused(two, &params, -ENOTSUP, "domain db1 has 2 disks (vda, hdc)");
-	refused(qcow, &params, -ENOTSUP, "disk vda is qcow2");
+	/* (a CD-ROM and a qcow2 image are enrolled: test_enroll_several) */
+	(void)two;
+	(void)qcow;
 	refused(block, &params, -ENOTSUP, "type='block'");
 	refused(sata, &params, -ENOTSUP, "disk sda is on bus 'sata'");
-	refused(nonic, &params, -ENOTSUP, "0 network interfaces");
+	refused(nonic, &params, -ENOTSUP, "has no network interface");
 	refused(vnet, &no_tap, -EINVAL, "--tap NAME: a tap on bridge br0");
 	refused(bad_name, &params, -EINVAL, "domain name 'db 1'");
 	refused(xen, &params, -ENOTSUP, "only QEMU domains");
@@ -518,6 +669,56 @@ static void test_backup_args_enrolled_disk(void **state)
 	rdb_qemuargv_free(&b);
 }
 
+/* several disks (one qcow2) and NICs, and libvirt's CD-ROM: each disk's
+ * NBD node and every netdev go, the CD-ROM's nodes stay read-only */
+static void test_backup_args_several(void **state)
+{
+	static const char line[] =
+		"/opt/q -machine pc-i440fx-10.0,memory-backend=pc.ram -m 256 "
+		"-blockdev '{\"driver\":\"file\",\"filename\":\"/srv/tools.iso\",\"node-name\":"
+		"\"libvirt-1-storage\",\"auto-read-only\":true,\"discard\":\"unmap\"}' "
+		"-blockdev '{\"node-name\":\"libvirt-1-format\",\"read-only\":true,\"driver\":\"raw\","
+		"\"file\":\"libvirt-1-storage\"}' "
+		"-device '{\"driver\":\"ide-cd\",\"bus\":\"ide.1\",\"unit\":0,\"drive\":\"libvirt-1-format\"}' "
+		"-netdev stream,id=net0,server=off,addr.type=unix,addr.path=/run/remusdb/db2.net,reconnect-ms=100 "
+		"-netdev stream,id=net1,server=off,addr.type=unix,addr.path=/run/remusdb/db2.net1,reconnect-ms=100 "
+		"-blockdev '{\"driver\":\"nbd\",\"server\":{\"type\":\"unix\",\"path\":"
+		"\"/run/remusdb/db2.disk\"},\"node-name\":\"rdbdisk0\",\"reconnect-delay\":15}' "
+		"-device '{\"driver\":\"virtio-blk-pci\",\"drive\":\"rdbdisk0\",\"id\":\"rdbblk0\"}' "
+		"-blockdev '{\"driver\":\"qcow2\",\"node-name\":\"disk1\",\"file\":{\"driver\":\"nbd\","
+		"\"server\":{\"type\":\"unix\",\"path\":\"/run/remusdb/db2.disk1\"},\"reconnect-delay\":15}}' "
+		"-device '{\"driver\":\"virtio-blk-pci\",\"drive\":\"disk1\",\"id\":\"rdbblk1\"}'";
+	struct rdb_strlist a, b;
+	struct rdb_roimage ro[8];
+	unsigned nro;
+	char err[600], id[64];
+
+	assert_int_equal(rdb_qemuargv_split(line, &a, err, sizeof(err)), 0);
+	assert_int_equal(rdb_qemuargv_for_backup_n(&a, "/run/remusdb/db2.disk", 2, 2, &b, id,
+						   sizeof(id), err, sizeof(err)), 0);
+	assert_string_equal(id, "rdbdisk0");
+	assert_false(in(&b, "-netdev", NULL));
+	assert_false(any(&b, "db2.disk"));
+	assert_true(any(&b, "\"drive\":\"disk1\""));
+	assert_true(any(&b, "\"driver\":\"ide-cd\""));
+	/* the CD-ROM's file node read-only as its format node: a read-only
+	 * image the backup checks (roimage.h), not a writable drive */
+	assert_true(any(&b, "\"filename\":\"/srv/tools.iso\""));
+	assert_false(any(&b, "auto-read-only"));
+	assert_int_equal(rdb_roimages_list(b.v, b.n, ro, &nro, err, sizeof(err)), 0);
+	assert_int_equal(nro, 1);
+	assert_string_equal(ro[0].path, "/srv/tools.iso");
+	rdb_qemuargv_free(&b);
+	/* a third NIC the VM config does not have, or a disk past its disks */
+	assert_int_equal(rdb_qemuargv_for_backup_n(&a, "/run/remusdb/db2.disk", 2, 1, &b, id,
+						   sizeof(id), err, sizeof(err)), -ENOTSUP);
+	assert_non_null(strstr(err, "netdev net1"));
+	assert_int_equal(rdb_qemuargv_for_backup_n(&a, "/run/remusdb/db2.disk", 1, 2, &b, id,
+						   sizeof(id), err, sizeof(err)), -ENOTSUP);
+	assert_non_null(strstr(err, "block node disk1"));
+	rdb_qemuargv_free(&a);
+}
+
 static void backup_refused(const char *extra, const char *msg)
 {
 	struct rdb_strlist a, b;
@@ -627,10 +828,13 @@ int main(void)
 		cmocka_unit_test(test_enroll_twice_changes_nothing),
 		cmocka_unit_test(test_unenroll_refuses_edited_arguments),
 		cmocka_unit_test(test_enroll_refusals),
+		cmocka_unit_test(test_enroll_several),
+		cmocka_unit_test(test_enroll_refuses_devices),
 		cmocka_unit_test(test_q35_bus_and_units),
 		cmocka_unit_test(test_split_as_libvirt_quotes),
 		cmocka_unit_test(test_backup_args),
 		cmocka_unit_test(test_backup_args_enrolled_disk),
+		cmocka_unit_test(test_backup_args_several),
 		cmocka_unit_test(test_backup_args_refusals),
 		cmocka_unit_test(test_enroll_event_port),
 	};

@@ -73,6 +73,34 @@ static void refused(const struct rdb_lvrestore *lr, const char *xml, int want,
 		fail_msg("'%s' does not say '%s'", err, msg);
 }
 
+/* A VM with two disks and two NICs: the domain must name every socket
+ * this host serves them on. */
+static void test_restore_xml_several(void **state)
+{
+	static const char *const nets[] = { "/run/remusdb/vm1.net1" };
+	const char *tail = strstr(enrolled, "  </qemu:commandline>");
+	char *both = malloc(sizeof(enrolled) + 600), err[256] = "", *x = NULL;
+	struct rdb_lvrestore lr = r;
+
+	sprintf(both, "%.*s%s%s", (int)(tail - enrolled), enrolled,
+		"    <qemu:arg value='stream,id=net1,server=off,addr.type=unix,"
+		"addr.path=/run/remusdb/vm1.net1,reconnect-ms=100'/>\n"
+		"    <qemu:arg value='{&quot;driver&quot;:&quot;qcow2&quot;,&quot;node-name&quot;:"
+		"&quot;disk1&quot;,&quot;file&quot;:{&quot;driver&quot;:&quot;nbd&quot;,&quot;server"
+		"&quot;:{&quot;type&quot;:&quot;unix&quot;,&quot;path&quot;:&quot;/run/remusdb/vm1.disk1"
+		"&quot;},&quot;reconnect-delay&quot;:15}}'/>\n", tail);
+	lr.more_nets = nets;
+	lr.nmore_nets = 1;
+	lr.nmore_disks = 1;
+	assert_int_equal(rdb_lvrestore_xml(&lr, both, &x, err, sizeof(err)), 0);
+	free(x);
+	/* the one-disk, one-NIC domain has neither */
+	refused(&lr, enrolled, -EINVAL, "no NIC on /run/remusdb/vm1.net1 (the VM's NIC 1 here)");
+	lr.nmore_nets = 0;
+	refused(&lr, enrolled, -EINVAL, "no disk on /run/remusdb/vm1.disk1 (the VM's disk 1 here)");
+	free(both);
+}
+
 static void test_restore_xml_refusals(void **state)
 {
 	struct rdb_lvrestore other = r;
@@ -133,6 +161,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_restore_xml),
 		cmocka_unit_test(test_restore_xml_refusals),
+		cmocka_unit_test(test_restore_xml_several),
 		cmocka_unit_test(test_restore_xml_event_port),
 		cmocka_unit_test(test_restore_xml_escapes),
 	};

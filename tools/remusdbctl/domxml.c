@@ -243,16 +243,14 @@ static xmlNodePtr new_after(xmlNodePtr parent, const char *name,
 
 /* ---- enroll ---- */
 
-/* A PCI slot on bus 0 no <address> of the domain uses (nor TAKEN nor
- * TAKEN2), from 0x03 on. */
-static int free_slot(xmlNodePtr devices, int taken, int taken2)
+/* A PCI slot on bus 0 no <address> of the domain uses nor ALSO marks
+ * (slots enroll gave devices without an address), from 0x03 on. */
+static int free_slot(xmlNodePtr devices, const bool *also)
 {
 	bool used[32] = { false };
 
-	if (taken >= 0 && taken < 32)
-		used[taken] = true;
-	if (taken2 >= 0 && taken2 < 32)
-		used[taken2] = true;
+	for (int s = 0; also && s < 32; s++)
+		used[s] = also[s];
 	for (xmlNodePtr d = devices->children; d; d = d->next) {
 		xmlNodePtr a = rdb_dx_child(d, "address", NULL);
 		char bus[16], slot[16];
@@ -274,11 +272,11 @@ static int free_slot(xmlNodePtr devices, int taken, int taken2)
  * Where a device that leaves libvirt's <devices> goes on QEMU's command
  * line: its own <address type='pci'> as QEMU's bus and addr (libvirt names
  * a PCI controller of index N "pci.N", index 0 of a q35 machine "pcie.0"),
- * or, without one, a free slot on bus 0 other than TAKEN.  The slot on
- * bus 0 into *slot_out (-1 on another bus).
+ * or, without one, a free slot on bus 0 that USED does not mark (marked
+ * then).  The slot on bus 0 into *slot_out (-1 on another bus).
  */
 static int pci_place(xmlNodePtr root, xmlNodePtr devices, xmlNodePtr dev,
-		     const char *what, int taken, char *bus_out, size_t buslen,
+		     const char *what, bool *used, char *bus_out, size_t buslen,
 		     char *addr_out, size_t addrlen, int *slot_out, char *err,
 		     size_t errlen)
 {
@@ -324,7 +322,7 @@ static int pci_place(xmlNodePtr root, xmlNodePtr devices, xmlNodePtr dev,
 		return 0;
 	}
 	{
-		int s = free_slot(devices, taken, -1);
+		int s = free_slot(devices, used);
 
 		if (s < 0 || strstr(machine, "q35")) {
 			rdb_dx_seterr(err, errlen, "%s has no PCI address: define the "
@@ -335,6 +333,8 @@ static int pci_place(xmlNodePtr root, xmlNodePtr devices, xmlNodePtr dev,
 		snprintf(addr_out, addrlen, "0x%x", s);
 		if (slot_out)
 			*slot_out = s;
+		if (used)
+			used[s] = true;
 	}
 	return 0;
 }
@@ -351,8 +351,8 @@ static bool libvirt_tap_name(const char *t)
 }
 
 static int read_nic(xmlNodePtr root, xmlNodePtr devices, xmlNodePtr iface,
-		    const struct rdb_enroll_params *p, int taken, struct nic *nic,
-		    char *err, size_t errlen)
+		    const char *tap, bool *used, struct nic *nic, char *err,
+		    size_t errlen)
 {
 	xmlNodePtr boot = rdb_dx_child(iface, "boot", NULL);
 	char type[32], model[32] = "rtl8139";
@@ -386,12 +386,12 @@ static int read_nic(xmlNodePtr root, xmlNodePtr devices, xmlNodePtr iface,
 	}
 	rdb_dx_attr(rdb_dx_child(iface, "source", NULL), "bridge", nic->bridge, sizeof(nic->bridge));
 	rdb_dx_attr(rdb_dx_child(iface, "source", NULL), "network", nic->network, sizeof(nic->network));
-	if (p->tap && p->tap[0]) {
-		if (strlen(p->tap) > 15) {
-			rdb_dx_seterr(err, errlen, "tap %s: longer than 15 characters", p->tap);
+	if (tap && tap[0]) {
+		if (strlen(tap) > 15) {
+			rdb_dx_seterr(err, errlen, "tap %s: longer than 15 characters", tap);
 			return -EINVAL;
 		}
-		snprintf(nic->tap, sizeof(nic->tap), "%s", p->tap);
+		snprintf(nic->tap, sizeof(nic->tap), "%s", tap);
 	} else {
 		char t[64];
 
@@ -417,34 +417,64 @@ static int read_nic(xmlNodePtr root, xmlNodePtr devices, xmlNodePtr iface,
 			return -EINVAL;
 		}
 	}
-	return pci_place(root, devices, iface, "the interface", taken, nic->bus,
+	return pci_place(root, devices, iface, "the interface", used, nic->bus,
 			 sizeof(nic->bus), nic->addr, sizeof(nic->addr), NULL,
 			 err, errlen);
 }
 
-static int check_disk(xmlNodePtr disk, char *image, size_t len, char *err,
-		      size_t errlen)
+/* A CD-ROM, a floppy or a read-only disk: libvirt's still, its image
+ * not replicated (the backup checks its own copy at protect). */
+static bool read_only_disk(xmlNodePtr disk)
 {
-	char type[32], dev[32], fmt[32], target[32];
+	char dev[32];
+
+	rdb_dx_attr(disk, "device", dev, sizeof(dev));
+	return !strcmp(dev, "cdrom") || !strcmp(dev, "floppy") ||
+	       (rdb_dx_child(disk, "readonly", NULL) &&
+		!rdb_dx_child(disk, "shareable", NULL));
+}
+
+static int check_ro_disk(xmlNodePtr disk, char *err, size_t errlen)
+{
+	char type[32], target[32];
+
+	rdb_dx_attr(disk, "type", type, sizeof(type));
+	rdb_dx_attr(rdb_dx_child(disk, "target", NULL), "dev", target, sizeof(target));
+	if (strcmp(type, "file") && rdb_dx_child(disk, "source", NULL)) {
+		rdb_dx_seterr(err, errlen, "read-only disk %s is type='%s': the "
+		       "backup checks a read-only image by its file, so only "
+		       "type='file' (or an empty CD-ROM drive)", target, type);
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
+static int check_disk(xmlNodePtr disk, char *image, size_t len, char *fmt,
+		      size_t fmtlen, char *err, size_t errlen)
+{
+	char type[32], dev[32], target[32];
 
 	rdb_dx_attr(disk, "type", type, sizeof(type));
 	rdb_dx_attr(disk, "device", dev, sizeof(dev));
-	rdb_dx_attr(rdb_dx_child(disk, "driver", NULL), "type", fmt, sizeof(fmt));
+	rdb_dx_attr(rdb_dx_child(disk, "driver", NULL), "type", fmt, fmtlen);
 	rdb_dx_attr(rdb_dx_child(disk, "target", NULL), "dev", target, sizeof(target));
 	if (dev[0] && strcmp(dev, "disk")) {
-		rdb_dx_seterr(err, errlen, "the domain's disk %s is a %s: remusdbd "
-		       "replicates one disk (device='disk'), remove it first",
-		       target, dev);
+		rdb_dx_seterr(err, errlen, "the domain's disk %s is a %s (device='%s'): "
+		       "remusdbd replicates image files (device='disk') and "
+		       "passes CD-ROMs and floppies through", target, dev, dev);
 		return -ENOTSUP;
 	}
 	if (strcmp(type, "file")) {
-		rdb_dx_seterr(err, errlen, "disk %s is type='%s': remusdbd serves a raw "
-		       "image file (type='file')", target, type);
+		rdb_dx_seterr(err, errlen, "disk %s is type='%s': remusdbd serves an "
+		       "image file (type='file'), not a block device, a network "
+		       "or a vhost-user disk", target, type);
 		return -ENOTSUP;
 	}
-	if (fmt[0] && strcmp(fmt, "raw")) {
-		rdb_dx_seterr(err, errlen, "disk %s is %s: remusdbd serves raw images "
-		       "(qemu-img convert -O raw)", target, fmt);
+	if (!fmt[0])
+		snprintf(fmt, fmtlen, "raw");
+	if (strcmp(fmt, "raw") && strcmp(fmt, "qcow2")) {
+		rdb_dx_seterr(err, errlen, "disk %s is %s: remusdbd serves raw and "
+		       "qcow2 images (qemu-img convert -O qcow2)", target, fmt);
 		return -ENOTSUP;
 	}
 	{
@@ -458,9 +488,9 @@ static int check_disk(xmlNodePtr disk, char *image, size_t len, char *err,
 			return -ENOTSUP;
 		}
 	}
-	if (rdb_dx_child(disk, "readonly", NULL) || rdb_dx_child(disk, "shareable", NULL)) {
-		rdb_dx_seterr(err, errlen, "disk %s is read-only or shareable: not "
-		       "supported", target);
+	if (rdb_dx_child(disk, "shareable", NULL)) {
+		rdb_dx_seterr(err, errlen, "disk %s is shareable (another VM writes "
+		       "it too): a replica could not follow it", target);
 		return -ENOTSUP;
 	}
 	if (!rdb_dx_attr(rdb_dx_child(disk, "source", NULL), "file", image, len) || !image[0]) {
@@ -489,7 +519,8 @@ struct disk_dev {
 };
 
 static int read_disk(xmlNodePtr root, xmlNodePtr devices, xmlNodePtr disk,
-		     struct disk_dev *dd, int *slot_out, char *err, size_t errlen)
+		     bool first, bool *used, struct disk_dev *dd, int *slot_out,
+		     char *err, size_t errlen)
 {
 	xmlNodePtr boot = rdb_dx_child(disk, "boot", NULL);
 	char target[32];
@@ -506,7 +537,7 @@ static int read_disk(xmlNodePtr root, xmlNodePtr devices, xmlNodePtr disk,
 			       target, dd->boot);
 			return -EINVAL;
 		}
-	} else {
+	} else if (first) {
 		/* <os><boot dev='hd'/> (libvirt's default): libvirt gave its
 		 * first disk bootindex 1 */
 		for (xmlNodePtr b = rdb_dx_child(rdb_dx_child(root, "os", NULL), "boot", NULL); b;
@@ -517,7 +548,7 @@ static int read_disk(xmlNodePtr root, xmlNodePtr devices, xmlNodePtr disk,
 		    !rdb_dx_child(rdb_dx_child(root, "os", NULL), "kernel", NULL))
 			snprintf(dd->boot, sizeof(dd->boot), "1");
 	}
-	return pci_place(root, devices, disk, "the disk", -1, dd->bus,
+	return pci_place(root, devices, disk, "the disk", used, dd->bus,
 			 sizeof(dd->bus), dd->addr, sizeof(dd->addr), slot_out,
 			 err, errlen);
 }
@@ -548,6 +579,62 @@ static void add_arg(xmlNodePtr cmdline, xmlNsPtr ns, xmlNodePtr undo,
 		xmlNewProp(a, X("value"), X(v));
 }
 
+/* A writable disk enroll moves to QEMU's command line. */
+struct edisk {
+	xmlNodePtr el;
+	char image[1024], fmt[16], node[16], sock[108];
+	struct disk_dev dd;
+	int slot;
+};
+
+/* A NIC enroll moves likewise. */
+struct enic {
+	xmlNodePtr el;
+	struct nic nic;
+	char sock[108];
+};
+
+/* The element's index among PARENT's element children. */
+static int elem_index(xmlNodePtr parent, xmlNodePtr el)
+{
+	int n = 0;
+
+	for (xmlNodePtr c = parent->children; c; c = c->next) {
+		if (c == el)
+			return n;
+		n += c->type == XML_ELEMENT_NODE;
+	}
+	return -1;
+}
+
+/* What libvirt would manage that a checkpoint cannot carry: refused,
+ * naming it. */
+static int check_other_devices(xmlNodePtr devices, const char *name, char *err,
+			       size_t errlen)
+{
+	for (xmlNodePtr c = devices->children; c; c = c->next) {
+		char type[32] = "", drv[32] = "";
+
+		if (rdb_dx_is_elem(c, "hostdev", NULL)) {
+			rdb_dx_attr(c, "type", type, sizeof(type));
+			rdb_dx_seterr(err, errlen, "domain %s has a passthrough device "
+			       "(<hostdev type='%s'>): its state is the hardware's, "
+			       "which a checkpoint cannot carry; remove it", name,
+			       type[0] ? type : "?");
+			return -ENOTSUP;
+		}
+		if (rdb_dx_is_elem(c, "filesystem", NULL)) {
+			rdb_dx_attr(rdb_dx_child(c, "driver", NULL), "type", drv, sizeof(drv));
+			rdb_dx_seterr(err, errlen, "domain %s has a <filesystem>%s%s%s: "
+			       "its files are the host's, outside any checkpoint; "
+			       "remove it", name, drv[0] ? " (driver '" : "", drv,
+			       drv[0] ? "')" : "");
+			return -ENOTSUP;
+		}
+	}
+	return 0;
+}
+
 int rdb_domxml_enroll(const char *xml, const struct rdb_enroll_params *p,
 		      char **xml_out, char *err, size_t errlen)
 {
@@ -556,18 +643,18 @@ int rdb_domxml_enroll(const char *xml, const struct rdb_enroll_params *p,
 	static const char *const meta_after[] = { "description", "title", "genid",
 						  "uuid", "name" };
 	static const char *const features_after[] = { "idmap", "os" };
-	char name[128], image[1024] = "", dtype[32], added[128] = "";
-	char qmp[108], wd[108], net[108], dsk[108], ev[108], buf[600];
-	char orig_emu[1024], machine[64] = "";
+	char name[128], dtype[32], added[128] = "";
+	char qmp[108], wd[108], ev[108], buf[1400], positions[256] = "";
+	char orig_emu[1024], machine[64] = "", suffix[16];
 	int ev_slot = -1;
-	xmlNodePtr root, devices, disk = NULL, iface = NULL, meta, m, undo;
+	xmlNodePtr root, devices, meta, m, undo, os;
 	xmlNodePtr metadata, features, cmdline, emulator;
 	xmlNsPtr rns, qns;
-	struct disk_dev dd;
-	int disk_slot = -1;
-	struct nic nic;
+	struct edisk *dk = NULL;
+	struct enic nics[RDB_DOMXML_NICS_MAX];
+	unsigned ndk = 0, nnic = 0;
+	bool used[32] = { false };
 	xmlDocPtr doc;
-	size_t ndisks;
 	int rc;
 
 	*xml_out = NULL;
@@ -584,6 +671,12 @@ int rdb_domxml_enroll(const char *xml, const struct rdb_enroll_params *p,
 	if (rdb_dx_find_meta(root)) {
 		xmlFreeDoc(doc);
 		return 1;
+	}
+	dk = calloc(RDB_DOMXML_DISKS_MAX, sizeof(*dk));
+	if (!dk) {
+		xmlFreeDoc(doc);
+		rdb_dx_seterr(err, errlen, "out of memory");
+		return -ENOMEM;
 	}
 	rc = -ENOTSUP;
 	rdb_dx_attr(root, "type", dtype, sizeof(dtype));
@@ -605,71 +698,144 @@ int rdb_domxml_enroll(const char *xml, const struct rdb_enroll_params *p,
 		rc = -EINVAL;
 		goto out;
 	}
-	ndisks = rdb_dx_count(devices, "disk");
-	if (ndisks > 1) {
-		char list[256] = "";
-
-		for (xmlNodePtr c = devices->children; c; c = c->next) {
-			char t[32];
-
-			if (!rdb_dx_is_elem(c, "disk", NULL))
+	os = rdb_dx_child(root, "os", NULL);
+	if (rdb_dx_child(os, "nvram", NULL)) {
+		rdb_dx_seterr(err, errlen, "domain %s has a UEFI variable store "
+		       "(<nvram>): enroll does not replicate it yet (a VM file's "
+		       "nvram option does)", name);
+		goto out;
+	}
+	rc = check_other_devices(devices, name, err, errlen);
+	if (rc < 0)
+		goto out;
+	rc = -ENOTSUP;
+	/* the disks (in order; CD-ROMs and read-only ones stay) and NICs */
+	for (xmlNodePtr c = devices->children; c; c = c->next) {
+		if (rdb_dx_is_elem(c, "disk", NULL)) {
+			if (read_only_disk(c)) {
+				rc = check_ro_disk(c, err, errlen);
+				if (rc < 0)
+					goto out;
 				continue;
-			rdb_dx_attr(rdb_dx_child(c, "target", NULL), "dev", t, sizeof(t));
-			snprintf(list + strlen(list), sizeof(list) - strlen(list),
-				 "%s%s", list[0] ? ", " : "", t[0] ? t : "?");
+			}
+			if (ndk == RDB_DOMXML_DISKS_MAX) {
+				rdb_dx_seterr(err, errlen, "domain %s has more than %d "
+				       "writable disks: remusdbd replicates up to %d",
+				       name, RDB_DOMXML_DISKS_MAX, RDB_DOMXML_DISKS_MAX);
+				rc = -ENOTSUP;
+				goto out;
+			}
+			dk[ndk].el = c;
+			rc = check_disk(c, dk[ndk].image, sizeof(dk[ndk].image),
+					dk[ndk].fmt, sizeof(dk[ndk].fmt), err, errlen);
+			if (rc < 0)
+				goto out;
+			ndk++;
+		} else if (rdb_dx_is_elem(c, "interface", NULL)) {
+			if (nnic == RDB_DOMXML_NICS_MAX) {
+				rdb_dx_seterr(err, errlen, "domain %s has more than %d "
+				       "network interfaces: remusdbd relays up to %d",
+				       name, RDB_DOMXML_NICS_MAX, RDB_DOMXML_NICS_MAX);
+				rc = -ENOTSUP;
+				goto out;
+			}
+			nics[nnic++].el = c;
 		}
-		rdb_dx_seterr(err, errlen, "domain %s has %zu disks (%s): remusdbd "
-		       "replicates exactly one; remove the others (CD-ROMs too) "
-		       "before enrolling", name, ndisks, list);
-		goto out;
 	}
-	if (ndisks == 1) {
-		disk = rdb_dx_child(devices, "disk", NULL);
-		rc = check_disk(disk, image, sizeof(image), err, errlen);
-		if (rc < 0)
-			goto out;
+	if (nnic == 0) {
+		rdb_dx_seterr(err, errlen, "domain %s has no network interface: "
+		       "remusdbd relays at least one", name);
 		rc = -ENOTSUP;
-	}
-	if (rdb_dx_count(devices, "interface") != 1) {
-		rdb_dx_seterr(err, errlen, "domain %s has %zu network interfaces: remusdbd "
-		       "relays exactly one", name, rdb_dx_count(devices, "interface"));
 		goto out;
 	}
-	iface = rdb_dx_child(devices, "interface", NULL);
-	if (disk) {
-		rc = read_disk(root, devices, disk, &dd, &disk_slot, err, errlen);
+	if (p->nmore_taps && p->nmore_taps + 1 != nnic) {
+		rdb_dx_seterr(err, errlen, "domain %s has %u network interfaces and "
+		       "%zu taps were given: one --tap per interface, in order",
+		       name, nnic, p->nmore_taps + 1);
+		rc = -EINVAL;
+		goto out;
+	}
+	for (unsigned k = 0; k < ndk; k++) {
+		rc = read_disk(root, devices, dk[k].el, k == 0, used, &dk[k].dd,
+			       &dk[k].slot, err, errlen);
+		if (rc < 0)
+			goto out;
+		if (k == 0)
+			snprintf(dk[k].node, sizeof(dk[k].node), "%s",
+				 RDB_DOMXML_DISK_NODE);
+		else
+			snprintf(dk[k].node, sizeof(dk[k].node), "disk%u", k);
+		snprintf(suffix, sizeof(suffix), k ? "disk%u" : "disk", k);
+		rc = sock_path(dk[k].sock, sizeof(dk[k].sock), p->run_dir, name,
+			       suffix, err, errlen);
 		if (rc < 0)
 			goto out;
 	}
-	rc = read_nic(root, devices, iface, p, disk_slot, &nic, err, errlen);
-	if (rc == 0)
-		rc = sock_path(qmp, sizeof(qmp), p->run_dir, name, "qmp", err, errlen);
+	for (unsigned k = 0; k < nnic; k++) {
+		const char *tap = k == 0 ? p->tap : k - 1 < p->nmore_taps ?
+			p->more_taps[k - 1] : NULL;
+
+		rc = read_nic(root, devices, nics[k].el, tap, used, &nics[k].nic,
+			      err, errlen);
+		if (rc < 0) {
+			if (nnic > 1) {
+				char e2[400];
+
+				snprintf(e2, sizeof(e2), "%s", err);
+				rdb_dx_seterr(err, errlen, "interface %u (MAC %s): %s",
+				       k, nics[k].nic.mac[0] ? nics[k].nic.mac : "?", e2);
+			}
+			goto out;
+		}
+		snprintf(suffix, sizeof(suffix), k ? "net%u" : "net", k);
+		rc = sock_path(nics[k].sock, sizeof(nics[k].sock), p->run_dir, name,
+			       suffix, err, errlen);
+		if (rc < 0)
+			goto out;
+	}
+	for (unsigned k = 1; k < nnic; k++)
+		for (unsigned j = 0; j < k; j++)
+			if (!strcmp(nics[j].nic.tap, nics[k].nic.tap)) {
+				rdb_dx_seterr(err, errlen, "interfaces %u and %u would both "
+				       "use tap %s: one --tap per interface", j, k,
+				       nics[k].nic.tap);
+				rc = -EINVAL;
+				goto out;
+			}
+	rc = sock_path(qmp, sizeof(qmp), p->run_dir, name, "qmp", err, errlen);
 	if (rc == 0)
 		rc = sock_path(wd, sizeof(wd), p->run_dir, name, "wd.qmp", err, errlen);
-	if (rc == 0)
-		rc = sock_path(net, sizeof(net), p->run_dir, name, "net", err, errlen);
-	if (rc == 0)
-		rc = sock_path(dsk, sizeof(dsk), p->run_dir, name, "disk", err, errlen);
 	if (rc == 0)
 		rc = sock_path(ev, sizeof(ev), p->run_dir, name, "event", err, errlen);
 	if (rc < 0)
 		goto out;
-	rdb_dx_attr(rdb_dx_child(rdb_dx_child(root, "os", NULL), "type", NULL),
-		    "machine", machine, sizeof(machine));
+	rdb_dx_attr(rdb_dx_child(os, "type", NULL), "machine", machine, sizeof(machine));
 	if (p->event_port) {
 		/* the port's controller: a slot on bus 0 that nothing of the
-		 * domain's uses, nor the disk or the NIC where enroll put
-		 * them (their elements are still among the devices here) */
-		bool nic0 = !strcmp(nic.bus, "pci.0") || !strcmp(nic.bus, "pcie.0");
-
-		ev_slot = free_slot(devices, disk_slot,
-				    nic0 ? (int)strtoul(nic.addr, NULL, 16) : -1);
+		 * domain's uses, nor the disks or NICs where enroll put them
+		 * (their elements are still among the devices here) */
+		ev_slot = free_slot(devices, used);
 		if (ev_slot < 0) {
 			rdb_dx_seterr(err, errlen, "domain %s has no free PCI slot on "
 			       "bus 0 for the failover event port", name);
 			rc = -ENOTSUP;
 			goto out;
 		}
+	}
+	/* where each element that leaves was among the devices: unenroll
+	 * puts it back there */
+	{
+		size_t at = 0;
+		int idx[RDB_DOMXML_DISKS_MAX + RDB_DOMXML_NICS_MAX];
+		unsigned n = 0;
+
+		for (unsigned k = 0; k < ndk; k++)
+			idx[n++] = elem_index(devices, dk[k].el);
+		for (unsigned k = 0; k < nnic; k++)
+			idx[n++] = elem_index(devices, nics[k].el);
+		for (unsigned k = 0; k < n && at < sizeof(positions); k++)
+			at += (size_t)snprintf(positions + at, sizeof(positions) - at,
+					       "%s%d", k ? " " : "", idx[k]);
 	}
 
 	/* Checked: from here on the tree changes. */
@@ -691,23 +857,29 @@ int rdb_domxml_enroll(const char *xml, const struct rdb_enroll_params *p,
 	m = xmlNewChild(meta, rns, X("watchdog-qmp"), NULL);
 	if (m)
 		xmlNewProp(m, X("path"), X(wd));
-	m = xmlNewChild(meta, rns, X("net"), NULL);
-	if (m) {
-		xmlNewProp(m, X("socket"), X(net));
-		xmlNewProp(m, X("mac"), X(nic.mac));
-		xmlNewProp(m, X("tap"), X(nic.tap));
-		if (nic.bridge[0])
-			xmlNewProp(m, X("bridge"), X(nic.bridge));
-		if (nic.network[0])
-			xmlNewProp(m, X("network"), X(nic.network));
-		xmlNewProp(m, X("device"), X(nic.device));
+	for (unsigned k = 0; k < nnic; k++) {
+		struct nic *n = &nics[k].nic;
+
+		m = xmlNewChild(meta, rns, X("net"), NULL);
+		if (!m)
+			goto nomem;
+		xmlNewProp(m, X("socket"), X(nics[k].sock));
+		xmlNewProp(m, X("mac"), X(n->mac));
+		xmlNewProp(m, X("tap"), X(n->tap));
+		if (n->bridge[0])
+			xmlNewProp(m, X("bridge"), X(n->bridge));
+		if (n->network[0])
+			xmlNewProp(m, X("network"), X(n->network));
+		xmlNewProp(m, X("device"), X(n->device));
 	}
-	if (disk) {
+	for (unsigned k = 0; k < ndk; k++) {
 		m = xmlNewChild(meta, rns, X("disk"), NULL);
-		if (m) {
-			xmlNewProp(m, X("socket"), X(dsk));
-			xmlNewProp(m, X("image"), X(image));
-		}
+		if (!m)
+			goto nomem;
+		xmlNewProp(m, X("socket"), X(dk[k].sock));
+		xmlNewProp(m, X("image"), X(dk[k].image));
+		if (strcmp(dk[k].fmt, "raw"))
+			xmlNewProp(m, X("format"), X(dk[k].fmt));
 	}
 	if (p->event_port) {
 		m = xmlNewChild(meta, rns, X("event"), NULL);
@@ -756,12 +928,18 @@ int rdb_domxml_enroll(const char *xml, const struct rdb_enroll_params *p,
 		strcat(added, " acpi");
 	}
 
-	if (disk) {
-		xmlUnlinkNode(disk);
-		xmlAddChild(undo, disk);	/* the original, kept whole */
+	/* the originals, kept whole, in the order positions lists them
+	 * (an emulator enroll added came first among the devices: the
+	 * positions are the domain's own, before it) */
+	for (unsigned k = 0; k < ndk; k++) {
+		xmlUnlinkNode(dk[k].el);
+		xmlAddChild(undo, dk[k].el);
 	}
-	xmlUnlinkNode(iface);
-	xmlAddChild(undo, iface);
+	for (unsigned k = 0; k < nnic; k++) {
+		xmlUnlinkNode(nics[k].el);
+		xmlAddChild(undo, nics[k].el);
+	}
+	xmlNewProp(undo, X("positions"), X(positions));
 
 	qns = xmlSearchNsByHref(doc, root, X(RDB_DOMXML_QEMU_NS));
 	if (!qns) {
@@ -787,32 +965,49 @@ int rdb_domxml_enroll(const char *xml, const struct rdb_enroll_params *p,
 	add_arg(cmdline, qns, undo, rns, "-qmp");
 	snprintf(buf, sizeof(buf), "unix:%s,server=on,wait=off", wd);
 	add_arg(cmdline, qns, undo, rns, buf);
-	/* net0: the id remusdbd's restore gives the backup's netdev too */
-	add_arg(cmdline, qns, undo, rns, "-netdev");
-	snprintf(buf, sizeof(buf), "stream,id=net0,server=off,addr.type=unix,"
-		 "addr.path=%s,reconnect-ms=100", net);
-	add_arg(cmdline, qns, undo, rns, buf);
-	if (disk) {
+	/* net<k>: the ids remusdbd's restore gives the backup's netdevs */
+	for (unsigned k = 0; k < nnic; k++) {
+		add_arg(cmdline, qns, undo, rns, "-netdev");
+		snprintf(buf, sizeof(buf), "stream,id=net%u,server=off,addr.type=unix,"
+			 "addr.path=%s,reconnect-ms=100", k, nics[k].sock);
+		add_arg(cmdline, qns, undo, rns, buf);
+	}
+	for (unsigned k = 0; k < ndk; k++) {
+		struct disk_dev *dd = &dk[k].dd;
+		char nbd[400], disc[64] = "";
+
+		if (dd->discard[0])
+			snprintf(disc, sizeof(disc), ",\"discard\":\"%s\"", dd->discard);
+		snprintf(nbd, sizeof(nbd), "\"driver\":\"nbd\",\"server\":{\"type\":"
+			 "\"unix\",\"path\":\"%s\"}", dk[k].sock);
 		add_arg(cmdline, qns, undo, rns, "-blockdev");
-		snprintf(buf, sizeof(buf), "{\"driver\":\"nbd\",\"server\":{\"type\":"
-			 "\"unix\",\"path\":\"%s\"},\"node-name\":\"%s\","
-			 "\"reconnect-delay\":15%s%s%s}", dsk, RDB_DOMXML_DISK_NODE,
-			 dd.discard[0] ? ",\"discard\":\"" : "", dd.discard,
-			 dd.discard[0] ? "\"" : "");
+		/* a qcow2 image: its format node on the NBD export of the
+		 * file's bytes (the replica is the same qcow2 file) */
+		if (!strcmp(dk[k].fmt, "qcow2"))
+			snprintf(buf, sizeof(buf), "{\"driver\":\"qcow2\",\"node-name\":"
+				 "\"%s\",\"file\":{%s,\"reconnect-delay\":15}%s}",
+				 dk[k].node, nbd, disc);
+		else
+			snprintf(buf, sizeof(buf), "{%s,\"node-name\":\"%s\","
+				 "\"reconnect-delay\":15%s}", nbd, dk[k].node, disc);
 		add_arg(cmdline, qns, undo, rns, buf);
 		add_arg(cmdline, qns, undo, rns, "-device");
 		snprintf(buf, sizeof(buf), "{\"driver\":\"virtio-blk-pci\",\"drive\":"
-			 "\"%s\",\"id\":\"rdbblk0\",\"bus\":\"%s\",\"addr\":\"%s\"%s%s}",
-			 RDB_DOMXML_DISK_NODE, dd.bus, dd.addr,
-			 dd.boot[0] ? ",\"bootindex\":" : "", dd.boot);
+			 "\"%s\",\"id\":\"rdbblk%u\",\"bus\":\"%s\",\"addr\":\"%s\"%s%s}",
+			 dk[k].node, k, dd->bus, dd->addr,
+			 dd->boot[0] ? ",\"bootindex\":" : "", dd->boot);
 		add_arg(cmdline, qns, undo, rns, buf);
 	}
-	add_arg(cmdline, qns, undo, rns, "-device");
-	snprintf(buf, sizeof(buf), "{\"driver\":\"%s\",\"netdev\":\"net0\","
-		 "\"mac\":\"%s\",\"id\":\"rdbnic0\",\"bus\":\"%s\",\"addr\":\"%s\"%s%s}",
-		 nic.device, nic.mac, nic.bus, nic.addr,
-		 nic.boot[0] ? ",\"bootindex\":" : "", nic.boot);
-	add_arg(cmdline, qns, undo, rns, buf);
+	for (unsigned k = 0; k < nnic; k++) {
+		struct nic *n = &nics[k].nic;
+
+		add_arg(cmdline, qns, undo, rns, "-device");
+		snprintf(buf, sizeof(buf), "{\"driver\":\"%s\",\"netdev\":\"net%u\","
+			 "\"mac\":\"%s\",\"id\":\"rdbnic%u\",\"bus\":\"%s\",\"addr\":"
+			 "\"%s\"%s%s}", n->device, k, n->mac, k, n->bus, n->addr,
+			 n->boot[0] ? ",\"bootindex\":" : "", n->boot);
+		add_arg(cmdline, qns, undo, rns, buf);
+	}
 	if (p->event_port) {
 		/* the chardev's id and the port's name are what a backup's
 		 * restore and the guest's remusdb-eventd look for */
@@ -842,6 +1037,7 @@ nomem:
 	rdb_dx_seterr(err, errlen, "out of memory");
 	rc = -ENOMEM;
 out:
+	free(dk);
 	xmlFreeDoc(doc);
 	return rc;
 }

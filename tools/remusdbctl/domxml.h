@@ -6,13 +6,20 @@
  * ours (libxml2 only).  docs/libvirt.md shows an enrolled domain.
  *
  * What enroll changes, all of it undone by unenroll from the metadata:
- *   - the one <disk> (a raw image file on bus virtio) goes; it comes back
- *     through <qemu:commandline> as an NBD -blockdev on remusdbd's unix
- *     socket RUN_DIR/NAME.disk with reconnect-delay (which libvirt 9.0's
- *     NBD disk lacks) + a virtio-blk -device, same PCI slot and boot order;
- *   - the one <interface> goes; its NIC comes back through
- *     <qemu:commandline> as -netdev stream (RUN_DIR/NAME.net) + -device,
- *     same model, MAC and PCI slot (libvirt has no native type for it);
+ *   - every writable <disk> (an image file, raw or qcow2, on bus virtio;
+ *     up to 8) goes; each comes back through <qemu:commandline> as an NBD
+ *     -blockdev on remusdbd's unix socket RUN_DIR/NAME.disk (the first),
+ *     NAME.disk1, NAME.disk2, ... with reconnect-delay (which libvirt
+ *     9.0's NBD disk lacks), a qcow2 node on top for a qcow2 image, and
+ *     a virtio-blk -device, same PCI slot and boot order.  The first's
+ *     node is RDB_DOMXML_DISK_NODE (the VM's disk_id), the k-th's disk<k>
+ *     (the id remusdbd's restore gives extra disks);
+ *   - CD-ROMs and read-only disks stay libvirt's (not replicated: the
+ *     backup checks its own copy of the image at protect);
+ *   - every <interface> (up to 4) goes; each NIC comes back through
+ *     <qemu:commandline> as -netdev stream (RUN_DIR/NAME.net, NAME.net1,
+ *     ...; ids net0, net1, ...) + -device, same model, MAC and PCI slot
+ *     (libvirt has no native type for it);
  *   - two private QMP sockets for remusdbd (RUN_DIR/NAME.qmp, NAME.wd.qmp);
  *   - with event_port: the failover event port (commit protection's):
  *     a virtio-serial controller and port org.remusdb.0 on chardev
@@ -22,7 +29,12 @@
  *     <features><acpi/> (libvirt 9.0 passes -no-acpi otherwise, which
  *     QEMU 9+ refuses);
  *   - <metadata><remusdb:vm xmlns:remusdb=RDB_DOMXML_NS>: the sockets,
- *     MAC, tap, disk image, and the original elements.
+ *     MACs, taps, disk images, and the original elements with their
+ *     places among the devices.
+ * Refused, naming the device: shared or network disks, disks on another
+ * bus than virtio, passthrough devices (<hostdev>), interfaces whose
+ * frames bypass QEMU (vhost-user, hostdev, vDPA), vhost-user
+ * filesystems, a UEFI variable store (<nvram>, not yet).
  */
 #ifndef RDB_DOMXML_H
 #define RDB_DOMXML_H
@@ -33,14 +45,18 @@
 
 #define RDB_DOMXML_NS "https://remusdb.example/xmlns/vm/1"
 #define RDB_DOMXML_QEMU_NS "http://libvirt.org/schemas/domain/qemu/1.0"
-/* the disk's block node: the VM's disk_id */
+/* the first disk's block node: the VM's disk_id */
 #define RDB_DOMXML_DISK_NODE "rdbdisk0"
+#define RDB_DOMXML_DISKS_MAX 8
+#define RDB_DOMXML_NICS_MAX 4
 
 struct rdb_enroll_params {
 	const char *emulator;		/* absolute path of the patched QEMU */
 	const char *run_dir;		/* remusdbd's run_dir: the VM's sockets */
 	const char *tap;		/* host tap for the guest's frames; NULL:
 					 * the interface's own <target dev> */
+	const char *const *more_taps;	/* the other interfaces', in order */
+	size_t nmore_taps;
 	const char *const *firmware_dirs;	/* -L, in this order */
 	size_t nfirmware;
 	bool event_port;		/* add the failover event port */
@@ -54,6 +70,14 @@ struct rdb_domxml_vm {
 	char disk[1024];		/* "" = no disk */
 	char tap[16], mac[18];
 	char event_socket[108];		/* "" = no failover event port */
+	/* the other disks (extra_disk: served on disk_socket<k>) and NICs
+	 * (extra_nic: net_socket<k>), in order */
+	unsigned nmore_disks;
+	char more_disks[RDB_DOMXML_DISKS_MAX - 1][1024];
+	unsigned nmore_nics;
+	struct {
+		char tap[16], mac[18];
+	} more_nics[RDB_DOMXML_NICS_MAX - 1];
 };
 
 /*

@@ -76,6 +76,71 @@ static int remove_args(xmlNodePtr cmdline, xmlNodePtr undo, char *err,
 	return -EINVAL;
 }
 
+/* Puts EL back among PARENT's element children at index POS (last if
+ * there are fewer). */
+static void insert_at(xmlNodePtr parent, xmlNodePtr el, int pos)
+{
+	int n = 0;
+
+	for (xmlNodePtr c = parent->children; c; c = c->next) {
+		if (c->type != XML_ELEMENT_NODE)
+			continue;
+		if (n++ == pos) {
+			xmlAddPrevSibling(c, el);
+			return;
+		}
+	}
+	xmlAddChild(parent, el);
+}
+
+/*
+ * The disks and interfaces enroll moved, back where they were: undo's
+ * positions lists each one's index among the devices, in undo's order.
+ * Put back lowest index first, each lands at its own index again.  0,
+ * or 1 when undo has no positions (an enrollment before there were
+ * several: the caller puts its one disk and interface back by name).
+ */
+static int restore_positions(xmlNodePtr devices, xmlNodePtr undo, char *err,
+			     size_t errlen)
+{
+	xmlNodePtr el[32];
+	int pos[32];
+	size_t n = 0, want = 0;
+	char list[256], *s, *end;
+
+	if (!rdb_dx_attr(undo, "positions", list, sizeof(list)))
+		return 1;
+	for (xmlNodePtr c = undo->children; c; c = c->next)
+		if ((rdb_dx_is_elem(c, "disk", NULL) ||
+		     rdb_dx_is_elem(c, "interface", NULL)) && n < 32)
+			el[n++] = c;
+	for (s = list; *s && want < 32; s = end) {
+		long v = strtol(s, &end, 10);
+
+		if (end == s || v < 0 || v > 4096)
+			break;
+		pos[want++] = (int)v;
+		while (*end == ' ')
+			end++;
+	}
+	if (want != n || *s) {
+		rdb_dx_seterr(err, errlen, "the domain's remusdb metadata lists %zu "
+		       "places for %zu devices (damaged?): undo by hand", want, n);
+		return -EINVAL;
+	}
+	for (size_t done = 0; done < n; done++) {
+		size_t best = n;
+
+		for (size_t k = 0; k < n; k++)
+			if (el[k] && (best == n || pos[k] < pos[best]))
+				best = k;
+		xmlUnlinkNode(el[best]);
+		insert_at(devices, el[best], pos[best]);
+		el[best] = NULL;
+	}
+	return 0;
+}
+
 int rdb_domxml_unenroll(const char *xml, char **xml_out, char *err,
 			size_t errlen)
 {
@@ -107,18 +172,10 @@ int rdb_domxml_unenroll(const char *xml, char **xml_out, char *err,
 	rc = remove_args(cmdline, undo, err, errlen);
 	if (rc < 0)
 		goto out;
-	if (od) {
-		xmlUnlinkNode(od);
-		rdb_dx_insert_ordered(devices, od, rdb_dx_device_order,
-			       rdb_dx_ndevice_order);
-	}
 	if (cmdline && has_token(added, "commandline") && no_elements(cmdline))
 		drop(cmdline);
-	if (oi) {
-		xmlUnlinkNode(oi);
-		rdb_dx_insert_ordered(devices, oi, rdb_dx_device_order,
-			       rdb_dx_ndevice_order);
-	}
+	/* the emulator first: one enroll added went before the devices it
+	 * moved, whose places are counted without it */
 	if (rdb_dx_attr(undo, "emulator", emu, sizeof(emu))) {
 		xmlNodePtr e = rdb_dx_child(devices, "emulator", NULL);
 
@@ -134,6 +191,21 @@ int rdb_domxml_unenroll(const char *xml, char **xml_out, char *err,
 		}
 	} else if (has_token(added, "emulator")) {
 		drop(rdb_dx_child(devices, "emulator", NULL));
+	}
+	rc = restore_positions(devices, undo, err, errlen);
+	if (rc < 0)
+		goto out;
+	if (rc == 1) {
+		if (od) {
+			xmlUnlinkNode(od);
+			rdb_dx_insert_ordered(devices, od, rdb_dx_device_order,
+				       rdb_dx_ndevice_order);
+		}
+		if (oi) {
+			xmlUnlinkNode(oi);
+			rdb_dx_insert_ordered(devices, oi, rdb_dx_device_order,
+				       rdb_dx_ndevice_order);
+		}
 	}
 	features = rdb_dx_child(root, "features", NULL);
 	if (features && has_token(added, "acpi"))
@@ -269,6 +341,43 @@ int rdb_domxml_read(const char *xml, struct rdb_domxml_vm *vm, char *err,
 		rc = copy_attr(d, "socket", vm->event_socket,
 			       sizeof(vm->event_socket),
 			       "the failover event port's socket", err, errlen);
+	/* the other NICs and disks, in order after the first of each */
+	{
+		unsigned nn = 0, nd = 0;
+
+		for (xmlNodePtr c = meta->children; rc == 0 && c; c = c->next) {
+			if (rdb_dx_is_elem(c, "net", RDB_DOMXML_NS) && nn++ > 0) {
+				if (vm->nmore_nics == RDB_DOMXML_NICS_MAX - 1) {
+					rdb_dx_seterr(err, errlen, "the domain's remusdb "
+					       "metadata lists more than %d NICs",
+					       RDB_DOMXML_NICS_MAX);
+					rc = -EINVAL;
+					break;
+				}
+				rc = copy_attr(c, "mac", vm->more_nics[vm->nmore_nics].mac,
+					       sizeof(vm->more_nics[0].mac), "a NIC's MAC",
+					       err, errlen);
+				if (rc == 0)
+					rc = copy_attr(c, "tap",
+						       vm->more_nics[vm->nmore_nics].tap,
+						       sizeof(vm->more_nics[0].tap),
+						       "a NIC's tap", err, errlen);
+				vm->nmore_nics++;
+			} else if (rdb_dx_is_elem(c, "disk", RDB_DOMXML_NS) && nd++ > 0) {
+				if (vm->nmore_disks == RDB_DOMXML_DISKS_MAX - 1) {
+					rdb_dx_seterr(err, errlen, "the domain's remusdb "
+					       "metadata lists more than %d disks",
+					       RDB_DOMXML_DISKS_MAX);
+					rc = -EINVAL;
+					break;
+				}
+				rc = copy_attr(c, "image", vm->more_disks[vm->nmore_disks],
+					       sizeof(vm->more_disks[0]), "a disk image",
+					       err, errlen);
+				vm->nmore_disks++;
+			}
+		}
+	}
 	xmlFreeDoc(doc);
 	return rc;
 }

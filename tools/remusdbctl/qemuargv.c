@@ -200,11 +200,42 @@ static bool ids_has(const struct ids *s, const char *id)
 	return false;
 }
 
+/* Is path one of the VM's disk sockets: disk_socket (disk 0), then
+ * disk_socket with k appended?  Its disk's number, or -1. */
+static int disk_of_socket(const char *path, const char *disk_socket,
+			  unsigned ndisks)
+{
+	size_t l;
+	char *end;
+	unsigned long k;
+
+	if (!path || !disk_socket)
+		return -1;
+	if (!strcmp(path, disk_socket))
+		return 0;
+	l = strlen(disk_socket);
+	if (strncmp(path, disk_socket, l) || !path[l])
+		return -1;
+	k = strtoul(path + l, &end, 10);
+	return *end || k == 0 || k >= ndisks ? -1 : (int)k;
+}
+
 int rdb_qemuargv_for_backup(const struct rdb_strlist *in, const char *disk_socket,
 			    struct rdb_strlist *out, char *disk_id, size_t idlen,
 			    char *err, size_t errlen)
 {
+	return rdb_qemuargv_for_backup_n(in, disk_socket, disk_socket ? 1 : 0, 1,
+					 out, disk_id, idlen, err, errlen);
+}
+
+int rdb_qemuargv_for_backup_n(const struct rdb_strlist *in,
+			      const char *disk_socket, unsigned ndisks,
+			      unsigned nnics, struct rdb_strlist *out,
+			      char *disk_id, size_t idlen, char *err,
+			      size_t errlen)
+{
 	struct ids drop_chr = { .n = 0 }, disk_nodes = { .n = 0 };
+	struct ids ro_files = { .n = 0 }, disk0_nodes = { .n = 0 };
 	char a[256], b[256];
 	int rc = 0;
 
@@ -216,6 +247,17 @@ int rdb_qemuargv_for_backup(const struct rdb_strlist *in, const char *disk_socke
 	for (size_t i = 0; i + 1 < in->n; i++) {
 		const char *o = in->v[i], *v = in->v[i + 1];
 
+		/* a read-only format node (libvirt's CD-ROM): its file node
+		 * is read-only too, whatever libvirt wrote on it */
+		if (!strcmp(o, "-blockdev") && v[0] == '{') {
+			json_t *j = json_loads(v, 0, NULL);
+			const char *file = json_string_value(json_object_get(j, "file"));
+
+			if (file && json_is_true(json_object_get(j, "read-only")))
+				ids_add(&ro_files, file);
+			json_decref(j);
+			continue;
+		}
 		if (!strcmp(o, "-mon")) {
 			prop(v, "chardev", a, sizeof(a));
 			ids_add(&drop_chr, a);
@@ -254,14 +296,18 @@ int rdb_qemuargv_for_backup(const struct rdb_strlist *in, const char *disk_socke
 		    !strcmp(o, "monitor") || !strcmp(o, "runas") || !strcmp(o, "chroot"))
 			continue;
 		if (!strcmp(o, "netdev")) {
+			char *end;
+			unsigned long k;
+
 			prop(v, "id", a, sizeof(a));
-			if (strcmp(a, "net0")) {
+			k = strncmp(a, "net", 3) ? ~0ul : strtoul(a + 3, &end, 10);
+			if (k >= nnics || *end) {
 				snprintf(err, errlen, "the domain has a NIC of its own "
-					 "(netdev %s) besides the one remusdbd relays: "
-					 "not supported", a);
+					 "(netdev %s) besides the %u remusdbd relays: "
+					 "not supported", a, nnics);
 				rc = -ENOTSUP;
 			}
-			continue;	/* net0: the backup adds its own */
+			continue;	/* net<k>: the backup adds its own */
 		}
 		if (!strcmp(o, "blockdev")) {
 			json_t *j = json_loads(v, 0, NULL);
@@ -270,14 +316,44 @@ int rdb_qemuargv_for_backup(const struct rdb_strlist *in, const char *disk_socke
 			const char *file = json_string_value(json_object_get(j, "file"));
 			const char *path = json_string_value(json_object_get(
 				json_object_get(j, "server"), "path"));
+			/* a qcow2 node with its NBD file node inline */
+			json_t *fo = json_object_get(j, "file");
+			const char *fdrv = json_string_value(json_object_get(fo, "driver"));
+			const char *fpath = json_string_value(json_object_get(
+				json_object_get(fo, "server"), "path"));
+			int dn = drv && !strcmp(drv, "nbd") ?
+				disk_of_socket(path, disk_socket, ndisks) :
+				fdrv && !strcmp(fdrv, "nbd") ?
+				disk_of_socket(fpath, disk_socket, ndisks) : -1;
 
-			if (node && drv && !strcmp(drv, "nbd") && disk_socket &&
-			    path && !strcmp(path, disk_socket)) {
+			if (node && dn >= 0) {
 				ids_add(&disk_nodes, node);
-				snprintf(disk_id, idlen, "%s", node);
+				if (dn == 0) {
+					ids_add(&disk0_nodes, node);
+					snprintf(disk_id, idlen, "%s", node);
+				}
 			} else if (node && file && ids_has(&disk_nodes, file)) {
+				/* a format node on a disk's: the device names it */
 				ids_add(&disk_nodes, node);
-				snprintf(disk_id, idlen, "%s", node);
+				if (ids_has(&disk0_nodes, file)) {
+					ids_add(&disk0_nodes, node);
+					snprintf(disk_id, idlen, "%s", node);
+				}
+			} else if (node && ((json_is_true(json_object_get(j, "read-only"))) ||
+					    ids_has(&ro_files, node))) {
+				/* a read-only image (a CD-ROM): the backup opens
+				 * its own copy (roimage.h checks it is the same) */
+				if (!json_is_true(json_object_get(j, "read-only")))
+					json_object_set_new(j, "read-only", json_true());
+				json_object_del(j, "auto-read-only");
+				{
+					char *t = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
+
+					rc = t ? push(out, arg, strlen(arg)) : -ENOMEM;
+					if (rc == 0)
+						rc = push(out, t, strlen(t));
+					free(t);
+				}
 			} else {
 				snprintf(err, errlen, "block node %s (%s) is not the "
 					 "disk remusdbd serves: a backup could not "

@@ -10,7 +10,7 @@
  * go: its monitor (-chardev charmonitor, -mon), -S, the secret object
  * (a host file), the pc.ram backend, the disk's two -blockdev nodes (the
  * device's drive= names the format node: that is the VM's disk_id),
- * enroll's -qmp and -netdev, -add-fd, isa-serial devices and their
+ * enroll's -qmp and -netdevs, -add-fd, isa-serial devices and their
  * chardevs, -vnc and -spice (host-side displays).  Other chardevs become
  * `null` (the guest keeps the device; nothing is connected to it on the
  * backup).  Everything else stays, in order: the guest's hardware must be
@@ -39,6 +39,17 @@ int rdb_qemuargv_split(const char *line, struct rdb_strlist *out, char *err,
 int rdb_qemuargv_for_backup(const struct rdb_strlist *in, const char *disk_socket,
 			    struct rdb_strlist *out, char *disk_id, size_t idlen,
 			    char *err, size_t errlen);
+
+/* The same for a VM with ndisks disks (disk k > 0 served on disk_socket
+ * with k appended: its NBD node and any format node on it go, the
+ * backup adds its own) and nnics NICs (netdevs net0 .. net<nnics-1> go);
+ * read-only images (libvirt's CD-ROMs) stay, their file node marked
+ * read-only as its format node is. */
+int rdb_qemuargv_for_backup_n(const struct rdb_strlist *in,
+			      const char *disk_socket, unsigned ndisks,
+			      unsigned nnics, struct rdb_strlist *out,
+			      char *disk_id, size_t idlen, char *err,
+			      size_t errlen);
 
 /* Frees the strings and the array; the list is empty after. */
 void rdb_qemuargv_free(struct rdb_strlist *l);

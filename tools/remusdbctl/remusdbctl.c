@@ -42,7 +42,7 @@ static void usage(FILE *f)
 		"                                  protect again the VM that failed over to\n"
 		"                                  this host (to its old primary: a resync);\n"
 		"                                  else the running enrolled libvirt domain\n"
-		"  enroll DOMAIN [--yes] [--connect URI] [--tap NAME] [--emulator PATH]\n"
+		"  enroll DOMAIN [--yes] [--connect URI] [--tap NAME]... [--emulator PATH]\n"
 		"         [--run-dir DIR] [--firmware-dir DIR]... [--event-port]\n"
 		"                                  rewrite a defined libvirt domain so that\n"
 		"                                  remusdbd can protect it (diff, y/N)\n"
@@ -337,15 +337,17 @@ static bool on_path(const char *cmdname, char *buf, size_t len)
 }
 
 /*
- * enroll DOMAIN [--yes] [--connect URI] [--tap NAME] [--emulator PATH]
+ * enroll DOMAIN [--yes] [--connect URI] [--tap NAME]... [--emulator PATH]
  *        [--run-dir DIR] [--firmware-dir DIR]... [--event-port]
+ * (--tap once per interface, in the domain's order, when it has several)
  * The run_dir and the emulator default to what remusdbd on this host uses
  * (its run_dir, its qemu_binary: the QEMU it restores VMs with).
  */
 static int do_enroll(bool enroll, int argc, char **argv)
 {
 	const char *uri = NULL, *name = NULL, *tap = NULL, *emu = NULL, *run = NULL;
-	const char *fw[16];
+	const char *fw[16], *taps[4];
+	size_t ntaps = 0;
 	static const char *const debian_fw[] = {
 		"/usr/share/seabios", "/usr/lib/ipxe/qemu", "/usr/share/qemu",
 	};
@@ -370,8 +372,15 @@ static int do_enroll(bool enroll, int argc, char **argv)
 			p.event_port = true;
 		else if (!strcmp(a, "--connect"))
 			uri = argv[++i];
-		else if (val && !strcmp(a, "--tap"))
-			tap = argv[++i];
+		else if (val && !strcmp(a, "--tap")) {
+			/* repeatable: one per interface, in the domain's order */
+			if (ntaps == 4) {
+				fprintf(stderr, "remusdbctl: more than 4 --tap\n");
+				return 2;
+			}
+			taps[ntaps++] = argv[++i];
+			tap = taps[0];
+		}
 		else if (val && !strcmp(a, "--emulator"))
 			emu = argv[++i];
 		else if (val && !strcmp(a, "--run-dir"))
@@ -442,6 +451,8 @@ static int do_enroll(bool enroll, int argc, char **argv)
 	p.emulator = emu;
 	p.run_dir = run;
 	p.tap = tap;
+	p.more_taps = taps + 1;
+	p.nmore_taps = ntaps > 1 ? ntaps - 1 : 0;
 	p.firmware_dirs = fw;
 	p.nfirmware = nfw;
 	return rdb_virt_enroll(uri, name, &p, yes);

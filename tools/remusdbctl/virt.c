@@ -256,9 +256,10 @@ int rdb_virt_vm_config(const char *uri, const char *name,
 	}
 	rc = rdb_qemuargv_split(native, &argv, err, errlen);
 	if (rc == 0)
-		rc = rdb_qemuargv_for_backup(&argv, vm.disk[0] ? vm.disk_socket : NULL,
-					     &args, disk_id, sizeof(disk_id), err,
-					     errlen);
+		rc = rdb_qemuargv_for_backup_n(&argv, vm.disk[0] ? vm.disk_socket :
+					       NULL, vm.disk[0] ? 1 + vm.nmore_disks : 0,
+					       1 + vm.nmore_nics, &args, disk_id,
+					       sizeof(disk_id), err, errlen);
 	if (rc < 0) {
 		char e2[400];
 
@@ -283,6 +284,17 @@ int rdb_virt_vm_config(const char *uri, const char *name,
 		rc = set(c, "disk_socket", vm.disk_socket, err, errlen);
 	if (rc == 0 && vm.disk[0])
 		rc = set(c, "disk_id", disk_id, err, errlen);
+	/* the other disks and NICs: served on disk_socket<k>, net_socket<k>
+	 * as enroll named them */
+	for (unsigned k = 0; rc == 0 && vm.disk[0] && k < vm.nmore_disks; k++)
+		rc = set(c, "extra_disk", vm.more_disks[k], err, errlen);
+	for (unsigned k = 0; rc == 0 && k < vm.nmore_nics; k++) {
+		char spec[64];
+
+		snprintf(spec, sizeof(spec), "tap=%s,mac=%s", vm.more_nics[k].tap,
+			 vm.more_nics[k].mac);
+		rc = set(c, "extra_nic", spec, err, errlen);
+	}
 	if (rc == 0 && vm.event_socket[0])
 		rc = set(c, "event_port", "true", err, errlen);
 	/* ram_mb only when it is whole MiB (0: from the stream) */

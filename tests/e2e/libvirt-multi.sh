@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# A libvirt domain shaped like a database VM: an OS disk (raw), a data
+# disk (qcow2 over a raw backing file), a CD-ROM, a client NIC and a
+# second NIC on another subnet; enrolled on both hosts (one --tap per
+# interface), attached, started and protected with libvirt_restore, the
+# primary's power pulled.  Checked:
+#  - enroll moved both writable disks and both NICs to remusdbd (the
+#    CD-ROM stays libvirt's), and the VM config attach derived from the
+#    domain has the data disk and the second NIC;
+#  - the backup checked the CD-ROM's image and the qcow2 disk's backing
+#    file against its own (read-only images);
+#  - after the pull: `virsh list` on the backup shows vm1 running,
+#    restored through libvirt, its QEMU on both replicas' sockets and
+#    both NICs' sockets; both clients' sequences contiguous on one
+#    connection each (I1 on both NICs);
+#  - the replicas (the qcow2 one read through qemu-img) hold every
+#    record the client received, none past a gap: the guest's log is
+#    striped over both disks (record N on disk (N - 1) mod 2).
+#
+# Output: build/e2e/<run>/result.json.  Exit 0 pass, 1 fail, 77 skipped.
+set -u
+. "$(dirname "$0")/../lib/common.sh"
+. "$(dirname "$0")/../lib/netns.sh"
+. "$(dirname "$0")/../lib/cluster.sh"
+. "$(dirname "$0")/../lib/libvirt.sh"
+
+run=${RDB_RUN:-lm$$}
+d=$(mktemp -d /tmp/rdb-lvmulti-XXXXXX)
+chmod 0755 "$d"	# libvirt's QEMU (libvirt-qemu) reads the guest's kernel here
+trap 'cluster_down "$run"; lv_down; rm -rf "$d"' EXIT
+
+lv_test_require
+command -v qemu-img >/dev/null || rdb_fail "qemu-img missing (tools/setup-deps.sh)"
+[ -x "$RDB_HELPERS/diskseq" ] || rdb_fail "build/helpers/diskseq missing (make all)"
+t0=$(date +%s%N)
+# the guest: eth1 on 10.76.0.100 with a sequence server of its own
+mkdir -p "$d/payload/etc/remusdb.d"
+cat > "$d/payload/etc/remusdb.d/10-eth1.sh" <<'EOS'
+#!/bin/sh
+echo 1 > /proc/sys/net/ipv4/conf/all/arp_ignore
+echo 2 > /proc/sys/net/ipv4/conf/all/arp_announce
+i=0
+while [ ! -e /sys/class/net/eth1 ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
+ip link set eth1 up
+ip addr add 10.76.0.100/24 dev eth1
+/usr/bin/seqsrv --port 7001 --interval-us 10000 > /dev/null 2>&1 &
+EOS
+chmod 0755 "$d/payload/etc/remusdb.d/10-eth1.sh"
+bash "$RDB_ROOT/tools/mkguest.sh" --out "$d/guest" --payload "$d/payload" \
+	--static "$RDB_HELPERS/seqsrv" --module virtio_blk >&2 || rdb_fail "guest build failed"
+export CL_GUEST=$d/guest
+
+cluster_hosts_up "$run" || rdb_fail "setup failed (logs in $CL_DIR)"
+# the data disk, qcow2 over a raw backing file; a CD-ROM image
+base=$CL_DIR/base.raw iso=$CL_DIR/tools.iso
+head -c $((4 << 20)) /dev/urandom > "$base"
+head -c $((2 << 20)) /dev/urandom > "$iso"
+mkdir -p "$CL_DIR/pri" "$CL_DIR/bak"
+qemu-img create -q -f qcow2 -b "$base" -F raw "$CL_DIR/pri/vm1-data.qcow2" 64M ||
+	rdb_fail "qemu-img create"
+export LV_MORE_DISKS="    <disk type='file' device='disk'>
+      <driver name='qemu' type='qcow2'/>
+      <source file='$CL_DIR/pri/vm1-data.qcow2'/>
+      <target dev='vdb' bus='virtio'/>
+    </disk>
+    <disk type='file' device='cdrom'>
+      <driver name='qemu' type='raw'/>
+      <source file='$iso'/>
+      <target dev='hdc' bus='ide'/>
+      <readonly/>
+    </disk>"
+export LV_MORE_IFACES="    <interface type='bridge'>
+      <mac address='52:54:00:52:45:01'/>
+      <source bridge='vmbr0'/>
+      <model type='virtio'/>
+    </interface>"
+export LV_GUEST_RUN="/usr/bin/seqsrv --port $CL_SEQ_PORT --interval-us 20000 --disk /dev/vda --disk /dev/vdb"
+export LV_ENROLL_ARGS="--tap vmtap1"
+lv_pair_protected || rdb_fail "the protected libvirt domain did not come up (logs in $CL_DIR)"
+echo "libvirtd on both hosts, vm1 (2 disks, a CD-ROM, 2 NICs) enrolled on both, protected after $(ms_since "$t0") ms"
+
+# enroll's work: two NBD disks and two netdevs, the CD-ROM libvirt's
+lv_virsh pri dumpxml vm1 > "$CL_DIR/pri-domain.xml"
+grep -q "vm1.disk1" "$CL_DIR/pri-domain.xml" && grep -q "id=net1" "$CL_DIR/pri-domain.xml" &&
+	grep -q "device=\"cdrom\"\|device='cdrom'" "$CL_DIR/pri-domain.xml" ||
+	rdb_fail "enroll did not move both disks and NICs (see $CL_DIR/pri-domain.xml)"
+pst=$(cl_ctl pri status vm1 --json) || rdb_fail "no primary status"
+[ "$(jq '[.vms[0].devices[] | select(.kind == "disk")] | length' <<<"$pst")" = 2 ] &&
+	[ "$(jq '[.vms[0].devices[] | select(.kind == "nic")] | length' <<<"$pst")" = 2 ] ||
+	rdb_fail "the primary protects $(jq -c '[.vms[0].devices[] | .kind]' <<<"$pst"), not 2 disks and 2 NICs"
+grep -q "read-only image $iso: the same here" "$CL_DIR/bak/remusdbd.log" ||
+	rdb_fail "the backup did not check the CD-ROM's image against its own"
+grep -q "read-only image $base: the same here" "$CL_DIR/bak/remusdbd.log" ||
+	rdb_fail "the backup did not check the qcow2 disk's backing file"
+
+# the second NIC's client, then the pull with the first's
+clix() { ip netns exec "$(netns_name "$run" cli)" "$@"; }
+clix ip addr add 10.76.0.10/24 dev eth0 || rdb_fail "client address on the second subnet"
+ip netns exec "$(netns_name "$run" cli)" "$RDB_HELPERS/seqcheck" \
+	--host 10.76.0.100 --port 7001 --duration 120 \
+	--connect-timeout 20 --stall-timeout 20 \
+	>"$CL_DIR/seqcheck2.json" 2>"$CL_DIR/seqcheck2.log" &
+c2=$!
+wait_for 20 "first values at the second NIC's client" \
+	grep -q '^first ' "$CL_DIR/seqcheck2.log" || rdb_fail "the second NIC's client got nothing"
+cl_seq_start 120
+c1=$CL_CHECKER
+sleep 4
+cluster_pull_power "$run"
+kill -USR1 "$c1" "$c2"
+cl_ctl bak wait vm1 failed-over --timeout 30 ||
+	rdb_fail "backup did not fail over (see $CL_DIR/bak/remusdbd.log)"
+cl_ctl bak status vm1 --json > "$CL_DIR/bak-status.json"
+sleep 6
+kill -INT "$c1" "$c2" 2>/dev/null
+wait_pid 15 "$c1"
+wait_pid 15 "$c2"
+for f in seqcheck seqcheck2; do
+	[ -s "$CL_DIR/$f.json" ] || rdb_fail "$f: no result ($(tail -n 2 "$CL_DIR/$f.log"))"
+	jq -e "$CL_SEQ_JQ"' seq_ok' "$CL_DIR/$f.json" >/dev/null ||
+		rdb_fail "$f: the sequence is broken: $(jq -c . "$CL_DIR/$f.json")"
+done
+
+# the backup's libvirt runs it, on both disks and both NICs
+[ "$(jq -r '.vms[0].restored_by' "$CL_DIR/bak-status.json")" = libvirt ] ||
+	rdb_fail "the backup did not restore vm1 through libvirt (see $CL_DIR/bak/remusdbd.log)"
+lv_virsh bak list > "$CL_DIR/bak-virsh-list.txt"
+grep -Eq '^ *[0-9]+ +vm1 +running$' "$CL_DIR/bak-virsh-list.txt" ||
+	rdb_fail "virsh list on the backup does not show vm1 running: $(cat "$CL_DIR/bak-virsh-list.txt")"
+qpid=$(jq -r '.vms[0].qemu_pid' "$CL_DIR/bak-status.json")
+tr '\0' '\n' < "/proc/$qpid/cmdline" > "$CL_DIR/bak-qemu.argv" || rdb_fail "no QEMU $qpid on the backup"
+for s in "$CL_DIR/bak/run/vm1.disk" "$CL_DIR/bak/run/vm1.disk1" \
+	"addr.path=$CL_DIR/bak/run/vm1.net," "addr.path=$CL_DIR/bak/run/vm1.net1,"; do
+	grep -qF "$s" "$CL_DIR/bak-qemu.argv" ||
+		rdb_fail "the restored QEMU lacks $s (see $CL_DIR/bak-qemu.argv)"
+done
+
+# every record the client got is on the replicas, none past a gap
+last=$(jq -r .last "$CL_DIR/seqcheck.json")
+mapfile -t reps < <(jq -r '.vms[0].disks[].replica' "$CL_DIR/bak-status.json")
+[ "${#reps[@]}" = 2 ] || rdb_fail "the backup kept ${#reps[@]} replicas, not 2"
+lv_virsh bak destroy vm1 >/dev/null || rdb_fail "virsh destroy on the backup"
+qemu-img convert -U -f qcow2 -O raw "${reps[1]}" "$CL_DIR/rep1.raw" || rdb_fail "qemu-img convert ${reps[1]}"
+check=$("$RDB_HELPERS/diskseq" --check-set "$last" "${reps[0]}" "$CL_DIR/rep1.raw")
+[ $? -le 1 ] || rdb_fail "diskseq --check-set: $check"
+jq -e '.missing == 0 and .after_gap == 0' <<<"$check" >/dev/null ||
+	rdb_fail "the replicas are not one epoch's state: $check (the client had 1..$last)"
+echo "PASS: libvirt domain with 2 disks (one qcow2), a CD-ROM and 2 NICs: enrolled, protected, restored through the backup's libvirt after the power pull (virsh list: running); both NICs' sequences contiguous (to $last and $(jq .last "$CL_DIR/seqcheck2.json")); every record on the replicas; whole test $(ms_since "$t0") ms"
