@@ -1994,28 +1994,6 @@ static void record_restored(struct rdb_backup *b, bool wmap_ready)
 	}
 }
 
-/* 1: the replica at path holds a qcow2 image; 0: raw; <0, err. */
-static int replica_qcow2(const char *path, char *err, size_t errlen)
-{
-	struct rdb_qcow2_info q;
-	struct stat sb;
-	char why[500];
-	int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
-
-	if (fd < 0) {
-		rc = -errno;
-		snprintf(err, errlen, "%s", strerror(errno));
-		return rc;
-	}
-	rc = fstat(fd, &sb) < 0 ? -errno : 0;
-	if (rc == 0)
-		rc = rdb_qcow2_probe(fd, (uint64_t)sb.st_size, &q, why, sizeof(why));
-	close(fd);
-	if (rc < 0)
-		snprintf(err, errlen, "%.250s", why);
-	return rc;
-}
-
 /* The replica of disk k served on run_dir/NAME.disk (disk 0) or
  * NAME.disk<k> (drive: QEMU's -drive for it, id disk_id for disk 0 and
  * disk<k> for the others, as on the primary: config.c), disk 0's guest
@@ -2045,7 +2023,8 @@ static int serve_one(struct rdb_backup *b, unsigned k, char *drive, size_t len)
 	if (rc == 0) {
 		/* a qcow2 image's bytes, as the primary served them (the
 		 * replica has the primary's header since the initial copy) */
-		int q = replica_qcow2(dk->path, err, sizeof(err));
+		struct rdb_qcow2_info qi;
+		int q = rdb_qcow2_probe_path(dk->path, &qi, err, sizeof(err));
 
 		unsigned fl = (q == 1 ? RDB_HV_DISK_QCOW2 : 0) |
 			(rdb_vm_config_disk_is_nvram(&vm->cfg, k) ?

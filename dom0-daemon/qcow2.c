@@ -129,6 +129,27 @@ int rdb_qcow2_probe(int fd, uint64_t file_size, struct rdb_qcow2_info *info,
 	return 1;
 }
 
+int rdb_qcow2_probe_path(const char *path, struct rdb_qcow2_info *info,
+			 char *err, size_t errlen)
+{
+	struct stat sb;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
+
+	memset(info, 0, sizeof(*info));
+	if (fd < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "%s", strerror(errno));
+		return rc;
+	}
+	rc = fstat(fd, &sb) < 0 ? -errno : 0;
+	if (rc < 0)
+		snprintf(err, errlen, "%s", strerror(-rc));
+	else
+		rc = rdb_qcow2_probe(fd, (uint64_t)sb.st_size, info, err, errlen);
+	close(fd);
+	return rc;
+}
+
 uint64_t rdb_qcow2_ceiling(const struct rdb_qcow2_info *info)
 {
 	uint64_t c = info->virtual_size + info->virtual_size / 64 + 64 * MIB;
@@ -145,20 +166,9 @@ int rdb_qcow2_backing_chain(const char *path, char chain[][512], unsigned max,
 	snprintf(cur, sizeof(cur), "%s", path);
 	for (;;) {
 		struct rdb_qcow2_info info;
-		struct stat sb;
 		char why[400];
-		int fd = open(cur, O_RDONLY | O_CLOEXEC), rc;
+		int rc = rdb_qcow2_probe_path(cur, &info, why, sizeof(why));
 
-		if (fd < 0) {
-			rc = -errno;
-			snprintf(err, errlen, "%s: %s", cur, strerror(errno));
-			return rc;
-		}
-		rc = fstat(fd, &sb) < 0 ? -errno : 0;
-		if (rc == 0)
-			rc = rdb_qcow2_probe(fd, (uint64_t)sb.st_size, &info, why,
-					     sizeof(why));
-		close(fd);
 		/* (a backing file is read only: past the ceiling is fine) */
 		if (rc == -EFBIG)
 			rc = 1;

@@ -44,6 +44,9 @@ struct rdb_qcow2_info {
  */
 int rdb_qcow2_probe(int fd, uint64_t file_size, struct rdb_qcow2_info *info,
 		    char *err, size_t errlen);
+/* The same, for the file at path (opened read-only here). */
+int rdb_qcow2_probe_path(const char *path, struct rdb_qcow2_info *info,
+			 char *err, size_t errlen);
 /* The size the file is served at (see above). */
 uint64_t rdb_qcow2_ceiling(const struct rdb_qcow2_info *info);
 /*

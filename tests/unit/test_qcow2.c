@@ -140,6 +140,13 @@ static void test_probe(void **state)
 	make(p, 64 * M, 196608, "/srv/images/base.qcow2", 0, 0);
 	assert_int_equal(probe(p, &q, err), 1);
 	assert_string_equal(q.backing, "/srv/images/base.qcow2");
+	/* by path: the same, and a missing file says why */
+	memset(&q, 0, sizeof(q));
+	assert_int_equal(rdb_qcow2_probe_path(p, &q, err, sizeof(err)), 1);
+	assert_string_equal(q.backing, "/srv/images/base.qcow2");
+	assert_int_equal(unlink(p), 0);
+	assert_int_equal(rdb_qcow2_probe_path(p, &q, err, sizeof(err)), -ENOENT);
+	assert_non_null(strstr(err, "No such file"));
 }
 
 /* Served: the file is extended (sparse) to its ceiling first, once; a
