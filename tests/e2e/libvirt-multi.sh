@@ -34,18 +34,7 @@ command -v qemu-img >/dev/null || rdb_fail "qemu-img missing (tools/setup-deps.s
 [ -x "$RDB_HELPERS/diskseq" ] || rdb_fail "build/helpers/diskseq missing (make all)"
 t0=$(date +%s%N)
 # the guest: eth1 on 10.76.0.100 with a sequence server of its own
-mkdir -p "$d/payload/etc/remusdb.d"
-cat > "$d/payload/etc/remusdb.d/10-eth1.sh" <<'EOS'
-#!/bin/sh
-echo 1 > /proc/sys/net/ipv4/conf/all/arp_ignore
-echo 2 > /proc/sys/net/ipv4/conf/all/arp_announce
-i=0
-while [ ! -e /sys/class/net/eth1 ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
-ip link set eth1 up
-ip addr add 10.76.0.100/24 dev eth1
-/usr/bin/seqsrv --port 7001 --interval-us 10000 > /dev/null 2>&1 &
-EOS
-chmod 0755 "$d/payload/etc/remusdb.d/10-eth1.sh"
+cl_eth1_payload "$d/payload" 10000 || rdb_fail "guest payload"
 bash "$RDB_ROOT/tools/mkguest.sh" --out "$d/guest" --payload "$d/payload" \
 	--static "$RDB_HELPERS/seqsrv" --module virtio_blk >&2 || rdb_fail "guest build failed"
 export CL_GUEST=$d/guest

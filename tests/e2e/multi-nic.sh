@@ -35,19 +35,7 @@ d=$(mktemp -d /tmp/rdb-multinic-XXXXXX)
 trap 'cluster_down "$run"; rm -rf "$d"' EXIT
 rdb_require_root
 [ -x "$RDB_HELPERS/seqsrv" ] || rdb_fail "build/helpers/seqsrv missing (make all)"
-mkdir -p "$d/payload/etc/remusdb.d"
-cat > "$d/payload/etc/remusdb.d/10-eth1.sh" <<'EOS'
-#!/bin/sh
-# the second NIC: its own subnet, ARP answered only where the address is
-echo 1 > /proc/sys/net/ipv4/conf/all/arp_ignore
-echo 2 > /proc/sys/net/ipv4/conf/all/arp_announce
-i=0
-while [ ! -e /sys/class/net/eth1 ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
-ip link set eth1 up
-ip addr add 10.76.0.100/24 dev eth1
-/usr/bin/seqsrv --port 7001 --interval-us 5000 > /dev/ttyS0 2>&1 &
-EOS
-chmod 0755 "$d/payload/etc/remusdb.d/10-eth1.sh"
+cl_eth1_payload "$d/payload" 5000 || rdb_fail "guest payload"
 bash "$RDB_ROOT/tools/mkguest.sh" --out "$d/guest" --payload "$d/payload" \
 	--static "$RDB_HELPERS/seqsrv" >&2 || rdb_fail "guest build failed"
 

@@ -42,21 +42,12 @@ trap 'cluster_down "$run"' EXIT
 rdb_require_root
 [ -x "$ledger" ] || rdb_fail "$ledger missing (make all)"
 CPD_DBMS=postgresql
-export CL_MODE=commit-protection CL_PG_LAYOUT=split
+export CL_MODE=commit-protection
 # the cut must not look like the primary's loss: failover 2.5 s after
 # the backup last heard from it
 export CL_FAILOVER_TIMEOUT_MS=2500
-cl_use_pg_guest || rdb_fail "PostgreSQL guest build failed"
-ip1=10.76.0.100
-export CL_EXTRA_NICS=1 CL_APPEND_MORE="remusdb.ip1=$ip1/24"
-cluster_hosts_up "$run" || rdb_fail "hosts setup failed (logs in $CL_DIR)"
-cluster_vm_up "$ckpt" || rdb_fail "protected VM did not come up (logs in $CL_DIR)"
-clix() { ip netns exec "$(netns_name "$run" cli)" "$@"; }
-clix ip addr add 10.76.0.10/24 dev eth0 || rdb_fail "client address on the second subnet"
-cl_wait_pg ledger || rdb_fail "PostgreSQL not reachable on NIC 0"
-wait_for 30 "PostgreSQL reachable on NIC 1" \
-	clix "$PGBIN/pg_isready" -q -h "$ip1" -U postgres -d ledger -t 2 ||
-	rdb_fail "PostgreSQL not reachable on NIC 1 ($ip1)"
+cl_pg_split_up "$run" "$ckpt" ledger
+ip1=$CL_PG_IP1
 cpd_set_policy writes || rdb_fail "cannot set the commit-protection policy"
 grep -q REMUSDB-KMOD-READY "$CL_DIR/pri/console.log" || rdb_fail "remusdb.ko did not load in the guest"
 nnic=$(cl_ctl pri status "$CL_VM" --json | jq '[.vms[0].devices[] | select(.kind == "nic")] | length')

@@ -41,18 +41,8 @@ trap 'cluster_down "$run"' EXIT
 
 rdb_require_root
 [ -x build/workload/ledger ] || rdb_fail "build/workload/ledger missing (make all)"
-export CL_PG_LAYOUT=split
-cl_use_pg_guest || rdb_fail "PostgreSQL guest build failed"
-ip1=10.76.0.100
-export CL_EXTRA_NICS=1 CL_APPEND_MORE="remusdb.ip1=$ip1/24"
-cluster_hosts_up "$run" || rdb_fail "hosts setup failed (logs in $CL_DIR)"
-cluster_vm_up "$ckpt" || rdb_fail "protected PostgreSQL VM did not come up (logs in $CL_DIR)"
-clix() { ip netns exec "$(netns_name "$run" cli)" "$@"; }
-clix ip addr add 10.76.0.10/24 dev eth0 || rdb_fail "client address on the second subnet"
-cl_wait_pg || rdb_fail "PostgreSQL not reachable from the client on NIC 0"
-wait_for 30 "PostgreSQL reachable on NIC 1" \
-	clix "$PGBIN/pg_isready" -q -h "$ip1" -U postgres -d postgres -t 2 ||
-	rdb_fail "PostgreSQL not reachable from the client on NIC 1 ($ip1)"
+cl_pg_split_up "$run" "$ckpt" postgres
+ip1=$CL_PG_IP1
 
 pst=$(cl_ctl pri status "$CL_VM" --json) || rdb_fail "no primary status"
 bst=$(cl_ctl bak status "$CL_VM" --json) || rdb_fail "no backup status"

@@ -111,6 +111,25 @@ EOC
 
 # The guest's QEMU arguments common to both hosts (remusdbd adds QMP,
 # netdev, serial, incoming and the memory backend on the backup).
+# cl_eth1_payload DIR INTERVAL_US: a guest payload in DIR whose hook
+# brings up the second NIC, eth1 10.76.0.100/24 (ARP answered only on
+# the NIC that holds the address, so each subnet's traffic keeps to its
+# own NIC), with a sequence server on port 7001 sending every INTERVAL_US.
+cl_eth1_payload() {
+	mkdir -p "$1/etc/remusdb.d" || return 1
+	cat > "$1/etc/remusdb.d/10-eth1.sh" <<EOS
+#!/bin/sh
+echo 1 > /proc/sys/net/ipv4/conf/all/arp_ignore
+echo 2 > /proc/sys/net/ipv4/conf/all/arp_announce
+i=0
+while [ ! -e /sys/class/net/eth1 ] && [ \$i -lt 50 ]; do sleep 0.1; i=\$((i+1)); done
+ip link set eth1 up
+ip addr add 10.76.0.100/24 dev eth1
+/usr/bin/seqsrv --port 7001 --interval-us $2 > /dev/ttyS0 2>&1 &
+EOS
+	chmod 0755 "$1/etc/remusdb.d/10-eth1.sh"
+}
+
 # CL_APPEND_MORE: more of the guest kernel's command line (remusdb.ip1=).
 cl_common_args() {
 	local run=${CL_GUEST_RUN-/usr/bin/seqsrv --port $CL_SEQ_PORT}
@@ -531,6 +550,27 @@ cl_use_pg_guest() {
 	PGBIN=/usr/lib/postgresql/15/bin
 	export CL_GUEST=$out CL_DISK_IMAGE=$out/pgdata.img
 	export CL_RAM_MB=${CL_RAM_MB:-512} CL_GUEST_RUN= CL_GUEST_READY=REMUSDB-PG-READY
+}
+
+# cl_pg_split_up RUN CKPT DB: the PostgreSQL guest of multi-pg*.sh up
+# and protected: --layout split (WAL and a tablespace on two more disks)
+# and a second NIC, eth1 CL_PG_IP1 (10.76.0.100), the client host on both
+# subnets; PostgreSQL answers DB on both NICs.  Defines clix (a command
+# on the client host).
+CL_PG_IP1=10.76.0.100
+cl_pg_split_up() {
+	local run=$1 ckpt=$2 db=$3
+	export CL_PG_LAYOUT=split
+	cl_use_pg_guest || rdb_fail "PostgreSQL guest build failed"
+	export CL_EXTRA_NICS=1 CL_APPEND_MORE="remusdb.ip1=$CL_PG_IP1/24"
+	cluster_hosts_up "$run" || rdb_fail "hosts setup failed (logs in $CL_DIR)"
+	cluster_vm_up "$ckpt" || rdb_fail "protected PostgreSQL VM did not come up (logs in $CL_DIR)"
+	clix() { ip netns exec "$(netns_name "$CL_RUN" cli)" "$@"; }
+	clix ip addr add 10.76.0.10/24 dev eth0 || rdb_fail "client address on the second subnet"
+	cl_wait_pg "$db" || rdb_fail "PostgreSQL not reachable from the client on NIC 0"
+	wait_for 30 "PostgreSQL reachable on NIC 1" \
+		clix "$PGBIN/pg_isready" -q -h "$CL_PG_IP1" -U postgres -d "$db" -t 2 ||
+		rdb_fail "PostgreSQL not reachable from the client on NIC 1 ($CL_PG_IP1)"
 }
 
 # cl_wait_pg [DB]: PostgreSQL in the guest answers the client host.
