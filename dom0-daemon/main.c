@@ -387,6 +387,16 @@ static void write_metrics(struct rdb_daemon *d)
 		     "VMs this daemon serves, by role.", nvm[1], "role", "primary", NULL);
 	rdb_prom_add(&p, "remusdb_vms", RDB_PROM_GAUGE,
 		     "VMs this daemon serves, by role.", nvm[0], "role", "backup", NULL);
+	rdb_prom_add(&p, "remusdb_watchdog_host_stalls_total", RDB_PROM_COUNTER,
+		     "Times the host did not run a process long enough for the "
+		     "watchdog to notice, and the watchdog did not trip: it did "
+		     "not run itself, or remusdbd was runnable and not run.",
+		     (double)rdb_watchdog_oversleeps(d->wd), "process", "watchdog", NULL);
+	rdb_prom_add(&p, "remusdb_watchdog_host_stalls_total", RDB_PROM_COUNTER,
+		     "Times the host did not run a process long enough for the "
+		     "watchdog to notice, and the watchdog did not trip: it did "
+		     "not run itself, or remusdbd was runnable and not run.",
+		     (double)rdb_watchdog_starves(d->wd, NULL), "process", "remusdbd", NULL);
 	rdb_prom_add(&p, "remusdb_start_time_seconds", RDB_PROM_GAUGE,
 		     "When remusdbd started, seconds since the epoch.",
 		     (double)d->started_unix, NULL);
@@ -424,6 +434,19 @@ static uint64_t on_housekeeping(struct rdb_evloop *loop, uint64_t id, void *opaq
 			    "remusdbd silent",
 			    (double)atomic_load(&d->wd->shm->oversleep_max_ns) /
 			    RDB_NS_PER_MS, (unsigned long long)n);
+		seen = n;
+	}
+	{
+		/* the host did not run remusdbd: not judged a stall */
+		static uint64_t seen;
+		uint64_t max, n = rdb_watchdog_starves(d->wd, &max);
+
+		if (n > seen)
+			LOG(WARN, "watchdog: the host did not run remusdbd for up "
+			    "to %.0f ms while it was runnable (%llu time(s): "
+			    "steal, or a busy CPU); the watchdog did not judge "
+			    "that a stall",
+			    (double)max / RDB_NS_PER_MS, (unsigned long long)n);
 		seen = n;
 	}
 	/* systemd's watchdog (WatchdogSec): pinged from this loop, at half

@@ -256,8 +256,8 @@ static void pause_overran(struct rdb_primary *p, uint64_t epoch,
 	memmove(p->overrun_ns + 1, p->overrun_ns, (n - 1) * sizeof(p->overrun_ns[0]));
 	p->overrun_ns[0] = now;
 	LOGVM(WARN, vm->name, "checkpoint of epoch %llu paused the guest %.0f ms, "
-	      "over checkpoint_deadline_ms (%u ms; %s's own pace: remusdbd "
-	      "ran all along)", (unsigned long long)epoch,
+	      "over checkpoint_deadline_ms (%u ms; %s's own pace, or a host "
+	      "short of CPU: remusdbd did not stall)", (unsigned long long)epoch,
 	      (double)pause_ns / RDB_NS_PER_MS, vm->cfg.checkpoint_deadline_ms,
 	      p->hv->name);
 	if (p->overrun_ns[n - 1] && now - p->overrun_ns[n - 1] <= PAUSE_OVERRUN_WINDOW_NS)

@@ -6,6 +6,7 @@
 #include "hv.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -23,12 +24,64 @@
 /* The child's copies of each slot's checkpoint-stream socket. */
 static int stream_fd[RDB_WD_MAX_VMS];
 
+/* A runnable stretch's time without CPU, from its base to this sample.
+ * Counted over the whole stretch, not sample by sample: the kernel's CPU
+ * time of a running thread lags by up to a tick, and a lag in one
+ * interval is made up in the next. */
+static uint64_t streak_lost(const struct rdb_wd_starve *t, uint64_t now_ns,
+			    uint64_t cpu_ns)
+{
+	uint64_t dt = now_ns - t->streak_at_ns, dcpu = cpu_ns - t->streak_cpu_ns;
+
+	return dt > dcpu ? dt - dcpu : 0;
+}
+
+void rdb_watchdog_starve_note(struct rdb_wd_starve *t, uint64_t beat_ns,
+			      uint64_t now_ns, bool runnable, uint64_t cpu_ns)
+{
+	bool sane = t->have && now_ns > t->at_ns && cpu_ns >= t->cpu_ns;
+	uint64_t lost;
+
+	if (beat_ns != t->beat_ns) {
+		/* a new beat: only what came after it counts */
+		t->beat_ns = beat_ns;
+		t->committed_ns = 0;
+		t->reported = false;
+		if (t->streak) {
+			t->streak_at_ns = t->at_ns;
+			t->streak_cpu_ns = t->cpu_ns;
+		}
+	}
+	if (!sane) {
+		t->streak = false;
+	} else if (runnable && !t->streak) {
+		/* the interval up to this sample counts as runnable */
+		t->streak = true;
+		t->streak_at_ns = t->at_ns;
+		t->streak_cpu_ns = t->cpu_ns;
+	} else if (!runnable && t->streak) {
+		/* blocked, stopped or gone: the stretch ends at the last
+		 * sample that saw it runnable */
+		t->committed_ns += streak_lost(t, t->at_ns, t->cpu_ns);
+		t->streak = false;
+	}
+	lost = t->committed_ns + (t->streak ? streak_lost(t, now_ns, cpu_ns) : 0);
+	if (lost > 0 && now_ns > beat_ns && lost > now_ns - beat_ns)
+		lost = now_ns - beat_ns;
+	t->starved_ns = now_ns > beat_ns ? lost : 0;
+	t->have = true;
+	t->at_ns = now_ns;
+	t->cpu_ns = cpu_ns;
+}
+
 enum rdb_wd_trip rdb_watchdog_should_trip(const struct rdb_wd_slot *s,
-					  uint64_t beat_ns, uint64_t now_ns)
+					  uint64_t beat_ns, uint64_t starved_ns,
+					  uint64_t now_ns)
 {
 	uint64_t deadline = atomic_load(&s->deadline_ns);
 	uint64_t stopped = atomic_load(&s->stopped_ns);
-	uint64_t silent;
+	uint64_t silent, own;
+	bool guest_late;
 
 	if (!atomic_load(&s->armed) || atomic_load(&s->tripped_at_ns))
 		return RDB_WD_KEEP;
@@ -36,12 +89,74 @@ enum rdb_wd_trip rdb_watchdog_should_trip(const struct rdb_wd_slot *s,
 	if (now_ns <= beat_ns)
 		return RDB_WD_KEEP;
 	silent = now_ns - beat_ns;
-	if (silent > deadline)
+	/* the daemon's own silence: without the time the host did not run
+	 * it, unless that has gone on too long to wait for */
+	own = silent > (uint64_t)RDB_WD_STARVE_CAP * deadline ? silent :
+		silent - (starved_ns < silent ? starved_ns : silent);
+	guest_late = stopped && now_ns > stopped && now_ns - stopped > deadline;
+	if (own > deadline)
 		return RDB_WD_SILENT;
-	if (stopped && now_ns > stopped && now_ns - stopped > deadline &&
-	    silent > deadline / 4)
+	if (guest_late && own > deadline / 4)
 		return RDB_WD_STOPPED;
+	if (silent > deadline || (guest_late && silent > deadline / 4))
+		return RDB_WD_STARVED;
 	return RDB_WD_KEEP;
+}
+
+/* The daemon's loop thread, as its scheduler sees it. */
+struct wd_thread {
+	int stat_fd, sched_fd;
+};
+
+static void thread_open(struct wd_thread *th, pid_t pid)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)pid);
+	th->stat_fd = open(path, O_RDONLY | O_CLOEXEC);
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/schedstat", (int)pid, (int)pid);
+	th->sched_fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (th->stat_fd < 0 || th->sched_fd < 0) {
+		LOG(WARN, "watchdog: cannot read remusdbd's scheduling state "
+		    "(%s): time the host does not run remusdbd counts as its "
+		    "silence", strerror(errno));
+		if (th->stat_fd >= 0)
+			close(th->stat_fd);
+		if (th->sched_fd >= 0)
+			close(th->sched_fd);
+		th->stat_fd = th->sched_fd = -1;
+	}
+}
+
+/* 0 and the state and CPU time, or -1 (unknown: no starvation is
+ * counted). */
+static int thread_sample(const struct wd_thread *th, bool *runnable,
+			 uint64_t *cpu_ns)
+{
+	char buf[512];
+	const char *rp;
+	unsigned long long cpu;
+	ssize_t n;
+
+	if (th->stat_fd < 0)
+		return -1;
+	n = pread(th->stat_fd, buf, sizeof(buf) - 1, 0);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	/* "pid (comm) S ...": comm may hold spaces and parentheses */
+	rp = strrchr(buf, ')');
+	if (!rp || rp[1] != ' ' || !rp[2])
+		return -1;
+	*runnable = rp[2] == 'R';
+	n = pread(th->sched_fd, buf, sizeof(buf) - 1, 0);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	if (sscanf(buf, "%llu", &cpu) != 1)
+		return -1;
+	*cpu_ns = cpu;
+	return 0;
 }
 
 static void trip(int i, struct rdb_wd_slot *s, const char *why)
@@ -52,6 +167,9 @@ static void trip(int i, struct rdb_wd_slot *s, const char *why)
 	char err[256] = "";
 	int rc = -EIO;
 
+	/* Marked before the cut: the daemon, reading the stream's end, must
+	 * see whose doing it was. */
+	atomic_store(&s->tripped_at_ns, rdb_now_ns());
 	if (stream_fd[i] >= 0) {
 		cut = shutdown(stream_fd[i], SHUT_RDWR) == 0;
 		close(stream_fd[i]);
@@ -79,7 +197,6 @@ static void trip(int i, struct rdb_wd_slot *s, const char *why)
 		LOGVM(WARN, s->name, "watchdog: ending checkpoints, attempt %d: %s",
 		      attempt + 1, err);
 	}
-	atomic_store(&s->tripped_at_ns, rdb_now_ns());
 	LOGVM(ERROR, s->name,
 	      "ALARM: %s: dropped protection (checkpoint stream %s, "
 	      "checkpoints ended in %s: %s) in %.1f ms; the guest runs "
@@ -129,6 +246,18 @@ uint64_t rdb_watchdog_oversleeps(const struct rdb_watchdog *wd)
 	return wd && wd->shm ? atomic_load(&wd->shm->oversleeps) : 0;
 }
 
+uint64_t rdb_watchdog_starves(const struct rdb_watchdog *wd, uint64_t *max_ns)
+{
+	if (!wd || !wd->shm) {
+		if (max_ns)
+			*max_ns = 0;
+		return 0;
+	}
+	if (max_ns)
+		*max_ns = atomic_load(&wd->shm->starve_max_ns);
+	return atomic_load(&wd->shm->starves);
+}
+
 static void child_main(struct rdb_wd_shared *shm, int sock, pid_t parent,
 		       uint64_t poll_ns)
 {
@@ -136,25 +265,34 @@ static void child_main(struct rdb_wd_shared *shm, int sock, pid_t parent,
 		.tv_sec = (time_t)(poll_ns / RDB_NS_PER_S),
 		.tv_nsec = (long)(poll_ns % RDB_NS_PER_S),
 	};
-	char why[128];
+	char why[192], host[64];
 	uint64_t prev = rdb_now_ns();
 	bool graced = false;
+	struct rdb_wd_starve starve = { 0 };
+	struct wd_thread th;
 
 	signal(SIGINT, SIG_IGN);
 	signal(SIGTERM, SIG_IGN);
 	for (int i = 0; i < RDB_WD_MAX_VMS; i++)
 		stream_fd[i] = -1;
+	thread_open(&th, parent);
 	while (!atomic_load(&shm->stop)) {
-		uint64_t now, beat;
+		uint64_t now, beat, cpu;
 		enum rdb_wd_trip t;
+		bool runnable;
 		/* A dead daemon is the longest stall of all: its guests must
 		 * not wait for it (and our copy of each stream socket would
 		 * even hide its death from QEMU). */
 		bool orphan = getppid() != parent;
 
 		receive_fds(sock);
-		now = rdb_now_ns();
 		beat = atomic_load(&shm->beat_ns);
+		if (thread_sample(&th, &runnable, &cpu) == 0)
+			rdb_watchdog_starve_note(&starve, beat, rdb_now_ns(),
+						 runnable, cpu);
+		else
+			starve = (struct rdb_wd_starve){ 0 };
+		now = rdb_now_ns();
 		/* this child did not run for a while: neither, perhaps, did
 		 * the daemon; one more interval before silence counts */
 		graced = rdb_watchdog_overslept(prev, now, poll_ns, graced);
@@ -170,30 +308,56 @@ static void child_main(struct rdb_wd_shared *shm, int sock, pid_t parent,
 			if (orphan && atomic_load(&s->armed) &&
 			    !atomic_load(&s->tripped_at_ns)) {
 				trip(i, s, "remusdbd exited");
-			} else if (graced) {
 				continue;
-			} else if ((t = rdb_watchdog_should_trip(s, beat, now)) ==
-				   RDB_WD_SILENT) {
+			}
+			if (graced)
+				continue;
+			if (!atomic_load(&s->armed)) {
+				if (stream_fd[i] >= 0) {
+					close(stream_fd[i]);
+					stream_fd[i] = -1;
+				}
+				continue;
+			}
+			t = rdb_watchdog_should_trip(s, beat, starve.beat_ns == beat ?
+						     starve.starved_ns : 0, now);
+			if (t == RDB_WD_KEEP)
+				continue;
+			if (t == RDB_WD_STARVED) {
+				/* counted once per silence, and its longest */
+				if (!starve.reported) {
+					starve.reported = true;
+					atomic_fetch_add(&shm->starves, 1);
+				}
+				if (starve.starved_ns > atomic_load(&shm->starve_max_ns))
+					atomic_store(&shm->starve_max_ns,
+						     starve.starved_ns);
+				continue;
+			}
+			host[0] = '\0';
+			if (starve.starved_ns >= RDB_NS_PER_MS)
+				snprintf(host, sizeof(host), ", %llu ms of it runnable "
+					 "and not run by the host",
+					 (unsigned long long)(starve.starved_ns /
+							      RDB_NS_PER_MS));
+			if (t == RDB_WD_SILENT)
 				snprintf(why, sizeof(why),
-					 "remusdbd silent for %llu ms (deadline %llu ms)",
+					 "remusdbd silent for %llu ms%s (deadline %llu ms)",
 					 (unsigned long long)((now - beat) / RDB_NS_PER_MS),
+					 host,
 					 (unsigned long long)(atomic_load(&s->deadline_ns) /
 							      RDB_NS_PER_MS));
-				trip(i, s, why);
-			} else if (t == RDB_WD_STOPPED) {
+			else
 				snprintf(why, sizeof(why),
 					 "the guest stopped for %llu ms (deadline %llu ms) "
-					 "and remusdbd silent for %llu ms",
+					 "and remusdbd silent for %llu ms%s",
 					 (unsigned long long)((now - atomic_load(&s->stopped_ns)) /
 							      RDB_NS_PER_MS),
 					 (unsigned long long)(atomic_load(&s->deadline_ns) /
 							      RDB_NS_PER_MS),
-					 (unsigned long long)((now - beat) / RDB_NS_PER_MS));
-				trip(i, s, why);
-			} else if (!atomic_load(&s->armed) && stream_fd[i] >= 0) {
-				close(stream_fd[i]);
-				stream_fd[i] = -1;
-			}
+					 (unsigned long long)((now - beat) / RDB_NS_PER_MS),
+					 host);
+			trip(i, s, why);
 		}
 		if (orphan)
 			return;

@@ -20,6 +20,8 @@
  * deadline to what the guest already waited: once the guest has been
  * stopped for the deadline, a quarter of it without a beat is enough.
  * (A daemon that runs polices its own pauses: primary.c's heartbeat.)
+ * Silence is the daemon's own: time the host did not run it although it
+ * was runnable is left out (rdb_watchdog_starve_note, below).
  * The trip is logged as an alarm and left in the page for the daemon to
  * see when it runs again.  If the daemon dies, the watchdog trips every
  * armed slot at once and exits: a dead daemon must not freeze its guests
@@ -61,6 +63,10 @@ struct rdb_wd_shared {
 	 * child itself, did not run: rdb_watchdog_overslept), and the
 	 * longest such sleep */
 	_Atomic uint64_t oversleeps, oversleep_max_ns;
+	/* child: silences it did not judge a stall because the host did
+	 * not run remusdbd (rdb_watchdog_starve_note), and the longest time
+	 * the host kept it from running within one */
+	_Atomic uint64_t starves, starve_max_ns;
 	struct rdb_wd_slot slot[RDB_WD_MAX_VMS];
 };
 
@@ -107,18 +113,58 @@ bool rdb_watchdog_overslept(uint64_t prev_ns, uint64_t now_ns,
 			    uint64_t poll_ns, bool graced_last);
 uint64_t rdb_watchdog_oversleeps(const struct rdb_watchdog *wd);
 
+/*
+ * The host, not remusdbd, may be what is silent: its loop thread is
+ * runnable but does not run (another task has its CPU, or the
+ * hypervisor under this host took the CPU away: steal; seen in CI with
+ * 57% steal, the daemon off the CPU ~450 ms in a 500 ms callback, and a
+ * 700 ms checkpoint tripped by the stopped-guest rule).  The child reads
+ * the thread's state and its CPU time (/proc/PID/task/PID/stat and
+ * schedstat; the kernel leaves steal out of the CPU time) at every poll;
+ * time in which the thread was runnable and got no CPU is the host's,
+ * and does not count as the daemon's silence.  A thread that is blocked
+ * (S, D), stopped (T) or spins (runnable, on the CPU) is silent on its
+ * own account.  Never past RDB_WD_STARVE_CAP deadlines of silence: a
+ * daemon the host never runs again is tripped all the same.
+ */
+#define RDB_WD_STARVE_CAP 4
+struct rdb_wd_starve {
+	bool have;		/* a previous sample */
+	uint64_t at_ns, cpu_ns;	/* when, and the thread's CPU time then */
+	uint64_t beat_ns;	/* the beat starved_ns counts from */
+	uint64_t starved_ns;	/* since that beat: runnable, not run */
+	/* the runnable stretch under way, from the sample before its first */
+	bool streak;
+	uint64_t streak_at_ns, streak_cpu_ns;
+	uint64_t committed_ns;	/* ended stretches' share since the beat */
+	bool reported;		/* a withheld trip counted for that beat */
+};
+/* One sample: runnable ('R') or not, and the CPU time.  A CPU time that
+ * goes back (another thread, a restart) starts the tally over. */
+void rdb_watchdog_starve_note(struct rdb_wd_starve *t, uint64_t beat_ns,
+			      uint64_t now_ns, bool runnable, uint64_t cpu_ns);
+
 enum rdb_wd_trip {
 	RDB_WD_KEEP,		/* no reason to trip */
 	RDB_WD_SILENT,		/* no beat for the deadline */
 	RDB_WD_STOPPED,		/* the guest stopped for the deadline, and
 				 * no beat for a quarter of it */
+	RDB_WD_STARVED,		/* no trip: a rule above would trip on the
+				 * clock, but the host did not run remusdbd
+				 * for that long */
 };
 
 /*
  * The decision, pure so a unit test can drive it: should the slot trip
- * at now_ns given the daemon's last beat?
+ * at now_ns given the daemon's last beat and the time since it that the
+ * host did not run the daemon (starved_ns, 0 where unknown)?
  */
 enum rdb_wd_trip rdb_watchdog_should_trip(const struct rdb_wd_slot *s,
-					  uint64_t beat_ns, uint64_t now_ns);
+					  uint64_t beat_ns, uint64_t starved_ns,
+					  uint64_t now_ns);
+/* Silences withheld as the host's (RDB_WD_STARVED), and the longest
+ * time the host kept remusdbd from running within one. */
+uint64_t rdb_watchdog_starves(const struct rdb_watchdog *wd,
+			      uint64_t *max_ns);
 
 #endif

@@ -438,6 +438,25 @@ cl_ticks_start() {
 	wait_for 20 "ticks on the serial console" grep -q started "$CL_DIR/linegap.log"
 }
 
+# cl_starve_daemon MS: the host does not run the primary's remusdbd for MS
+# milliseconds: its loop thread is pinned to the last CPU, where a
+# SCHED_FIFO busy loop runs that long.  The thread stays runnable (R) and
+# gets no CPU, as a hypervisor's steal or a busy CPU leaves it (CI: 57%
+# steal).  Its CPUs are put back after.
+cl_starve_daemon() {
+	local ms=$1 pid cpu old rc
+	pid=$(cat "$CL_DIR/pri/remusdbd.pid")
+	cpu=$(($(nproc) - 1))
+	old=$(taskset -p "$pid" | awk '{print $NF}') || return 1
+	taskset -p -c "$cpu" "$pid" >/dev/null || return 1
+	# the timer that ends the loop must preempt it: a higher priority
+	chrt -f 20 taskset -c "$cpu" timeout "$(awk -v m="$ms" 'BEGIN { printf "%.3f", m / 1000 }')" \
+		chrt -f 10 sh -c 'while :; do :; done'
+	rc=$?
+	taskset -p "$old" "$pid" >/dev/null || return 1
+	[ "$rc" = 124 ]	# ended by its timeout
+}
+
 # cl_stop_daemon_in_pause: fault injection makes the primary's daemon stop
 # itself (SIGSTOP) inside the next checkpoint pause.  Sets CL_DPID
 # (`ip netns exec` execs the daemon: the recorded pid is the daemon's).

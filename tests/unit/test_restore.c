@@ -511,15 +511,15 @@ static void test_watchdog_trips_only_when_armed_and_late(void **state)
 
 	memset(&s, 0, sizeof(s));
 	atomic_store(&s.deadline_ns, 500 * ms);
-	assert_int_equal(rdb_watchdog_should_trip(&s, 0, 10000 * ms), RDB_WD_KEEP);	/* not armed */
+	assert_int_equal(rdb_watchdog_should_trip(&s, 0, 0, 10000 * ms), RDB_WD_KEEP);	/* not armed */
 	atomic_store(&s.armed, 1);
-	assert_int_equal(rdb_watchdog_should_trip(&s, 1000 * ms, 1400 * ms), RDB_WD_KEEP);
-	assert_int_equal(rdb_watchdog_should_trip(&s, 1000 * ms, 1500 * ms), RDB_WD_KEEP);
-	assert_int_equal(rdb_watchdog_should_trip(&s, 1000 * ms, 1501 * ms), RDB_WD_SILENT);
+	assert_int_equal(rdb_watchdog_should_trip(&s, 1000 * ms, 0, 1400 * ms), RDB_WD_KEEP);
+	assert_int_equal(rdb_watchdog_should_trip(&s, 1000 * ms, 0, 1500 * ms), RDB_WD_KEEP);
+	assert_int_equal(rdb_watchdog_should_trip(&s, 1000 * ms, 0, 1501 * ms), RDB_WD_SILENT);
 	/* a beat newer than "now" (read race) is not late */
-	assert_int_equal(rdb_watchdog_should_trip(&s, 2000 * ms, 1999 * ms), RDB_WD_KEEP);
+	assert_int_equal(rdb_watchdog_should_trip(&s, 2000 * ms, 0, 1999 * ms), RDB_WD_KEEP);
 	atomic_store(&s.tripped_at_ns, 1);
-	assert_int_equal(rdb_watchdog_should_trip(&s, 0, 10000 * ms), RDB_WD_KEEP);	/* once */
+	assert_int_equal(rdb_watchdog_should_trip(&s, 0, 0, 10000 * ms), RDB_WD_KEEP);	/* once */
 }
 
 /* The guest stopped at 1000 ms (a checkpoint, or QEMU's stop for the end
@@ -535,25 +535,115 @@ static void test_watchdog_bounds_the_guests_stop(void **state)
 	atomic_store(&s.armed, 1);
 	atomic_store(&s.stopped_ns, 1000 * ms);
 	/* not stopped for the deadline yet: silence alone decides */
-	assert_int_equal(rdb_watchdog_should_trip(&s, 1400 * ms, 1500 * ms), RDB_WD_KEEP);
+	assert_int_equal(rdb_watchdog_should_trip(&s, 1400 * ms, 0, 1500 * ms), RDB_WD_KEEP);
 	/* stopped past the deadline, but the daemon beats: it polices its
 	 * own pauses */
-	assert_int_equal(rdb_watchdog_should_trip(&s, 1450 * ms, 1501 * ms), RDB_WD_KEEP);
-	assert_int_equal(rdb_watchdog_should_trip(&s, 1400 * ms, 1525 * ms), RDB_WD_KEEP);
+	assert_int_equal(rdb_watchdog_should_trip(&s, 1450 * ms, 0, 1501 * ms), RDB_WD_KEEP);
+	assert_int_equal(rdb_watchdog_should_trip(&s, 1400 * ms, 0, 1525 * ms), RDB_WD_KEEP);
 	/* stopped past the deadline and a quarter of it without a beat */
-	assert_int_equal(rdb_watchdog_should_trip(&s, 1400 * ms, 1526 * ms), RDB_WD_STOPPED);
+	assert_int_equal(rdb_watchdog_should_trip(&s, 1400 * ms, 0, 1526 * ms), RDB_WD_STOPPED);
 	/* silent from before the stop: trips at the deadline of the stop */
-	assert_int_equal(rdb_watchdog_should_trip(&s, 990 * ms, 1500 * ms), RDB_WD_SILENT);
-	assert_int_equal(rdb_watchdog_should_trip(&s, 1100 * ms, 1501 * ms), RDB_WD_STOPPED);
+	assert_int_equal(rdb_watchdog_should_trip(&s, 990 * ms, 0, 1500 * ms), RDB_WD_SILENT);
+	assert_int_equal(rdb_watchdog_should_trip(&s, 1100 * ms, 0, 1501 * ms), RDB_WD_STOPPED);
 	/* running again: silence alone decides */
 	atomic_store(&s.stopped_ns, 0);
-	assert_int_equal(rdb_watchdog_should_trip(&s, 1400 * ms, 1800 * ms), RDB_WD_KEEP);
+	assert_int_equal(rdb_watchdog_should_trip(&s, 1400 * ms, 0, 1800 * ms), RDB_WD_KEEP);
 	/* a stop newer than "now" (read race) is not late */
 	atomic_store(&s.stopped_ns, 2000 * ms);
-	assert_int_equal(rdb_watchdog_should_trip(&s, 1000 * ms, 1400 * ms), RDB_WD_KEEP);
+	assert_int_equal(rdb_watchdog_should_trip(&s, 1000 * ms, 0, 1400 * ms), RDB_WD_KEEP);
 	atomic_store(&s.tripped_at_ns, 1);
 	atomic_store(&s.stopped_ns, 1000 * ms);
-	assert_int_equal(rdb_watchdog_should_trip(&s, 1000 * ms, 3000 * ms), RDB_WD_KEEP);	/* once */
+	assert_int_equal(rdb_watchdog_should_trip(&s, 1000 * ms, 0, 3000 * ms), RDB_WD_KEEP);	/* once */
+}
+
+/*
+ * The host did not run the daemon (CI: 57% steal, a 700 ms checkpoint
+ * pause, the daemon runnable and off the CPU for ~450 ms): the time it
+ * was runnable and not run is not its silence, up to 4 deadlines.
+ */
+static void test_watchdog_starved_daemon(void **state)
+{
+	struct rdb_wd_slot s;
+	uint64_t ms = RDB_NS_PER_MS;
+
+	(void)state;
+	memset(&s, 0, sizeof(s));
+	atomic_store(&s.deadline_ns, 500 * ms);
+	atomic_store(&s.armed, 1);
+	atomic_store(&s.stopped_ns, 1000 * ms);
+	/* stopped 600 ms, silent 300 ms of which the host took 250: the
+	 * daemon's own 50 ms is no stall (red: STOPPED, as in CI) */
+	assert_int_equal(rdb_watchdog_should_trip(&s, 1300 * ms, 250 * ms, 1600 * ms),
+			 RDB_WD_STARVED);
+	/* the same silence with the host's share smaller: its own 126 ms */
+	assert_int_equal(rdb_watchdog_should_trip(&s, 1300 * ms, 174 * ms, 1600 * ms),
+			 RDB_WD_STOPPED);
+	/* running guest: silent 900 ms, 500 of it the host's */
+	atomic_store(&s.stopped_ns, 0);
+	assert_int_equal(rdb_watchdog_should_trip(&s, 1000 * ms, 500 * ms, 1900 * ms),
+			 RDB_WD_STARVED);
+	assert_int_equal(rdb_watchdog_should_trip(&s, 1000 * ms, 399 * ms, 1900 * ms),
+			 RDB_WD_SILENT);
+	/* short of every rule on the clock: nothing to withhold */
+	assert_int_equal(rdb_watchdog_should_trip(&s, 1000 * ms, 300 * ms, 1400 * ms),
+			 RDB_WD_KEEP);
+	/* past 4 deadlines of silence the host's share no longer counts */
+	assert_int_equal(rdb_watchdog_should_trip(&s, 1000 * ms, 1990 * ms, 3000 * ms),
+			 RDB_WD_STARVED);
+	assert_int_equal(rdb_watchdog_should_trip(&s, 1000 * ms, 2000 * ms, 3001 * ms),
+			 RDB_WD_SILENT);
+	/* a stalled guest and a starved daemon, past the cap */
+	atomic_store(&s.stopped_ns, 900 * ms);
+	assert_int_equal(rdb_watchdog_should_trip(&s, 1000 * ms, 2001 * ms, 3001 * ms),
+			 RDB_WD_SILENT);
+}
+
+/* The tally from the daemon thread's samples: runnable time without CPU
+ * since the last beat; blocked, stopped or spinning time is its own. */
+static void test_watchdog_starve_tally(void **state)
+{
+	struct rdb_wd_starve t = { 0 };
+	uint64_t ms = RDB_NS_PER_MS;
+
+	(void)state;
+	rdb_watchdog_starve_note(&t, 100 * ms, 100 * ms, true, 50 * ms);
+	assert_int_equal(t.starved_ns, 0);	/* a first sample: no interval */
+	/* runnable, 1 ms of CPU in 5 ms: 4 ms the host's */
+	rdb_watchdog_starve_note(&t, 100 * ms, 105 * ms, true, 51 * ms);
+	assert_int_equal(t.starved_ns, 4 * ms);
+	/* spinning: all CPU, nothing the host's */
+	rdb_watchdog_starve_note(&t, 100 * ms, 110 * ms, true, 56 * ms);
+	assert_int_equal(t.starved_ns, 4 * ms);
+	/* blocked or stopped (S, D, T): its own */
+	rdb_watchdog_starve_note(&t, 100 * ms, 200 * ms, false, 56 * ms);
+	assert_int_equal(t.starved_ns, 4 * ms);
+	rdb_watchdog_starve_note(&t, 100 * ms, 400 * ms, true, 56 * ms);
+	assert_int_equal(t.starved_ns, 204 * ms);
+	/* a new beat 3 ms before the sample: only those 3 ms count */
+	rdb_watchdog_starve_note(&t, 402 * ms, 405 * ms, true, 56 * ms);
+	assert_int_equal(t.starved_ns, 3 * ms);
+	assert_int_equal(t.beat_ns, 402 * ms);
+	t.reported = true;
+	/* ...and a beat newer than the sample, none; reported again */
+	rdb_watchdog_starve_note(&t, 409 * ms, 408 * ms, true, 56 * ms);
+	assert_int_equal(t.starved_ns, 0);
+	assert_false(t.reported);
+	/* CPU time going back (another thread): the interval is not read */
+	rdb_watchdog_starve_note(&t, 409 * ms, 450 * ms, true, 10 * ms);
+	assert_int_equal(t.starved_ns, 0);
+	rdb_watchdog_starve_note(&t, 409 * ms, 460 * ms, true, 10 * ms);
+	assert_int_equal(t.starved_ns, 10 * ms);
+
+	/* a spinning thread whose CPU time lags by a tick (4 ms steps, 5 ms
+	 * polls): a lag in one interval is made up in the next, not summed */
+	memset(&t, 0, sizeof(t));
+	rdb_watchdog_starve_note(&t, 1000 * ms, 1000 * ms, true, 0);
+	rdb_watchdog_starve_note(&t, 1000 * ms, 1005 * ms, true, 4 * ms);
+	assert_int_equal(t.starved_ns, 1 * ms);
+	rdb_watchdog_starve_note(&t, 1000 * ms, 1010 * ms, true, 8 * ms);
+	rdb_watchdog_starve_note(&t, 1000 * ms, 1015 * ms, true, 16 * ms);
+	rdb_watchdog_starve_note(&t, 1000 * ms, 1020 * ms, true, 20 * ms);
+	assert_int_equal(t.starved_ns, 0);
 }
 
 /* The child's own sleep ran far over its interval: one more interval
@@ -644,6 +734,8 @@ int main(void)
 		cmocka_unit_test(test_place_running),
 		cmocka_unit_test(test_watchdog_trips_only_when_armed_and_late),
 		cmocka_unit_test(test_watchdog_bounds_the_guests_stop),
+		cmocka_unit_test(test_watchdog_starved_daemon),
+		cmocka_unit_test(test_watchdog_starve_tally),
 		cmocka_unit_test(test_watchdog_oversleep_rule),
 		cmocka_unit_test(test_watchdog_host_stall),
 	};
