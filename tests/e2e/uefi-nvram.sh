@@ -12,7 +12,9 @@
 #  - the power pull: the client's sequence contiguous; the restored QEMU
 #    has the replica as its pflash unit 1 over NBD; the restored guest
 #    reads the variable back, and a variable it writes lands in the
-#    replica (the variable store is live on this host).
+#    replica (the variable store is live on this host) beside the first
+#    (the restored QEMU writes its flash back over the drive: with the
+#    flash's writes not in the checkpoints, that erased it).
 # Shown red with the backup's commit leaving the variable store's part
 # of every epoch unapplied (rdb_diskbuf_apply_set skipping set[1]): see
 # the commit.
@@ -92,6 +94,12 @@ wait_for 20 "the restored guest reads the variable" grep -q "REMUSDB-GOTVAR-remu
 setvar "$bsock" RemusDBAfter "remusdb-after-$tag"
 wait_for 20 "the restored guest's variable in the replica" grep -q "remusdb-after-$tag" "$replica" ||
 	rdb_fail "a variable the restored guest set did not reach the replica $replica"
+# ...beside the one set on the primary: the restored QEMU wrote its flash
+# back over the drive after loading, from the checkpoint's copy of the
+# flash (hypervisor/qemu/patches/0004; without it that copy was the
+# first, and the variable was gone)
+grep -q "remusdb-before-$tag" "$replica" ||
+	rdb_fail "the variable set on the primary is gone from the replica $replica after the restore"
 sleep 2
 kill -INT "$checker" 2>/dev/null
 wait_pid 15 "$checker"
