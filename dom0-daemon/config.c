@@ -198,7 +198,7 @@ static const struct rdb_option vm_opts[] = {
 	{ "extra_nic", RDB_OPT_STRLIST, OFF(rdb_vm_config, extra_nic), NULL, 0, 0, NULL,
 	  "one more NIC of the VM, repeatable (up to 4 NICs in all): tap=TAP[,backup_tap=TAP][,mac=MAC]. The k-th (k = 1, 2, ...) is served on net_socket with k appended (NAME.net1) and its QEMU -netdev id is net<k>; its output waits for the checkpoint like the first NIC's (under commit protection its own flows' only), and after a failover the backup runs it on backup_tap (default: tap). Not with hypervisor = xen" },
 	{ "nvram", RDB_OPT_STRING, OFF(rdb_vm_config, nvram), "", 0, 0, NULL,
-	  "the UEFI variable store of the VM on this host (OVMF_VARS, raw), replicated as the last of its disks: served on disk_socket with its number k appended (NAME.disk<k>, k = the number of extra_disk + 1), attached by QEMU as the second pflash (-drive if=pflash,unit=1 with driver=nbd on that socket; the firmware's code, the first pflash, is a read-only image in qemu_arg). Needs disk; hypervisor qemu, not restored through libvirt_restore" },
+	  "the UEFI variable store of the VM on this host (OVMF_VARS, raw), replicated as the last of its disks: served on disk_socket with its number k appended (NAME.disk<k>, k = the number of extra_disk + 1), attached by QEMU as the second pflash (-drive if=pflash,unit=1 with driver=nbd on that socket; the firmware's code, the first pflash, is a read-only image in qemu_arg). Needs disk; hypervisor qemu. The primary's QEMU needs the pflash patch (hypervisor/qemu/README.md), or variables set while protected are lost at a failover" },
 	{ "disk_ring_mb", RDB_OPT_U32, OFF(rdb_vm_config, disk_ring_mb), "32", 4, 1024, NULL,
 	  "the ring carrying the disk server's changes to remusdbd; full for longer than checkpoint_deadline_ms (remusdbd stalled), the server stops waiting and protection drops" },
 	{ "activity_log_extents", RDB_OPT_U32, OFF(rdb_vm_config, activity_log_extents), "1024", 16, 1u << 20, NULL,
@@ -628,8 +628,6 @@ int rdb_vm_config_check(const struct rdb_vm_config *c, char *err, size_t errlen)
 	if (c->nvram && c->nvram[0]) {
 		const char *why = !c->disk || !c->disk[0] ? "needs 'disk' (the first)" :
 			xen ? "is for hypervisor = qemu" :
-			c->libvirt_restore && c->libvirt_restore[0] ?
-			"cannot be restored through libvirt_restore yet" :
 			!strcmp(c->nvram, c->disk) ? "is the first disk again" : NULL;
 
 		for (size_t i = 0; !why && i < c->extra_disk.n; i++)

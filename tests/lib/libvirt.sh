@@ -126,8 +126,10 @@ lv_down() {
 # lv_test_domain IMAGE CONSOLE: the test guest as a plain domain (a raw
 # disk, a bridge NIC, its console written to the file CONSOLE), on stdout.
 # LV_MORE_DISKS, LV_MORE_IFACES: more <disk>s and <interface>s (XML)
-# after the first of each; LV_GUEST_RUN: the guest's remusdb.run command
-# (default seqsrv on CL_SEQ_PORT).
+# after the first of each; LV_OS_MORE: more of <os> after its <type> (a
+# UEFI guest's <loader> and <nvram>, with <features><acpi/>, which
+# libvirt requires for UEFI); LV_GUEST_RUN: the guest's
+# remusdb.run command (default seqsrv on CL_SEQ_PORT).
 lv_test_domain() {
 	cat <<EOX
 <domain type='qemu'>
@@ -136,10 +138,12 @@ lv_test_domain() {
   <vcpu>1</vcpu>
   <os>
     <type arch='x86_64' machine='pc'>hvm</type>
+${LV_OS_MORE:-}
     <kernel>$CL_GUEST/vmlinuz</kernel>
     <initrd>$CL_GUEST/initrd.img</initrd>
     <cmdline>console=ttyS0 panic=-1 quiet remusdb.ip=$CL_GUEST_IP/24 remusdb.run=&quot;${LV_GUEST_RUN:-/usr/bin/seqsrv --port $CL_SEQ_PORT}&quot;</cmdline>
   </os>
+${LV_OS_MORE:+  <features><acpi/></features>}
   <on_poweroff>destroy</on_poweroff>
   <on_crash>destroy</on_crash>
   <devices>

@@ -423,6 +423,91 @@ static void test_enroll_several(void **state)
 	}
 }
 
+/* A UEFI guest: the firmware's code a read-only -blockdev, its variable
+ * store the last replicated disk, both on -machine pflash0/pflash1. */
+static void test_enroll_uefi(void **state)
+{
+	static const char *const more[] = { "admtap0" };
+	struct rdb_enroll_params p = params;
+	struct rdb_domxml_vm vm;
+	char err[512] = "", *x, *back = NULL, *norm = NULL;
+	char *uefi = edit_in(several, "  <os>\n    <type arch='x86_64' machine='pc-i440fx-7.2'>hvm</type>\n",
+			     "  <os firmware='efi'>\n    <type arch='x86_64' machine='pc-i440fx-7.2'>hvm</type>\n"
+			     "    <firmware>\n      <feature enabled='no' name='secure-boot'/>\n    </firmware>\n"
+			     "    <loader readonly='yes' type='pflash'>/usr/share/OVMF/OVMF_CODE_4M.fd</loader>\n"
+			     "    <nvram template='/usr/share/OVMF/OVMF_VARS_4M.fd'>/var/lib/libvirt/qemu/nvram/db2_VARS.fd</nvram>\n");
+	const char *os;
+
+	p.more_taps = more;
+	p.nmore_taps = 1;
+	x = enrolled(uefi, &p);
+	os = strstr(x, "<os>");
+	assert_non_null(os);
+	assert_true(strstr(os, "<loader") == NULL || strstr(os, "<loader") > strstr(os, "</os>"));
+	assert_true(strstr(os, "<nvram") == NULL || strstr(os, "<nvram") > strstr(os, "</os>"));
+	has(x, "{&quot;driver&quot;:&quot;file&quot;,&quot;filename&quot;:&quot;/usr/share/OVMF/"
+	       "OVMF_CODE_4M.fd&quot;,&quot;node-name&quot;:&quot;rdbpflash0&quot;,&quot;read-only&quot;:true}");
+	has(x, "<qemu:arg value=\"pflash0=rdbpflash0\"/>");
+	/* the variable store after the two writable disks: NAME.disk2 */
+	has(x, "{&quot;driver&quot;:&quot;nbd&quot;,&quot;server&quot;:{&quot;type&quot;:&quot;unix&quot;,"
+	       "&quot;path&quot;:&quot;/run/remusdb/db2.disk2&quot;},&quot;node-name&quot;:&quot;rdbnvram&quot;,"
+	       "&quot;reconnect-delay&quot;:15}");
+	has(x, "<qemu:arg value=\"pflash1=rdbnvram\"/>");
+	assert_null(strstr(x, "property=secure"));
+	has(x, "<remusdb:nvram socket=\"/run/remusdb/db2.disk2\" "
+	       "image=\"/var/lib/libvirt/qemu/nvram/db2_VARS.fd\" code=\"/usr/share/OVMF/OVMF_CODE_4M.fd\"/>");
+	has(x, "os-firmware=\"efi\"");
+	assert_int_equal(rdb_domxml_read(x, &vm, err, sizeof(err)), 0);
+	assert_string_equal(vm.nvram, "/var/lib/libvirt/qemu/nvram/db2_VARS.fd");
+	assert_int_equal(vm.nmore_disks, 1);
+	/* unenroll: <os firmware>, <firmware>, <loader>, <nvram> back */
+	assert_int_equal(rdb_domxml_unenroll(x, &back, err, sizeof(err)), 0);
+	assert_int_equal(rdb_domxml_normalize(uefi, &norm, err, sizeof(err)), 0);
+	if (strcmp(back, norm))
+		fail_msg("unenroll gave\n%s\ninstead of\n%s", back, norm);
+	free(x);
+	free(back);
+	free(norm);
+	free(uefi);
+	/* Secure Boot's flash: SMM-only, as libvirt has it */
+	uefi = edit_in(several, "    <boot dev='hd'/>\n", "    <loader readonly='yes' secure='yes' type='pflash'>"
+		       "/usr/share/OVMF/OVMF_CODE_4M.ms.fd</loader>\n    <nvram>/srv/db2_VARS.fd</nvram>\n"
+		       "    <boot dev='hd'/>\n");
+	x = enrolled(uefi, &p);
+	has(x, "driver=cfi.pflash01,property=secure,value=on");
+	free(x);
+	free(uefi);
+	/* refused: what remusdbd would not replicate or cannot pass on */
+	{
+		static const struct {
+			const char *os, *msg;
+		} bad[] = {
+			{ "    <loader readonly='yes' type='pflash'>/c.fd</loader>\n",
+			  "firmware flash with no <nvram>" },
+			{ "    <loader type='pflash'>/c.fd</loader>\n    <nvram>/v.fd</nvram>\n",
+			  "is not readonly='yes'" },
+			{ "    <loader readonly='yes' type='pflash' format='qcow2'>/c.qcow2</loader>\n"
+			  "    <nvram format='qcow2'>/v.qcow2</nvram>\n", "is in qcow2 format" },
+			{ "    <nvram>/v.fd</nvram>\n", "without a <loader type='pflash'>" },
+			{ "    <loader readonly='yes' type='pflash'>c.fd</loader>\n    <nvram>/v.fd</nvram>\n",
+			  "must be absolute file paths" },
+			{ "    <loader readonly='yes' type='pflash'>/c.fd</loader>\n"
+			  "    <nvram type='network'><source protocol='iscsi' name='x'/></nvram>\n",
+			  "<nvram type='network'>" },
+		};
+
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			char *b = edit_in(several, "    <boot dev='hd'/>\n", bad[i].os);
+
+			refused(b, &p, i == 4 ? -EINVAL : -ENOTSUP, bad[i].msg);
+			free(b);
+		}
+		uefi = edit_in(several, "  <os>\n", "  <os firmware='efi'>\n");
+		refused(uefi, &p, -ENOTSUP, "and no <loader>/<nvram> yet");
+		free(uefi);
+	}
+}
+
 /* What a checkpoint cannot carry is refused, naming it. */
 static void test_enroll_refuses_devices(void **state)
 {
@@ -432,8 +517,7 @@ static void test_enroll_refuses_devices(void **state)
 	char *fs = edit("    <memballoon", "    <filesystem type='mount'><driver type='virtiofs'/>"
 			"<source dir='/srv'/><target dir='srv'/></filesystem>\n    <memballoon");
 	char *nvram = edit("    <boot dev='hd'/>\n", "    <boot dev='hd'/>\n"
-			   "    <loader readonly='yes' type='pflash'>/usr/share/OVMF/OVMF_CODE_4M.fd</loader>\n"
-			   "    <nvram>/var/lib/libvirt/qemu/nvram/db1_VARS.fd</nvram>\n");
+			   "    <loader readonly='yes' type='pflash'>/usr/share/OVMF/OVMF_CODE_4M.fd</loader>\n");
 	char *shared = edit("      <target dev='vda' bus='virtio'/>\n",
 			    "      <target dev='vda' bus='virtio'/>\n      <shareable/>\n");
 	char *vhost = edit("<interface type='bridge'>", "<interface type='vhostuser'>");
@@ -441,7 +525,7 @@ static void test_enroll_refuses_devices(void **state)
 
 	refused(hostdev, &params, -ENOTSUP, "passthrough device (<hostdev type='pci'>)");
 	refused(fs, &params, -ENOTSUP, "<filesystem> (driver 'virtiofs')");
-	refused(nvram, &params, -ENOTSUP, "UEFI variable store (<nvram>)");
+	refused(nvram, &params, -ENOTSUP, "firmware flash with no <nvram>");
 	refused(shared, &params, -ENOTSUP, "disk vda is shareable");
 	refused(vhost, &params, -ENOTSUP, "interface type='vhostuser'");
 	refused(vmdk, &params, -ENOTSUP, "disk vda is vmdk: remusdbd serves raw and qcow2");
@@ -799,6 +883,45 @@ static void test_enroll_event_port(void **state)
 	rdb_qemuargv_free(&b);
 }
 
+/* The backup's arguments from a UEFI domain's: the code's node and its
+ * pflash0 stay (the backup opens its own copy), the variable store's
+ * NBD node and pflash1 go (the restore gives pflash1 its replica). */
+static void test_backup_args_uefi(void **state)
+{
+	static const char line[] =
+		"/usr/bin/qemu-system-x86_64 -machine pc-i440fx-10.0,usb=off "
+		"-blockdev '{\"driver\":\"nbd\",\"server\":{\"type\":\"unix\",\"path\":\"/run/remusdb/vm1.disk\"},"
+		"\"node-name\":\"rdbdisk0\",\"reconnect-delay\":15}' "
+		"-device '{\"driver\":\"virtio-blk-pci\",\"drive\":\"rdbdisk0\",\"id\":\"rdbblk0\"}' "
+		"-blockdev '{\"driver\":\"file\",\"filename\":\"/usr/share/OVMF/OVMF_CODE_4M.fd\","
+		"\"node-name\":\"rdbpflash0\",\"read-only\":true}' "
+		"-machine pflash0=rdbpflash0 "
+		"-blockdev '{\"driver\":\"nbd\",\"server\":{\"type\":\"unix\",\"path\":\"/run/remusdb/vm1.disk1\"},"
+		"\"node-name\":\"rdbnvram\",\"reconnect-delay\":15}' "
+		"-machine pflash1=rdbnvram";
+	struct rdb_strlist a, b;
+	char err[256] = "", id[64];
+
+	assert_int_equal(rdb_qemuargv_split(line, &a, err, sizeof(err)), 0);
+	assert_int_equal(rdb_qemuargv_for_backup_n(&a, "/run/remusdb/vm1.disk", 2, 1, &b,
+						   id, sizeof(id), err, sizeof(err)), 0);
+	assert_string_equal(id, "rdbdisk0");
+	assert_true(in(&b, "-machine", "pc-i440fx-10.0,usb=off"));
+	assert_true(in(&b, "-machine", "pflash0=rdbpflash0"));
+	assert_true(any(&b, "\"node-name\":\"rdbpflash0\""));
+	assert_false(any(&b, "rdbnvram"));
+	assert_false(any(&b, "vm1.disk"));
+	rdb_qemuargv_free(&a);
+	rdb_qemuargv_free(&b);
+	/* counted as no disk of the VM's, the store's node is refused */
+	assert_int_equal(rdb_qemuargv_split(line, &a, err, sizeof(err)), 0);
+	if (rdb_qemuargv_for_backup_n(&a, "/run/remusdb/vm1.disk", 1, 1, &b, id,
+				      sizeof(id), err, sizeof(err)) != -ENOTSUP)
+		fail_msg("not refused: %s", err);
+	assert_non_null(strstr(err, "rdbnvram"));
+	rdb_qemuargv_free(&a);
+}
+
 static void test_backup_args_refusals(void **state)
 {
 	struct rdb_strlist a, b;
@@ -828,6 +951,8 @@ int main(void)
 		cmocka_unit_test(test_enroll_twice_changes_nothing),
 		cmocka_unit_test(test_unenroll_refuses_edited_arguments),
 		cmocka_unit_test(test_enroll_refusals),
+		cmocka_unit_test(test_enroll_uefi),
+		cmocka_unit_test(test_backup_args_uefi),
 		cmocka_unit_test(test_enroll_several),
 		cmocka_unit_test(test_enroll_refuses_devices),
 		cmocka_unit_test(test_q35_bus_and_units),

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
 #include <libxml/parser.h>
 #include <libxml/tree.h>
 #include <libxml/xmlsave.h>
@@ -635,6 +636,107 @@ static int check_other_devices(xmlNodePtr devices, const char *name, char *err,
 	return 0;
 }
 
+/*
+ * A UEFI guest's firmware (<os><loader type='pflash' readonly='yes'>CODE
+ * and <nvram>VARS): the code stays a read-only file (a -blockdev the
+ * backup checks against its own copy), the variable store becomes the
+ * VM's last replicated disk (nvram), served on NAME.disk<k> after the
+ * writable disks; both reach QEMU as -machine pflash0=, pflash1=.
+ * 0 with code[0] == 0: no firmware flash of the guest's to move.
+ */
+struct efw {
+	xmlNodePtr loader, nvram, firmware;	/* the elements that leave */
+	char code[1024], vars[1024], os_firmware[16];
+	bool secure;
+};
+
+static int read_firmware(xmlNodePtr os, const char *name, struct efw *f,
+			 char *err, size_t errlen)
+{
+	char type[32], ro[16], fmt[32];
+
+	memset(f, 0, sizeof(*f));
+	f->loader = rdb_dx_child(os, "loader", NULL);
+	f->nvram = rdb_dx_child(os, "nvram", NULL);
+	f->firmware = rdb_dx_child(os, "firmware", NULL);
+	rdb_dx_attr(os, "firmware", f->os_firmware, sizeof(f->os_firmware));
+	rdb_dx_attr(f->loader, "type", type, sizeof(type));
+	if (!f->nvram) {
+		if (f->loader && !strcmp(type, "pflash")) {
+			rdb_dx_seterr(err, errlen, "domain %s boots from a firmware "
+			       "flash with no <nvram>: libvirt would make the "
+			       "variable store at start, unreplicated; name one "
+			       "(<nvram>PATH</nvram>, a copy of the firmware's "
+			       "template) and enroll again", name);
+			return -ENOTSUP;
+		}
+		if (f->os_firmware[0]) {
+			rdb_dx_seterr(err, errlen, "domain %s has <os firmware='%s'> "
+			       "and no <loader>/<nvram> yet: libvirt picks them at "
+			       "start; start it once (or name them) and enroll "
+			       "again", name, f->os_firmware);
+			return -ENOTSUP;
+		}
+		f->firmware = NULL;
+		f->os_firmware[0] = 0;
+		return 0;	/* BIOS, or a ROM loader: libvirt's still */
+	}
+	if (!f->loader || strcmp(type, "pflash")) {
+		rdb_dx_seterr(err, errlen, "domain %s has an <nvram> without a "
+		       "<loader type='pflash'>: not a firmware remusdbd knows how "
+		       "to pass on", name);
+		return -ENOTSUP;
+	}
+	if (!rdb_dx_attr(f->loader, "readonly", ro, sizeof(ro)) || strcmp(ro, "yes")) {
+		rdb_dx_seterr(err, errlen, "domain %s's firmware <loader> is not "
+		       "readonly='yes': a writable code flash is not replicated "
+		       "(only its <nvram> is)", name);
+		return -ENOTSUP;
+	}
+	if ((rdb_dx_attr(f->loader, "format", fmt, sizeof(fmt)) && strcmp(fmt, "raw")) ||
+	    (rdb_dx_attr(f->nvram, "format", fmt, sizeof(fmt)) && strcmp(fmt, "raw"))) {
+		rdb_dx_seterr(err, errlen, "domain %s's firmware is in %s format: "
+		       "remusdbd passes raw firmware images (the .fd files)",
+		       name, fmt);
+		return -ENOTSUP;
+	}
+	rdb_dx_text(f->loader, f->code, sizeof(f->code));
+	/* <nvram>PATH</nvram>, or libvirt's newer <nvram type='file'><source
+	 * file=PATH/> */
+	if (rdb_dx_child(f->nvram, "source", NULL)) {
+		rdb_dx_attr(f->nvram, "type", type, sizeof(type));
+		if (type[0] && strcmp(type, "file")) {
+			rdb_dx_seterr(err, errlen, "domain %s's <nvram type='%s'>: "
+			       "remusdbd serves a variable store file", name, type);
+			return -ENOTSUP;
+		}
+		rdb_dx_attr(rdb_dx_child(f->nvram, "source", NULL), "file",
+			    f->vars, sizeof(f->vars));
+	} else {
+		rdb_dx_text(f->nvram, f->vars, sizeof(f->vars));
+	}
+	if (f->code[0] != '/' || f->vars[0] != '/') {
+		rdb_dx_seterr(err, errlen, "domain %s's firmware <loader> and "
+		       "<nvram> must be absolute file paths (%s, %s)", name,
+		       f->code[0] ? f->code : "none", f->vars[0] ? f->vars : "none");
+		return -EINVAL;
+	}
+	if (strlen(f->code) >= sizeof(f->code) - 1 || strlen(f->vars) >= sizeof(f->vars) - 1) {
+		rdb_dx_seterr(err, errlen, "domain %s: a firmware path too long", name);
+		return -ENAMETOOLONG;
+	}
+	f->secure = rdb_dx_attr_is(f->loader, "secure", "yes");
+	return 0;
+}
+
+/* libvirt's order of <os> children (virDomainDefFormatInternal): a
+ * firmware element put back goes before the first one after it. */
+const char *const rdb_dx_os_order[] = {
+	"type", "firmware", "loader", "nvram", "kernel", "initrd", "cmdline",
+	"shim", "dtb", "acpi", "initarg", "bootmenu", "boot", "smbios", "bios",
+};
+const size_t rdb_dx_nos_order = sizeof(rdb_dx_os_order) / sizeof(rdb_dx_os_order[0]);
+
 int rdb_domxml_enroll(const char *xml, const struct rdb_enroll_params *p,
 		      char **xml_out, char *err, size_t errlen)
 {
@@ -645,7 +747,8 @@ int rdb_domxml_enroll(const char *xml, const struct rdb_enroll_params *p,
 	static const char *const features_after[] = { "idmap", "os" };
 	char name[128], dtype[32], added[128] = "";
 	char qmp[108], wd[108], ev[108], buf[1400], positions[256] = "";
-	char orig_emu[1024], machine[64] = "", suffix[16];
+	char orig_emu[1024], machine[64] = "", suffix[16], nvsock[108] = "";
+	struct efw fw;
 	int ev_slot = -1;
 	xmlNodePtr root, devices, meta, m, undo, os;
 	xmlNodePtr metadata, features, cmdline, emulator;
@@ -699,12 +802,9 @@ int rdb_domxml_enroll(const char *xml, const struct rdb_enroll_params *p,
 		goto out;
 	}
 	os = rdb_dx_child(root, "os", NULL);
-	if (rdb_dx_child(os, "nvram", NULL)) {
-		rdb_dx_seterr(err, errlen, "domain %s has a UEFI variable store "
-		       "(<nvram>): enroll does not replicate it yet (a VM file's "
-		       "nvram option does)", name);
+	rc = read_firmware(os, name, &fw, err, errlen);
+	if (rc < 0)
 		goto out;
-	}
 	rc = check_other_devices(devices, name, err, errlen);
 	if (rc < 0)
 		goto out;
@@ -768,6 +868,27 @@ int rdb_domxml_enroll(const char *xml, const struct rdb_enroll_params *p,
 		snprintf(suffix, sizeof(suffix), k ? "disk%u" : "disk", k);
 		rc = sock_path(dk[k].sock, sizeof(dk[k].sock), p->run_dir, name,
 			       suffix, err, errlen);
+		if (rc < 0)
+			goto out;
+	}
+	if (fw.vars[0]) {
+		if (ndk == 0) {
+			rdb_dx_seterr(err, errlen, "domain %s: a UEFI variable store "
+			       "is replicated beside the VM's disks, and it has "
+			       "no writable disk", name);
+			rc = -ENOTSUP;
+			goto out;
+		}
+		if (ndk + 1 > RDB_DOMXML_DISKS_MAX) {
+			rdb_dx_seterr(err, errlen, "domain %s has %u writable disks "
+			       "and a UEFI variable store: remusdbd replicates up to "
+			       "%d images in all", name, ndk, RDB_DOMXML_DISKS_MAX);
+			rc = -ENOTSUP;
+			goto out;
+		}
+		snprintf(suffix, sizeof(suffix), "disk%u", ndk);
+		rc = sock_path(nvsock, sizeof(nvsock), p->run_dir, name, suffix,
+			       err, errlen);
 		if (rc < 0)
 			goto out;
 	}
@@ -881,6 +1002,14 @@ int rdb_domxml_enroll(const char *xml, const struct rdb_enroll_params *p,
 		if (strcmp(dk[k].fmt, "raw"))
 			xmlNewProp(m, X("format"), X(dk[k].fmt));
 	}
+	if (fw.vars[0]) {
+		m = xmlNewChild(meta, rns, X("nvram"), NULL);
+		if (!m)
+			goto nomem;
+		xmlNewProp(m, X("socket"), X(nvsock));
+		xmlNewProp(m, X("image"), X(fw.vars));
+		xmlNewProp(m, X("code"), X(fw.code));
+	}
 	if (p->event_port) {
 		m = xmlNewChild(meta, rns, X("event"), NULL);
 		if (m)
@@ -940,6 +1069,22 @@ int rdb_domxml_enroll(const char *xml, const struct rdb_enroll_params *p,
 		xmlAddChild(undo, nics[k].el);
 	}
 	xmlNewProp(undo, X("positions"), X(positions));
+	/* the firmware's elements (back into <os> by name: they have one
+	 * place each) and <os firmware=...> (autoselection would add a
+	 * flash of libvirt's beside the ones on the command line) */
+	if (fw.vars[0]) {
+		xmlNodePtr fwel[3] = { fw.firmware, fw.loader, fw.nvram };
+
+		for (int k = 0; k < 3; k++)
+			if (fwel[k]) {
+				xmlUnlinkNode(fwel[k]);
+				xmlAddChild(undo, fwel[k]);
+			}
+		if (fw.os_firmware[0]) {
+			xmlNewProp(undo, X("os-firmware"), X(fw.os_firmware));
+			xmlUnsetProp(os, X("firmware"));
+		}
+	}
 
 	qns = xmlSearchNsByHref(doc, root, X(RDB_DOMXML_QEMU_NS));
 	if (!qns) {
@@ -997,6 +1142,38 @@ int rdb_domxml_enroll(const char *xml, const struct rdb_enroll_params *p,
 			 dk[k].node, k, dd->bus, dd->addr,
 			 dd->boot[0] ? ",\"bootindex\":" : "", dd->boot);
 		add_arg(cmdline, qns, undo, rns, buf);
+	}
+	if (fw.vars[0]) {
+		/* the code read-only (libvirt's CD-ROMs' way: the backup opens
+		 * its own copy), the variable store on remusdbd's socket; one
+		 * -machine each (QEMU merges them with libvirt's), so a
+		 * backup's restore can give pflash1 its replica */
+		json_t *j = json_pack("{s:s, s:s, s:s, s:b}", "driver", "file",
+				      "filename", fw.code, "node-name",
+				      RDB_DOMXML_PFLASH0_NODE, "read-only", 1);
+		char *t = j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+
+		json_decref(j);
+		if (!t)
+			goto nomem;
+		add_arg(cmdline, qns, undo, rns, "-blockdev");
+		add_arg(cmdline, qns, undo, rns, t);
+		free(t);
+		add_arg(cmdline, qns, undo, rns, "-machine");
+		add_arg(cmdline, qns, undo, rns, "pflash0=" RDB_DOMXML_PFLASH0_NODE);
+		add_arg(cmdline, qns, undo, rns, "-blockdev");
+		snprintf(buf, sizeof(buf), "{\"driver\":\"nbd\",\"server\":{\"type\":"
+			 "\"unix\",\"path\":\"%s\"},\"node-name\":\"%s\","
+			 "\"reconnect-delay\":15}", nvsock, RDB_DOMXML_NVRAM_NODE);
+		add_arg(cmdline, qns, undo, rns, buf);
+		add_arg(cmdline, qns, undo, rns, "-machine");
+		add_arg(cmdline, qns, undo, rns, "pflash1=" RDB_DOMXML_NVRAM_NODE);
+		if (fw.secure) {
+			/* libvirt's secure='yes' (Secure Boot's SMM-only flash) */
+			add_arg(cmdline, qns, undo, rns, "-global");
+			add_arg(cmdline, qns, undo, rns,
+				"driver=cfi.pflash01,property=secure,value=on");
+		}
 	}
 	for (unsigned k = 0; k < nnic; k++) {
 		struct nic *n = &nics[k].nic;

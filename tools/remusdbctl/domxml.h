@@ -31,10 +31,17 @@
  *   - <metadata><remusdb:vm xmlns:remusdb=RDB_DOMXML_NS>: the sockets,
  *     MACs, taps, disk images, and the original elements with their
  *     places among the devices.
+ *   - a UEFI guest's <os><loader type='pflash' readonly='yes'> and
+ *     <nvram> (and <os firmware=...>, <firmware>) go: the code comes
+ *     back as a read-only -blockdev (RDB_DOMXML_PFLASH0_NODE), the
+ *     variable store as the VM's last replicated disk (nvram), an NBD
+ *     -blockdev (RDB_DOMXML_NVRAM_NODE) on NAME.disk<k> after the
+ *     writable disks; -machine pflash0=..., -machine pflash1=...;
  * Refused, naming the device: shared or network disks, disks on another
  * bus than virtio, passthrough devices (<hostdev>), interfaces whose
  * frames bypass QEMU (vhost-user, hostdev, vDPA), vhost-user
- * filesystems, a UEFI variable store (<nvram>, not yet).
+ * filesystems, a firmware flash with no <nvram>, a writable or non-raw
+ * firmware.
  */
 #ifndef RDB_DOMXML_H
 #define RDB_DOMXML_H
@@ -47,6 +54,9 @@
 #define RDB_DOMXML_QEMU_NS "http://libvirt.org/schemas/domain/qemu/1.0"
 /* the first disk's block node: the VM's disk_id */
 #define RDB_DOMXML_DISK_NODE "rdbdisk0"
+/* a UEFI guest's firmware code and variable store (pflash0, pflash1) */
+#define RDB_DOMXML_PFLASH0_NODE "rdbpflash0"
+#define RDB_DOMXML_NVRAM_NODE "rdbnvram"
 #define RDB_DOMXML_DISKS_MAX 8
 #define RDB_DOMXML_NICS_MAX 4
 
@@ -70,6 +80,8 @@ struct rdb_domxml_vm {
 	char disk[1024];		/* "" = no disk */
 	char tap[16], mac[18];
 	char event_socket[108];		/* "" = no failover event port */
+	char nvram[1024];		/* "" = no UEFI variable store; else
+					 * served on disk_socket<1 + nmore_disks> */
 	/* the other disks (extra_disk: served on disk_socket<k>) and NICs
 	 * (extra_nic: net_socket<k>), in order */
 	unsigned nmore_disks;

@@ -13,6 +13,9 @@
 /* libvirt's order of <devices> children */
 extern const char *const rdb_dx_device_order[];
 extern const size_t rdb_dx_ndevice_order;
+/* and of <os> children */
+extern const char *const rdb_dx_os_order[];
+extern const size_t rdb_dx_nos_order;
 
 void rdb_dx_seterr(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

@@ -207,6 +207,24 @@ int rdb_domxml_unenroll(const char *xml, char **xml_out, char *err,
 				       rdb_dx_ndevice_order);
 		}
 	}
+	/* a UEFI guest's firmware elements, back into <os> */
+	{
+		static const char *const fwn[] = { "firmware", "loader", "nvram" };
+		xmlNodePtr os = rdb_dx_child(root, "os", NULL);
+		char osfw[16];
+
+		for (int k = 0; os && k < 3; k++) {
+			xmlNodePtr e = rdb_dx_child(undo, fwn[k], NULL);
+
+			if (e) {
+				xmlUnlinkNode(e);
+				rdb_dx_insert_ordered(os, e, rdb_dx_os_order,
+						      rdb_dx_nos_order);
+			}
+		}
+		if (os && rdb_dx_attr(undo, "os-firmware", osfw, sizeof(osfw)))
+			xmlSetProp(os, X("firmware"), X(osfw));
+	}
 	features = rdb_dx_child(root, "features", NULL);
 	if (features && has_token(added, "acpi"))
 		drop(rdb_dx_child(features, "acpi", NULL));
@@ -336,6 +354,10 @@ int rdb_domxml_read(const char *xml, struct rdb_domxml_vm *vm, char *err,
 	if (rc == 0 && d)
 		rc = copy_attr(d, "image", vm->disk, sizeof(vm->disk),
 			       "the disk image", err, errlen);
+	d = rdb_dx_child(meta, "nvram", RDB_DOMXML_NS);
+	if (rc == 0 && d)
+		rc = copy_attr(d, "image", vm->nvram, sizeof(vm->nvram),
+			       "the UEFI variable store", err, errlen);
 	d = rdb_dx_child(meta, "event", RDB_DOMXML_NS);
 	if (rc == 0 && d)
 		rc = copy_attr(d, "socket", vm->event_socket,

@@ -364,6 +364,38 @@ int rdb_qemuargv_for_backup_n(const struct rdb_strlist *in,
 			json_decref(j);
 			continue;
 		}
+		if (!strcmp(o, "machine") && strstr(v, "pflash")) {
+			/* a pflash on a disk node (the UEFI variable store,
+			 * the VM's last disk): the backup's restore gives the
+			 * flash its replica itself */
+			char keep[512] = "", part[256];
+			size_t at = 0;
+
+			for (const char *q = v; *q;) {
+				size_t l = strcspn(q, ",");
+				const char *eq;
+
+				snprintf(part, sizeof(part), "%.*s", (int)l, q);
+				q += l + (q[l] == ',');
+				eq = strchr(part, '=');
+				if (eq && !strncmp(part, "pflash", 6) &&
+				    ids_has(&disk_nodes, eq + 1))
+					continue;
+				at += (size_t)snprintf(keep + at, sizeof(keep) - at,
+						       "%s%s", at ? "," : "", part);
+				if (at >= sizeof(keep)) {
+					snprintf(err, errlen, "-machine %s: too long", v);
+					rc = -E2BIG;
+					break;
+				}
+			}
+			if (rc == 0 && keep[0]) {
+				rc = push(out, arg, strlen(arg));
+				if (rc == 0)
+					rc = push(out, keep, strlen(keep));
+			}
+			continue;
+		}
 		if (!strcmp(o, "drive")) {
 			snprintf(err, errlen, "-drive %s: a drive libvirt adds "
 				 "itself is not supported", v);

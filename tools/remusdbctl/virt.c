@@ -257,7 +257,8 @@ int rdb_virt_vm_config(const char *uri, const char *name,
 	rc = rdb_qemuargv_split(native, &argv, err, errlen);
 	if (rc == 0)
 		rc = rdb_qemuargv_for_backup_n(&argv, vm.disk[0] ? vm.disk_socket :
-					       NULL, vm.disk[0] ? 1 + vm.nmore_disks : 0,
+					       NULL, vm.disk[0] ? 1 + vm.nmore_disks +
+					       (vm.nvram[0] ? 1 : 0) : 0,
 					       1 + vm.nmore_nics, &args, disk_id,
 					       sizeof(disk_id), err, errlen);
 	if (rc < 0) {
@@ -295,6 +296,9 @@ int rdb_virt_vm_config(const char *uri, const char *name,
 			 vm.more_nics[k].mac);
 		rc = set(c, "extra_nic", spec, err, errlen);
 	}
+	/* the UEFI variable store: the last disk, on disk_socket<k> */
+	if (rc == 0 && vm.disk[0] && vm.nvram[0])
+		rc = set(c, "nvram", vm.nvram, err, errlen);
 	if (rc == 0 && vm.event_socket[0])
 		rc = set(c, "event_port", "true", err, errlen);
 	/* ram_mb only when it is whole MiB (0: from the stream) */
