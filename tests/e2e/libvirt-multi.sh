@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # A libvirt domain shaped like a database VM: UEFI (OVMF, its variable
-# store an <nvram>), an OS disk (raw), a data disk (qcow2 over a raw
-# backing file), a CD-ROM, a client NIC and a second NIC on another
-# subnet; enrolled on both hosts (one --tap per interface), attached,
-# started and protected with libvirt_restore, the primary's power
-# pulled.  Checked:
-#  - enroll moved both writable disks, the variable store and both NICs
-#    to remusdbd (the CD-ROM stays libvirt's), and the VM config attach
-#    derived from the domain has the data disk, the variable store and
-#    the second NIC;
+# store an <nvram>), an OS disk (raw, virtio-blk), a data disk (qcow2
+# over a raw backing file, on a virtio-scsi controller), a CD-ROM, a
+# client NIC and a second NIC on another subnet; enrolled on both hosts
+# (one --tap per interface), attached, started and protected with
+# libvirt_restore, the primary's power pulled.  Checked:
+#  - enroll moved both writable disks (the SCSI one a scsi-hd on the
+#    controller's bus, the controller libvirt's), the variable store and
+#    both NICs to remusdbd (the CD-ROM stays libvirt's), and the VM
+#    config attach derived from the domain has the data disk, the
+#    variable store and the second NIC;
 #  - the guest booted through OVMF and sets a UEFI variable every second
 #    (a counter), which the firmware writes to its flash;
 #  - the backup checked the CD-ROM's image, the qcow2 disk's backing
@@ -63,8 +64,17 @@ else
 fi
 EOS
 chmod 0755 "$d/payload/etc/remusdb.d/20-efitick.sh"
+# the SCSI disk shows up once the controller's scan is done
+cat > "$d/payload/etc/remusdb.d/05-sda.sh" <<'EOS'
+#!/bin/sh
+i=0
+while [ ! -b /dev/sda ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+[ -b /dev/sda ] || echo "REMUSDB-WARN: no /dev/sda after 10 s"
+EOS
+chmod 0755 "$d/payload/etc/remusdb.d/05-sda.sh"
 bash "$RDB_ROOT/tools/mkguest.sh" --out "$d/guest" --payload "$d/payload" \
-	--static "$RDB_HELPERS/seqsrv" --module virtio_blk --module efivarfs >&2 ||
+	--static "$RDB_HELPERS/seqsrv" --module virtio_blk --module virtio_scsi \
+	--module sd_mod --module efivarfs >&2 ||
 	rdb_fail "guest build failed"
 export CL_GUEST=$d/guest
 # the highest counter in a variable store (the firmware appends each
@@ -88,8 +98,9 @@ qemu-img create -q -f qcow2 -b "$base" -F raw "$CL_DIR/pri/vm1-data.qcow2" 64M |
 export LV_MORE_DISKS="    <disk type='file' device='disk'>
       <driver name='qemu' type='qcow2'/>
       <source file='$CL_DIR/pri/vm1-data.qcow2'/>
-      <target dev='vdb' bus='virtio'/>
+      <target dev='sda' bus='scsi'/>
     </disk>
+    <controller type='scsi' index='0' model='virtio-scsi'/>
     <disk type='file' device='cdrom'>
       <driver name='qemu' type='raw'/>
       <source file='$iso'/>
@@ -101,7 +112,7 @@ export LV_MORE_IFACES="    <interface type='bridge'>
       <source bridge='vmbr0'/>
       <model type='virtio'/>
     </interface>"
-export LV_GUEST_RUN="/usr/bin/seqsrv --port $CL_SEQ_PORT --interval-us 20000 --disk /dev/vda --disk /dev/vdb"
+export LV_GUEST_RUN="/usr/bin/seqsrv --port $CL_SEQ_PORT --interval-us 20000 --disk /dev/vda --disk /dev/sda"
 export LV_ENROLL_ARGS="--tap vmtap1"
 lv_pair_protected || rdb_fail "the protected libvirt domain did not come up (logs in $CL_DIR)"
 echo "libvirtd on both hosts, vm1 (UEFI, 2 disks, a CD-ROM, 2 NICs) enrolled on both, protected after $(ms_since "$t0") ms"
@@ -111,6 +122,7 @@ echo "libvirtd on both hosts, vm1 (UEFI, 2 disks, a CD-ROM, 2 NICs) enrolled on 
 lv_virsh pri dumpxml vm1 > "$CL_DIR/pri-domain.xml"
 grep -q "vm1.disk1" "$CL_DIR/pri-domain.xml" && grep -q "id=net1" "$CL_DIR/pri-domain.xml" &&
 	grep -q "vm1.disk2" "$CL_DIR/pri-domain.xml" && grep -q "pflash1=rdbnvram" "$CL_DIR/pri-domain.xml" &&
+	grep -q "scsi-hd&quot;,&quot;bus&quot;:&quot;scsi0.0&quot;" "$CL_DIR/pri-domain.xml" &&
 	grep -q "device=\"cdrom\"\|device='cdrom'" "$CL_DIR/pri-domain.xml" ||
 	rdb_fail "enroll did not move the disks, the variable store and the NICs (see $CL_DIR/pri-domain.xml)"
 pst=$(cl_ctl pri status vm1 --json) || rdb_fail "no primary status"
@@ -181,10 +193,12 @@ mapfile -t reps < <(jq -r '.vms[0].disks[].replica' "$CL_DIR/bak-status.json")
 wait_for 20 "the restored guest's UEFI variable in the replica" \
 	bash -c "[ \"\$(grep -ao 'rdb-tick-[0-9]\{8\}' '${reps[2]}' | sed 's/rdb-tick-0*//' | sort -n | tail -n 1)\" -gt '$tick_pri' ]" ||
 	rdb_fail "the variable store's replica ${reps[2]} has no counter past $tick_pri (the primary's last): $(ticks "${reps[2]}")"
-tick_bak=$(ticks "${reps[2]}")
 # ...and every counter before it: what the primary's guest set came with
-# the checkpoints (each value is a variable of its own)
-nticks=$(grep -ao 'rdb-tick-[0-9]\{8\}' "${reps[2]}" | sort -u | wc -l)
+# the checkpoints (each value is a variable of its own); one copy read
+# for both (the guest sets the next meanwhile)
+cp "${reps[2]}" "$CL_DIR/vars-replica.fd" || rdb_fail "copying the variable store's replica"
+tick_bak=$(ticks "$CL_DIR/vars-replica.fd")
+nticks=$(grep -ao 'rdb-tick-[0-9]\{8\}' "$CL_DIR/vars-replica.fd" | sort -u | wc -l)
 [ "$nticks" = "$tick_bak" ] ||
 	rdb_fail "the variable store's replica holds $nticks of the counters 1..$tick_bak: the primary's were not all replicated"
 lv_virsh bak destroy vm1 >/dev/null || rdb_fail "virsh destroy on the backup"
@@ -193,4 +207,4 @@ check=$("$RDB_HELPERS/diskseq" --check-set "$last" "${reps[0]}" "$CL_DIR/rep1.ra
 [ $? -le 1 ] || rdb_fail "diskseq --check-set: $check"
 jq -e '.missing == 0 and .after_gap == 0' <<<"$check" >/dev/null ||
 	rdb_fail "the replicas are not one epoch's state: $check (the client had 1..$last)"
-echo "PASS: UEFI libvirt domain with 2 disks (one qcow2), a CD-ROM, 2 NICs and an OVMF variable store: enrolled, protected, restored through the backup's libvirt after the power pull (virsh list: running); both NICs' sequences contiguous (to $last and $(jq .last "$CL_DIR/seqcheck2.json")); every record on the replicas; the guest's UEFI counter $tick_pri on the primary's flash, $tick_bak in the replica after; whole test $(ms_since "$t0") ms"
+echo "PASS: UEFI libvirt domain with 2 disks (one qcow2 on virtio-scsi), a CD-ROM, 2 NICs and an OVMF variable store: enrolled, protected, restored through the backup's libvirt after the power pull (virsh list: running); both NICs' sequences contiguous (to $last and $(jq .last "$CL_DIR/seqcheck2.json")); every record on the replicas; the guest's UEFI counter $tick_pri on the primary's flash, $tick_bak in the replica after; whole test $(ms_since "$t0") ms"

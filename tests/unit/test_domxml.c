@@ -508,6 +508,84 @@ static void test_enroll_uefi(void **state)
 	}
 }
 
+/* Disks on a controller's bus: the device libvirt would have made, on
+ * the same bus and unit, the controller left to libvirt. */
+static void test_enroll_controller_disks(void **state)
+{
+	static const char *const more[] = { "admtap0" };
+	struct rdb_enroll_params p = params;
+	char err[512] = "", *x, *back = NULL, *norm = NULL, *d, *e;
+
+	p.more_taps = more;
+	p.nmore_taps = 1;
+	/* the OS disk on SATA (i440fx: an AHCI controller of its own), the
+	 * data disk on virtio-scsi */
+	d = edit_in(several, "      <target dev='vda' bus='virtio'/>\n"
+		    "      <address type='pci' domain='0x0000' bus='0x00' slot='0x04' function='0x0'/>\n",
+		    "      <target dev='sda' bus='sata'/>\n"
+		    "      <address type='drive' controller='0' bus='0' target='0' unit='0'/>\n");
+	e = edit_in(d, "      <target dev='vdb' bus='virtio'/>\n"
+		    "      <address type='pci' domain='0x0000' bus='0x00' slot='0x06' function='0x0'/>\n",
+		    "      <target dev='sdb' bus='scsi'/>\n"
+		    "      <address type='drive' controller='0' bus='0' target='0' unit='1'/>\n");
+	free(d);
+	d = edit_in(e, "    <controller type='pci' index='0' model='pci-root'/>\n",
+		    "    <controller type='pci' index='0' model='pci-root'/>\n"
+		    "    <controller type='sata' index='0'>\n"
+		    "      <address type='pci' domain='0x0000' bus='0x00' slot='0x05' function='0x0'/>\n"
+		    "    </controller>\n"
+		    "    <controller type='scsi' index='0' model='virtio-scsi'>\n"
+		    "      <address type='pci' domain='0x0000' bus='0x00' slot='0x08' function='0x0'/>\n"
+		    "    </controller>\n");
+	free(e);
+	x = enrolled(d, &p);
+	has(x, "{&quot;driver&quot;:&quot;ide-hd&quot;,&quot;bus&quot;:&quot;sata0.0&quot;,"
+	       "&quot;drive&quot;:&quot;rdbdisk0&quot;,&quot;id&quot;:&quot;rdbblk0&quot;,"
+	       "&quot;bootindex&quot;:1}");
+	has(x, "{&quot;driver&quot;:&quot;scsi-hd&quot;,&quot;bus&quot;:&quot;scsi0.0&quot;,"
+	       "&quot;channel&quot;:0,&quot;scsi-id&quot;:0,&quot;lun&quot;:1,&quot;drive&quot;:"
+	       "&quot;disk1&quot;,&quot;id&quot;:&quot;rdbblk1&quot;}");
+	/* the controllers stay libvirt's */
+	has(strstr(x, "<devices>"), "<controller type=\"sata\" index=\"0\">");
+	has(strstr(x, "<devices>"), "<controller type=\"scsi\" index=\"0\" model=\"virtio-scsi\">");
+	assert_int_equal(rdb_domxml_unenroll(x, &back, err, sizeof(err)), 0);
+	assert_int_equal(rdb_domxml_normalize(d, &norm, err, sizeof(err)), 0);
+	if (strcmp(back, norm))
+		fail_msg("unenroll gave\n%s\ninstead of\n%s", back, norm);
+	free(x);
+	free(back);
+	free(norm);
+	/* q35's own AHCI is QEMU's "ide" bus */
+	e = edit_in(d, "machine='pc-i440fx-7.2'", "machine='pc-q35-7.2'");
+	x = enrolled(e, &p);
+	has(x, "{&quot;driver&quot;:&quot;ide-hd&quot;,&quot;bus&quot;:&quot;ide.0&quot;,"
+	       "&quot;drive&quot;:&quot;rdbdisk0&quot;");
+	free(x);
+	free(e);
+	/* a disk on a controller the domain does not define; no address */
+	e = edit_in(d, "<controller type='scsi' index='0'", "<controller type='scsi' index='1'");
+	refused(e, &p, -EINVAL, "disk sdb is on scsi controller 0, which the domain does not define");
+	free(e);
+	e = edit_in(d, "      <address type='drive' controller='0' bus='0' target='0' unit='1'/>\n", "");
+	refused(e, &p, -EINVAL, "disk sdb on bus scsi has no <address type='drive'>");
+	free(e);
+	e = edit_in(d, "bus='scsi'", "bus='usb'");
+	refused(e, &p, -ENOTSUP, "disk sdb is on bus 'usb'");
+	free(e);
+	/* IDE (i440fx's own): bus and unit */
+	x = edit_in(d, "<target dev='sda' bus='sata'/>", "<target dev='hda' bus='ide'/>");
+	e = edit_in(x, "    <controller type='pci' index='0' model='pci-root'/>\n",
+		    "    <controller type='pci' index='0' model='pci-root'/>\n"
+		    "    <controller type='ide' index='0'/>\n");
+	free(x);
+	x = enrolled(e, &p);
+	has(x, "{&quot;driver&quot;:&quot;ide-hd&quot;,&quot;bus&quot;:&quot;ide.0&quot;,&quot;unit&quot;:0,"
+	       "&quot;drive&quot;:&quot;rdbdisk0&quot;");
+	free(x);
+	free(e);
+	free(d);
+}
+
 /* What a checkpoint cannot carry is refused, naming it. */
 static void test_enroll_refuses_devices(void **state)
 {
@@ -547,7 +625,7 @@ static void test_enroll_refusals(void **state)
 			 "    </disk>\n    <controller type='usb'");
 	char *qcow = edit("type='raw' cache", "type='qcow2' cache");
 	char *block = edit("<disk type='file' device='disk'>", "<disk type='block' device='disk'>");
-	char *sata = edit("<target dev='vda' bus='virtio'/>", "<target dev='sda' bus='sata'/>");
+	char *sata = edit("<target dev='vda' bus='virtio'/>", "<target dev='sda' bus='usb'/>");
 	char *c1 = edit("<interface type='bridge'>", "<!--");
 	char *nonic = edit_in(c1, "</interface>", "-->");
 	char *vnet = edit("<source bridge='br0'/>", "<source bridge='br0'/><target dev='vnet7'/>");
@@ -560,7 +638,7 @@ static void test_enroll_refusals(void **state)
 	(void)two;
 	(void)qcow;
 	refused(block, &params, -ENOTSUP, "type='block'");
-	refused(sata, &params, -ENOTSUP, "disk sda is on bus 'sata'");
+	refused(sata, &params, -ENOTSUP, "disk sda is on bus 'usb'");
 	refused(nonic, &params, -ENOTSUP, "has no network interface");
 	refused(vnet, &no_tap, -EINVAL, "--tap NAME: a tap on bridge br0");
 	refused(bad_name, &params, -EINVAL, "domain name 'db 1'");
@@ -952,6 +1030,7 @@ int main(void)
 		cmocka_unit_test(test_unenroll_refuses_edited_arguments),
 		cmocka_unit_test(test_enroll_refusals),
 		cmocka_unit_test(test_enroll_uefi),
+		cmocka_unit_test(test_enroll_controller_disks),
 		cmocka_unit_test(test_backup_args_uefi),
 		cmocka_unit_test(test_enroll_several),
 		cmocka_unit_test(test_enroll_refuses_devices),

@@ -482,10 +482,11 @@ static int check_disk(xmlNodePtr disk, char *image, size_t len, char *fmt,
 		char bus[32];
 
 		rdb_dx_attr(rdb_dx_child(disk, "target", NULL), "bus", bus, sizeof(bus));
-		if (strcmp(bus, "virtio")) {
-			rdb_dx_seterr(err, errlen, "disk %s is on bus '%s': it becomes "
-			       "remusdbd's virtio-blk device, so only bus='virtio' "
-			       "is supported", target, bus);
+		if (strcmp(bus, "virtio") && strcmp(bus, "sata") &&
+		    strcmp(bus, "scsi") && strcmp(bus, "ide")) {
+			rdb_dx_seterr(err, errlen, "disk %s is on bus '%s': remusdbd "
+			       "puts a disk back on virtio, SATA, SCSI or IDE",
+			       target, bus[0] ? bus : "?");
 			return -ENOTSUP;
 		}
 	}
@@ -517,7 +518,85 @@ static int check_disk(xmlNodePtr disk, char *image, size_t len, char *fmt,
  */
 struct disk_dev {
 	char bus[32], addr[32], boot[16], discard[16];
+	/* a disk on a controller's bus (SATA, SCSI, IDE): its QEMU device
+	 * and where on the bus ("" for virtio-blk, on PCI) */
+	char driver[16], where[128];
 };
+
+/* libvirt's <address type='drive'> of a disk on a controller, as QEMU's
+ * bus properties of the device libvirt would have made (ide-hd on an
+ * AHCI or IDE bus, scsi-hd on a SCSI controller's). */
+static int drive_place(xmlNodePtr root, xmlNodePtr devices, xmlNodePtr disk,
+		       const char *bus, const char *target, struct disk_dev *dd,
+		       char *err, size_t errlen)
+{
+	xmlNodePtr a = rdb_dx_child(disk, "address", NULL), ctl = NULL;
+	char machine[64] = "", v[16], model[32] = "";
+	unsigned long c, b, t, u;
+	const char *ctype = !strcmp(bus, "scsi") ? "scsi" : !strcmp(bus, "sata") ?
+		"sata" : "ide";
+
+	if (!a || !rdb_dx_attr_is(a, "type", "drive")) {
+		rdb_dx_seterr(err, errlen, "disk %s on bus %s has no <address "
+		       "type='drive'>: define the domain first (libvirt assigns "
+		       "one)", target, bus);
+		return -EINVAL;
+	}
+	rdb_dx_attr(a, "controller", v, sizeof(v));
+	c = strtoul(v, NULL, 10);
+	rdb_dx_attr(a, "bus", v, sizeof(v));
+	b = strtoul(v, NULL, 10);
+	rdb_dx_attr(a, "target", v, sizeof(v));
+	t = strtoul(v, NULL, 10);
+	rdb_dx_attr(a, "unit", v, sizeof(v));
+	u = strtoul(v, NULL, 10);
+	for (xmlNodePtr n = devices->children; n; n = n->next) {
+		char idx[16];
+
+		if (rdb_dx_is_elem(n, "controller", NULL) &&
+		    rdb_dx_attr_is(n, "type", ctype) &&
+		    rdb_dx_attr(n, "index", idx, sizeof(idx)) &&
+		    strtoul(idx, NULL, 10) == c)
+			ctl = n;
+	}
+	if (!ctl) {
+		rdb_dx_seterr(err, errlen, "disk %s is on %s controller %lu, which "
+		       "the domain does not define: define the domain first",
+		       target, ctype, c);
+		return -EINVAL;
+	}
+	rdb_dx_attr(rdb_dx_child(rdb_dx_child(root, "os", NULL), "type", NULL),
+		    "machine", machine, sizeof(machine));
+	rdb_dx_attr(ctl, "model", model, sizeof(model));
+	if (c > 64 || b > 64 || t > 65535 || u > 65535) {
+		rdb_dx_seterr(err, errlen, "disk %s's drive address is out of range",
+		       target);
+		return -EINVAL;
+	}
+	if (!strcmp(ctype, "scsi")) {
+		if (strstr(model, "vhost") || !strcmp(model, "ibmvscsi")) {
+			rdb_dx_seterr(err, errlen, "disk %s is on a %s SCSI controller: "
+			       "not one whose requests QEMU serves", target, model);
+			return -ENOTSUP;
+		}
+		snprintf(dd->driver, sizeof(dd->driver), "scsi-hd");
+		snprintf(dd->where, sizeof(dd->where), "\"bus\":\"scsi%lu.0\","
+			 "\"channel\":%lu,\"scsi-id\":%lu,\"lun\":%lu", c, b, t, u);
+	} else if (!strcmp(ctype, "sata")) {
+		/* q35's own AHCI (controller 0) is QEMU's "ide" */
+		snprintf(dd->driver, sizeof(dd->driver), "ide-hd");
+		if (strstr(machine, "q35") && c == 0)
+			snprintf(dd->where, sizeof(dd->where), "\"bus\":\"ide.%lu\"", u);
+		else
+			snprintf(dd->where, sizeof(dd->where), "\"bus\":\"sata%lu.%lu\"",
+				 c, u);
+	} else {
+		snprintf(dd->driver, sizeof(dd->driver), "ide-hd");
+		snprintf(dd->where, sizeof(dd->where), "\"bus\":\"ide.%lu\","
+			 "\"unit\":%lu", b, u);
+	}
+	return 0;
+}
 
 static int read_disk(xmlNodePtr root, xmlNodePtr devices, xmlNodePtr disk,
 		     bool first, bool *used, struct disk_dev *dd, int *slot_out,
@@ -548,6 +627,16 @@ static int read_disk(xmlNodePtr root, xmlNodePtr devices, xmlNodePtr disk,
 		if (!rdb_dx_child(rdb_dx_child(root, "os", NULL), "boot", NULL) &&
 		    !rdb_dx_child(rdb_dx_child(root, "os", NULL), "kernel", NULL))
 			snprintf(dd->boot, sizeof(dd->boot), "1");
+	}
+	{
+		char bus[32];
+
+		rdb_dx_attr(rdb_dx_child(disk, "target", NULL), "bus", bus, sizeof(bus));
+		if (strcmp(bus, "virtio")) {
+			*slot_out = -1;
+			return drive_place(root, devices, disk, bus, target, dd,
+					   err, errlen);
+		}
 	}
 	return pci_place(root, devices, disk, "the disk", used, dd->bus,
 			 sizeof(dd->bus), dd->addr, sizeof(dd->addr), slot_out,
@@ -1137,10 +1226,16 @@ int rdb_domxml_enroll(const char *xml, const struct rdb_enroll_params *p,
 				 "\"reconnect-delay\":15%s}", nbd, dk[k].node, disc);
 		add_arg(cmdline, qns, undo, rns, buf);
 		add_arg(cmdline, qns, undo, rns, "-device");
-		snprintf(buf, sizeof(buf), "{\"driver\":\"virtio-blk-pci\",\"drive\":"
-			 "\"%s\",\"id\":\"rdbblk%u\",\"bus\":\"%s\",\"addr\":\"%s\"%s%s}",
-			 dk[k].node, k, dd->bus, dd->addr,
-			 dd->boot[0] ? ",\"bootindex\":" : "", dd->boot);
+		if (dd->driver[0])
+			snprintf(buf, sizeof(buf), "{\"driver\":\"%s\",%s,\"drive\":"
+				 "\"%s\",\"id\":\"rdbblk%u\"%s%s}", dd->driver,
+				 dd->where, dk[k].node, k,
+				 dd->boot[0] ? ",\"bootindex\":" : "", dd->boot);
+		else
+			snprintf(buf, sizeof(buf), "{\"driver\":\"virtio-blk-pci\",\"drive\":"
+				 "\"%s\",\"id\":\"rdbblk%u\",\"bus\":\"%s\",\"addr\":\"%s\"%s%s}",
+				 dk[k].node, k, dd->bus, dd->addr,
+				 dd->boot[0] ? ",\"bootindex\":" : "", dd->boot);
 		add_arg(cmdline, qns, undo, rns, buf);
 	}
 	if (fw.vars[0]) {

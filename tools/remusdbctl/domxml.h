@@ -6,12 +6,15 @@
  * ours (libxml2 only).  docs/libvirt.md shows an enrolled domain.
  *
  * What enroll changes, all of it undone by unenroll from the metadata:
- *   - every writable <disk> (an image file, raw or qcow2, on bus virtio;
- *     up to 8) goes; each comes back through <qemu:commandline> as an NBD
+ *   - every writable <disk> (an image file, raw or qcow2, on bus virtio,
+ *     sata, scsi or ide; up to 8) goes; each comes back through
+ *     <qemu:commandline> as an NBD
  *     -blockdev on remusdbd's unix socket RUN_DIR/NAME.disk (the first),
  *     NAME.disk1, NAME.disk2, ... with reconnect-delay (which libvirt
  *     9.0's NBD disk lacks), a qcow2 node on top for a qcow2 image, and
- *     a virtio-blk -device, same PCI slot and boot order.  The first's
+ *     a virtio-blk -device, same PCI slot and boot order (on SATA, SCSI
+ *     or IDE: the ide-hd or scsi-hd libvirt would make, on the same
+ *     controller's bus at the same unit).  The first's
  *     node is RDB_DOMXML_DISK_NODE (the VM's disk_id), the k-th's disk<k>
  *     (the id remusdbd's restore gives extra disks);
  *   - CD-ROMs and read-only disks stay libvirt's (not replicated: the
@@ -37,8 +40,8 @@
  *     variable store as the VM's last replicated disk (nvram), an NBD
  *     -blockdev (RDB_DOMXML_NVRAM_NODE) on NAME.disk<k> after the
  *     writable disks; -machine pflash0=..., -machine pflash1=...;
- * Refused, naming the device: shared or network disks, disks on another
- * bus than virtio, passthrough devices (<hostdev>), interfaces whose
+ * Refused, naming the device: shared or network disks, disks on a USB
+ * or other bus, passthrough devices (<hostdev>), interfaces whose
  * frames bypass QEMU (vhost-user, hostdev, vDPA), vhost-user
  * filesystems, a firmware flash with no <nvram>, a writable or non-raw
  * firmware.
