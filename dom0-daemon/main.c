@@ -354,6 +354,10 @@ static const struct rdb_ctl_handler handlers[] = {
  * temporary file renamed over the old one, off this loop). */
 static void write_metrics(struct rdb_daemon *d)
 {
+	static const char stalls_help[] =
+		"Times the host did not run a process long enough for the "
+		"watchdog to notice, and the watchdog did not trip: it did "
+		"not run itself, or remusdbd was runnable and not run.";
 	static int last_err;
 	struct rdb_prom p;
 	unsigned nvm[2] = { 0, 0 };
@@ -388,15 +392,11 @@ static void write_metrics(struct rdb_daemon *d)
 	rdb_prom_add(&p, "remusdb_vms", RDB_PROM_GAUGE,
 		     "VMs this daemon serves, by role.", nvm[0], "role", "backup", NULL);
 	rdb_prom_add(&p, "remusdb_watchdog_host_stalls_total", RDB_PROM_COUNTER,
-		     "Times the host did not run a process long enough for the "
-		     "watchdog to notice, and the watchdog did not trip: it did "
-		     "not run itself, or remusdbd was runnable and not run.",
-		     (double)rdb_watchdog_oversleeps(d->wd), "process", "watchdog", NULL);
+		     stalls_help, (double)rdb_watchdog_oversleeps(d->wd),
+		     "process", "watchdog", NULL);
 	rdb_prom_add(&p, "remusdb_watchdog_host_stalls_total", RDB_PROM_COUNTER,
-		     "Times the host did not run a process long enough for the "
-		     "watchdog to notice, and the watchdog did not trip: it did "
-		     "not run itself, or remusdbd was runnable and not run.",
-		     (double)rdb_watchdog_starves(d->wd, NULL), "process", "remusdbd", NULL);
+		     stalls_help, (double)rdb_watchdog_starves(d->wd, NULL),
+		     "process", "remusdbd", NULL);
 	rdb_prom_add(&p, "remusdb_start_time_seconds", RDB_PROM_GAUGE,
 		     "When remusdbd started, seconds since the epoch.",
 		     (double)d->started_unix, NULL);

@@ -319,8 +319,8 @@ static void child_main(struct rdb_wd_shared *shm, int sock, pid_t parent,
 				}
 				continue;
 			}
-			t = rdb_watchdog_should_trip(s, beat, starve.beat_ns == beat ?
-						     starve.starved_ns : 0, now);
+			/* (a failed sample zeroed the tally: nothing the host's) */
+			t = rdb_watchdog_should_trip(s, beat, starve.starved_ns, now);
 			if (t == RDB_WD_KEEP)
 				continue;
 			if (t == RDB_WD_STARVED) {

@@ -80,6 +80,7 @@ export CL_GUEST=$d/guest
 # the highest counter in a variable store (the firmware appends each
 # write; older values stay until it reclaims the space)
 ticks() { grep -ao 'rdb-tick-[0-9]\{8\}' "$1" | sed 's/rdb-tick-0*//' | sort -n | tail -n 1; }
+export -f ticks	# (wait_for's bash -c)
 
 cluster_hosts_up "$run" || rdb_fail "setup failed (logs in $CL_DIR)"
 # the data disk, qcow2 over a raw backing file; a CD-ROM image
@@ -134,7 +135,7 @@ grep -q "REMUSDB-EFI: efivarfs mounted" "$CL_DIR/pri/console.log" ||
 grep -q "read-only image $ovmf_code: the same here" "$CL_DIR/bak/remusdbd.log" ||
 	rdb_fail "the backup did not check the firmware's code against its own"
 wait_for 20 "the guest's UEFI variable in the primary's flash" \
-	bash -c "grep -aq rdb-tick- '$CL_DIR/pri/vm1_VARS.fd'" ||
+	grep -aq rdb-tick- "$CL_DIR/pri/vm1_VARS.fd" ||
 	rdb_fail "the firmware did not store the guest's variable in $CL_DIR/pri/vm1_VARS.fd"
 grep -q "read-only image $iso: the same here" "$CL_DIR/bak/remusdbd.log" ||
 	rdb_fail "the backup did not check the CD-ROM's image against its own"
@@ -191,7 +192,7 @@ mapfile -t reps < <(jq -r '.vms[0].disks[].replica' "$CL_DIR/bak-status.json")
 # the restored guest's counter, past the primary's last, in the replica
 # of the variable store (written on this host since the failover)
 wait_for 20 "the restored guest's UEFI variable in the replica" \
-	bash -c "[ \"\$(grep -ao 'rdb-tick-[0-9]\{8\}' '${reps[2]}' | sed 's/rdb-tick-0*//' | sort -n | tail -n 1)\" -gt '$tick_pri' ]" ||
+	bash -c "[ \"\$(ticks '${reps[2]}')\" -gt '$tick_pri' ]" ||
 	rdb_fail "the variable store's replica ${reps[2]} has no counter past $tick_pri (the primary's last): $(ticks "${reps[2]}")"
 # ...and every counter before it: what the primary's guest set came with
 # the checkpoints (each value is a variable of its own); one copy read
