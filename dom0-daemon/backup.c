@@ -23,6 +23,7 @@
 #include "vm.h"
 #include "witness.h"
 #include "wmap.h"
+#include "watchdog.h"
 #include "hv.h"
 #include "remusdb.h"
 
@@ -89,7 +90,7 @@ struct rdb_backup {
 	int fd;
 	struct rdb_buf out;
 	struct rdb_proto_decoder dec;
-	uint64_t last_rx_ns;
+	struct rdb_peer_det peer;	/* the primary's silence (watchdog.h) */
 	uint64_t hb_timer, hb_seq;
 	uint64_t linger_timer;		/* closing after an ERROR: see refuse_link */
 	int linger_fd;
@@ -1042,6 +1043,13 @@ static uint64_t on_link_slice(struct rdb_evloop *loop, uint64_t id, void *opaque
 	return 0;
 }
 
+/* A frame, or frames waiting: the primary is not silent (on_heartbeat). */
+static void heard(struct rdb_backup *b)
+{
+	rdb_peer_heard(&b->peer, rdb_watchdog_host_stall_ns(b->d->wd),
+		       rdb_now_ns());
+}
+
 /* The link while an epoch's disk step runs: read, not handled, so the
  * primary is heard; past COMMIT_READ_MAX, or after an error (due when
  * the frames resume), not read at all. */
@@ -1050,12 +1058,12 @@ static void commit_read(struct rdb_backup *b, int fd)
 	int rc;
 
 	if (b->backlog) {
-		b->last_rx_ns = rdb_now_ns();	/* as in on_link */
+		heard(b);	/* as in on_link */
 		return;
 	}
 	rc = rdb_proto_decoder_read_fd(&b->dec, fd);
 	if (rc == 0)
-		b->last_rx_ns = rdb_now_ns();
+		heard(b);
 	else if (rc != -EAGAIN)
 		b->link_rc = rc;
 	if (b->link_rc || b->dec.in.len >= COMMIT_READ_MAX) {
@@ -1085,12 +1093,12 @@ static void on_link(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 	}
 	if (b->backlog) {
 		/* frames wait here: the primary is not silent (on_heartbeat) */
-		b->last_rx_ns = rdb_now_ns();
+		heard(b);
 		return;
 	}
 	rc = rdb_proto_decoder_read_fd(&b->dec, fd);
 	if (rc == 0)
-		b->last_rx_ns = rdb_now_ns();
+		heard(b);
 	link_frames(b, rc);
 }
 
@@ -1651,6 +1659,7 @@ static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
 	uint64_t now = rdb_now_ns();
 	uint64_t timeout = (uint64_t)b->d->cfg.failover_timeout_ms * RDB_NS_PER_MS;
 	uint64_t period = (uint64_t)b->d->cfg.heartbeat_ms * RDB_NS_PER_MS;
+	uint64_t stalled;
 
 	/* Before the initial state is in, there is nothing to fail over to,
 	 * and a busy initial copy is not a dead primary. */
@@ -1668,22 +1677,55 @@ static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
 		return vm->state == RDB_VM_FAILED_OVER ? 0 : period;
 	}
 	/* Silence is an empty socket, not a loop that was busy elsewhere. */
-	if (now - b->last_rx_ns > timeout / 2) {
+	if (now - b->peer.heard_ns > timeout / 2) {
 		on_link(loop, b->fd, RDB_EV_READ, b);
 		if (b->fd < 0)
 			return 0;
 		now = rdb_now_ns();
 	}
-	if (now - b->last_rx_ns > timeout) {
+	switch (rdb_peer_judge(&b->peer, rdb_watchdog_host_stall_ns(b->d->wd),
+			       now, timeout, period, &stalled)) {
+	case RDB_PEER_RECHECK:
+		if (!b->peer.told_late) {
+			b->peer.told_late = true;
+			b->d->peer_stall_waits++;
+			LOGVM(WARN, vm->name, "primary silent for %llu ms, but this "
+			      "host did not run remusdbd for %llu ms of it (its "
+			      "failure detector ran that late): looking again in "
+			      "%llu ms before judging", (unsigned long long)
+			      ((now - b->peer.heard_ns) / RDB_NS_PER_MS),
+			      (unsigned long long)(stalled / RDB_NS_PER_MS),
+			      (unsigned long long)(RDB_PEER_RECHECK_NS / RDB_NS_PER_MS));
+		}
+		return RDB_PEER_RECHECK_NS;
+	case RDB_PEER_STALLED:
+		if (!b->peer.withheld) {
+			b->peer.withheld = true;
+			b->d->peer_stall_waits++;
+			LOGVM(WARN, vm->name, "primary silent for %llu ms, but this "
+			      "host did not run remusdbd for %llu ms of it (steal, "
+			      "or a busy CPU: a host that shares a CPU with the "
+			      "primary's stalls with it): not judged silence yet "
+			      "(at the latest at %llu ms)", (unsigned long long)
+			      ((now - b->peer.heard_ns) / RDB_NS_PER_MS),
+			      (unsigned long long)(stalled / RDB_NS_PER_MS),
+			      (unsigned long long)(RDB_WD_STARVE_CAP * timeout /
+						   RDB_NS_PER_MS));
+		}
+		break;
+	case RDB_PEER_SILENT: {
 		char why[160];
 
 		snprintf(why, sizeof(why), "primary silent for %llu ms",
-			 (unsigned long long)((now - b->last_rx_ns) / RDB_NS_PER_MS));
+			 (unsigned long long)((now - b->peer.heard_ns) / RDB_NS_PER_MS));
 		if (b->have_committed)
 			primary_lost(b, why);
 		else
 			link_lost(b, "primary silent before the initial state was committed");
 		return 0;
+	}
+	case RDB_PEER_HEARD:
+		break;
 	}
 	rdb_proto_put_heartbeat(&b->out, ++b->hb_seq, now);
 	want_write(b);
@@ -2817,7 +2859,7 @@ int rdb_backup_failover(struct rdb_vm *vm, const char *why)
 		failover_failed(b, -EIO);
 		return -EIO;
 	}
-	b->fo_silent_ns = t0 - b->last_rx_ns;
+	b->fo_silent_ns = t0 - b->peer.heard_ns;
 	b->fo_decide_ns = vm->state == RDB_VM_DECIDING ? t0 - b->decide_start_ns : 0;
 	rdb_vm_set_state(vm, RDB_VM_FAILING_OVER, "%s", why);
 	b->failover_t0 = t0;
@@ -3036,7 +3078,7 @@ static void on_pending(struct rdb_evloop *loop, int fd, unsigned ev,
 	rdb_proto_decoder_move(&b->dec, &pc->dec);
 	snprintf(from, sizeof(from), "%s", pc->peer);
 	pending_free(pc, false);
-	b->last_rx_ns = rdb_now_ns();
+	heard(b);
 	/* Every page encoding we know of is granted if offered. */
 	b->st.features = features & RDB_FEATURES_KNOWN;
 	if (rdb_proto_put_hello_ack_features(&b->out, b->st.features) < 0 ||
@@ -3310,7 +3352,7 @@ void rdb_backup_metrics(const struct rdb_vm *vm, struct rdb_prom *p)
 		     b->fd >= 0, NULL);
 	rdb_prom_add(p, "remusdb_peer_last_heard_seconds", G,
 		     "Seconds since the primary was last heard on the replication link.",
-		     (double)(rdb_now_ns() - b->last_rx_ns) / RDB_NS_PER_S, NULL);
+		     (double)(rdb_now_ns() - b->peer.heard_ns) / RDB_NS_PER_S, NULL);
 	if (b->st.features & RDB_FEATURE_DISKREF)
 		rdb_prom_add(p, "remusdb_diskref_pages_verified_total", C,
 			     "Disk-reference pages checked against the replica.",
@@ -3340,7 +3382,7 @@ void rdb_backup_status(const struct rdb_vm *vm, json_t *o)
 		return;
 	json_object_set_new(o, "link_up", json_boolean(b->fd >= 0));
 	json_object_set_new(o, "last_heard_ms", json_integer((json_int_t)
-			    ((rdb_now_ns() - b->last_rx_ns) / RDB_NS_PER_MS)));
+			    ((rdb_now_ns() - b->peer.heard_ns) / RDB_NS_PER_MS)));
 	json_object_set_new(o, "qemu_pid", json_integer(b->rs.proc.pid));
 	/* whose QEMU runs the restored VM: libvirt's domain or remusdbd's */
 	if (b->rs.proc.pid > 0)

@@ -37,6 +37,9 @@ struct rdb_daemon {
 	gid_t qemu_gid;			/* qemu_group; 0: none (root only) */
 	uint64_t sd_watchdog_ns;	/* systemd's WatchdogSec; 0: none */
 	uint64_t sd_last_ping_ns;
+	/* a peer's silence over failover_timeout_ms withheld as this host's
+	 * stall (watchdog.h, rdb_peer_silence) */
+	uint64_t peer_stall_waits;
 };
 
 /*

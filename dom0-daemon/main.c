@@ -397,6 +397,11 @@ static void write_metrics(struct rdb_daemon *d)
 	rdb_prom_add(&p, "remusdb_watchdog_host_stalls_total", RDB_PROM_COUNTER,
 		     stalls_help, (double)rdb_watchdog_starves(d->wd, NULL),
 		     "process", "remusdbd", NULL);
+	rdb_prom_add(&p, "remusdb_peer_silence_host_stalls_total", RDB_PROM_COUNTER,
+		     "A peer silent past failover_timeout_ms while this host did "
+		     "not run remusdbd for much of that time, not judged silence "
+		     "(the two hosts may share a CPU and stall together).",
+		     (double)d->peer_stall_waits, NULL);
 	rdb_prom_add(&p, "remusdb_start_time_seconds", RDB_PROM_GAUGE,
 		     "When remusdbd started, seconds since the epoch.",
 		     (double)d->started_unix, NULL);

@@ -719,7 +719,7 @@ static void on_peer_msg(struct rdb_primary *p, const struct rdb_frame *f)
 {
 	struct rdb_vm *vm = p->vm;
 
-	p->last_peer_rx_ns = rdb_now_ns();
+	rdb_peer_heard(&p->peer, rdb_watchdog_host_stall_ns(p->d->wd), rdb_now_ns());
 	switch (f->type) {
 	case RDB_MSG_ACK: {
 		const char *why;
@@ -731,12 +731,12 @@ static void on_peer_msg(struct rdb_primary *p, const struct rdb_frame *f)
 			return;
 		}
 		vm->st.committed_epoch = f->epoch;
-		vm->st.last_ack_ns = p->last_peer_rx_ns;
-		rdb_vm_epoch_acked(vm, f->epoch, p->last_peer_rx_ns);
+		vm->st.last_ack_ns = p->peer.heard_ns;
+		rdb_vm_epoch_acked(vm, f->epoch, p->peer.heard_ns);
 		rdb_pri_release_output(p, f->epoch);
 		rdb_ckdevs_committed(&p->devs, f->epoch);
 		if (vm->state == RDB_VM_PROTECTING) {
-			uint64_t now = p->last_peer_rx_ns;
+			uint64_t now = p->peer.heard_ns;
 
 			vm->st.initial_ns = now - vm->st.protect_start_ns;
 			if (vm->st.colo_start_ns)
@@ -938,6 +938,7 @@ static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
 	struct rdb_vm *vm = p->vm;
 	uint64_t now = rdb_now_ns();
 	uint64_t timeout = (uint64_t)p->d->cfg.failover_timeout_ms * RDB_NS_PER_MS;
+	uint64_t period = (uint64_t)p->d->cfg.heartbeat_ms * RDB_NS_PER_MS;
 
 	/* The initial copy keeps both daemons and the link busy for
 	 * seconds; silence then is slowness, not death. */
@@ -949,19 +950,63 @@ static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
 		return (uint64_t)p->d->cfg.heartbeat_ms * RDB_NS_PER_MS;
 	/* Our own loop may have been busy (initial state): what the backup
 	 * sent meanwhile is still in the socket, and it is not silence. */
-	if (p->peer_fd >= 0 && now - p->last_peer_rx_ns > timeout / 2) {
+	if (p->peer_fd >= 0 && now - p->peer.heard_ns > timeout / 2) {
 		on_peer(loop, p->peer_fd, RDB_EV_READ, p);
 		now = rdb_now_ns();
 	}
-	if (p->peer_fd >= 0 && now - p->last_peer_rx_ns > timeout) {
-		char why[128];
+	if (p->peer_fd >= 0) {
+		uint64_t stalled;
 
-		snprintf(why, sizeof(why), "backup silent for %llu ms",
-			 (unsigned long long)((now - p->last_peer_rx_ns) / RDB_NS_PER_MS));
-		rdb_pri_drop_protection(p, why);
-	} else if (p->peer_fd >= 0) {
-		rdb_proto_put_heartbeat(&p->out, ++p->hb_seq, now);
-		rdb_pri_peer_want_write(p);
+		switch (rdb_peer_judge(&p->peer, rdb_watchdog_host_stall_ns(p->d->wd),
+				       now, timeout, period, &stalled)) {
+		case RDB_PEER_RECHECK:
+			if (!p->peer.told_late) {
+				p->peer.told_late = true;
+				p->d->peer_stall_waits++;
+				LOGVM(WARN, vm->name, "backup silent for %llu ms, but "
+				      "this host did not run remusdbd for %llu ms of "
+				      "it (its failure detector ran that late): "
+				      "looking again in %llu ms before judging",
+				      (unsigned long long)((now - p->peer.heard_ns) /
+							   RDB_NS_PER_MS),
+				      (unsigned long long)(stalled / RDB_NS_PER_MS),
+				      (unsigned long long)(RDB_PEER_RECHECK_NS /
+							   RDB_NS_PER_MS));
+			}
+			rdb_proto_put_heartbeat(&p->out, ++p->hb_seq, now);
+			rdb_pri_peer_want_write(p);
+			return RDB_PEER_RECHECK_NS;
+		case RDB_PEER_SILENT: {
+			char why[128];
+
+			snprintf(why, sizeof(why), "backup silent for %llu ms",
+				 (unsigned long long)((now - p->peer.heard_ns) /
+						      RDB_NS_PER_MS));
+			rdb_pri_drop_protection(p, why);
+			break;
+		}
+		case RDB_PEER_STALLED:
+			if (!p->peer.withheld) {
+				p->peer.withheld = true;
+				p->d->peer_stall_waits++;
+				LOGVM(WARN, vm->name, "backup silent for %llu ms, but "
+				      "this host did not run remusdbd for %llu ms of "
+				      "it (steal, or a busy CPU: a host that shares a "
+				      "CPU with the backup's stalls with it): not "
+				      "judged silence yet (at the latest at %llu ms)",
+				      (unsigned long long)((now - p->peer.heard_ns) /
+							   RDB_NS_PER_MS),
+				      (unsigned long long)(stalled / RDB_NS_PER_MS),
+				      (unsigned long long)(RDB_WD_STARVE_CAP * timeout /
+							   RDB_NS_PER_MS));
+			}
+			/* it lives, as far as this host can tell */
+			/* fall through */
+		case RDB_PEER_HEARD:
+			rdb_proto_put_heartbeat(&p->out, ++p->hb_seq, now);
+			rdb_pri_peer_want_write(p);
+			break;
+		}
 	}
 	if (colo_never_started(p, now))
 		return 0;
@@ -1888,7 +1933,7 @@ static int link_up(struct rdb_primary *p, struct connect_job *j, char *err,
 		      "unprotected output made inconsistent", vm->cfg.peer);
 	LOGVM(INFO, vm->name, "replication link to backup %s: %s", vm->cfg.peer,
 	      j->link);
-	p->last_peer_rx_ns = rdb_now_ns();
+	rdb_peer_heard(&p->peer, rdb_watchdog_host_stall_ns(p->d->wd), rdb_now_ns());
 	rc = rdb_evloop_add_fd(d->loop, p->peer_fd, RDB_EV_READ, on_peer, p);
 	if (rc == 0)
 		rc = rdb_evloop_add_timer(d->loop,

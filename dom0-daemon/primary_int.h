@@ -142,7 +142,7 @@ struct rdb_primary {
 	int peer_fd;
 	struct rdb_buf out;
 	struct rdb_proto_decoder dec;
-	uint64_t last_peer_rx_ns;
+	struct rdb_peer_det peer;	/* the backup's silence (watchdog.h) */
 	uint64_t hb_seq;
 
 	/* the checkpoint in flight */

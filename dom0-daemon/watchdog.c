@@ -246,6 +246,52 @@ uint64_t rdb_watchdog_oversleeps(const struct rdb_watchdog *wd)
 	return wd && wd->shm ? atomic_load(&wd->shm->oversleeps) : 0;
 }
 
+uint64_t rdb_watchdog_host_stall_ns(const struct rdb_watchdog *wd)
+{
+	return wd && wd->shm ? atomic_load(&wd->shm->host_stall_ns) : 0;
+}
+
+uint64_t rdb_peer_silence(uint64_t silent_ns, uint64_t stalled_ns,
+			  uint64_t timeout_ns)
+{
+	if (silent_ns > (uint64_t)RDB_WD_STARVE_CAP * timeout_ns)
+		return silent_ns;
+	return silent_ns - (stalled_ns < silent_ns ? stalled_ns : silent_ns);
+}
+
+void rdb_peer_heard(struct rdb_peer_det *pd, uint64_t host_stall_ns,
+		    uint64_t now_ns)
+{
+	pd->heard_ns = now_ns;
+	pd->heard_stall_ns = host_stall_ns;
+	pd->told_late = pd->withheld = false;
+}
+
+enum rdb_peer_verdict rdb_peer_judge(struct rdb_peer_det *pd,
+				     uint64_t host_stall_ns, uint64_t now_ns,
+				     uint64_t timeout_ns, uint64_t period_ns,
+				     uint64_t *stalled_ns)
+{
+	uint64_t silent = now_ns > pd->heard_ns ? now_ns - pd->heard_ns : 0;
+	bool late = pd->due_ns && now_ns > pd->due_ns + period_ns;
+
+	*stalled_ns = host_stall_ns > pd->heard_stall_ns ?
+		host_stall_ns - pd->heard_stall_ns : 0;
+	if (silent > timeout_ns && late && !pd->rechecked) {
+		*stalled_ns = now_ns - pd->due_ns;
+		pd->rechecked = true;
+		pd->due_ns = now_ns + RDB_PEER_RECHECK_NS;
+		return RDB_PEER_RECHECK;
+	}
+	pd->rechecked = false;
+	pd->due_ns = now_ns + period_ns;
+	if (silent <= timeout_ns)
+		return RDB_PEER_HEARD;
+	if (rdb_peer_silence(silent, *stalled_ns, timeout_ns) <= timeout_ns)
+		return RDB_PEER_STALLED;
+	return RDB_PEER_SILENT;
+}
+
 uint64_t rdb_watchdog_starves(const struct rdb_watchdog *wd, uint64_t *max_ns)
 {
 	if (!wd || !wd->shm) {
@@ -269,6 +315,10 @@ static void child_main(struct rdb_wd_shared *shm, int sock, pid_t parent,
 	uint64_t prev = rdb_now_ns();
 	bool graced = false;
 	struct rdb_wd_starve starve = { 0 };
+	/* the same tally over the daemon's whole life (one beat, at 0), and
+	 * the most it has reached: host_stall_ns's share from the thread */
+	struct rdb_wd_starve all = { 0 };
+	uint64_t all_hw = 0;
 	struct wd_thread th;
 
 	signal(SIGINT, SIG_IGN);
@@ -287,12 +337,29 @@ static void child_main(struct rdb_wd_shared *shm, int sock, pid_t parent,
 
 		receive_fds(sock);
 		beat = atomic_load(&shm->beat_ns);
-		if (thread_sample(&th, &runnable, &cpu) == 0)
-			rdb_watchdog_starve_note(&starve, beat, rdb_now_ns(),
-						 runnable, cpu);
-		else
+		uint64_t unrun = 0, slept = 0;
+
+		if (thread_sample(&th, &runnable, &cpu) == 0) {
+			uint64_t at = rdb_now_ns();
+
+			rdb_watchdog_starve_note(&starve, beat, at, runnable, cpu);
+			rdb_watchdog_starve_note(&all, 0, at, runnable, cpu);
+			if (all.starved_ns > all_hw) {
+				unrun = all.starved_ns - all_hw;
+				all_hw = all.starved_ns;
+			}
+		} else {
 			starve = (struct rdb_wd_starve){ 0 };
+			/* the tally starts over; its high-water mark with it */
+			all = (struct rdb_wd_starve){ 0 };
+			all_hw = 0;
+		}
 		now = rdb_now_ns();
+		if (now > prev && now - prev > 2 * poll_ns)
+			slept = now - prev - poll_ns;
+		if (unrun || slept)
+			atomic_fetch_add(&shm->host_stall_ns,
+					 unrun > slept ? unrun : slept);
 		/* this child did not run for a while: neither, perhaps, did
 		 * the daemon; one more interval before silence counts */
 		graced = rdb_watchdog_overslept(prev, now, poll_ns, graced);

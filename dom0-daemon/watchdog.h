@@ -67,6 +67,11 @@ struct rdb_wd_shared {
 	 * not run remusdbd (rdb_watchdog_starve_note), and the longest time
 	 * the host kept it from running within one */
 	_Atomic uint64_t starves, starve_max_ns;
+	/* child: a running total of the time the host did not run remusdbd
+	 * (its loop thread runnable without CPU) or this child (a poll
+	 * slept past twice its interval), the larger of the two per poll
+	 * (rdb_watchdog_host_stall_ns) */
+	_Atomic uint64_t host_stall_ns;
 	struct rdb_wd_slot slot[RDB_WD_MAX_VMS];
 };
 
@@ -166,5 +171,66 @@ enum rdb_wd_trip rdb_watchdog_should_trip(const struct rdb_wd_slot *s,
  * time the host kept remusdbd from running within one. */
 uint64_t rdb_watchdog_starves(const struct rdb_watchdog *wd,
 			      uint64_t *max_ns);
+
+/* The running total above (0 without a watchdog).  The difference of
+ * two readings is how long the host did not run remusdbd in between, as
+ * far as the child saw it (it lags by up to a poll). */
+uint64_t rdb_watchdog_host_stall_ns(const struct rdb_watchdog *wd);
+
+/*
+ * A peer's silence, as a failure detector judges it (I6's trigger: the
+ * backup's "primary silent", the primary's "backup silent").  The peer's
+ * frames wait in the socket while this host does not run remusdbd, so a
+ * stall of this host alone is never taken for the peer's silence.  But
+ * two hosts that share a CPU (namespaces on one machine, or VMs on one
+ * overcommitted hypervisor: seen in CI, both daemons off the CPU ~1.3 s
+ * at 51% steal, and the backup failed over from a live primary) stall
+ * together, and the peer really sent nothing.  So time in which this host
+ * did not run remusdbd (stalled_ns, rdb_watchdog_host_stall_ns) is left
+ * out of the silence that counts.  Never past RDB_WD_STARVE_CAP timeouts
+ * of silence: a dead peer is still found on a host that keeps stalling,
+ * and a failover onto a host that cannot run its daemon is no rescue to
+ * hurry.  Returns the silence that counts.
+ */
+uint64_t rdb_peer_silence(uint64_t silent_ns, uint64_t stalled_ns,
+			  uint64_t timeout_ns);
+
+/*
+ * A failure detector's view of its peer, the same on both roles.  A
+ * detector whose own tick comes over a period late did not run either:
+ * the child may not have counted that stall yet (it lags by a poll, and
+ * may itself have been held), and a peer stalled with this host has had
+ * no time to be heard.  It looks again RDB_PEER_RECHECK_NS later, once,
+ * before it judges.
+ */
+#define RDB_PEER_RECHECK_NS (20 * RDB_NS_PER_MS)
+struct rdb_peer_det {
+	uint64_t heard_ns;		/* the peer's last frame */
+	uint64_t heard_stall_ns;	/* rdb_watchdog_host_stall_ns then */
+	uint64_t due_ns;		/* the detector's next tick (0: none) */
+	bool rechecked;			/* the last tick was a recheck */
+	/* this silence was logged and counted: as looked at again after a
+	 * late tick, as withheld as the host's stall */
+	bool told_late, withheld;
+};
+enum rdb_peer_verdict {
+	RDB_PEER_HEARD,		/* silent no longer than the timeout */
+	RDB_PEER_RECHECK,	/* the tick was late: look again soon */
+	RDB_PEER_STALLED,	/* over the timeout on the clock, not once
+				 * this host's stalls are left out */
+	RDB_PEER_SILENT,	/* the peer is silent: act */
+};
+void rdb_peer_heard(struct rdb_peer_det *pd, uint64_t host_stall_ns,
+		    uint64_t now_ns);
+/* One tick of the detector at now_ns; host_stall_ns is
+ * rdb_watchdog_host_stall_ns now.  *stalled_ns: how much of the silence
+ * this host did not run remusdbd (RDB_PEER_RECHECK: how late the tick
+ * came).  A tick that returns RDB_PEER_RECHECK
+ * must come again RDB_PEER_RECHECK_NS later, any other one heartbeat
+ * period later (period_ns). */
+enum rdb_peer_verdict rdb_peer_judge(struct rdb_peer_det *pd,
+				     uint64_t host_stall_ns, uint64_t now_ns,
+				     uint64_t timeout_ns, uint64_t period_ns,
+				     uint64_t *stalled_ns);
 
 #endif

@@ -438,22 +438,60 @@ cl_ticks_start() {
 	wait_for 20 "ticks on the serial console" grep -q started "$CL_DIR/linegap.log"
 }
 
-# cl_starve_daemon MS: the host does not run the primary's remusdbd for MS
-# milliseconds: its loop thread is pinned to the last CPU, where a
-# SCHED_FIFO busy loop runs that long.  The thread stays runnable (R) and
-# gets no CPU, as a hypervisor's steal or a busy CPU leaves it (CI: 57%
-# steal).  Its CPUs are put back after.
+# cl_starve_daemon MS [SIDE[:MS2]...]: the host does not run remusdbd on
+# SIDEs (default: pri) for MS milliseconds (a SIDE:MS2, for its first MS2
+# only): each one's loop thread is pinned to the last CPU, where a
+# SCHED_FIFO busy loop runs that long.  The threads stay runnable (R) and
+# get no CPU, as a hypervisor's steal or a busy CPU leaves them (CI: 57%
+# steal).  With both sides, the two "hosts" stall together, as two
+# namespaces on one stolen VM do.  Their CPUs are put back after (a
+# thread let go early runs at once on another CPU).  The kernel still
+# runs other tasks 50 ms in each second beside a real-time loop (RT
+# throttling; the fair server since 6.12): MS over ~900 is no longer one
+# stretch.
 cl_starve_daemon() {
-	local ms=$1 pid cpu old rc
-	pid=$(cat "$CL_DIR/pri/remusdbd.pid")
+	local ms=$1 arg side cpu rc pids=() olds=() early=() lets=() i wpid
+	local wpids=() wolds=()
+	shift
+	[ $# -gt 0 ] || set -- pri
 	cpu=$(($(nproc) - 1))
-	old=$(taskset -p "$pid" | awk '{print $NF}') || return 1
-	taskset -p -c "$cpu" "$pid" >/dev/null || return 1
+	for arg in "$@"; do
+		side=${arg%%:*}
+		pids+=("$(cat "$CL_DIR/$side/remusdbd.pid")") || return 1
+		olds+=("$(taskset -p "${pids[-1]}" | awk '{print $NF}')") || return 1
+		early+=("$([ "$arg" = "$side" ] || echo "${arg#*:}")")
+	done
+	for i in "${!pids[@]}"; do
+		taskset -p -c "$cpu" "${pids[$i]}" >/dev/null || return 1
+	done
+	# each one's watchdog keeps to the other CPUs: it must see the
+	# stall, not be in it (a child woken on the busy CPU overslept
+	# 404 ms under a CPU hog and judged nothing)
+	for arg in "$@"; do
+		side=${arg%%:*}
+		wpid=$(sed -n 's/.*watchdog running as pid \([0-9]*\).*/\1/p' "$CL_DIR/$side/remusdbd.log" | tail -1)
+		[ -n "$wpid" ] || continue
+		wpids+=("$wpid")
+		wolds+=("$(taskset -p "$wpid" | awk '{print $NF}')") || return 1
+		taskset -p -c "0-$((cpu - 1))" "$wpid" >/dev/null || return 1
+	done
+	for i in "${!pids[@]}"; do
+		[ -n "${early[$i]}" ] || continue
+		(sleep "$(awk -v m="${early[$i]}" 'BEGIN { printf "%.3f", m / 1000 }')"
+		 taskset -p "${olds[$i]}" "${pids[$i]}" >/dev/null) &
+		lets+=($!)
+	done
 	# the timer that ends the loop must preempt it: a higher priority
 	chrt -f 20 taskset -c "$cpu" timeout "$(awk -v m="$ms" 'BEGIN { printf "%.3f", m / 1000 }')" \
 		chrt -f 10 sh -c 'while :; do :; done'
 	rc=$?
-	taskset -p "$old" "$pid" >/dev/null || return 1
+	[ ${#lets[@]} = 0 ] || wait "${lets[@]}"
+	for i in "${!pids[@]}"; do
+		taskset -p "${olds[$i]}" "${pids[$i]}" >/dev/null || return 1
+	done
+	for i in "${!wpids[@]}"; do
+		taskset -p "${wolds[$i]}" "${wpids[$i]}" >/dev/null || return 1
+	done
 	[ "$rc" = 124 ]	# ended by its timeout
 }
 

@@ -663,6 +663,61 @@ static void test_watchdog_oversleep_rule(void **state)
 	assert_false(rdb_watchdog_overslept(1000 * ms, 900 * ms, poll, false));
 }
 
+/*
+ * A peer's silence while this host did not run remusdbd (CI: both
+ * daemons off the CPU ~1.3 s together, the backup failed over from a
+ * live primary): the host's share is left out, up to 4 timeouts; a tick
+ * that comes late looks again once before it judges.
+ */
+static void test_peer_silence_host_stall(void **state)
+{
+	uint64_t ms = RDB_NS_PER_MS, stalled;
+	struct rdb_peer_det pd = { 0 };
+
+	(void)state;
+	assert_int_equal(rdb_peer_silence(1333 * ms, 1100 * ms, 1000 * ms), 233 * ms);
+	assert_int_equal(rdb_peer_silence(1333 * ms, 0, 1000 * ms), 1333 * ms);
+	assert_int_equal(rdb_peer_silence(900 * ms, 2000 * ms, 1000 * ms), 0);
+	/* past 4 timeouts the clock alone decides */
+	assert_int_equal(rdb_peer_silence(4001 * ms, 4000 * ms, 1000 * ms), 4001 * ms);
+
+	/* heard at 1 s, host total 50 ms then; ticks every 50 ms */
+	rdb_peer_heard(&pd, 50 * ms, 1000 * ms);
+	assert_int_equal(rdb_peer_judge(&pd, 50 * ms, 1050 * ms, 1000 * ms, 50 * ms,
+					 &stalled), RDB_PEER_HEARD);
+	/* both hosts stall 1.3 s: the tick is late, so it looks again */
+	assert_int_equal(rdb_peer_judge(&pd, 50 * ms, 2383 * ms, 1000 * ms, 50 * ms,
+					 &stalled), RDB_PEER_RECHECK);
+	/* the watchdog has counted 1.25 s of it by then: withheld */
+	assert_int_equal(rdb_peer_judge(&pd, 1300 * ms, 2403 * ms, 1000 * ms, 50 * ms,
+					 &stalled), RDB_PEER_STALLED);
+	assert_int_equal(stalled, 1250 * ms);
+	/* a peer that is dead after all: silent a timeout past the stall (the
+	 * ticks between, on time, were withheld) */
+	for (uint64_t t = 2453; t < 3250; t += 50)
+		assert_int_equal(rdb_peer_judge(&pd, 1300 * ms, t * ms, 1000 * ms,
+						50 * ms, &stalled), RDB_PEER_STALLED);
+	assert_int_equal(rdb_peer_judge(&pd, 1300 * ms, 3253 * ms, 1000 * ms, 50 * ms,
+					 &stalled), RDB_PEER_SILENT);
+	/* heard again: a new silence, nothing of the old stall */
+	rdb_peer_heard(&pd, 1300 * ms, 3400 * ms);
+	assert_false(pd.withheld);
+	assert_int_equal(rdb_peer_judge(&pd, 1300 * ms, 4450 * ms, 1000 * ms, 50 * ms,
+					 &stalled), RDB_PEER_RECHECK);	/* late: 3403+50.. */
+	assert_int_equal(rdb_peer_judge(&pd, 1300 * ms, 4470 * ms, 1000 * ms, 50 * ms,
+					 &stalled), RDB_PEER_SILENT);
+	assert_int_equal(stalled, 0);
+	/* a host stalled on its own (the peer's frames in the socket would
+	 * have been read): no recheck twice in a row */
+	rdb_peer_heard(&pd, 1300 * ms, 5000 * ms);
+	assert_int_equal(rdb_peer_judge(&pd, 1300 * ms, 5050 * ms, 1000 * ms, 50 * ms,
+					 &stalled), RDB_PEER_HEARD);
+	assert_int_equal(rdb_peer_judge(&pd, 1300 * ms, 6200 * ms, 1000 * ms, 50 * ms,
+					 &stalled), RDB_PEER_RECHECK);
+	assert_int_equal(rdb_peer_judge(&pd, 1300 * ms, 6400 * ms, 1000 * ms, 50 * ms,
+					 &stalled), RDB_PEER_SILENT);
+}
+
 static void sleep_ms(unsigned n)
 {
 	struct timespec ts = { .tv_sec = n / 1000, .tv_nsec = (long)(n % 1000) * 1000000 };
@@ -711,6 +766,10 @@ static void test_watchdog_host_stall(void **state)
 	}
 	assert_int_equal(rdb_watchdog_tripped(&wd, slot), 0);
 	assert_int_equal(rdb_watchdog_oversleeps(&wd), 1);
+	/* the stall is in the host's running total, once (a failure
+	 * detector leaves it out of its peer's silence) */
+	assert_true(rdb_watchdog_host_stall_ns(&wd) >= 500 * RDB_NS_PER_MS);
+	assert_true(rdb_watchdog_host_stall_ns(&wd) < 1000 * RDB_NS_PER_MS);
 	/* the same stall with a daemon that stays silent: tripped */
 	assert_int_equal(kill(wd.pid, SIGSTOP), 0);
 	sleep_ms(600);
@@ -738,6 +797,7 @@ int main(void)
 		cmocka_unit_test(test_watchdog_starve_tally),
 		cmocka_unit_test(test_watchdog_oversleep_rule),
 		cmocka_unit_test(test_watchdog_host_stall),
+		cmocka_unit_test(test_peer_silence_host_stall),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
