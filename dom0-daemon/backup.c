@@ -82,6 +82,12 @@ struct bak_disk {
 	char path[512];
 	char arg[400];			/* serve_replica's drive, for restore_load */
 	int pid;			/* after failover: the replica's server */
+	/* feature RESYNC: the replica is this host's old image of the
+	 * protection base_gen (its lineage entry), whose activity log was
+	 * base_actlog */
+	bool base_used;
+	char base_actlog[256];
+	char wmap_path[512];		/* after failover: blocks written since */
 };
 
 struct rdb_backup {
@@ -122,14 +128,11 @@ struct rdb_backup {
 	 * one's replica and epoch writes, all committed as one (stage.h) */
 	struct bak_disk disks[RDB_DISKS_MAX];
 	unsigned ndisks;
-	/* feature RESYNC: disk 0's replica is this host's old image of the
-	 * protection base_gen, which the primary brings up to date (the
-	 * lineage record names the first disk: lineage.h) */
-	bool base_used;
+	/* feature RESYNC: some disk's replica is this host's old image of
+	 * the protection base_gen, which the primary brings up to date (a
+	 * lineage entry per disk: lineage.h) */
 	uint64_t base_gen;
 	bool replica_recorded;		/* lineage says "replica" of this one */
-	char base_actlog[256];		/* the base's activity log */
-	char wmap_path[512];		/* after failover: blocks written since */
 	int event_fd;			/* after failover: the event port's socket */
 	struct rdb_buf event_in;	/* the guest's answers on it */
 
@@ -514,10 +517,11 @@ static int handle_setup(struct rdb_backup *b, const struct rdb_frame *f)
  * differs from that protection's committed state only in the log's
  * extents (actlog.h), which go back in *view.  why says why not.
  */
-static int try_base(struct rdb_backup *b, uint64_t size, uint64_t base_gen,
-		    struct rdb_lineage *l, struct rdb_actlog_view *view,
-		    char *why, size_t whylen)
+static int try_base(struct rdb_backup *b, unsigned k, uint64_t size,
+		    uint64_t base_gen, struct rdb_lineage *l,
+		    struct rdb_actlog_view *view, char *why, size_t whylen)
 {
+	const struct rdb_lineage_disk *ld;
 	struct rdb_vm *vm = b->vm;
 	char err[300] = "";
 	struct stat sb;
@@ -541,37 +545,44 @@ static int try_base(struct rdb_backup *b, uint64_t size, uint64_t base_gen,
 			 (unsigned long long)base_gen);
 		return -ESTALE;
 	}
-	rc = rdb_actlog_read(l->actlog, size, view, err, sizeof(err));
-	if (rc < 0 || !view->generation || view->generation != l->log_gen) {
+	if (k >= l->ndisks) {
+		snprintf(why, whylen, "this host's lineage record names %u "
+			 "disk(s), not disk %u", l->ndisks, k);
+		return -ESTALE;
+	}
+	ld = &l->d[k];
+	rc = rdb_actlog_read(ld->actlog, size, view, err, sizeof(err));
+	if (rc < 0 || !view->generation || view->generation != ld->log_gen) {
 		snprintf(why, whylen, "activity log %s is not valid for "
-			 "protection %016llx%s%s", l->actlog,
+			 "protection %016llx%s%s", ld->actlog,
 			 (unsigned long long)base_gen, err[0] ? ": " : "", err);
 		if (rc == 0)
 			rdb_actlog_view_dispose(view);
 		return rc < 0 ? rc : -ESTALE;
 	}
-	fd = open(l->disk, O_RDWR | O_CLOEXEC);
+	fd = open(ld->disk, O_RDWR | O_CLOEXEC);
 	if (fd < 0) {
 		rc = -errno;
-		snprintf(why, whylen, "old image %s: %s", l->disk, strerror(errno));
+		snprintf(why, whylen, "old image %s: %s", ld->disk, strerror(errno));
+		rdb_actlog_view_dispose(view);
 		return rc;
 	}
 	if (fstat(fd, &sb) < 0 || (uint64_t)sb.st_size != size) {
 		snprintf(why, whylen, "old image %s is %lld bytes, the disk %llu",
-			 l->disk, (long long)sb.st_size, (unsigned long long)size);
+			 ld->disk, (long long)sb.st_size, (unsigned long long)size);
 		close(fd);
 		rdb_actlog_view_dispose(view);
 		return -EINVAL;
 	}
-	rdb_diskbuf_attach_fd(&b->disks[0].db, fd, size);
+	rdb_diskbuf_attach_fd(&b->disks[k].db, fd, size);
 	return 0;
 }
 
 /* The primary's disk number f->device is coming (the disks come in
  * order, 0 first): a fresh replica of its size, all zeroes (sparse), that
- * the initial copy (epoch 0) fills — or, for disk 0 with feature RESYNC
- * and a base this host holds, its old image, of which the primary sends
- * only what may differ. */
+ * the initial copy (epoch 0) fills — or, with feature RESYNC and a base
+ * this host holds for that disk, its old image, of which the primary
+ * sends only what may differ. */
 static int handle_disk_setup(struct rdb_backup *b, const struct rdb_frame *f)
 {
 	struct rdb_vm *vm = b->vm;
@@ -606,11 +617,8 @@ static int handle_disk_setup(struct rdb_backup *b, const struct rdb_frame *f)
 	rc = vm_dir(b, dir, sizeof(dir));
 	if (rc < 0)
 		return rc;
-	if (base_gen && k != 0)
-		snprintf(why, sizeof(why), "a resync is for the VM's first disk "
-			 "only (this host's lineage record names one image)");
-	if (base_gen && k == 0 && try_base(b, size, base_gen, &l, &view, why,
-					   sizeof(why)) == 0) {
+	if (base_gen && try_base(b, k, size, base_gen, &l, &view, why,
+				 sizeof(why)) == 0) {
 		ext = malloc((view.nr_set ? view.nr_set : 1) * sizeof(*ext));
 		if (!ext) {
 			rdb_actlog_view_dispose(&view);
@@ -619,16 +627,17 @@ static int handle_disk_setup(struct rdb_backup *b, const struct rdb_frame *f)
 		for (uint64_t x = 0; x < view.nr_extents; x++)
 			if (rdb_actlog_view_test(&view, x) && count < view.nr_set)
 				ext[count++] = x;
-		snprintf(dk->path, sizeof(dk->path), "%s", l.disk);
-		b->base_used = true;
+		snprintf(dk->path, sizeof(dk->path), "%s", l.d[k].disk);
+		dk->base_used = true;
 		b->base_gen = base_gen;
-		snprintf(b->base_actlog, sizeof(b->base_actlog), "%s", l.actlog);
+		snprintf(dk->base_actlog, sizeof(dk->base_actlog), "%s",
+			 l.d[k].actlog);
 		rc = rdb_proto_put_disk_base(&b->out, k, base_gen, view.extent_shift,
 					     ext, count, NULL);
-		LOGVM(INFO, vm->name, "disk replica: this host's old image %s, "
+		LOGVM(INFO, vm->name, "disk %u replica: this host's old image %s, "
 		      "the primary's of protection %016llx; %u extent(s) of "
 		      "%llu KiB in its activity log may differ, the primary "
-		      "sends those and what it wrote since epoch %llu", l.disk,
+		      "sends those and what it wrote since epoch %llu", k, l.d[k].disk,
 		      (unsigned long long)base_gen, count,
 		      (unsigned long long)((1ull << view.extent_shift) >> 10),
 		      (unsigned long long)base_epoch);
@@ -640,8 +649,8 @@ static int handle_disk_setup(struct rdb_backup *b, const struct rdb_frame *f)
 				at += (size_t)snprintf(list + at, sizeof(list) - at,
 						       "%s%llu", i ? " " : "",
 						       (unsigned long long)ext[i]);
-			LOGVM(INFO, vm->name, "activity log extents that may "
-			      "differ: %s%s", count ? list : "none",
+			LOGVM(INFO, vm->name, "disk %u: activity log extents "
+			      "that may differ: %s%s", k, count ? list : "none",
 			      at + 24 >= sizeof(list) ? " ..." : "");
 		}
 		free(ext);
@@ -701,7 +710,10 @@ static int record_replica(struct rdb_backup *b)
 		return 0;
 	l.role = RDB_LINEAGE_REPLICA;
 	l.generation = b->generation;
-	snprintf(l.disk, sizeof(l.disk), "%.255s", b->disks[0].path);
+	l.ndisks = b->ndisks < RDB_LINEAGE_DISKS ? b->ndisks : RDB_LINEAGE_DISKS;
+	for (unsigned k = 0; k < l.ndisks; k++)
+		snprintf(l.d[k].disk, sizeof(l.d[k].disk), "%.255s",
+			 b->disks[k].path);
 	snprintf(l.peer, sizeof(l.peer), "%s", b->primary_node);
 	rc = rdb_lineage_save(b->d->cfg.state_dir, vm->name, &l, err, sizeof(err));
 	if (rc < 0) {
@@ -709,19 +721,30 @@ static int record_replica(struct rdb_backup *b)
 		return rc;
 	}
 	b->replica_recorded = true;
-	/* the old image changes from here: its log vouches for nothing */
-	if (b->base_used &&
-	    rdb_actlog_invalidate_file(b->base_actlog, err, sizeof(err)) < 0)
-		LOGVM(WARN, vm->name, "activity log %s: %s (the lineage record "
-		      "already says replica: it is not used)", b->base_actlog, err);
-	/* A whole copy: should this host be the VM's primary again, its
-	 * image is this replica, and what the log said of an earlier image
-	 * (that it lost writes, say) is no longer true (actlog.h). */
-	if (!b->base_used) {
+	for (unsigned k = 0; k < b->ndisks; k++) {
+		struct bak_disk *dk = &b->disks[k];
 		char al[600];
 
-		snprintf(al, sizeof(al), "%s/%s/disk.al", b->d->cfg.state_dir,
-			 vm->name);
+		/* the old image changes from here: its log vouches for
+		 * nothing */
+		if (dk->base_used) {
+			if (rdb_actlog_invalidate_file(dk->base_actlog, err,
+						       sizeof(err)) < 0)
+				LOGVM(WARN, vm->name, "activity log %s: %s (the "
+				      "lineage record already says replica: it "
+				      "is not used)", dk->base_actlog, err);
+			continue;
+		}
+		/* A whole copy: should this host be the VM's primary again,
+		 * its image is this replica, and what the log said of an
+		 * earlier image (that it lost writes, say) is no longer true
+		 * (actlog.h).  The primary role's names: disk.al, disk<k>.al. */
+		if (k == 0)
+			snprintf(al, sizeof(al), "%s/%s/disk.al",
+				 b->d->cfg.state_dir, vm->name);
+		else
+			snprintf(al, sizeof(al), "%s/%s/disk%u.al",
+				 b->d->cfg.state_dir, vm->name, k);
 		if (access(al, F_OK) == 0 &&
 		    rdb_actlog_reset_file(al, err, sizeof(err)) < 0)
 			LOGVM(WARN, vm->name, "activity log %s: %s", al, err);
@@ -1979,6 +2002,13 @@ static void stop_disk_server(struct rdb_backup *b)
 		}
 }
 
+/* No written maps: a protection of the restored VM copies every disk. */
+static void wmaps_forget(struct rdb_backup *b)
+{
+	for (unsigned k = 0; k < RDB_DISKS_MAX; k++)
+		b->disks[k].wmap_path[0] = 0;
+}
+
 /*
  * The restored VM's lineage, before its guest can write: its disk is the
  * protection's committed state at this epoch, plus what the written map
@@ -1988,25 +2018,38 @@ static void stop_disk_server(struct rdb_backup *b)
  */
 static int wmap_fresh(struct rdb_backup *b, char *err, size_t errlen)
 {
-	struct rdb_wmap m;
-	int rc;
+	int rc = 0;
 
-	snprintf(b->wmap_path, sizeof(b->wmap_path), "%s/%s/written.map",
-		 b->d->cfg.state_dir, b->vm->name);
-	rc = rdb_wmap_open(&m, b->wmap_path, b->disks[0].db.size, true, err,
-			   errlen);
-	if (rc == -EINVAL && unlink(b->wmap_path) == 0)
-		rc = rdb_wmap_open(&m, b->wmap_path, b->disks[0].db.size, true, err,
+	for (unsigned k = 0; rc == 0 && k < b->ndisks; k++) {
+		struct bak_disk *dk = &b->disks[k];
+		struct rdb_wmap m;
+
+		if (k == 0)
+			snprintf(dk->wmap_path, sizeof(dk->wmap_path),
+				 "%s/%s/written.map", b->d->cfg.state_dir,
+				 b->vm->name);
+		else
+			snprintf(dk->wmap_path, sizeof(dk->wmap_path),
+				 "%s/%s/written%u.map", b->d->cfg.state_dir,
+				 b->vm->name, k);
+		rc = rdb_wmap_open(&m, dk->wmap_path, dk->db.size, true, err,
 				   errlen);
-	if (rc == 0) {
-		rdb_wmap_reset(&m);	/* from this restore on */
-		rdb_wmap_close(&m);
+		if (rc == -EINVAL && unlink(dk->wmap_path) == 0)
+			rc = rdb_wmap_open(&m, dk->wmap_path, dk->db.size, true,
+					   err, errlen);
+		if (rc == 0) {
+			rdb_wmap_reset(&m);	/* from this restore on */
+			rdb_wmap_close(&m);
+		}
 	}
+	if (rc < 0)
+		wmaps_forget(b);
 	return rc;
 }
 
-/* wmap_ready: the written map was made fresh already (a prepared
- * handover: before its disk server started). */
+/* wmap_ready: the written maps were made fresh already (a prepared
+ * handover: before its disk servers started).  Every disk has one, or
+ * none counts: the record names them all. */
 static void record_restored(struct rdb_backup *b, bool wmap_ready)
 {
 	struct rdb_vm *vm = b->vm;
@@ -2015,31 +2058,38 @@ static void record_restored(struct rdb_backup *b, bool wmap_ready)
 	int rc;
 
 	if (wmap_ready)
-		rc = b->wmap_path[0] ? 0 : -ENOENT;
+		rc = b->ndisks && b->disks[0].wmap_path[0] ? 0 : -ENOENT;
 	else
 		rc = wmap_fresh(b, err, sizeof(err));
+	if (rc == 0 && b->ndisks > RDB_LINEAGE_DISKS)
+		rc = -E2BIG;
 	if (rc == 0) {
 		l.role = RDB_LINEAGE_RESTORED;
 		l.generation = b->generation;
 		l.epoch = vm->st.committed_epoch;
-		snprintf(l.disk, sizeof(l.disk), "%.255s", b->disks[0].path);
-		snprintf(l.wmap, sizeof(l.wmap), "%.255s", b->wmap_path);
+		l.ndisks = b->ndisks;
+		for (unsigned k = 0; k < b->ndisks; k++) {
+			snprintf(l.d[k].disk, sizeof(l.d[k].disk), "%.255s",
+				 b->disks[k].path);
+			snprintf(l.d[k].wmap, sizeof(l.d[k].wmap), "%.255s",
+				 b->disks[k].wmap_path);
+		}
 		snprintf(l.peer, sizeof(l.peer), "%s", b->primary_node);
 		rc = rdb_lineage_save(b->d->cfg.state_dir, vm->name, &l, err,
 				      sizeof(err));
 	}
 	if (rc < 0) {
 		LOGVM(WARN, vm->name, "no record of what the restored guest "
-		      "writes (%s): protecting it again will copy the whole "
-		      "disk", err);
-		b->wmap_path[0] = 0;
+		      "writes (%s): protecting it again will copy every disk "
+		      "whole", err[0] ? err : strerror(-rc));
+		wmaps_forget(b);
 	}
 }
 
 /* The replica of disk k served on run_dir/NAME.disk (disk 0) or
  * NAME.disk<k> (drive: QEMU's -drive for it, id disk_id for disk 0 and
- * disk<k> for the others, as on the primary: config.c), disk 0's guest
- * writes from now on in the written map. */
+ * disk<k> for the others, as on the primary: config.c), the guest's
+ * writes from now on in its written map. */
 static int serve_one(struct rdb_backup *b, unsigned k, char *drive, size_t len)
 {
 	struct rdb_vm *vm = b->vm;
@@ -2055,7 +2105,7 @@ static int serve_one(struct rdb_backup *b, unsigned k, char *drive, size_t len)
 			 vm->name, k);
 	snprintf(id, sizeof(id), "disk%u", k);
 	rc = rdb_disk_serve_child(vm->name, dk->path, sock,
-				  k == 0 && b->wmap_path[0] ? b->wmap_path : NULL,
+				  dk->wmap_path[0] ? dk->wmap_path : NULL,
 				  &dk->pid, err, sizeof(err));
 	if (rc < 0) {
 		LOGVM(ERROR, vm->name, "serving the disk %u replica: %s", k, err);
@@ -2721,9 +2771,8 @@ static int handover_prepare(struct rdb_backup *b)
 	if (b->ndisks) {
 		if (wmap_fresh(b, err, sizeof(err)) < 0) {
 			LOGVM(WARN, vm->name, "no written map (%s): protecting the "
-			      "VM again after the handover copies the whole disk",
-			      err);
-			b->wmap_path[0] = 0;
+			      "VM again after the handover copies every disk "
+			      "whole", err);
 		}
 		rc = serve_replica(b, drive, sizeof(drive));
 	}
@@ -3287,7 +3336,9 @@ int rdb_backup_hand_over(struct rdb_vm *vm, const struct rdb_nic_dst *dst,
 	for (unsigned k = 0; k < b->ndisks; k++)
 		snprintf(h->disk_paths[k], sizeof(h->disk_paths[k]), "%s",
 			 b->disks[k].path);
-	snprintf(h->wmap_path, sizeof(h->wmap_path), "%s", b->wmap_path);
+	for (unsigned k = 0; k < b->ndisks; k++)
+		snprintf(h->wmap_paths[k], sizeof(h->wmap_paths[k]), "%s",
+			 b->disks[k].wmap_path);
 	h->generation = b->generation;
 	h->epoch = vm->st.committed_epoch;
 	/* QEMU holds the guest's disk requests (reconnect-delay) until the

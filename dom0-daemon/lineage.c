@@ -64,13 +64,44 @@ static int get_hex(json_t *o, const char *key, uint64_t *out)
 	return *end || errno ? -EBADMSG : 0;
 }
 
+/* One disk's entry: at the top level for disk 0, in more_disks after. */
+static int load_disk(json_t *o, enum rdb_lineage_role role,
+		     struct rdb_lineage_disk *dk)
+{
+	int rc = copy_str(o, "disk", dk->disk, sizeof(dk->disk), true);
+
+	if (rc == 0)
+		rc = copy_str(o, "activity_log", dk->actlog, sizeof(dk->actlog),
+			      role == RDB_LINEAGE_PRIMARY);
+	if (rc == 0 && role == RDB_LINEAGE_PRIMARY)
+		rc = get_hex(o, "activity_log_generation", &dk->log_gen);
+	if (rc == 0)
+		rc = copy_str(o, "written_map", dk->wmap, sizeof(dk->wmap),
+			      role == RDB_LINEAGE_RESTORED);
+	return rc;
+}
+
+static void save_disk(json_t *o, const struct rdb_lineage_disk *dk)
+{
+	json_object_set_new(o, "disk", json_string(dk->disk));
+	if (dk->actlog[0]) {
+		char lg[17];
+
+		snprintf(lg, sizeof(lg), "%016" PRIx64, dk->log_gen);
+		json_object_set_new(o, "activity_log", json_string(dk->actlog));
+		json_object_set_new(o, "activity_log_generation", json_string(lg));
+	}
+	if (dk->wmap[0])
+		json_object_set_new(o, "written_map", json_string(dk->wmap));
+}
+
 int rdb_lineage_load(const char *state_dir, const char *vm,
 		     struct rdb_lineage *out, char *err, size_t errlen)
 {
 	char dir[512], file[540];
 	const char *role;
 	json_error_t je;
-	json_t *o, *base;
+	json_t *o, *base, *more;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
@@ -102,15 +133,7 @@ int rdb_lineage_load(const char *state_dir, const char *vm,
 			out->epoch = (uint64_t)json_integer_value(e);
 	}
 	if (rc == 0)
-		rc = copy_str(o, "disk", out->disk, sizeof(out->disk), true);
-	if (rc == 0)
-		rc = copy_str(o, "activity_log", out->actlog, sizeof(out->actlog),
-			      out->role == RDB_LINEAGE_PRIMARY);
-	if (rc == 0 && out->role == RDB_LINEAGE_PRIMARY)
-		rc = get_hex(o, "activity_log_generation", &out->log_gen);
-	if (rc == 0)
-		rc = copy_str(o, "written_map", out->wmap, sizeof(out->wmap),
-			      out->role == RDB_LINEAGE_RESTORED);
+		rc = load_disk(o, out->role, &out->d[0]);
 	if (rc == 0)
 		rc = copy_str(o, "peer", out->peer, sizeof(out->peer), false);
 	base = json_object_get(o, "base");
@@ -123,9 +146,23 @@ int rdb_lineage_load(const char *state_dir, const char *vm,
 			rc = -EBADMSG;
 		if (rc == 0) {
 			out->base_epoch = (uint64_t)json_integer_value(e);
-			rc = copy_str(base, "written_map", out->base_wmap,
-				      sizeof(out->base_wmap), true);
+			rc = copy_str(base, "written_map", out->d[0].base_wmap,
+				      sizeof(out->d[0].base_wmap), true);
 		}
+	}
+	out->ndisks = 1;
+	more = json_object_get(o, "more_disks");
+	if (rc == 0 && more && (!json_is_array(more) ||
+				json_array_size(more) >= RDB_LINEAGE_DISKS))
+		rc = -EBADMSG;
+	for (size_t i = 0; rc == 0 && more && i < json_array_size(more); i++) {
+		struct rdb_lineage_disk *dk = &out->d[out->ndisks++];
+		json_t *m = json_array_get(more, i);
+
+		rc = json_is_object(m) ? load_disk(m, out->role, dk) : -EBADMSG;
+		if (rc == 0)
+			rc = copy_str(m, "base_written_map", dk->base_wmap,
+				      sizeof(dk->base_wmap), false);
 	}
 	json_decref(o);
 	if (rc < 0) {
@@ -165,20 +202,12 @@ int rdb_lineage_save(const char *state_dir, const char *vm,
 		return rc;
 	}
 	snprintf(gen, sizeof(gen), "%016" PRIx64, l->generation);
-	o = json_pack("{s:s, s:s, s:s, s:s}", "vm", vm,
-		      "role", rdb_lineage_role_name(l->role), "generation", gen,
-		      "disk", l->disk);
+	o = json_pack("{s:s, s:s, s:s}", "vm", vm,
+		      "role", rdb_lineage_role_name(l->role), "generation", gen);
+	if (o)
+		save_disk(o, &l->d[0]);
 	if (o && l->role == RDB_LINEAGE_RESTORED)
 		json_object_set_new(o, "epoch", json_integer((json_int_t)l->epoch));
-	if (o && l->actlog[0]) {
-		char lg[17];
-
-		snprintf(lg, sizeof(lg), "%016" PRIx64, l->log_gen);
-		json_object_set_new(o, "activity_log", json_string(l->actlog));
-		json_object_set_new(o, "activity_log_generation", json_string(lg));
-	}
-	if (o && l->wmap[0])
-		json_object_set_new(o, "written_map", json_string(l->wmap));
 	if (o && l->peer[0])
 		json_object_set_new(o, "peer", json_string(l->peer));
 	if (o && l->has_base) {
@@ -187,7 +216,24 @@ int rdb_lineage_save(const char *state_dir, const char *vm,
 		snprintf(bgen, sizeof(bgen), "%016" PRIx64, l->base_generation);
 		json_object_set_new(o, "base", json_pack("{s:s, s:I, s:s}",
 			"generation", bgen, "epoch", (json_int_t)l->base_epoch,
-			"written_map", l->base_wmap));
+			"written_map", l->d[0].base_wmap));
+	}
+	if (o && l->ndisks > 1) {
+		json_t *more = json_array();
+
+		for (unsigned k = 1; more && k < l->ndisks &&
+		     k < RDB_LINEAGE_DISKS; k++) {
+			json_t *m = json_object();
+
+			if (!m)
+				break;
+			save_disk(m, &l->d[k]);
+			if (l->has_base && l->d[k].base_wmap[0])
+				json_object_set_new(m, "base_written_map",
+						    json_string(l->d[k].base_wmap));
+			json_array_append_new(more, m);
+		}
+		json_object_set_new(o, "more_disks", more);
 	}
 	text = o ? json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
 	json_decref(o);

@@ -30,6 +30,10 @@
  * of its new primary record until the new backup has committed the
  * resync: a protection that fails half way can be started again from the
  * same base.
+ *
+ * A VM with several disks has one entry per disk, in device order: disk
+ * 0's at the record's top level (as a record of one disk always was),
+ * the others in "more_disks".  Every disk is resynced on its own entry.
  */
 #ifndef RDB_LINEAGE_H
 #define RDB_LINEAGE_H
@@ -45,20 +49,29 @@ enum rdb_lineage_role {
 	RDB_LINEAGE_REPLICA,
 };
 
+/* Each disk's part of the record, by device index (disk 0 first, in the
+ * VM's order: disk, extra_disk, nvram). */
+#define RDB_LINEAGE_DISKS 8
+struct rdb_lineage_disk {
+	char disk[256];			/* the disk image this is about */
+	char actlog[256];		/* primary: its activity log */
+	uint64_t log_gen;		/* primary: the log's generation for G */
+	char wmap[256];			/* restored: its written map */
+	char base_wmap[256];		/* primary with a base: the base's */
+};
+
 struct rdb_lineage {
 	enum rdb_lineage_role role;
 	uint64_t generation;		/* the protection's (G) */
 	uint64_t epoch;			/* restored: the epoch restored from */
-	char disk[256];			/* the disk image this is about */
-	char actlog[256];		/* primary: its activity log */
-	uint64_t log_gen;		/* primary: the log's generation for G */
-	char wmap[256];			/* restored (or base): its written map */
 	char peer[128];			/* the other host, for the log */
 	/* primary, until the resync committed: the restored lineage its
-	 * disk came from (role RESTORED, generation, epoch, wmap) */
+	 * disks came from (role RESTORED, generation, epoch, and each
+	 * disk's base_wmap) */
 	bool has_base;
 	uint64_t base_generation, base_epoch;
-	char base_wmap[256];
+	unsigned ndisks;		/* at least 1 in a loaded record */
+	struct rdb_lineage_disk d[RDB_LINEAGE_DISKS];
 };
 
 const char *rdb_lineage_role_name(enum rdb_lineage_role r);

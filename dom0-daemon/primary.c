@@ -741,8 +741,11 @@ static void on_peer_msg(struct rdb_primary *p, const struct rdb_frame *f)
 			vm->st.initial_ns = now - vm->st.protect_start_ns;
 			if (vm->st.colo_start_ns)
 				vm->st.initial_mem_ns = now - vm->st.colo_start_ns;
-			if (p->ndisks && p->disks[0]->base_gen)
-				resync_committed(p);
+			for (unsigned i = 0; i < p->ndisks; i++)
+				if (p->disks[i]->base_gen) {
+					resync_committed(p);
+					break;
+				}
 			rdb_vm_set_state(vm, RDB_VM_PROTECTED, "backup committed "
 					 "the initial state%s", vm->st.resynced ?
 					 " (a resync)" : "");
@@ -1680,7 +1683,7 @@ static int add_nic(struct rdb_primary *p, struct rdb_pri_nic **out)
  * the others cfg.extra_disk, then cfg.nvram, on disk_socket with their
  * number appended;
  * each with its activity log in the state directory (disk.al, disk1.al,
- * ...) and, for a restored VM's first disk, its written map (wmap, or
+ * ...) and, for a restored VM, the disk's written map (wmap, or
  * NULL).  base_gen, base_epoch: what the VM was restored from (0: not). */
 static int open_disk(struct rdb_primary *p, const char *wmap,
 		     uint64_t base_gen, uint64_t base_epoch, char *err,
@@ -1855,30 +1858,47 @@ int rdb_primary_attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
  * log names.  A restored VM keeps its base until the resync commits.
  * Failing costs only that: a later resync copies the whole disk.
  */
-static void record_primary(struct rdb_primary *p, const struct rdb_pri_disk *k)
+static void record_primary(struct rdb_primary *p)
 {
 	struct rdb_vm *vm = p->vm;
 	struct rdb_lineage l = { 0 };
 	char err[300] = "";
+	const char *why = NULL;
 
 	l.role = RDB_LINEAGE_PRIMARY;
 	l.generation = p->generation;
-	l.log_gen = k->log_gen;
-	snprintf(l.disk, sizeof(l.disk), "%s", vm->cfg.disk);
-	snprintf(l.actlog, sizeof(l.actlog), "%.255s", k->actlog_path);
 	snprintf(l.peer, sizeof(l.peer), "%s", vm->cfg.peer ? vm->cfg.peer : "");
-	if (k->base_gen) {
-		l.has_base = true;
-		l.base_generation = k->base_gen;
-		l.base_epoch = k->base_epoch;
-		snprintf(l.base_wmap, sizeof(l.base_wmap), "%.255s", k->base_wmap);
+	l.ndisks = p->ndisks;
+	if (p->ndisks > RDB_LINEAGE_DISKS)
+		why = "more disks than a lineage record names";
+	for (unsigned i = 0; !why && i < p->ndisks; i++) {
+		const struct rdb_pri_disk *k = p->disks[i];
+		struct rdb_lineage_disk *ld = &l.d[i];
+
+		if (!k->actlog_path[0]) {
+			why = "no activity log";
+			break;
+		}
+		ld->log_gen = k->log_gen;
+		snprintf(ld->disk, sizeof(ld->disk), "%.255s",
+			 rdb_vm_config_disk_image(&vm->cfg, i));
+		snprintf(ld->actlog, sizeof(ld->actlog), "%.255s", k->actlog_path);
+		/* the restored lineage the disks came from, all of them
+		 * restored together (a disk without a written map is copied
+		 * whole, and keeps no base) */
+		if (k->base_gen) {
+			l.has_base = true;
+			l.base_generation = k->base_gen;
+			l.base_epoch = k->base_epoch;
+			snprintf(ld->base_wmap, sizeof(ld->base_wmap), "%.255s",
+				 k->base_wmap);
+		}
 	}
-	if (!k->actlog_path[0] ||
-	    rdb_lineage_save(p->d->cfg.state_dir, vm->name, &l, err,
-			     sizeof(err)) < 0)
+	if (why || rdb_lineage_save(p->d->cfg.state_dir, vm->name, &l, err,
+				    sizeof(err)) < 0)
 		LOGVM(WARN, vm->name, "no lineage record (%s): after a failover "
-		      "this image cannot be resynced, only copied whole",
-		      err[0] ? err : "no activity log");
+		      "these images cannot be resynced, only copied whole",
+		      why ? why : err);
 }
 
 static int start_protection(struct rdb_primary *p, char *err, size_t errlen)
@@ -1888,13 +1908,13 @@ static int start_protection(struct rdb_primary *p, char *err, size_t errlen)
 
 	p->protect_started = true;
 	p->ck.cp = rdb_vm_config_commit_protection(&vm->cfg);
-	/* The activity log is armed for this protection's generation
-	 * before the first change is recorded (actlog.h); the lineage
-	 * record names the VM's first disk (lineage.h). */
+	/* Each disk's activity log is armed for this protection's
+	 * generation before its first change is recorded (actlog.h); the
+	 * lineage record names every disk (lineage.h). */
 	for (unsigned i = 0; i < p->ndisks; i++)
 		p->disks[i]->log_gen = rdb_pri_disk_next_log_gen(p->disks[i]);
 	if (p->ndisks)
-		record_primary(p, p->disks[0]);
+		record_primary(p);
 	/* Late checkpoints of an earlier protection are not this one's. */
 	memset(p->overrun_ns, 0, sizeof(p->overrun_ns));
 	p->overrun_why[0] = 0;
@@ -2353,13 +2373,11 @@ int rdb_primary_restored_adopt(struct rdb_vm *vm, const struct rdb_handover *h,
 	}
 	rdb_config_dispose(&rdb_vm_config_table, &vm->cfg);
 	vm->cfg = cfg;
-	/* the written map and base are the first disk's: the others are
-	 * copied whole to the new backup */
-	if (rc == 0 && h->ndisks)
-		rc = open_disk(p, h->wmap_path[0] ? h->wmap_path : NULL,
+	/* each disk with its written map, the base of its resync (one
+	 * without is copied whole to the new backup) */
+	for (unsigned k = 0; rc == 0 && k < h->ndisks; k++)
+		rc = open_disk(p, h->wmap_paths[k][0] ? h->wmap_paths[k] : NULL,
 			       h->generation, h->epoch, err, errlen);
-	for (unsigned k = 1; rc == 0 && k < h->ndisks; k++)
-		rc = open_disk(p, NULL, 0, 0, err, errlen);
 	if (rc < 0) {
 		LOGVM(ERROR, vm->name, "the restored VM's disk %s could not be "
 		      "served by its new disk server: %s", disk, err);

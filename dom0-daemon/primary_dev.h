@@ -109,7 +109,9 @@ struct rdb_pri_disk {
 	uint64_t resync_blocks, resync_wmap_blocks, resync_al_extents;
 	uint64_t resync_zero_bytes;
 	uint32_t resync_al_shift;
-	/* the initial copy */
+	/* the initial copy; the last one's kind and bytes, this disk's */
+	bool copy_was_resync;
+	uint64_t copy_bytes;
 	bool copying;
 	uint64_t copy_off, copy_sent, copy_start_ns, copy_timer;
 	uint8_t *copy_buf;

@@ -276,9 +276,12 @@ static uint64_t on_copy(struct rdb_evloop *loop, uint64_t id, void *opaque)
 		      (unsigned long long)(k->copy_sent >> 20),
 		      (unsigned long long)(size >> 20),
 		      (double)(rdb_now_ns() - k->copy_start_ns) / RDB_NS_PER_S);
-	st->resync_bytes += k->copy_sent + k->resync_zero_bytes;
+	k->copy_was_resync = k->resync != NULL;
+	k->copy_bytes = k->copy_sent + k->resync_zero_bytes;
+	st->resync_bytes += k->copy_bytes;
 	st->resync_blocks += k->resync ? k->resync_blocks : 0;
-	st->resynced = k->resync != NULL;
+	/* the VM's: some disk was resynced (each disk's own: status) */
+	st->resynced = st->resynced || k->copy_was_resync;
 	st->copy_ns = rdb_now_ns() - k->copy_start_ns;
 	free(k->copy_buf);
 	k->copy_buf = NULL;
@@ -591,13 +594,14 @@ static void disk_status(const struct rdb_ckdev *dev, json_t *o)
 	/* the last initial copy: whole, or a resync */
 	json_object_set_new(o, "initial_copy", json_pack(
 		"{s:b, s:I, s:I, s:I, s:I, s:f}",
-		"resync", st->resynced,
-		"bytes", (json_int_t)st->resync_bytes,
-		"blocks_that_could_differ", (json_int_t)st->resync_blocks,
+		"resync", k->copy_was_resync,
+		"bytes", (json_int_t)k->copy_bytes,
+		"blocks_that_could_differ",
+		(json_int_t)(k->copy_was_resync ? k->resync_blocks : 0),
 		"written_since_restore_blocks",
-		(json_int_t)(st->resynced ? k->resync_wmap_blocks : 0),
+		(json_int_t)(k->copy_was_resync ? k->resync_wmap_blocks : 0),
 		"old_primary_log_extents",
-		(json_int_t)(st->resynced ? k->resync_al_extents : 0),
+		(json_int_t)(k->copy_was_resync ? k->resync_al_extents : 0),
 		"queued_s", (double)st->copy_ns / RDB_NS_PER_S));
 }
 

@@ -39,7 +39,8 @@ struct rdb_handover {
 	unsigned ndisks;
 	/* the replicas the guest runs on, disk 0 first */
 	char disk_paths[RDB_DISKS_MAX][512];
-	char wmap_path[512];		/* what it wrote since the restore */
+	/* what it wrote since the restore, each disk (empty: unknown) */
+	char wmap_paths[RDB_DISKS_MAX][512];
 	uint64_t generation, epoch;	/* restored from: protection, epoch */
 };
 

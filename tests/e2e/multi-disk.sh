@@ -26,7 +26,8 @@
 #    driver, and qemu-img check finds the replica clean;
 #  - failback: the survivor protects the VM back to the repaired host
 #    (three disks handed from the backup role to the primary role), each
-#    new replica equals the survivor's disk, and after the survivor's
+#    disk resynced on its own (only what may differ sent), each new
+#    replica equals the survivor's disk, and after the survivor's
 #    power pull the original host runs the VM with every record.
 # Shown red with the backup's commit leaving disk 1's part of every epoch
 # unapplied (rdb_diskbuf_apply_set skipping set[1]): see the commit.
@@ -121,8 +122,8 @@ jq -e '.missing == 0 and .after_gap == 0' <<<"$check" >/dev/null ||
 	rdb_fail "the restored disks are not one epoch's state: $check (the client had 1..$last)"
 
 # Failback: the old host repaired, the survivor protects the VM back to
-# it (its three disks pass from the backup role to the primary role; the
-# first is resynced, the others copied whole), the replicas there equal
+# it (its three disks pass from the backup role to the primary role; each
+# is resynced against the old host's image of it), the replicas there equal
 # the survivor's disks, then the survivor's power: the VM runs on the
 # original host with every record.
 cl_protect_back "$run"
@@ -130,6 +131,16 @@ bst=$(cl_ctl bak status "$CL_VM" --json) || rdb_fail "no survivor status"
 pst=$(cl_ctl pri status "$CL_VM" --json) || rdb_fail "no new backup status"
 ndev=$(jq '[.vms[0].devices[] | select(.kind == "disk")] | length' <<<"$bst")
 [ "$ndev" = 3 ] || rdb_fail "the survivor protects $ndev disk devices, not 3"
+# every disk resynced on its own lineage entry: the old host's image of it
+# is the new replica, and only what may differ was sent
+jq -c '[.vms[0].devices[] | select(.kind == "disk") | {id, initial_copy}]' <<<"$bst" | tee "$CL_DIR/resync.json"
+for k in 0 1 2; do
+	jq -e --argjson k "$k" '[.vms[0].devices[] | select(.kind == "disk")][$k].initial_copy
+		| .resync == true and .blocks_that_could_differ * 4096 < 16 * 1048576' <<<"$bst" >/dev/null ||
+		rdb_fail "disk $k was not resynced (copied whole, or most of it could differ): $(jq -c --argjson k "$k" '[.vms[0].devices[] | select(.kind == "disk")][$k].initial_copy' <<<"$bst")"
+	grep -q "disk $k replica: this host's old image" "$CL_DIR/pri/remusdbd.log" ||
+		rdb_fail "the old host did not take its own image of disk $k as the base"
+done
 surv_imgs=("$CL_DIR/bak/state/$CL_VM/disk.img" "$CL_DIR/bak/state/$CL_VM/disk1.img" "$CL_DIR/bak/state/$CL_VM/disk2.img")
 mapfile -t back_imgs < <(jq -r '.vms[0].disks[].replica' <<<"$pst")
 [ "${#back_imgs[@]}" = 3 ] || rdb_fail "the new backup keeps ${#back_imgs[@]} replicas, not 3"
