@@ -18,6 +18,13 @@
 /* A register races only with another register of the same owner, or a
  * claim: a few rounds settle it. */
 #define REGISTER_ROUNDS 4
+/* A register that found no witness answering (a timeout: seen in CI with
+ * the host stalled, 583 ms against a 500 ms timeout, and the protect
+ * failed) is tried again, this many times in all, REGISTER_PAUSE_US
+ * apart.  Safe: a write that took effect unseen leaves the key with our
+ * own value, which the next round reads and writes again. */
+#define REGISTER_TRIES 3
+#define REGISTER_PAUSE_US 100000
 
 enum op { OP_REGISTER, OP_CLAIM, OP_READ, OP_RETURN };
 
@@ -362,8 +369,8 @@ static void do_register(struct req *r, json_t *key)
 		set_error(r, -EINVAL, "bad node name");
 		return;
 	}
-	for (int round = 0; round < REGISTER_ROUNDS; round++) {
-		char cur[RDB_WITNESS_VALUE_MAX], modrev[32];
+	for (int round = 0, tries = 1; round < REGISTER_ROUNDS; round++) {
+		char cur[RDB_WITNESS_VALUE_MAX], modrev[32], what[64];
 		struct rdb_witness_value cv;
 		json_t *q, *a = NULL, *cmp, *t;
 		bool found;
@@ -376,8 +383,16 @@ static void do_register(struct req *r, json_t *key)
 			rc = kv_of(a, &found, cur, sizeof(cur), modrev, sizeof(modrev));
 		json_decref(a);
 		a = NULL;
+		if (rc == -EHOSTUNREACH && tries++ < REGISTER_TRIES) {
+			usleep(REGISTER_PAUSE_US);
+			round--;
+			continue;
+		}
 		if (rc < 0) {
-			set_error(r, rc, "reading the VM's key");
+			snprintf(what, sizeof(what), "reading the VM's key "
+				 "(try %d of %d)", tries > REGISTER_TRIES ?
+				 REGISTER_TRIES : tries, REGISTER_TRIES);
+			set_error(r, rc, what);
 			return;
 		}
 		if (found) {
@@ -400,8 +415,16 @@ static void do_register(struct req *r, json_t *key)
 			      put_op(key, want));
 		rc = t ? post(r, "/v3/kv/txn", t, &a) : -ENOMEM;
 		json_decref(t);
+		if (rc == -EHOSTUNREACH && tries++ < REGISTER_TRIES) {
+			usleep(REGISTER_PAUSE_US);
+			round--;
+			continue;
+		}
 		if (rc < 0) {
-			set_error(r, rc, "writing the VM's key");
+			snprintf(what, sizeof(what), "writing the VM's key "
+				 "(try %d of %d)", tries > REGISTER_TRIES ?
+				 REGISTER_TRIES : tries, REGISTER_TRIES);
+			set_error(r, rc, what);
 			return;
 		}
 		if (json_is_true(json_object_get(a, "succeeded"))) {

@@ -21,6 +21,8 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <poll.h>
+#include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -324,6 +326,108 @@ static void test_unreachable(void **state)
 	close(silent);
 }
 
+/* A witness that does not answer one request, then answers (a host
+ * stalled past the timeout): a relay to etcd that leaves its first
+ * `swallow` connections silent. */
+struct relay {
+	int lfd, swallow, port, silent[8], nsilent;
+	volatile int stop;
+};
+
+static void relay_pipe(int a, int b)
+{
+	char buf[16384];
+
+	for (;;) {
+		struct pollfd p[2] = { { .fd = a, .events = POLLIN },
+				       { .fd = b, .events = POLLIN } };
+		ssize_t n;
+
+		if (poll(p, 2, 5000) <= 0)
+			return;
+		for (int i = 0; i < 2; i++) {
+			if (!(p[i].revents & (POLLIN | POLLHUP)))
+				continue;
+			n = read(p[i].fd, buf, sizeof(buf));
+			if (n <= 0 || write(p[!i].fd, buf, (size_t)n) != n)
+				return;
+		}
+	}
+}
+
+static void *relay_main(void *opaque)
+{
+	struct relay *r = opaque;
+	struct sockaddr_in e = { .sin_family = AF_INET,
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+
+	e.sin_port = htons((uint16_t)atoi(strrchr(etcd_url, ':') + 1));
+	while (!r->stop) {
+		int c = accept(r->lfd, NULL, NULL), u;
+
+		if (c < 0)
+			break;
+		if (r->nsilent < r->swallow) {
+			r->silent[r->nsilent++] = c;	/* never answered */
+			continue;
+		}
+		u = socket(AF_INET, SOCK_STREAM, 0);
+		if (u >= 0 && connect(u, (struct sockaddr *)&e, sizeof(e)) == 0)
+			relay_pipe(c, u);
+		if (u >= 0)
+			close(u);
+		close(c);
+	}
+	return NULL;
+}
+
+static void test_register_tries_again(void **state)
+{
+	struct rdb_evloop *loop;
+	struct rdb_witness *w = NULL;
+	struct relay r = { .swallow = 1 };
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t alen = sizeof(a);
+	struct got g = { 0 };
+	char url[64];
+	pthread_t t;
+
+	assert_int_equal(rdb_evloop_create(&loop), 0);
+	/* etcd is up (the other tests waited for it) */
+	w = witness(loop, etcd_url);
+	wait_etcd(loop, w);
+	rdb_witness_destroy(w);
+	r.lfd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(bind(r.lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(r.lfd, 8), 0);
+	assert_int_equal(getsockname(r.lfd, (struct sockaddr *)&a, &alen), 0);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d", ntohs(a.sin_port));
+	assert_int_equal(pthread_create(&t, NULL, relay_main, &r), 0);
+	assert_int_equal(rdb_witness_create(loop, url, "/rdbtest", 300, &w), 0);
+	/* the first request is not answered; the register goes on to win */
+	assert_true(rdb_witness_register(w, "vmT", "n1", 7, on_result, &g) > 0);
+	pump(loop, &g, 1);
+	assert_int_equal(r.nsilent, 1);
+	assert_int_equal(g.r.outcome, RDB_WITNESS_WON);
+	/* never answered at all: an error, after every try */
+	r.swallow = 100;
+	g.n = 0;
+	assert_true(rdb_witness_register(w, "vmT", "n1", 8, on_result, &g) > 0);
+	pump(loop, &g, 1);
+	assert_int_equal(g.r.outcome, RDB_WITNESS_ERROR);
+	assert_non_null(strstr(g.r.error, "try 3 of 3"));
+	assert_int_equal(r.nsilent, 4);
+	rdb_witness_destroy(w);
+	r.stop = 1;
+	shutdown(r.lfd, SHUT_RDWR);
+	pthread_join(t, NULL);
+	close(r.lfd);
+	for (int i = 0; i < r.nsilent; i++)
+		close(r.silent[i]);
+	rdb_evloop_destroy(loop);
+}
+
 static void test_cancel(void **state)
 {
 	struct rdb_evloop *loop;
@@ -425,6 +529,7 @@ int main(void)
 		cmocka_unit_test(test_one_claim_wins),
 		cmocka_unit_test(test_return),
 		cmocka_unit_test(test_races),
+		cmocka_unit_test(test_register_tries_again),
 	};
 	int rc;
 
