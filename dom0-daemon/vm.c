@@ -47,6 +47,57 @@ const char *rdb_vm_role_name(enum rdb_vm_role r)
 	return r < RDB_ROLE__MAX ? role_names[r] : "?";
 }
 
+/*
+ * The VM's lifecycle on this host, both roles, in one table: the states
+ * each state may change to (docs/architecture.md, "Roles").  Every state
+ * change goes through rdb_vm_set_state, which checks it here.
+ *   primary: protecting -> protected (the backup committed the initial
+ *     state) | unprotected (attach, protect failed or undone) | degraded
+ *     (protection dropped) | deciding (dropped, the witness to ask) |
+ *     fenced (the witness names another owner) | failed;
+ *     protected -> deciding | degraded | migrating (operator migrate) |
+ *     unprotected | fenced | failed;
+ *     migrating -> migrated (the backup took it) | protected (refused) |
+ *     deciding | degraded | fenced | unprotected;
+ *     deciding -> degraded (won) | fenced (lost) | unprotected;
+ *     fenced -> unprotected (operator unprotect --force);
+ *   backup: protecting -> protected | degraded | unprotected | failed;
+ *     protected -> deciding | failing-over | degraded | unprotected;
+ *     deciding -> failing-over (won) | degraded (lost, or no decision);
+ *     failing-over -> failed-over | failed;
+ *     failed-over -> protecting (protected again: role.c) | failed.
+ * A change the table does not list is logged as a bug, counted
+ * (remusdb_vm_state_changes_unlisted_total), and made all the same: the
+ * end-to-end tests fail on it (tests/lib/cluster.sh).
+ */
+#define TO(s) (1u << RDB_VM_##s)
+static const uint32_t legal_next[RDB_VM_STATE__MAX] = {
+	[RDB_VM_PROTECTING] = TO(PROTECTED) | TO(UNPROTECTED) | TO(DEGRADED) |
+		TO(DECIDING) | TO(FENCED) | TO(FAILED),
+	[RDB_VM_PROTECTED] = TO(DECIDING) | TO(DEGRADED) | TO(FAILING_OVER) |
+		TO(MIGRATING) | TO(UNPROTECTED) | TO(FENCED) | TO(FAILED),
+	[RDB_VM_DEGRADED] = TO(PROTECTING) | TO(DECIDING) | TO(FAILING_OVER) |
+		TO(UNPROTECTED) | TO(FENCED) | TO(FAILED),
+	[RDB_VM_DECIDING] = TO(FAILING_OVER) | TO(DEGRADED) | TO(FENCED) |
+		TO(UNPROTECTED) | TO(FAILED),
+	[RDB_VM_FAILING_OVER] = TO(FAILED_OVER) | TO(FAILED) | TO(DEGRADED),
+	[RDB_VM_FAILED_OVER] = TO(PROTECTING) | TO(FAILED) | TO(UNPROTECTED),
+	[RDB_VM_UNPROTECTED] = TO(PROTECTING) | TO(FENCED) | TO(DECIDING) |
+		TO(FAILING_OVER) | TO(FAILED),
+	[RDB_VM_FAILED] = TO(UNPROTECTED) | TO(PROTECTING),
+	[RDB_VM_FENCED] = TO(UNPROTECTED),
+	[RDB_VM_MIGRATING] = TO(MIGRATED) | TO(PROTECTED) | TO(DECIDING) |
+		TO(DEGRADED) | TO(FENCED) | TO(UNPROTECTED) | TO(FAILED),
+	[RDB_VM_MIGRATED] = TO(UNPROTECTED),
+};
+#undef TO
+
+bool rdb_vm_state_change_legal(enum rdb_vm_state from, enum rdb_vm_state to)
+{
+	return from < RDB_VM_STATE__MAX && to < RDB_VM_STATE__MAX &&
+		(legal_next[from] & (1u << to));
+}
+
 struct rdb_vm *rdb_vm_new(struct rdb_daemon *d, const char *name,
 			  enum rdb_vm_role role)
 {
@@ -118,6 +169,14 @@ void rdb_vm_set_state(struct rdb_vm *vm, enum rdb_vm_state s,
 		break;
 	default:
 		lvl = RDB_LOG_INFO;
+	}
+	if (!rdb_vm_state_change_legal(vm->state, s)) {
+		vm->st.unlisted_changes++;
+		rdb_log_write(RDB_LOG_ERROR, RDB_COMPONENT, vm->name,
+			      "state change %s -> %s (role %s) is not in the "
+			      "lifecycle's table (vm.c): a bug; made all the same",
+			      rdb_vm_state_name(vm->state), rdb_vm_state_name(s),
+			      rdb_vm_role_name(vm->role));
 	}
 	rdb_log_write(lvl, RDB_COMPONENT, vm->name,
 		      "state %s -> %s after %.3f s: %s",
@@ -405,6 +464,9 @@ void rdb_vm_metrics(const struct rdb_vm *vm, struct rdb_prom *p)
 		rdb_prom_add(p, "remusdb_vm_state_transitions_total", C,
 			     "Times the VM entered each state.",
 			     (double)st->transitions[s], "state", state_names[s], NULL);
+	rdb_prom_add(p, "remusdb_vm_state_changes_unlisted_total", C,
+		     "State changes the lifecycle's table does not list (a bug: see the log).",
+		     (double)st->unlisted_changes, NULL);
 	rdb_prom_add(p, "remusdb_checkpoints_total", C,
 		     "Checkpoints whose state reached the backup (primary) or was applied (backup).",
 		     (double)st->checkpoints, NULL);

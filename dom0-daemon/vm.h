@@ -72,6 +72,7 @@ struct rdb_epoch_rec {
 
 struct rdb_vm_stats {
 	uint64_t transitions[RDB_VM_STATE__MAX];
+	uint64_t unlisted_changes;	/* not in vm.c's table: a bug */
 	uint64_t checkpoints;		/* epochs whose state reached us */
 	uint64_t committed_epoch;	/* primary: last ACKed; backup: last applied */
 	uint64_t pages;			/* pages sent (primary) / applied (backup) */
@@ -143,6 +144,8 @@ struct rdb_vm {
 };
 
 const char *rdb_vm_state_name(enum rdb_vm_state s);
+/* The lifecycle's table (vm.c): may a VM in state from change to to? */
+bool rdb_vm_state_change_legal(enum rdb_vm_state from, enum rdb_vm_state to);
 const char *rdb_vm_role_name(enum rdb_vm_role r);
 
 /* Allocates and links a VM into the daemon's list; NULL on ENOMEM. */

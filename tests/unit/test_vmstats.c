@@ -40,6 +40,44 @@ static void run_epochs(struct rdb_vm *vm, uint64_t n)
 	}
 }
 
+/* The lifecycle's table (vm.c): the changes both roles make are listed,
+ * a change it does not list is counted (and made: the tests fail on it). */
+static void test_state_changes_table(void **state)
+{
+	static const enum rdb_vm_state walk[] = {
+		/* a primary protected, lost its backup, won the decision,
+		 * protected again, handed over */
+		RDB_VM_PROTECTED, RDB_VM_DECIDING, RDB_VM_DEGRADED,
+		RDB_VM_PROTECTING, RDB_VM_PROTECTED, RDB_VM_MIGRATING,
+		RDB_VM_MIGRATED,
+	};
+	struct rdb_daemon d;
+	struct rdb_vm *vm = new_vm(&d, RDB_ROLE_PRIMARY);
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(walk) / sizeof(walk[0]); i++)
+		rdb_vm_set_state(vm, walk[i], "step %zu", i);
+	assert_int_equal(vm->state, RDB_VM_MIGRATED);
+	assert_int_equal(vm->st.unlisted_changes, 0);
+	/* a backup's failover and re-protection */
+	assert_true(rdb_vm_state_change_legal(RDB_VM_PROTECTED, RDB_VM_DECIDING));
+	assert_true(rdb_vm_state_change_legal(RDB_VM_DECIDING, RDB_VM_FAILING_OVER));
+	assert_true(rdb_vm_state_change_legal(RDB_VM_FAILING_OVER, RDB_VM_FAILED_OVER));
+	assert_true(rdb_vm_state_change_legal(RDB_VM_FAILED_OVER, RDB_VM_PROTECTING));
+	/* a fenced copy runs again only by the operator's unprotect --force;
+	 * a failover is never undone into protection */
+	assert_false(rdb_vm_state_change_legal(RDB_VM_FENCED, RDB_VM_PROTECTED));
+	assert_false(rdb_vm_state_change_legal(RDB_VM_FENCED, RDB_VM_PROTECTING));
+	assert_false(rdb_vm_state_change_legal(RDB_VM_FAILED_OVER, RDB_VM_PROTECTED));
+	assert_false(rdb_vm_state_change_legal(RDB_VM_MIGRATED, RDB_VM_PROTECTED));
+	assert_false(rdb_vm_state_change_legal(RDB_VM_STATE__MAX, RDB_VM_PROTECTED));
+	/* an unlisted change: counted, made all the same */
+	rdb_vm_set_state(vm, RDB_VM_PROTECTED, "not from migrated");
+	assert_int_equal(vm->state, RDB_VM_PROTECTED);
+	assert_int_equal(vm->st.unlisted_changes, 1);
+	rdb_vm_free(vm);
+}
+
 static void test_last_epochs_in_order(void **state)
 {
 	struct rdb_daemon d;
@@ -184,6 +222,7 @@ static void test_metrics_histograms_follow_the_records(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_state_changes_table),
 		cmocka_unit_test(test_last_epochs_in_order),
 		cmocka_unit_test(test_mismatched_epoch_ignored_and_new_protection_resets),
 		cmocka_unit_test(test_metrics_histograms_follow_the_records),
