@@ -907,7 +907,7 @@ static bool ack_overdue(struct rdb_primary *p, uint64_t now)
 	uint64_t since, epoch = 0;
 	char why[200];
 
-	if (!vm->st.last_ack_ns || p->ho_sent)
+	if (!vm->st.last_ack_ns || p->ho.phase == RDB_HO_SENT)
 		return false;
 	since = rdb_vm_unacked_since(vm, &epoch);
 	if (!since)
@@ -1639,8 +1639,8 @@ static struct rdb_primary *primary_alloc(struct rdb_daemon *d, struct rdb_vm *vm
 	rdb_buf_init(&p->enc_batch);
 	rdb_buf_init(&p->held);
 	for (unsigned k = 0; k < RDB_NICS_MAX; k++) {
-		rdb_buf_init(&p->ho_frames[k]);
-		rdb_buf_init(&p->ho_input[k]);
+		rdb_buf_init(&p->ho.frames[k]);
+		rdb_buf_init(&p->ho.input[k]);
 	}
 	p->pool_fd = -1;
 	p->cap_fd = -1;
@@ -2061,9 +2061,9 @@ int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 	 * mode asked now. */
 	if (vm && (vm->pri->deciding || vm->pri->fenced)) {
 		snprintf(err, errlen, "VM %s is %s: %s", cfg->name,
-			 rdb_vm_state_name(vm->state), vm->pri->migrated ?
+			 rdb_vm_state_name(vm->state), vm->pri->ho.phase == RDB_HO_MIGRATED ?
 			 "it was handed over to its backup and runs there" :
-			 vm->pri->ho_stopped ?
+			 vm->pri->ho.phase == RDB_HO_STOPPED ?
 			 "its guest is stopped (a handover the link cut short)" :
 			 vm->pri->fenced ?
 			 "it lost the failover decision and its guest is "
@@ -2467,13 +2467,13 @@ int rdb_primary_unprotect(struct rdb_vm *vm, bool force, char *msg,
 			 "witness's word", vm->name);
 		return 0;
 	}
-	if (p->migrated) {
+	if (p->ho.phase == RDB_HO_MIGRATED) {
 		snprintf(msg, msglen, "%s was handed over to %s and runs there; "
 			 "nothing of it runs here (this entry goes when the VM "
 			 "is protected back to this host)", vm->name, vm->cfg.peer);
 		return -EPERM;
 	}
-	if (p->ho_stopped && !force) {
+	if (p->ho.phase == RDB_HO_STOPPED && !force) {
 		snprintf(msg, msglen, "%s was being handed over when the link "
 			 "broke: its guest is stopped here because the backup may "
 			 "run it; `remusdbctl unprotect --force %s` resumes it "
@@ -2481,9 +2481,9 @@ int rdb_primary_unprotect(struct rdb_vm *vm, bool force, char *msg,
 			 vm->name);
 		return -EPERM;
 	}
-	if (p->ho_stopped) {
+	if (p->ho.phase == RDB_HO_STOPPED) {
 		/* closing the stream lets QEMU leave COLO: the guest runs */
-		p->ho_stopped = false;
+		rdb_pri_ho_enter(p, RDB_HO_NONE);
 		p->fenced = false;
 		rdb_pri_protection_cleanup(p);
 		rdb_vm_set_state(vm, RDB_VM_UNPROTECTED, "operator unprotect "
@@ -2564,7 +2564,7 @@ int rdb_primary_detach(struct rdb_vm *vm, bool force, char *msg,
 	case RDB_VM_FAILED:
 	case RDB_VM_MIGRATED:
 		if (!p->registering && !p->ck.active && !p->deciding &&
-		    !p->ho_preparing && !p->ho_sent)
+		    p->ho.phase != RDB_HO_PREPARING && p->ho.phase != RDB_HO_SENT)
 			break;
 		/* fall through */
 	default:
@@ -2615,8 +2615,8 @@ void rdb_primary_teardown(struct rdb_vm *vm)
 	rdb_buf_dispose(&p->enc_batch);
 	rdb_buf_dispose(&p->held);
 	for (unsigned k = 0; k < RDB_NICS_MAX; k++) {
-		rdb_buf_dispose(&p->ho_frames[k]);
-		rdb_buf_dispose(&p->ho_input[k]);
+		rdb_buf_dispose(&p->ho.frames[k]);
+		rdb_buf_dispose(&p->ho.input[k]);
 	}
 	free(p->enc_runs);
 	free(p->enc_dev);

@@ -87,6 +87,36 @@ struct rdb_pri_life {
 	void (*protect_failed)(struct rdb_primary *p, const char *err);
 };
 
+/*
+ * A planned switchover (primary_migrate.c), its phases and their legal
+ * changes in one table there (rdb_pri_ho_enter):
+ *   none -> preparing (migrate) -> wanted (the backup prepared, or 10 s
+ *   passed) -> sent (at a checkpoint: HANDOVER) -> migrated (TAKEN) |
+ *   none (REFUSED, or the link lost and the witness to decide) | stopped
+ *   (the link lost, no witness: the guest kept stopped) -> none (operator
+ *   unprotect --force); preparing and wanted -> none (protection ends).
+ */
+enum rdb_ho_phase {
+	RDB_HO_NONE,
+	RDB_HO_PREPARING,	/* migrate: the backup prepares */
+	RDB_HO_WANTED,		/* at the next checkpoint */
+	RDB_HO_SENT,		/* HANDOVER sent: the guest stays stopped */
+	RDB_HO_STOPPED,		/* link lost in it: kept stopped (FENCED) */
+	RDB_HO_MIGRATED,	/* the backup runs it; QEMU killed here */
+	RDB_HO__MAX
+};
+
+struct rdb_pri_handover {
+	enum rdb_ho_phase phase;
+	uint64_t epoch, start_ns, sent_ns;
+	/* by NIC: output handed over (OUTPUT format), and what came for
+	 * the guest after it stopped (INPUT format); counts of all NICs */
+	struct rdb_buf frames[RDB_NICS_MAX];
+	uint64_t nframes;
+	struct rdb_buf input[RDB_NICS_MAX];
+	uint64_t ninput;
+};
+
 struct rdb_primary {
 	const struct rdb_pri_life *life;	/* primary.c's */
 	struct rdb_vm *vm;
@@ -223,19 +253,7 @@ struct rdb_primary {
 	bool guest_want_stopped, guest_confirmed;
 	uint64_t guest_cmd_ns, guest_want_ns, guest_timer;
 
-	/* a planned switchover (primary_migrate.c) */
-	bool ho_preparing;		/* migrate: the backup prepares */
-	bool ho_wanted;			/* prepared: at the next checkpoint */
-	bool ho_sent;			/* HANDOVER sent: the guest stays stopped */
-	bool ho_stopped;		/* link lost in it: kept stopped (FENCED) */
-	bool migrated;			/* the backup runs it; QEMU killed here */
-	uint64_t ho_epoch, ho_start_ns, ho_sent_ns;
-	/* by NIC: output handed over (OUTPUT format), and what came for
-	 * the guest after it stopped (INPUT format); counts of all NICs */
-	struct rdb_buf ho_frames[RDB_NICS_MAX];
-	uint64_t ho_nframes;
-	struct rdb_buf ho_input[RDB_NICS_MAX];
-	uint64_t ho_ninput;
+	struct rdb_pri_handover ho;	/* a planned switchover's */
 
 	/* capture mode: see rdb_primary_capture */
 	int cap_fd;
@@ -299,6 +317,10 @@ int rdb_pri_resume_after_epoch(struct rdb_primary *p);
 
 /* primary_migrate.c: a planned switchover */
 /* True: epoch is the handover's (the guest stays stopped after it). */
+/* The switchover's phase changes to `to`, by its table; one the table
+ * does not list is logged as a bug (and made). */
+void rdb_pri_ho_enter(struct rdb_primary *p, enum rdb_ho_phase to);
+const char *rdb_pri_ho_phase_name(enum rdb_ho_phase ph);
 bool rdb_pri_handover_at(struct rdb_primary *p, uint64_t epoch);
 /* HANDOVER(request) behind that epoch's frames. */
 int rdb_pri_handover_queue(struct rdb_primary *p);

@@ -53,13 +53,58 @@
 /* A killed QEMU that is not our child: how long to watch it go. */
 #define KILL_WAIT_NS (2 * RDB_NS_PER_S)
 
+static const char *const ho_phase_names[RDB_HO__MAX] = {
+	[RDB_HO_NONE] = "none",
+	[RDB_HO_PREPARING] = "preparing",
+	[RDB_HO_WANTED] = "wanted",
+	[RDB_HO_SENT] = "sent",
+	[RDB_HO_STOPPED] = "stopped",
+	[RDB_HO_MIGRATED] = "migrated",
+};
+
+const char *rdb_pri_ho_phase_name(enum rdb_ho_phase ph)
+{
+	return ph < RDB_HO__MAX ? ho_phase_names[ph] : "?";
+}
+
+/* The switchover's phases and the changes each may make (primary_int.h):
+ * the one place they are written. */
+#define TO(ph) (1u << RDB_HO_##ph)
+static const uint32_t ho_next[RDB_HO__MAX] = {
+	[RDB_HO_NONE] = TO(PREPARING),
+	[RDB_HO_PREPARING] = TO(WANTED) | TO(NONE),
+	[RDB_HO_WANTED] = TO(SENT) | TO(NONE),
+	[RDB_HO_SENT] = TO(MIGRATED) | TO(STOPPED) | TO(NONE),
+	[RDB_HO_STOPPED] = TO(NONE),
+	[RDB_HO_MIGRATED] = 0,
+};
+#undef TO
+
+void rdb_pri_ho_enter(struct rdb_primary *p, enum rdb_ho_phase to)
+{
+	enum rdb_ho_phase from = p->ho.phase;
+
+	if (to == from)
+		return;
+	if (to >= RDB_HO__MAX || !(ho_next[from] & (1u << to))) {
+		p->vm->st.unlisted_changes++;
+		LOGVM(ERROR, p->vm->name, "switchover phase %s -> %s is not in "
+		      "the lifecycle's table (primary_migrate.c): a bug; made "
+		      "all the same", rdb_pri_ho_phase_name(from),
+		      rdb_pri_ho_phase_name(to));
+		if (to >= RDB_HO__MAX)
+			return;
+	}
+	p->ho.phase = to;
+}
+
 int rdb_primary_migrate(struct rdb_vm *vm, char *msg, size_t msglen)
 {
 	struct rdb_primary *p = vm->pri;
 
 	if (!p)
 		return -ENOENT;
-	if (p->ho_wanted || p->ho_preparing) {
+	if (p->ho.phase != RDB_HO_NONE) {
 		snprintf(msg, msglen, "%s is being handed over already (%s)",
 			 vm->name, vm->state_reason);
 		return -EALREADY;
@@ -81,8 +126,8 @@ int rdb_primary_migrate(struct rdb_vm *vm, char *msg, size_t msglen)
 		return -ENOMEM;
 	}
 	rdb_pri_peer_want_write(p);
-	p->ho_preparing = true;
-	p->ho_start_ns = rdb_now_ns();
+	rdb_pri_ho_enter(p, RDB_HO_PREPARING);
+	p->ho.start_ns = rdb_now_ns();
 	rdb_vm_set_state(vm, RDB_VM_MIGRATING, "operator migrate: the backup "
 			 "%s prepares, then the VM is handed over to it at a "
 			 "checkpoint", vm->cfg.peer);
@@ -92,11 +137,11 @@ int rdb_primary_migrate(struct rdb_vm *vm, char *msg, size_t msglen)
 
 bool rdb_pri_handover_at(struct rdb_primary *p, uint64_t epoch)
 {
-	if (!p->ho_wanted || p->ho_sent || epoch == 0)
+	if (p->ho.phase != RDB_HO_WANTED || epoch == 0)
 		return false;
-	p->ho_sent = true;
-	p->ho_epoch = epoch;
-	p->ho_sent_ns = rdb_now_ns();
+	rdb_pri_ho_enter(p, RDB_HO_SENT);
+	p->ho.epoch = epoch;
+	p->ho.sent_ns = rdb_now_ns();
 	return true;
 }
 
@@ -127,8 +172,8 @@ static void collect(void *opaque, const uint8_t *frame, size_t len)
 {
 	struct ho_collect *c = opaque;
 
-	if (record(&c->p->ho_frames[c->k], frame, len))
-		c->p->ho_nframes++;
+	if (record(&c->p->ho.frames[c->k], frame, len))
+		c->p->ho.nframes++;
 }
 
 static size_t ho_bytes(const struct rdb_buf *b)
@@ -147,11 +192,11 @@ static size_t ho_bytes(const struct rdb_buf *b)
 bool rdb_pri_handover_input(struct rdb_primary *p, unsigned nic,
 			    const uint8_t *frame, size_t len)
 {
-	if (!p->ho_sent)
+	if (p->ho.phase != RDB_HO_SENT)
 		return false;
-	if (nic < RDB_NICS_MAX && ho_bytes(p->ho_input) + 4 + len <= HO_INPUT_MAX &&
-	    record(&p->ho_input[nic], frame, len))
-		p->ho_ninput++;
+	if (nic < RDB_NICS_MAX && ho_bytes(p->ho.input) + 4 + len <= HO_INPUT_MAX &&
+	    record(&p->ho.input[nic], frame, len))
+		p->ho.ninput++;
 	return true;	/* never to the stopped guest */
 }
 
@@ -163,23 +208,23 @@ static void send_input(struct rdb_primary *p)
 {
 	int rc = 0;
 
-	if (p->peer_fd < 0 || !ho_bytes(p->ho_input))
+	if (p->peer_fd < 0 || !ho_bytes(p->ho.input))
 		return;
 	for (unsigned k = 0; k < RDB_NICS_MAX && rc == 0; k++)
-		if (p->ho_input[k].len)
-			rc = rdb_proto_put_input(&p->out, k, p->ho_epoch,
-						 p->ho_input[k].data,
-						 p->ho_input[k].len);
+		if (p->ho.input[k].len)
+			rc = rdb_proto_put_input(&p->out, k, p->ho.epoch,
+						 p->ho.input[k].data,
+						 p->ho.input[k].len);
 	if (rc < 0 ||
 	    rdb_buf_write_all_fd(&p->out, p->peer_fd, rdb_now_ns() +
 				 200 * RDB_NS_PER_MS) < 0)
 		LOGVM(WARN, p->vm->name, "the %llu frames for the guest that "
 		      "came here after it stopped did not reach the backup",
-		      (unsigned long long)p->ho_ninput);
+		      (unsigned long long)p->ho.ninput);
 	else
 		LOGVM(INFO, p->vm->name, "passed the backup %llu frames for the "
 		      "guest that came here after it stopped",
-		      (unsigned long long)p->ho_ninput);
+		      (unsigned long long)p->ho.ninput);
 }
 
 /* Every output frame still held here goes back to the buffer it came
@@ -188,8 +233,8 @@ static void send_input(struct rdb_primary *p)
 static void ho_frames_hold_again(struct rdb_primary *p)
 {
 	for (unsigned k = 0; k < RDB_NICS_MAX; k++) {
-		const uint8_t *at = p->ho_input[k].data;
-		const uint8_t *end = at + p->ho_input[k].len;
+		const uint8_t *at = p->ho.input[k].data;
+		const uint8_t *end = at + p->ho.input[k].len;
 
 		while (end - at >= 4) {
 			size_t n = (size_t)at[0] << 24 | (size_t)at[1] << 16 |
@@ -199,21 +244,21 @@ static void ho_frames_hold_again(struct rdb_primary *p)
 				rdb_pri_nic_to_guest(p->nics[k], at + 4, n);
 			at += 4 + n;
 		}
-		rdb_buf_reset(&p->ho_input[k]);
-		at = p->ho_frames[k].data;
-		end = at + p->ho_frames[k].len;
+		rdb_buf_reset(&p->ho.input[k]);
+		at = p->ho.frames[k].data;
+		end = at + p->ho.frames[k].len;
 		while (end - at >= 4) {
 			size_t n = (size_t)at[0] << 24 | (size_t)at[1] << 16 |
 				   (size_t)at[2] << 8 | at[3];
 
 			if (k < p->nnics)
-				rdb_pri_nic_hold(p->nics[k], p->ho_epoch, at + 4, n);
+				rdb_pri_nic_hold(p->nics[k], p->ho.epoch, at + 4, n);
 			at += 4 + n;
 		}
-		rdb_buf_reset(&p->ho_frames[k]);
+		rdb_buf_reset(&p->ho.frames[k]);
 	}
-	p->ho_ninput = 0;
-	p->ho_nframes = 0;
+	p->ho.ninput = 0;
+	p->ho.nframes = 0;
 }
 
 int rdb_pri_handover_queue(struct rdb_primary *p)
@@ -229,37 +274,39 @@ int rdb_pri_handover_queue(struct rdb_primary *p)
 	 * retransmission timers (seen: 60-100 ms more stall).  Kept here
 	 * until the answer, in case it is a refusal.
 	 */
-	p->ho_nframes = 0;
+	p->ho.nframes = 0;
 	for (unsigned i = 0; i < p->nnics && rc == 0; i++) {
 		struct ho_collect c = { p, i };
 
-		rdb_buf_reset(&p->ho_frames[i]);
+		rdb_buf_reset(&p->ho.frames[i]);
 		rdb_pri_nic_release(p->nics[i], UINT64_MAX, collect, &c);
-		if (p->ho_frames[i].len)
-			rc = rdb_proto_put_output(out, i, p->ho_epoch,
-						  p->ho_frames[i].data,
-						  p->ho_frames[i].len);
+		if (p->ho.frames[i].len)
+			rc = rdb_proto_put_output(out, i, p->ho.epoch,
+						  p->ho.frames[i].data,
+						  p->ho.frames[i].len);
 	}
 	/* behind the epoch's own frames, which may still be encoded */
 	if (rc == 0)
-		rc = rdb_proto_put_handover(out, p->ho_epoch,
+		rc = rdb_proto_put_handover(out, p->ho.epoch,
 					    RDB_HANDOVER_REQUEST, NULL);
 	if (rc == 0)
 		LOGVM(INFO, p->vm->name, "guest stopped after epoch %llu (%.1f ms "
 		      "after migrate): handing it over to %s with %llu held "
-		      "output frames", (unsigned long long)p->ho_epoch,
-		      (double)(p->ho_sent_ns - p->ho_start_ns) / RDB_NS_PER_MS,
-		      p->vm->cfg.peer, (unsigned long long)p->ho_nframes);
+		      "output frames", (unsigned long long)p->ho.epoch,
+		      (double)(p->ho.sent_ns - p->ho.start_ns) / RDB_NS_PER_MS,
+		      p->vm->cfg.peer, (unsigned long long)p->ho.nframes);
 	return rc;
 }
 
-static void ho_reset(struct rdb_primary *p)
+/* The switchover is over (to: none, migrated or stopped); what it kept
+ * for the guest is dropped. */
+static void ho_reset(struct rdb_primary *p, enum rdb_ho_phase to)
 {
 	for (unsigned k = 0; k < RDB_NICS_MAX; k++)
-		rdb_buf_dispose(&p->ho_input[k]);
-	p->ho_ninput = 0;
-	p->ho_preparing = p->ho_wanted = p->ho_sent = false;
-	p->ho_epoch = p->ho_sent_ns = 0;
+		rdb_buf_dispose(&p->ho.input[k]);
+	p->ho.ninput = 0;
+	rdb_pri_ho_enter(p, to);
+	p->ho.epoch = p->ho.sent_ns = 0;
 }
 
 /* A process that is not our child is gone, or a zombie (it runs no more). */
@@ -324,7 +371,7 @@ static int kill_qemu(struct rdb_primary *p, pid_t *pid_out)
 static void migrated(struct rdb_primary *p)
 {
 	struct rdb_vm *vm = p->vm;
-	uint64_t epoch = p->ho_epoch, took = rdb_now_ns() - p->ho_sent_ns;
+	uint64_t epoch = p->ho.epoch, took = rdb_now_ns() - p->ho.sent_ns;
 	uint64_t t = rdb_now_ns();
 	pid_t pid = 0;
 	int rc;
@@ -343,8 +390,8 @@ static void migrated(struct rdb_primary *p)
 		p->ck.active = false;	/* (its end is no drop: no decision) */
 		p->life->close_peer(p);
 		for (unsigned k = 0; k < RDB_NICS_MAX; k++)
-			rdb_buf_reset(&p->ho_frames[k]);  /* the backup sends them */
-		ho_reset(p);
+			rdb_buf_reset(&p->ho.frames[k]);  /* the backup sends them */
+		ho_reset(p, RDB_HO_NONE);
 		rdb_vm_set_state(vm, RDB_VM_MIGRATED, "handed over to %s at epoch "
 				 "%llu; this host's stopped QEMU (pid %d) could not "
 				 "be killed: %s", vm->cfg.peer,
@@ -352,11 +399,10 @@ static void migrated(struct rdb_primary *p)
 		return;
 	}
 	p->fenced = true;	/* nothing more leaves here */
-	p->migrated = true;
 	for (unsigned k = 0; k < RDB_NICS_MAX; k++)
-		rdb_buf_dispose(&p->ho_frames[k]);	/* the backup sends them */
-	p->ho_nframes = 0;
-	ho_reset(p);
+		rdb_buf_dispose(&p->ho.frames[k]);	/* the backup sends them */
+	p->ho.nframes = 0;
+	ho_reset(p, RDB_HO_MIGRATED);
 	if (!p->life->protection_cleanup(p))
 		LOGVM(ERROR, vm->name, "this host's disk image could not be "
 		      "synced after the handover: protecting the VM back here "
@@ -378,10 +424,9 @@ void rdb_pri_handover_answer(struct rdb_primary *p, const struct rdb_frame *f)
 	if ((p->ck.features & RDB_FEATURE_HANDOVER) &&
 	    rdb_msg_handover_parse(f, &verb, why, sizeof(why)) == 0 &&
 	    verb == RDB_HANDOVER_READY) {
-		if (!p->ho_preparing)
+		if (p->ho.phase != RDB_HO_PREPARING)
 			return;		/* late: the handover went on without */
-		p->ho_preparing = false;
-		p->ho_wanted = true;
+		rdb_pri_ho_enter(p, RDB_HO_WANTED);
 		if (why[0])
 			LOGVM(WARN, vm->name, "the backup is not prepared (%s): "
 			      "handing over all the same, the client's stall "
@@ -389,14 +434,14 @@ void rdb_pri_handover_answer(struct rdb_primary *p, const struct rdb_frame *f)
 		else
 			LOGVM(INFO, vm->name, "the backup is prepared (%.0f ms): "
 			      "handing over at the next checkpoint",
-			      (double)(rdb_now_ns() - p->ho_start_ns) /
+			      (double)(rdb_now_ns() - p->ho.start_ns) /
 			      RDB_NS_PER_MS);
 		return;
 	}
 	if (!(p->ck.features & RDB_FEATURE_HANDOVER) ||
 	    rdb_msg_handover_parse(f, &verb, why, sizeof(why)) < 0 ||
 	    (verb != RDB_HANDOVER_TAKEN && verb != RDB_HANDOVER_REFUSED) ||
-	    !p->ho_sent || f->epoch != p->ho_epoch) {
+	    p->ho.phase != RDB_HO_SENT || f->epoch != p->ho.epoch) {
 		p->life->drop_protection(p, "the backup's HANDOVER answers no "
 					"handover of ours");
 		return;
@@ -408,7 +453,7 @@ void rdb_pri_handover_answer(struct rdb_primary *p, const struct rdb_frame *f)
 	/* refused: the guest runs on here, protected as before; its held
 	 * output is committed (ACK of the epoch came first) and leaves */
 	ho_frames_hold_again(p);
-	ho_reset(p);
+	ho_reset(p, RDB_HO_NONE);
 	rdb_pri_release_output(p, vm->st.committed_epoch);
 	rc = p->life->resume_after_epoch(p);
 	if (rc < 0) {
@@ -426,17 +471,18 @@ void rdb_pri_handover_answer(struct rdb_primary *p, const struct rdb_frame *f)
 bool rdb_pri_handover_lost(struct rdb_primary *p, const char *why)
 {
 	struct rdb_vm *vm = p->vm;
-	uint64_t epoch = p->ho_epoch;
-	bool sent = p->ho_sent;
+	uint64_t epoch = p->ho.epoch;
+	bool sent = p->ho.phase == RDB_HO_SENT;
 
 	ho_frames_hold_again(p);	/* the decision says where they go */
-	ho_reset(p);
-	if (!sent || vm->peer_loss == RDB_PEER_LOSS_WITNESS)
+	if (!sent || vm->peer_loss == RDB_PEER_LOSS_WITNESS) {
+		ho_reset(p, RDB_HO_NONE);
 		return false;	/* the decision settles it: drop() */
+	}
 	/* Not known whether the backup runs it: the guest stays stopped
 	 * (QEMU waits for LOADED on the stream, which stays open). */
+	ho_reset(p, RDB_HO_STOPPED);
 	p->fenced = true;
-	p->ho_stopped = true;
 	p->ck.active = false;	/* (the stream stays open: see above) */
 	p->life->close_peer(p);
 	rdb_vm_set_state(vm, RDB_VM_FENCED, "%s while handing the VM over at "
@@ -451,20 +497,20 @@ bool rdb_pri_handover_lost(struct rdb_primary *p, const char *why)
 
 void rdb_pri_handover_tick(struct rdb_primary *p, uint64_t now)
 {
-	if (p->ho_preparing && now - p->ho_start_ns > PREPARE_DEADLINE_NS) {
+	if (p->ho.phase == RDB_HO_PREPARING &&
+	    now - p->ho.start_ns > PREPARE_DEADLINE_NS) {
 		LOGVM(WARN, p->vm->name, "the backup did not say it is prepared "
 		      "in 10 s: handing over all the same");
-		p->ho_preparing = false;
-		p->ho_wanted = true;
+		rdb_pri_ho_enter(p, RDB_HO_WANTED);
 	}
 	/* (the backup's restore deadline grows with what taking the
 	 * initial state took: so does this) */
-	if (p->ho_sent && now - p->ho_sent_ns > HANDOVER_DEADLINE_NS +
+	if (p->ho.phase == RDB_HO_SENT && now - p->ho.sent_ns > HANDOVER_DEADLINE_NS +
 	    2 * p->vm->st.initial_mem_ns) {
 		char why[128];
 
 		snprintf(why, sizeof(why), "the backup did not answer the "
-			 "handover in %.0f s", (double)(now - p->ho_sent_ns) /
+			 "handover in %.0f s", (double)(now - p->ho.sent_ns) /
 			 RDB_NS_PER_S);
 		p->life->drop_protection(p, why);
 	}
