@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # A libvirt domain shaped like a database VM: UEFI (OVMF, its variable
 # store an <nvram>), an OS disk (raw, virtio-blk), a data disk (qcow2
-# over a raw backing file, on a virtio-scsi controller), a CD-ROM, a
+# over a raw backing file, on a virtio-scsi controller), a WAL disk (raw,
+# SATA, on an AHCI controller), a CD-ROM, a
 # client NIC and a second NIC on another subnet; enrolled on both hosts
 # (one --tap per interface), attached, started and protected with
 # libvirt_restore, the primary's power pulled.  Checked:
-#  - enroll moved both writable disks (the SCSI one a scsi-hd on the
-#    controller's bus, the controller libvirt's), the variable store and
+#  - enroll moved the three writable disks (the SCSI one a scsi-hd on
+#    the controller's bus, the SATA one an ide-hd on the AHCI
+#    controller's port, the controllers libvirt's), the variable store and
 #    both NICs to remusdbd (the CD-ROM stays libvirt's), and the VM
 #    config attach derived from the domain has the data disk, the
 #    variable store and the second NIC;
@@ -15,14 +17,14 @@
 #  - the backup checked the CD-ROM's image, the qcow2 disk's backing
 #    file and the firmware's code against its own (read-only images);
 #  - after the pull: `virsh list` on the backup shows vm1 running,
-#    restored through libvirt, its QEMU on the three replicas' sockets
+#    restored through libvirt, its QEMU on the four replicas' sockets
 #    and both NICs' sockets; both clients' sequences contiguous on one
 #    connection each (I1 on both NICs); the restored guest's counter
 #    goes on past the last the primary's flash held, in the variable
 #    store's replica (live on the backup);
 #  - the replicas (the qcow2 one read through qemu-img) hold every
 #    record the client received, none past a gap: the guest's log is
-#    striped over both disks (record N on disk (N - 1) mod 2).
+#    striped over the three disks (record N on disk (N - 1) mod 3).
 #
 # Output: build/e2e/<run>/result.json.  Exit 0 pass, 1 fail, 77 skipped.
 set -u
@@ -64,17 +66,25 @@ else
 fi
 EOS
 chmod 0755 "$d/payload/etc/remusdb.d/20-efitick.sh"
-# the SCSI disk shows up once the controller's scan is done
+# the SCSI and SATA disks show up once their controllers' scans are
+# done, in either order: named by their bus (an ATA disk's vendor is
+# "ATA"), /dev/scsi-data and /dev/sata-wal
 cat > "$d/payload/etc/remusdb.d/05-sda.sh" <<'EOS'
 #!/bin/sh
 i=0
-while [ ! -b /dev/sda ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-[ -b /dev/sda ] || echo "REMUSDB-WARN: no /dev/sda after 10 s"
+while { [ ! -b /dev/sda ] || [ ! -b /dev/sdb ]; } && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+for s in sda sdb; do
+	[ -b /dev/$s ] || { echo "REMUSDB-WARN: no /dev/$s after 10 s"; continue; }
+	case "$(cat /sys/block/$s/device/vendor 2>/dev/null)" in
+	ATA*) ln -sf /dev/$s /dev/sata-wal ;;
+	*) ln -sf /dev/$s /dev/scsi-data ;;
+	esac
+done
 EOS
 chmod 0755 "$d/payload/etc/remusdb.d/05-sda.sh"
 bash "$RDB_ROOT/tools/mkguest.sh" --out "$d/guest" --payload "$d/payload" \
 	--static "$RDB_HELPERS/seqsrv" --module virtio_blk --module virtio_scsi \
-	--module sd_mod --module efivarfs >&2 ||
+	--module ahci --module sd_mod --module efivarfs >&2 ||
 	rdb_fail "guest build failed"
 export CL_GUEST=$d/guest
 # the highest counter in a variable store (the firmware appends each
@@ -96,12 +106,19 @@ export LV_OS_MORE="    <loader readonly='yes' type='pflash'>$ovmf_code</loader>
     <nvram template='$ovmf_vars'>$CL_DIR/pri/vm1_VARS.fd</nvram>"
 qemu-img create -q -f qcow2 -b "$base" -F raw "$CL_DIR/pri/vm1-data.qcow2" 64M ||
 	rdb_fail "qemu-img create"
+truncate -s 32M "$CL_DIR/pri/vm1-wal.img" "$CL_DIR/bak/vm1-wal.img" || rdb_fail "the WAL disk's image"
 export LV_MORE_DISKS="    <disk type='file' device='disk'>
       <driver name='qemu' type='qcow2'/>
       <source file='$CL_DIR/pri/vm1-data.qcow2'/>
       <target dev='sda' bus='scsi'/>
     </disk>
     <controller type='scsi' index='0' model='virtio-scsi'/>
+    <disk type='file' device='disk'>
+      <driver name='qemu' type='raw'/>
+      <source file='$CL_DIR/pri/vm1-wal.img'/>
+      <target dev='sdb' bus='sata'/>
+    </disk>
+    <controller type='sata' index='0'/>
     <disk type='file' device='cdrom'>
       <driver name='qemu' type='raw'/>
       <source file='$iso'/>
@@ -113,23 +130,25 @@ export LV_MORE_IFACES="    <interface type='bridge'>
       <source bridge='vmbr0'/>
       <model type='virtio'/>
     </interface>"
-export LV_GUEST_RUN="/usr/bin/seqsrv --port $CL_SEQ_PORT --interval-us 20000 --disk /dev/vda --disk /dev/sda"
+export LV_GUEST_RUN="/usr/bin/seqsrv --port $CL_SEQ_PORT --interval-us 20000 --disk /dev/vda --disk /dev/scsi-data --disk /dev/sata-wal"
 export LV_ENROLL_ARGS="--tap vmtap1"
 lv_pair_protected || rdb_fail "the protected libvirt domain did not come up (logs in $CL_DIR)"
-echo "libvirtd on both hosts, vm1 (UEFI, 2 disks, a CD-ROM, 2 NICs) enrolled on both, protected after $(ms_since "$t0") ms"
+echo "libvirtd on both hosts, vm1 (UEFI, 3 disks, a CD-ROM, 2 NICs) enrolled on both, protected after $(ms_since "$t0") ms"
 
-# enroll's work: three NBD disks (the last the variable store, pflash1)
+# enroll's work: four NBD disks (the last the variable store, pflash1)
 # and two netdevs, the CD-ROM libvirt's
 lv_virsh pri dumpxml vm1 > "$CL_DIR/pri-domain.xml"
 grep -q "vm1.disk1" "$CL_DIR/pri-domain.xml" && grep -q "id=net1" "$CL_DIR/pri-domain.xml" &&
-	grep -q "vm1.disk2" "$CL_DIR/pri-domain.xml" && grep -q "pflash1=rdbnvram" "$CL_DIR/pri-domain.xml" &&
+	grep -q "vm1.disk2" "$CL_DIR/pri-domain.xml" && grep -q "vm1.disk3" "$CL_DIR/pri-domain.xml" &&
+	grep -q "pflash1=rdbnvram" "$CL_DIR/pri-domain.xml" &&
 	grep -q "scsi-hd&quot;,&quot;bus&quot;:&quot;scsi0.0&quot;" "$CL_DIR/pri-domain.xml" &&
+	grep -q "ide-hd&quot;,&quot;bus&quot;:&quot;sata0.1&quot;" "$CL_DIR/pri-domain.xml" &&
 	grep -q "device=\"cdrom\"\|device='cdrom'" "$CL_DIR/pri-domain.xml" ||
 	rdb_fail "enroll did not move the disks, the variable store and the NICs (see $CL_DIR/pri-domain.xml)"
 pst=$(cl_ctl pri status vm1 --json) || rdb_fail "no primary status"
-[ "$(jq '[.vms[0].devices[] | select(.kind == "disk")] | length' <<<"$pst")" = 3 ] &&
+[ "$(jq '[.vms[0].devices[] | select(.kind == "disk")] | length' <<<"$pst")" = 4 ] &&
 	[ "$(jq '[.vms[0].devices[] | select(.kind == "nic")] | length' <<<"$pst")" = 2 ] ||
-	rdb_fail "the primary protects $(jq -c '[.vms[0].devices[] | .kind]' <<<"$pst"), not 3 disks and 2 NICs"
+	rdb_fail "the primary protects $(jq -c '[.vms[0].devices[] | .kind]' <<<"$pst"), not 4 disks and 2 NICs"
 grep -q "REMUSDB-EFI: efivarfs mounted" "$CL_DIR/pri/console.log" ||
 	rdb_fail "the guest did not boot through UEFI: $(grep REMUSDB-WARN "$CL_DIR/pri/console.log" | tail -n 1)"
 grep -q "read-only image $ovmf_code: the same here" "$CL_DIR/bak/remusdbd.log" ||
@@ -179,7 +198,8 @@ grep -Eq '^ *[0-9]+ +vm1 +running$' "$CL_DIR/bak-virsh-list.txt" ||
 	rdb_fail "virsh list on the backup does not show vm1 running: $(cat "$CL_DIR/bak-virsh-list.txt")"
 qpid=$(jq -r '.vms[0].qemu_pid' "$CL_DIR/bak-status.json")
 tr '\0' '\n' < "/proc/$qpid/cmdline" > "$CL_DIR/bak-qemu.argv" || rdb_fail "no QEMU $qpid on the backup"
-for s in "$CL_DIR/bak/run/vm1.disk" "$CL_DIR/bak/run/vm1.disk1" "$CL_DIR/bak/run/vm1.disk2" pflash1=rdbnvram \
+for s in "$CL_DIR/bak/run/vm1.disk" "$CL_DIR/bak/run/vm1.disk1" "$CL_DIR/bak/run/vm1.disk2" \
+	"$CL_DIR/bak/run/vm1.disk3" pflash1=rdbnvram \
 	"addr.path=$CL_DIR/bak/run/vm1.net," "addr.path=$CL_DIR/bak/run/vm1.net1,"; do
 	grep -qF "$s" "$CL_DIR/bak-qemu.argv" ||
 		rdb_fail "the restored QEMU lacks $s (see $CL_DIR/bak-qemu.argv)"
@@ -188,24 +208,24 @@ done
 # every record the client got is on the replicas, none past a gap
 last=$(jq -r .last "$CL_DIR/seqcheck.json")
 mapfile -t reps < <(jq -r '.vms[0].disks[].replica' "$CL_DIR/bak-status.json")
-[ "${#reps[@]}" = 3 ] || rdb_fail "the backup kept ${#reps[@]} replicas, not 3"
+[ "${#reps[@]}" = 4 ] || rdb_fail "the backup kept ${#reps[@]} replicas, not 4"
 # the restored guest's counter, past the primary's last, in the replica
 # of the variable store (written on this host since the failover)
 wait_for 20 "the restored guest's UEFI variable in the replica" \
-	bash -c "[ \"\$(ticks '${reps[2]}')\" -gt '$tick_pri' ]" ||
-	rdb_fail "the variable store's replica ${reps[2]} has no counter past $tick_pri (the primary's last): $(ticks "${reps[2]}")"
+	bash -c "[ \"\$(ticks '${reps[3]}')\" -gt '$tick_pri' ]" ||
+	rdb_fail "the variable store's replica ${reps[3]} has no counter past $tick_pri (the primary's last): $(ticks "${reps[3]}")"
 # ...and every counter before it: what the primary's guest set came with
 # the checkpoints (each value is a variable of its own); one copy read
 # for both (the guest sets the next meanwhile)
-cp "${reps[2]}" "$CL_DIR/vars-replica.fd" || rdb_fail "copying the variable store's replica"
+cp "${reps[3]}" "$CL_DIR/vars-replica.fd" || rdb_fail "copying the variable store's replica"
 tick_bak=$(ticks "$CL_DIR/vars-replica.fd")
 nticks=$(grep -ao 'rdb-tick-[0-9]\{8\}' "$CL_DIR/vars-replica.fd" | sort -u | wc -l)
 [ "$nticks" = "$tick_bak" ] ||
 	rdb_fail "the variable store's replica holds $nticks of the counters 1..$tick_bak: the primary's were not all replicated"
 lv_virsh bak destroy vm1 >/dev/null || rdb_fail "virsh destroy on the backup"
 qemu-img convert -U -f qcow2 -O raw "${reps[1]}" "$CL_DIR/rep1.raw" || rdb_fail "qemu-img convert ${reps[1]}"
-check=$("$RDB_HELPERS/diskseq" --check-set "$last" "${reps[0]}" "$CL_DIR/rep1.raw")
+check=$("$RDB_HELPERS/diskseq" --check-set "$last" "${reps[0]}" "$CL_DIR/rep1.raw" "${reps[2]}")
 [ $? -le 1 ] || rdb_fail "diskseq --check-set: $check"
 jq -e '.missing == 0 and .after_gap == 0' <<<"$check" >/dev/null ||
 	rdb_fail "the replicas are not one epoch's state: $check (the client had 1..$last)"
-echo "PASS: UEFI libvirt domain with 2 disks (one qcow2 on virtio-scsi), a CD-ROM, 2 NICs and an OVMF variable store: enrolled, protected, restored through the backup's libvirt after the power pull (virsh list: running); both NICs' sequences contiguous (to $last and $(jq .last "$CL_DIR/seqcheck2.json")); every record on the replicas; the guest's UEFI counter $tick_pri on the primary's flash, $tick_bak in the replica after; whole test $(ms_since "$t0") ms"
+echo "PASS: UEFI libvirt domain with 3 disks (one qcow2 on virtio-scsi, one on SATA), a CD-ROM, 2 NICs and an OVMF variable store: enrolled, protected, restored through the backup's libvirt after the power pull (virsh list: running); both NICs' sequences contiguous (to $last and $(jq .last "$CL_DIR/seqcheck2.json")); every record on the replicas; the guest's UEFI counter $tick_pri on the primary's flash, $tick_bak in the replica after; whole test $(ms_since "$t0") ms"
