@@ -521,9 +521,9 @@ static enum rdb_out_gate dev_gate(void *opaque)
 {
 	struct rdb_primary *p = opaque;
 
-	if (p->fenced)
+	if (rdb_pri_fenced(p))
 		return RDB_OUT_DROP;	/* the other copy runs */
-	if (p->deciding || p->owner_held)
+	if (rdb_pri_deciding(p) || p->owner_held)
 		return RDB_OUT_HOLD;	/* held whatever the mode: I6 */
 	if (!p->ck.active || p->initial_open)
 		return RDB_OUT_WIRE;
@@ -1553,7 +1553,7 @@ bool rdb_pri_protection_cleanup(struct rdb_primary *p)
 	rdb_pri_guest_control_stop(p);
 	connect_cancel(p);
 	colo_cancel(p);
-	if (p->fenced)
+	if (rdb_pri_fenced(p))
 		rdb_pri_discard_output(p);
 
 	p->ck.active = false;
@@ -2059,13 +2059,13 @@ int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 	 * unprotected: protect again from scratch (a new backup link, the
 	 * whole disk copied again, a new COLO run in the same QEMU), in the
 	 * mode asked now. */
-	if (vm && (vm->pri->deciding || vm->pri->fenced)) {
+	if (vm && (rdb_pri_deciding(vm->pri) || rdb_pri_fenced(vm->pri))) {
 		snprintf(err, errlen, "VM %s is %s: %s", cfg->name,
 			 rdb_vm_state_name(vm->state), vm->pri->ho.phase == RDB_HO_MIGRATED ?
 			 "it was handed over to its backup and runs there" :
 			 vm->pri->ho.phase == RDB_HO_STOPPED ?
 			 "its guest is stopped (a handover the link cut short)" :
-			 vm->pri->fenced ?
+			 rdb_pri_fenced(vm->pri) ?
 			 "it lost the failover decision and its guest is "
 			 "stopped (the backup's copy runs)" :
 			 "which host runs it is being decided");
@@ -2435,7 +2435,7 @@ int rdb_primary_unprotect(struct rdb_vm *vm, bool force, char *msg,
 
 	if (!p)
 		return -ENOENT;
-	if (p->deciding && !force) {
+	if (rdb_pri_deciding(p) && !force) {
 		snprintf(msg, msglen, "%s is deciding which host runs it (%s); "
 			 "`remusdbctl unprotect --force %s` runs it here now, "
 			 "unprotected: only if the backup's copy is certainly not "
@@ -2484,26 +2484,26 @@ int rdb_primary_unprotect(struct rdb_vm *vm, bool force, char *msg,
 	if (p->ho.phase == RDB_HO_STOPPED) {
 		/* closing the stream lets QEMU leave COLO: the guest runs */
 		rdb_pri_ho_enter(p, RDB_HO_NONE);
-		p->fenced = false;
+		rdb_pri_dec_enter(p, RDB_DEC_NONE);
 		rdb_pri_protection_cleanup(p);
 		rdb_vm_set_state(vm, RDB_VM_UNPROTECTED, "operator unprotect "
 				 "--force: the guest stopped at the handover runs "
 				 "again here");
 		return 0;
 	}
-	if (p->fenced && !force) {
+	if (rdb_pri_fenced(p) && !force) {
 		snprintf(msg, msglen, "%s lost the failover decision: its guest is "
 			 "stopped because the backup runs it; `remusdbctl "
 			 "unprotect --force %s` resumes it here (two copies if "
 			 "the backup's runs)", vm->name, vm->name);
 		return -EPERM;
 	}
-	if (p->deciding) {
+	if (rdb_pri_deciding(p)) {
 		rdb_pri_decided_run(p, "the operator decided (unprotect --force)");
 		rdb_vm_set_state(vm, RDB_VM_UNPROTECTED, "operator unprotect --force");
 		return 0;
 	}
-	if (p->fenced) {
+	if (rdb_pri_fenced(p)) {
 		char e[300] = "";
 		int rc = p->ctl ? 0 :
 			p->hv->ctl_open(&p->ctl, vm->cfg.qmp, vm->name,
@@ -2517,7 +2517,7 @@ int rdb_primary_unprotect(struct rdb_vm *vm, bool force, char *msg,
 				 p->hv->ctl_error(p->ctl) : strerror(-rc));
 			return rc;
 		}
-		p->fenced = false;
+		rdb_pri_dec_enter(p, RDB_DEC_NONE);
 		rdb_vm_set_state(vm, RDB_VM_UNPROTECTED, "operator unprotect --force: "
 				 "the fenced guest runs again");
 		return 0;
@@ -2536,7 +2536,7 @@ int rdb_primary_unprotect(struct rdb_vm *vm, bool force, char *msg,
 		/* Tell the backup first: otherwise it would see a failure. */
 		rdb_pri_close_peer(p);
 		rdb_pri_drop_protection(p, "operator unprotect");
-		if (p->deciding) {
+		if (rdb_pri_deciding(p)) {
 			/* the backup may not have heard us: it ends as decided */
 			p->unprotect_pending = true;
 			snprintf(msg, msglen, "%s: output held until the witness "
@@ -2563,7 +2563,7 @@ int rdb_primary_detach(struct rdb_vm *vm, bool force, char *msg,
 	case RDB_VM_FENCED:
 	case RDB_VM_FAILED:
 	case RDB_VM_MIGRATED:
-		if (!p->registering && !p->ck.active && !p->deciding &&
+		if (!p->registering && !p->ck.active && !rdb_pri_deciding(p) &&
 		    p->ho.phase != RDB_HO_PREPARING && p->ho.phase != RDB_HO_SENT)
 			break;
 		/* fall through */

@@ -108,6 +108,41 @@ static uint64_t on_guest_tick(struct rdb_evloop *loop, uint64_t id, void *opaque
 	return GUEST_TICK_NS;
 }
 
+static const char *const dec_phase_names[RDB_DEC__MAX] = {
+	[RDB_DEC_NONE] = "none",
+	[RDB_DEC_DECIDING] = "deciding",
+	[RDB_DEC_PAUSED] = "paused",
+	[RDB_DEC_FENCED] = "fenced",
+};
+
+/* The decision's phases and the changes each may make (primary_int.h):
+ * the one place they are written. */
+#define TO(ph) (1u << RDB_DEC_##ph)
+static const uint32_t dec_next[RDB_DEC__MAX] = {
+	[RDB_DEC_NONE] = TO(DECIDING) | TO(FENCED),
+	[RDB_DEC_DECIDING] = TO(PAUSED) | TO(NONE) | TO(FENCED),
+	[RDB_DEC_PAUSED] = TO(NONE) | TO(FENCED),
+	[RDB_DEC_FENCED] = TO(NONE),
+};
+#undef TO
+
+void rdb_pri_dec_enter(struct rdb_primary *p, enum rdb_dec_phase to)
+{
+	enum rdb_dec_phase from = p->dec_phase;
+
+	if (to == from)
+		return;
+	if (to >= RDB_DEC__MAX)
+		return;
+	if (!(dec_next[from] & (1u << to))) {
+		p->vm->st.unlisted_changes++;
+		LOGVM(ERROR, p->vm->name, "decision phase %s -> %s is not in the "
+		      "lifecycle's table (primary_decide.c): a bug; made all "
+		      "the same", dec_phase_names[from], dec_phase_names[to]);
+	}
+	p->dec_phase = to;
+}
+
 /* Asks for the guest stopped (or running); confirmed later if QEMU is
  * busy.  Returns 0, or the error of a QEMU that cannot be reached. */
 static int guest_want(struct rdb_primary *p, bool stopped)
@@ -135,7 +170,8 @@ void rdb_pri_guest_control_stop(struct rdb_primary *p)
 
 static void decide_end(struct rdb_primary *p)
 {
-	p->deciding = false;
+	if (rdb_pri_deciding(p))
+		rdb_pri_dec_enter(p, RDB_DEC_NONE);
 	if (p->decide_timer)
 		rdb_evloop_del_timer(p->d->loop, p->decide_timer);
 	p->decide_timer = 0;
@@ -148,19 +184,20 @@ void rdb_pri_decided_run(struct rdb_primary *p, const char *how)
 {
 	struct rdb_vm *vm = p->vm;
 	uint64_t held = rdb_pri_held_frames(p);
+	bool paused;
 	int rc;
 
-	if (!p->deciding)
+	if (!rdb_pri_deciding(p))
 		return;
+	paused = p->dec_phase == RDB_DEC_PAUSED;
 	decide_end(p);
 	vm->st.decisions_won++;
 	rdb_pri_release_output(p, UINT64_MAX);
-	if (p->hold_paused) {
+	if (paused) {
 		rc = guest_want(p, false);
 		if (rc < 0)
 			LOGVM(ERROR, vm->name, "resuming the guest paused at the "
 			      "hold bound: %s (QMP cont is needed)", strerror(-rc));
-		p->hold_paused = false;
 	}
 	rdb_vm_set_state(vm, p->unprotect_pending ? RDB_VM_UNPROTECTED :
 			 RDB_VM_DEGRADED, "%s after %.0f ms: runs on "
@@ -180,7 +217,7 @@ static void decided_stop(struct rdb_primary *p, const char *holder)
 	decide_end(p);
 	p->unprotect_pending = false;
 	vm->st.decisions_lost++;
-	p->fenced = true;
+	rdb_pri_dec_enter(p, RDB_DEC_FENCED);
 	rc = guest_want(p, true);
 	n = rdb_pri_discard_output(p);
 	if (rc < 0)
@@ -198,7 +235,7 @@ static void on_claim(void *opaque, const struct rdb_witness_result *r)
 	struct rdb_vm *vm = p->vm;
 
 	p->witness_req = 0;
-	if (!p->deciding)
+	if (!rdb_pri_deciding(p))
 		return;
 	switch (r->outcome) {
 	case RDB_WITNESS_WON:
@@ -214,7 +251,8 @@ static void on_claim(void *opaque, const struct rdb_witness_result *r)
 		    p->decide_attempts % 20 == 0)
 			LOGVM(WARN, vm->name, "the witness did not decide (try %u): "
 			      "%s; output stays held%s", p->decide_attempts,
-			      r->error, p->hold_paused ? ", guest paused" : "");
+			      r->error, p->dec_phase == RDB_DEC_PAUSED ?
+			      ", guest paused" : "");
 		snprintf(p->witness_error, sizeof(p->witness_error), "%s", r->error);
 		p->retry_at_ns = rdb_now_ns() + WITNESS_RETRY_NS;
 		break;
@@ -246,11 +284,11 @@ static uint64_t on_decide_tick(struct rdb_evloop *loop, uint64_t id,
 	uint64_t now = rdb_now_ns();
 	int rc;
 
-	if (!p->deciding) {
+	if (!rdb_pri_deciding(p)) {
 		p->decide_timer = 0;
 		return 0;
 	}
-	if (!p->hold_paused && now - p->decide_start_ns >=
+	if (p->dec_phase != RDB_DEC_PAUSED && now - p->decide_start_ns >=
 	    (uint64_t)vm->cfg.hold_bound_ms * RDB_NS_PER_MS) {
 		rc = guest_want(p, true);
 		if (rc < 0) {
@@ -259,7 +297,7 @@ static uint64_t on_decide_tick(struct rdb_evloop *loop, uint64_t id,
 			LOGVM(ERROR, vm->name, "pausing the guest at the hold bound: %s",
 			      strerror(-rc));
 		} else {
-			p->hold_paused = true;
+			rdb_pri_dec_enter(p, RDB_DEC_PAUSED);
 			vm->st.hold_pauses++;
 			LOGVM(WARN, vm->name, "no decision within hold_bound_ms = %u: "
 			      "guest paused, %" PRIu64 " frames held (%s)",
@@ -280,10 +318,9 @@ void rdb_pri_decide_start(struct rdb_primary *p, const char *why)
 {
 	struct rdb_vm *vm = p->vm;
 
-	if (p->deciding || p->fenced)
+	if (p->dec_phase != RDB_DEC_NONE)
 		return;
-	p->deciding = true;
-	p->hold_paused = false;
+	rdb_pri_dec_enter(p, RDB_DEC_DECIDING);
 	p->decide_start_ns = rdb_now_ns();
 	p->decide_attempts = 0;
 	p->retry_at_ns = 0;
@@ -310,7 +347,7 @@ void rdb_pri_decide_start(struct rdb_primary *p, const char *why)
 
 void rdb_pri_decide_cancel(struct rdb_primary *p)
 {
-	if (p->deciding) {
+	if (rdb_pri_deciding(p)) {
 		decide_end(p);
 		rdb_pri_discard_output(p);
 	}
@@ -359,7 +396,7 @@ static void owner_fence(struct rdb_primary *p, const char *why)
 	n = 0;
 	for (unsigned i = 0; i < p->nnics; i++)
 		n += rdb_pri_nic_discard_held(p->nics[i]);
-	p->fenced = true;
+	rdb_pri_dec_enter(p, RDB_DEC_FENCED);
 	/* the witness's answer decided it: a decision, lost */
 	vm->st.decisions++;
 	vm->st.decisions_lost++;
@@ -430,7 +467,7 @@ void rdb_pri_register_cancel(struct rdb_primary *p)
 	if (p->registering && p->witness_req > 0)
 		rdb_witness_cancel(p->d->witness, p->witness_req);
 	p->registering = false;
-	if (!p->deciding)
+	if (!rdb_pri_deciding(p))
 		p->witness_req = 0;
 }
 
@@ -548,9 +585,9 @@ void rdb_pri_owner_check(struct rdb_primary *p)
 
 void rdb_pri_owner_check_pause(struct rdb_primary *p)
 {
-	if (!p->registering && p->witness_req > 0 && !p->deciding)
+	if (!p->registering && p->witness_req > 0 && !rdb_pri_deciding(p))
 		rdb_witness_cancel(p->d->witness, p->witness_req);
-	if (!p->registering && !p->deciding)
+	if (!p->registering && !rdb_pri_deciding(p))
 		p->witness_req = 0;
 	if (p->attach_timer)
 		rdb_evloop_del_timer(p->d->loop, p->attach_timer);

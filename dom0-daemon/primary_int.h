@@ -96,6 +96,25 @@ struct rdb_pri_life {
  *   (the link lost, no witness: the guest kept stopped) -> none (operator
  *   unprotect --force); preparing and wanted -> none (protection ends).
  */
+/*
+ * The failover decision's phase (primary_decide.c), its legal changes in
+ * one table there (rdb_pri_dec_enter):
+ *   none -> deciding (protection dropped, the peer lost: every output
+ *   frame held) -> paused (no decision within hold_bound_ms: the guest
+ *   paused too); deciding, paused -> none (won: the output leaves; or
+ *   cancelled) | fenced (lost: the guest stopped, its output dropped);
+ *   none -> fenced (the witness names another owner at attach or
+ *   protect; a switchover's end); fenced -> none (operator unprotect
+ *   --force).
+ */
+enum rdb_dec_phase {
+	RDB_DEC_NONE,
+	RDB_DEC_DECIDING,
+	RDB_DEC_PAUSED,
+	RDB_DEC_FENCED,
+	RDB_DEC__MAX
+};
+
 enum rdb_ho_phase {
 	RDB_HO_NONE,
 	RDB_HO_PREPARING,	/* migrate: the backup prepares */
@@ -240,9 +259,7 @@ struct rdb_primary {
 	char owner_reason[32];		/* how it came: "attached", "protect" */
 	uint64_t attach_timer;		/* the check's next try (no answer yet) */
 	unsigned attach_attempts;
-	bool deciding;			/* peer lost: output held until decided */
-	bool fenced;			/* lost: guest stopped, output dropped */
-	bool hold_paused;		/* deciding: paused at hold_bound_ms */
+	enum rdb_dec_phase dec_phase;	/* the decision's (below) */
 	bool unprotect_pending;		/* operator unprotect waits on it */
 	uint64_t decide_start_ns, decide_timer, retry_at_ns;
 	int64_t witness_req;
@@ -317,6 +334,19 @@ int rdb_pri_resume_after_epoch(struct rdb_primary *p);
 
 /* primary_migrate.c: a planned switchover */
 /* True: epoch is the handover's (the guest stays stopped after it). */
+/* The decision's phase changes to `to`, by its table (primary_decide.c);
+ * one the table does not list is logged as a bug (and made). */
+void rdb_pri_dec_enter(struct rdb_primary *p, enum rdb_dec_phase to);
+/* Deciding (output held, maybe the guest paused); fenced (this copy lost:
+ * it emits nothing). */
+static inline bool rdb_pri_deciding(const struct rdb_primary *p)
+{
+	return p->dec_phase == RDB_DEC_DECIDING || p->dec_phase == RDB_DEC_PAUSED;
+}
+static inline bool rdb_pri_fenced(const struct rdb_primary *p)
+{
+	return p->dec_phase == RDB_DEC_FENCED;
+}
 /* The switchover's phase changes to `to`, by its table; one the table
  * does not list is logged as a bug (and made). */
 void rdb_pri_ho_enter(struct rdb_primary *p, enum rdb_ho_phase to);

@@ -386,7 +386,7 @@ static void migrated(struct rdb_primary *p)
 		      "but this host's QEMU (pid %d) could not be killed: %s; "
 		      "its guest stays stopped while remusdbd runs: kill it",
 		      (unsigned long long)epoch, (int)pid, strerror(-rc));
-		p->fenced = true;
+		rdb_pri_dec_enter(p, RDB_DEC_FENCED);
 		p->ck.active = false;	/* (its end is no drop: no decision) */
 		p->life->close_peer(p);
 		for (unsigned k = 0; k < RDB_NICS_MAX; k++)
@@ -398,7 +398,7 @@ static void migrated(struct rdb_primary *p)
 				 (unsigned long long)epoch, (int)pid, strerror(-rc));
 		return;
 	}
-	p->fenced = true;	/* nothing more leaves here */
+	rdb_pri_dec_enter(p, RDB_DEC_FENCED);	/* nothing more leaves here */
 	for (unsigned k = 0; k < RDB_NICS_MAX; k++)
 		rdb_buf_dispose(&p->ho.frames[k]);	/* the backup sends them */
 	p->ho.nframes = 0;
@@ -482,7 +482,7 @@ bool rdb_pri_handover_lost(struct rdb_primary *p, const char *why)
 	/* Not known whether the backup runs it: the guest stays stopped
 	 * (QEMU waits for LOADED on the stream, which stays open). */
 	ho_reset(p, RDB_HO_STOPPED);
-	p->fenced = true;
+	rdb_pri_dec_enter(p, RDB_DEC_FENCED);
 	p->ck.active = false;	/* (the stream stays open: see above) */
 	p->life->close_peer(p);
 	rdb_vm_set_state(vm, RDB_VM_FENCED, "%s while handing the VM over at "
