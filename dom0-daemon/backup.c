@@ -90,6 +90,21 @@ struct bak_disk {
 	char wmap_path[512];		/* after failover: blocks written since */
 };
 
+/*
+ * A switchover on the backup's side, its phases and their legal changes
+ * in one table (bak_ho_next):
+ *   none -> asked (HANDOVER REQUEST: the claim at the witness under way)
+ *   -> planned (claimed: the restore is a handover's; after it, the last
+ *   failover was one) | none (refused, or the link broke: a decision like
+ *   any other); planned -> none (the restore failed: the VM given back).
+ */
+enum bak_ho_phase {
+	BAK_HO_NONE,
+	BAK_HO_ASKED,
+	BAK_HO_PLANNED,
+	BAK_HO__MAX
+};
+
 struct rdb_backup {
 	struct rdb_vm *vm;
 	struct rdb_daemon *d;
@@ -161,9 +176,9 @@ struct rdb_backup {
 	char decide_why[200];
 	char witness_error[256];
 	/* a planned switchover (primary_migrate.c): the primary stopped its
-	 * guest after epoch ho_epoch and asks this host to run it */
-	bool handover;			/* asked, not answered yet */
-	bool planned;			/* the restore is a handover's */
+	 * guest after epoch ho_epoch and asks this host to run it (ho_phase:
+	 * its table is bak_ho_next) */
+	enum bak_ho_phase ho_phase;
 	bool prepared;			/* its QEMU waits (handover_prepare) */
 	uint64_t ho_epoch;
 	/* OUTPUT of epoch ho_out_epoch, by NIC (the frames' device) */
@@ -197,6 +212,37 @@ struct rdb_backup {
 	struct rdb_buf guest_out;
 	uint64_t guest_out_frames, guest_out_dropped;
 };
+
+static const char *const bak_ho_names[BAK_HO__MAX] = {
+	[BAK_HO_NONE] = "none",
+	[BAK_HO_ASKED] = "asked",
+	[BAK_HO_PLANNED] = "planned",
+};
+
+/* The switchover's phases and the changes each may make (above): the one
+ * place they are written. */
+#define TO(ph) (1u << BAK_HO_##ph)
+static const uint32_t bak_ho_next[BAK_HO__MAX] = {
+	[BAK_HO_NONE] = TO(ASKED),
+	[BAK_HO_ASKED] = TO(PLANNED) | TO(NONE),
+	[BAK_HO_PLANNED] = TO(NONE),
+};
+#undef TO
+
+static void ho_enter(struct rdb_backup *b, enum bak_ho_phase to)
+{
+	enum bak_ho_phase from = b->ho_phase;
+
+	if (to == from || to >= BAK_HO__MAX)
+		return;
+	if (!(bak_ho_next[from] & (1u << to))) {
+		b->vm->st.unlisted_changes++;
+		LOGVM(ERROR, b->vm->name, "switchover phase %s -> %s is not in "
+		      "the lifecycle's table (backup.c): a bug; made all the "
+		      "same", bak_ho_names[from], bak_ho_names[to]);
+	}
+	b->ho_phase = to;
+}
 
 /* The handed-over output, every NIC's: emptied, or freed (dispose). */
 static void ho_out_reset(struct rdb_backup *b, bool dispose)
@@ -1219,7 +1265,7 @@ static void on_claim(void *opaque, const struct rdb_witness_result *r)
 	b->witness_req = 0;
 	if (!b->deciding)
 		return;
-	if (b->handover) {
+	if (b->ho_phase == BAK_HO_ASKED) {
 		handover_decided(b, r);
 		return;
 	}
@@ -1286,10 +1332,10 @@ static void primary_lost(struct rdb_backup *b, const char *why)
 {
 	struct rdb_vm *vm = b->vm;
 
-	if (b->handover) {
+	if (b->ho_phase == BAK_HO_ASKED) {
 		/* the link broke mid-handover: a decision like any other
 		 * (a claim already won is recognised as won, witness.h) */
-		b->handover = false;
+		ho_enter(b, BAK_HO_NONE);
 		decide_end(b);
 	}
 	if (vm->peer_loss == RDB_PEER_LOSS_UNSAFE_AUTO) {
@@ -1486,8 +1532,7 @@ static void handover_go(struct rdb_backup *b)
 	struct rdb_vm *vm = b->vm;
 	char why[300];
 
-	b->handover = false;
-	b->planned = true;
+	ho_enter(b, BAK_HO_PLANNED);
 	snprintf(why, sizeof(why), "planned migration: the primary %s stopped "
 		 "the guest after epoch %llu and handed it over", b->primary_node,
 		 (unsigned long long)b->ho_epoch);
@@ -1516,7 +1561,7 @@ static void handover_decided(struct rdb_backup *b,
 			 r->error);
 		break;
 	}
-	b->handover = false;
+	ho_enter(b, BAK_HO_NONE);
 	ho_out_reset(b, false);		/* the primary sends it after all */
 	if (handover_refuse(b, b->ho_epoch, why) < 0)
 		link_lost(b, "out of memory refusing a handover");
@@ -1533,7 +1578,7 @@ static int handle_output(struct rdb_backup *b, const struct rdb_frame *f)
 	uint64_t n = 0;
 	int rc;
 
-	if (!(b->st.features & RDB_FEATURE_HANDOVER) || b->handover ||
+	if (!(b->st.features & RDB_FEATURE_HANDOVER) || b->ho_phase == BAK_HO_ASKED ||
 	    !b->have_committed || f->epoch != b->vm->st.committed_epoch ||
 	    f->device >= rdb_vm_config_nnics(&b->vm->cfg) ||
 	    rdb_msg_output_begin(f, &it) < 0)
@@ -1624,9 +1669,9 @@ static int handle_handover(struct rdb_backup *b, const struct rdb_frame *f)
 	if (!(b->st.features & RDB_FEATURE_HANDOVER) ||
 	    rdb_msg_handover_parse(f, &verb, why, sizeof(why)) < 0)
 		return -EPROTO;
-	if (verb == RDB_HANDOVER_PREPARE && !b->handover && !b->deciding)
+	if (verb == RDB_HANDOVER_PREPARE && b->ho_phase != BAK_HO_ASKED && !b->deciding)
 		return handover_prepare(b);
-	if (verb != RDB_HANDOVER_REQUEST || b->handover || b->deciding)
+	if (verb != RDB_HANDOVER_REQUEST || b->ho_phase == BAK_HO_ASKED || b->deciding)
 		return -EPROTO;
 	if (!b->have_committed || f->epoch != vm->st.committed_epoch ||
 	    vm->state != RDB_VM_PROTECTED) {
@@ -1648,7 +1693,7 @@ static int handle_handover(struct rdb_backup *b, const struct rdb_frame *f)
 			     "as the primary handed the VM over");
 		return 0;
 	}
-	b->handover = true;
+	ho_enter(b, BAK_HO_ASKED);
 	b->ho_epoch = f->epoch;
 	if (b->ho_out_epoch != f->epoch)
 		ho_out_reset(b, false);		/* of another epoch: stale */
@@ -1691,7 +1736,7 @@ static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
 	if (b->fd < 0) {
 		/* a handover's restore: the old primary, its guest stopped,
 		 * waits for the answer and hears that this host lives */
-		if (b->planned && b->linger_fd >= 0 &&
+		if (b->ho_phase == BAK_HO_PLANNED && b->linger_fd >= 0 &&
 		    vm->state == RDB_VM_FAILING_OVER) {
 			rdb_proto_put_heartbeat(&b->out, ++b->hb_seq, now);
 			rdb_buf_write_fd(&b->out, b->linger_fd);
@@ -2552,7 +2597,7 @@ static void handover_undo(struct rdb_backup *b, const char *err)
 	struct rdb_vm *vm = b->vm;
 	int64_t id = -1;
 
-	b->planned = false;
+	ho_enter(b, BAK_HO_NONE);
 	snprintf(b->decide_why, sizeof(b->decide_why), "%s", err);
 	if (vm->peer_loss == RDB_PEER_LOSS_WITNESS)
 		id = rdb_witness_return(b->d->witness, vm->name, b->registered,
@@ -2588,12 +2633,12 @@ static void failover_failed(struct rdb_backup *b, int rc)
 			 "%s%s", (unsigned long long)vm->st.committed_epoch,
 			 strerror(-rc), may_run ? "; its guest may still run "
 			 "here" : "");
-	if (b->planned && may_run) {
+	if (b->ho_phase == BAK_HO_PLANNED && may_run) {
 		/* The old copy must not resume beside one that may run: the
 		 * claim stays here, the old primary hears nothing and loses
 		 * its decision (fenced, stopped).  The operator finds which
 		 * copy is left. */
-		b->planned = false;
+		ho_enter(b, BAK_HO_NONE);
 		LOGVM(ERROR, vm->name, "handover of epoch %llu: the failed "
 		      "restore's guest could not be shown gone, so the VM stays "
 		      "claimed by this host and the old primary stays stopped "
@@ -2601,7 +2646,7 @@ static void failover_failed(struct rdb_backup *b, int rc)
 		      "--force` there resumes it",
 		      (unsigned long long)b->ho_epoch);
 		drain_end(b);
-	} else if (b->planned) {
+	} else if (b->ho_phase == BAK_HO_PLANNED) {
 		handover_undo(b, strerror(-rc));
 	}
 }
@@ -2629,7 +2674,7 @@ static void on_restore_done(void *opaque)
 		failover_failed(b, rc);
 		return;
 	}
-	if (vm->cfg.event_port && !b->planned) {
+	if (vm->cfg.event_port && b->ho_phase != BAK_HO_PLANNED) {
 		snprintf(ev_path, sizeof(ev_path), "%s/%s.event", b->d->cfg.run_dir,
 			 vm->name);
 		send_failover_event(b, ev_path, rdb_stage_committed(&b->st)->epoch);
@@ -2649,7 +2694,7 @@ static void on_restore_done(void *opaque)
 	b->running_ns = b->rs.running_ns ? b->rs.running_ns : rdb_now_ns();
 	guest_held_end(b, true);
 	/* the old primary may let its stopped copy go now */
-	if (b->planned)
+	if (b->ho_phase == BAK_HO_PLANNED)
 		handover_answer_last(b, RDB_HANDOVER_TAKEN, NULL);
 	rdb_vm_set_state(vm, RDB_VM_FAILED_OVER,
 			 "running from epoch %llu, restored in %.1f ms",
@@ -2814,7 +2859,7 @@ static int failover_go(struct rdb_backup *b)
 	/* The epoch in flight never committed: it must leave no trace. */
 	rdb_stage_discard(&b->st);
 	/* A handover lost no epoch: nothing to roll back, no flow to check. */
-	if (rdb_vm_config_commit_protection(&vm->cfg) && !b->planned) {
+	if (rdb_vm_config_commit_protection(&vm->cfg) && b->ho_phase != BAK_HO_PLANNED) {
 		static const struct rdb_flowcheck_ops ops = {
 			.to_wire = fc_to_wire, .to_guest = fc_to_guest,
 		};
@@ -2832,14 +2877,14 @@ static int failover_go(struct rdb_backup *b)
 	/* A prepared handover's NIC is open: the output goes first, so the
 	 * network learns where the guest is now before the disk's sync
 	 * (what clients send it meanwhile reaches the stopped old copy) */
-	if (b->planned && b->prepared) {
+	if (b->ho_phase == BAK_HO_PLANNED && b->prepared) {
 		announce_early(b);
 		send_handed_output(b);
 	}
 	rc = b->prepared ? 0 : failover_net(b);
-	if (rc == 0 && !(b->planned && b->prepared))
+	if (rc == 0 && !(b->ho_phase == BAK_HO_PLANNED && b->prepared))
 		announce_early(b);
-	if (rc == 0 && b->planned)
+	if (rc == 0 && b->ho_phase == BAK_HO_PLANNED)
 		send_handed_output(b);	/* (cold: sent now; else nothing left) */
 	ho_out_reset(b, true);
 	if (rc == 0)
@@ -2884,7 +2929,7 @@ static uint64_t on_failover_wait(struct rdb_evloop *loop, uint64_t id,
 			 "an epoch's replica writes and sync" :
 			 "the start of a QEMU prepared for a handover",
 			 (double)(rdb_now_ns() - b->failover_t0) / RDB_NS_PER_S);
-	if (b->planned)
+	if (b->ho_phase == BAK_HO_PLANNED)
 		handover_undo(b, "its QEMU did not start in time");
 	return 0;
 }
@@ -2912,7 +2957,7 @@ int rdb_backup_failover(struct rdb_vm *vm, const char *why)
 	b->fo_decide_ns = vm->state == RDB_VM_DECIDING ? t0 - b->decide_start_ns : 0;
 	rdb_vm_set_state(vm, RDB_VM_FAILING_OVER, "%s", why);
 	b->failover_t0 = t0;
-	if (b->planned && b->fd >= 0)
+	if (b->ho_phase == BAK_HO_PLANNED && b->fd >= 0)
 		drain_start(b);
 	else
 		close_link(b);
@@ -3451,7 +3496,7 @@ void rdb_backup_status(const struct rdb_vm *vm, json_t *o)
 	if (b->failover_t0)
 		json_object_set_new(o, "last_failover", json_pack(
 			"{s:b, s:f, s:f, s:f, s:f, s:I}",
-			"planned", b->planned,
+			"planned", b->ho_phase == BAK_HO_PLANNED,
 			"primary_silent_ms", (double)b->fo_silent_ns / RDB_NS_PER_MS,
 			"decision_ms", (double)b->fo_decide_ns / RDB_NS_PER_MS,
 			"restore_ms", (double)vm->st.failover_ns / RDB_NS_PER_MS,
