@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define VALUE_MAGIC "remusdb-witness/1"
@@ -19,11 +20,14 @@
  * claim: a few rounds settle it. */
 #define REGISTER_ROUNDS 4
 /* A register that found no witness answering (a timeout: seen in CI with
- * the host stalled, 583 ms against a 500 ms timeout, and the protect
- * failed) is tried again, this many times in all, REGISTER_PAUSE_US
- * apart.  Safe: a write that took effect unseen leaves the key with our
- * own value, which the next round reads and writes again. */
-#define REGISTER_TRIES 3
+ * the host stalled, 583 ms against a 500 ms timeout; and an etcd whose
+ * disk stalled, three tries over 1.7 s) is tried again, REGISTER_PAUSE_US
+ * apart, for REGISTER_BUDGET timeouts (at least 3 tries): a protect then
+ * fails after ~10 s with the default witness_timeout_ms.  Safe: a write
+ * that took effect unseen leaves the key with our own value, which the
+ * next round reads and writes again. */
+#define REGISTER_MIN_TRIES 3
+#define REGISTER_BUDGET 10
 #define REGISTER_PAUSE_US 100000
 
 enum op { OP_REGISTER, OP_CLAIM, OP_READ, OP_RETURN };
@@ -357,6 +361,14 @@ static void set_error(struct req *r, int rc, const char *what)
 			 strerror(-rc));
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static void do_register(struct req *r, json_t *key)
 {
 	struct rdb_witness_value nv = {
@@ -369,6 +381,9 @@ static void do_register(struct req *r, json_t *key)
 		set_error(r, -EINVAL, "bad node name");
 		return;
 	}
+	uint64_t t0 = now_ns(), budget = (uint64_t)REGISTER_BUDGET *
+		r->w->timeout_ms * 1000000ull;
+
 	for (int round = 0, tries = 1; round < REGISTER_ROUNDS; round++) {
 		char cur[RDB_WITNESS_VALUE_MAX], modrev[32], what[64];
 		struct rdb_witness_value cv;
@@ -383,15 +398,17 @@ static void do_register(struct req *r, json_t *key)
 			rc = kv_of(a, &found, cur, sizeof(cur), modrev, sizeof(modrev));
 		json_decref(a);
 		a = NULL;
-		if (rc == -EHOSTUNREACH && tries++ < REGISTER_TRIES) {
+		if (rc == -EHOSTUNREACH && (tries < REGISTER_MIN_TRIES ||
+					    now_ns() - t0 < budget)) {
+			tries++;
 			usleep(REGISTER_PAUSE_US);
 			round--;
 			continue;
 		}
 		if (rc < 0) {
 			snprintf(what, sizeof(what), "reading the VM's key "
-				 "(try %d of %d)", tries > REGISTER_TRIES ?
-				 REGISTER_TRIES : tries, REGISTER_TRIES);
+				 "(%d tries in %.1f s)", tries,
+				 (double)(now_ns() - t0) / 1e9);
 			set_error(r, rc, what);
 			return;
 		}
@@ -415,15 +432,17 @@ static void do_register(struct req *r, json_t *key)
 			      put_op(key, want));
 		rc = t ? post(r, "/v3/kv/txn", t, &a) : -ENOMEM;
 		json_decref(t);
-		if (rc == -EHOSTUNREACH && tries++ < REGISTER_TRIES) {
+		if (rc == -EHOSTUNREACH && (tries < REGISTER_MIN_TRIES ||
+					    now_ns() - t0 < budget)) {
+			tries++;
 			usleep(REGISTER_PAUSE_US);
 			round--;
 			continue;
 		}
 		if (rc < 0) {
 			snprintf(what, sizeof(what), "writing the VM's key "
-				 "(try %d of %d)", tries > REGISTER_TRIES ?
-				 REGISTER_TRIES : tries, REGISTER_TRIES);
+				 "(%d tries in %.1f s)", tries,
+				 (double)(now_ns() - t0) / 1e9);
 			set_error(r, rc, what);
 			return;
 		}

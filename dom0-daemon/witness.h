@@ -14,7 +14,7 @@
  *   generation.  Only the current owner may do that (or anyone, when the
  *   key does not exist): a host that lost the VM cannot take it back by
  *   protecting again.  One compare-and-swap on the key's mod_revision.
- *   A step no endpoint answers is tried again (3 tries in all).
+ *   A step no endpoint answers is tried again, for 10 timeouts.
  * - return: the claim a backup won for a handover goes back to the
  *   registered value when its restore failed (the old primary resumes).
  * - claim: a side that lost its peer (the primary: the backup went

@@ -188,15 +188,18 @@ cluster_hosts_up() {
 	fi
 }
 
-# The failover witness: Debian's etcd in its own namespace (10.77.0.3),
-# its data in the run's directory.  CL_WITNESS=none: no witness (the VM
-# then needs CL_ON_PEER_LOSS).
+# The failover witness: Debian's etcd in its own namespace (10.77.0.3).
+# Its data is in memory (/dev/shm, kept across a witness restart within
+# the run): a witness is another machine, and on this one's disk it
+# stalled with the VMs' I/O (CI: I/O full 94%, its reads waited on its
+# own fsyncs, a protect's registration timed out three times).
+# CL_WITNESS=none: no witness (the VM then needs CL_ON_PEER_LOSS).
 cl_start_witness() {
 	local ns
 	ns=$(netns_name "$CL_RUN" wit)
 	command -v etcd >/dev/null || { rdb_log "etcd missing (tools/setup-deps.sh)"; return 1; }
-	mkdir -p "$CL_DIR/wit"
-	ip netns exec "$ns" etcd --name wit --data-dir "$CL_DIR/wit/data" \
+	mkdir -p "$CL_DIR/wit" "/dev/shm/rdb-wit-$CL_RUN" || return 1
+	ip netns exec "$ns" etcd --name wit --data-dir "/dev/shm/rdb-wit-$CL_RUN/data" \
 		--listen-client-urls http://10.77.0.3:2379 \
 		--advertise-client-urls http://10.77.0.3:2379 \
 		--listen-peer-urls http://127.0.0.1:2380 \
@@ -415,6 +418,7 @@ cluster_down() {
 	# The backup's restored QEMU is the daemon's child but outlives it.
 	pkill -9 -f "$CL_DIR/bak/" 2>/dev/null
 	netns_cleanup "$run"
+	rm -rf "/dev/shm/rdb-wit-$CL_RUN"
 	[ -n "${NM_BLANK_DISK:-}" ] && rm -f "$NM_BLANK_DISK"
 	# A state change the lifecycle's table does not list (vm.c) is a
 	# bug, whatever the test checked
