@@ -231,17 +231,9 @@ static const uint32_t bak_ho_next[BAK_HO__MAX] = {
 
 static void ho_enter(struct rdb_backup *b, enum bak_ho_phase to)
 {
-	enum bak_ho_phase from = b->ho_phase;
-
-	if (to == from || to >= BAK_HO__MAX)
-		return;
-	if (!(bak_ho_next[from] & (1u << to))) {
-		b->vm->st.unlisted_changes++;
-		LOGVM(ERROR, b->vm->name, "switchover phase %s -> %s is not in "
-		      "the lifecycle's table (backup.c): a bug; made all the "
-		      "same", bak_ho_names[from], bak_ho_names[to]);
-	}
-	b->ho_phase = to;
+	b->ho_phase = rdb_vm_phase_change(b->vm, "switchover", "backup.c",
+					  bak_ho_names, bak_ho_next, BAK_HO__MAX,
+					  b->ho_phase, to);
 }
 
 /* The handed-over output, every NIC's: emptied, or freed (dispose). */
@@ -784,13 +776,9 @@ static int record_replica(struct rdb_backup *b)
 		/* A whole copy: should this host be the VM's primary again,
 		 * its image is this replica, and what the log said of an
 		 * earlier image (that it lost writes, say) is no longer true
-		 * (actlog.h).  The primary role's names: disk.al, disk<k>.al. */
-		if (k == 0)
-			snprintf(al, sizeof(al), "%s/%s/disk.al",
-				 b->d->cfg.state_dir, vm->name);
-		else
-			snprintf(al, sizeof(al), "%s/%s/disk%u.al",
-				 b->d->cfg.state_dir, vm->name, k);
+		 * (actlog.h). */
+		rdb_lineage_disk_file(al, sizeof(al), b->d->cfg.state_dir,
+				      vm->name, k, "disk", "al");
 		if (access(al, F_OK) == 0 &&
 		    rdb_actlog_reset_file(al, err, sizeof(err)) < 0)
 			LOGVM(WARN, vm->name, "activity log %s: %s", al, err);
@@ -1727,6 +1715,7 @@ static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
 	uint64_t now = rdb_now_ns();
 	uint64_t timeout = (uint64_t)b->d->cfg.failover_timeout_ms * RDB_NS_PER_MS;
 	uint64_t period = (uint64_t)b->d->cfg.heartbeat_ms * RDB_NS_PER_MS;
+	enum rdb_peer_verdict v;
 	uint64_t stalled;
 
 	/* Before the initial state is in, there is nothing to fail over to,
@@ -1751,35 +1740,14 @@ static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
 			return 0;
 		now = rdb_now_ns();
 	}
-	switch (rdb_peer_judge(&b->peer, rdb_watchdog_host_stall_ns(b->d->wd),
-			       now, timeout, period, &stalled)) {
+	v = rdb_peer_judge(&b->peer, rdb_watchdog_host_stall_ns(b->d->wd), now,
+			   timeout, period, &stalled);
+	rdb_peer_tell(&b->peer, v, RDB_COMPONENT, vm->name, "primary", now,
+		      stalled, timeout, &b->d->peer_stall_waits);
+	switch (v) {
 	case RDB_PEER_RECHECK:
-		if (!b->peer.told_late) {
-			b->peer.told_late = true;
-			b->d->peer_stall_waits++;
-			LOGVM(WARN, vm->name, "primary silent for %llu ms, but this "
-			      "host did not run remusdbd for %llu ms of it (its "
-			      "failure detector ran that late): looking again in "
-			      "%llu ms before judging", (unsigned long long)
-			      ((now - b->peer.heard_ns) / RDB_NS_PER_MS),
-			      (unsigned long long)(stalled / RDB_NS_PER_MS),
-			      (unsigned long long)(RDB_PEER_RECHECK_NS / RDB_NS_PER_MS));
-		}
 		return RDB_PEER_RECHECK_NS;
 	case RDB_PEER_STALLED:
-		if (!b->peer.withheld) {
-			b->peer.withheld = true;
-			b->d->peer_stall_waits++;
-			LOGVM(WARN, vm->name, "primary silent for %llu ms, but this "
-			      "host did not run remusdbd for %llu ms of it (steal, "
-			      "or a busy CPU: a host that shares a CPU with the "
-			      "primary's stalls with it): not judged silence yet "
-			      "(at the latest at %llu ms)", (unsigned long long)
-			      ((now - b->peer.heard_ns) / RDB_NS_PER_MS),
-			      (unsigned long long)(stalled / RDB_NS_PER_MS),
-			      (unsigned long long)(RDB_WD_STARVE_CAP * timeout /
-						   RDB_NS_PER_MS));
-		}
 		break;
 	case RDB_PEER_SILENT: {
 		char why[160];
@@ -2069,14 +2037,9 @@ static int wmap_fresh(struct rdb_backup *b, char *err, size_t errlen)
 		struct bak_disk *dk = &b->disks[k];
 		struct rdb_wmap m;
 
-		if (k == 0)
-			snprintf(dk->wmap_path, sizeof(dk->wmap_path),
-				 "%s/%s/written.map", b->d->cfg.state_dir,
-				 b->vm->name);
-		else
-			snprintf(dk->wmap_path, sizeof(dk->wmap_path),
-				 "%s/%s/written%u.map", b->d->cfg.state_dir,
-				 b->vm->name, k);
+		rdb_lineage_disk_file(dk->wmap_path, sizeof(dk->wmap_path),
+				      b->d->cfg.state_dir, b->vm->name, k,
+				      "written", "map");
 		rc = rdb_wmap_open(&m, dk->wmap_path, dk->db.size, true, err,
 				   errlen);
 		if (rc == -EINVAL && unlink(dk->wmap_path) == 0)

@@ -95,6 +95,16 @@ static void save_disk(json_t *o, const struct rdb_lineage_disk *dk)
 		json_object_set_new(o, "written_map", json_string(dk->wmap));
 }
 
+void rdb_lineage_disk_file(char *buf, size_t len, const char *state_dir,
+			   const char *vm, unsigned k, const char *stem,
+			   const char *ext)
+{
+	if (k == 0)
+		snprintf(buf, len, "%s/%s/%s.%s", state_dir, vm, stem, ext);
+	else
+		snprintf(buf, len, "%s/%s/%s%u.%s", state_dir, vm, stem, k, ext);
+}
+
 int rdb_lineage_load(const char *state_dir, const char *vm,
 		     struct rdb_lineage *out, char *err, size_t errlen)
 {

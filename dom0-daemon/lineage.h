@@ -76,6 +76,14 @@ struct rdb_lineage {
 
 const char *rdb_lineage_role_name(enum rdb_lineage_role r);
 
+/* The path of a file of the VM's disk k in the state directory, named
+ * the same by every role: <state_dir>/<vm>/<stem>.<ext> for disk 0,
+ * <stem><k>.<ext> for the others (the activity logs disk.al, disk1.al,
+ * ...; a restore's written maps written.map, written1.map, ...). */
+void rdb_lineage_disk_file(char *buf, size_t len, const char *state_dir,
+			   const char *vm, unsigned k, const char *stem,
+			   const char *ext);
+
 /* 0 and *out, -ENOENT when the VM has no record here, -EBADMSG for a
  * record that cannot be read (err says why). */
 int rdb_lineage_load(const char *state_dir, const char *vm,

@@ -958,24 +958,15 @@ static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
 		now = rdb_now_ns();
 	}
 	if (p->peer_fd >= 0) {
+		enum rdb_peer_verdict v;
 		uint64_t stalled;
 
-		switch (rdb_peer_judge(&p->peer, rdb_watchdog_host_stall_ns(p->d->wd),
-				       now, timeout, period, &stalled)) {
+		v = rdb_peer_judge(&p->peer, rdb_watchdog_host_stall_ns(p->d->wd),
+				   now, timeout, period, &stalled);
+		rdb_peer_tell(&p->peer, v, RDB_COMPONENT, vm->name, "backup", now,
+			      stalled, timeout, &p->d->peer_stall_waits);
+		switch (v) {
 		case RDB_PEER_RECHECK:
-			if (!p->peer.told_late) {
-				p->peer.told_late = true;
-				p->d->peer_stall_waits++;
-				LOGVM(WARN, vm->name, "backup silent for %llu ms, but "
-				      "this host did not run remusdbd for %llu ms of "
-				      "it (its failure detector ran that late): "
-				      "looking again in %llu ms before judging",
-				      (unsigned long long)((now - p->peer.heard_ns) /
-							   RDB_NS_PER_MS),
-				      (unsigned long long)(stalled / RDB_NS_PER_MS),
-				      (unsigned long long)(RDB_PEER_RECHECK_NS /
-							   RDB_NS_PER_MS));
-			}
 			rdb_proto_put_heartbeat(&p->out, ++p->hb_seq, now);
 			rdb_pri_peer_want_write(p);
 			return RDB_PEER_RECHECK_NS;
@@ -989,22 +980,7 @@ static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
 			break;
 		}
 		case RDB_PEER_STALLED:
-			if (!p->peer.withheld) {
-				p->peer.withheld = true;
-				p->d->peer_stall_waits++;
-				LOGVM(WARN, vm->name, "backup silent for %llu ms, but "
-				      "this host did not run remusdbd for %llu ms of "
-				      "it (steal, or a busy CPU: a host that shares a "
-				      "CPU with the backup's stalls with it): not "
-				      "judged silence yet (at the latest at %llu ms)",
-				      (unsigned long long)((now - p->peer.heard_ns) /
-							   RDB_NS_PER_MS),
-				      (unsigned long long)(stalled / RDB_NS_PER_MS),
-				      (unsigned long long)(RDB_WD_STARVE_CAP * timeout /
-							   RDB_NS_PER_MS));
-			}
 			/* it lives, as far as this host can tell */
-			/* fall through */
 		case RDB_PEER_HEARD:
 			rdb_proto_put_heartbeat(&p->out, ++p->hb_seq, now);
 			rdb_pri_peer_want_write(p);
@@ -1714,13 +1690,12 @@ static int open_disk(struct rdb_primary *p, const char *wmap,
 		k->base_epoch = base_epoch;
 		snprintf(k->base_wmap, sizeof(k->base_wmap), "%s", wmap);
 	}
-	if (n) {
-		snprintf(al, sizeof(al), "%s/disk%u.al", dir, n);
+	rdb_lineage_disk_file(al, sizeof(al), p->d->cfg.state_dir, vm->name, n,
+			      "disk", "al");
+	if (n)
 		snprintf(sock, sizeof(sock), "%s%u", vm->cfg.disk_socket, n);
-	} else {
-		snprintf(al, sizeof(al), "%s/disk.al", dir);
+	else
 		snprintf(sock, sizeof(sock), "%s", vm->cfg.disk_socket);
-	}
 	rc = rdb_pri_disk_open(k, image, sock, al,
 			       vm->cfg.activity_log_extents, wmap,
 			       (uint64_t)vm->cfg.disk_ring_mb << 20,

@@ -128,19 +128,9 @@ static const uint32_t dec_next[RDB_DEC__MAX] = {
 
 void rdb_pri_dec_enter(struct rdb_primary *p, enum rdb_dec_phase to)
 {
-	enum rdb_dec_phase from = p->dec_phase;
-
-	if (to == from)
-		return;
-	if (to >= RDB_DEC__MAX)
-		return;
-	if (!(dec_next[from] & (1u << to))) {
-		p->vm->st.unlisted_changes++;
-		LOGVM(ERROR, p->vm->name, "decision phase %s -> %s is not in the "
-		      "lifecycle's table (primary_decide.c): a bug; made all "
-		      "the same", dec_phase_names[from], dec_phase_names[to]);
-	}
-	p->dec_phase = to;
+	p->dec_phase = rdb_vm_phase_change(p->vm, "decision", "primary_decide.c",
+					   dec_phase_names, dec_next,
+					   RDB_DEC__MAX, p->dec_phase, to);
 }
 
 /* Asks for the guest stopped (or running); confirmed later if QEMU is

@@ -350,7 +350,6 @@ static inline bool rdb_pri_fenced(const struct rdb_primary *p)
 /* The switchover's phase changes to `to`, by its table; one the table
  * does not list is logged as a bug (and made). */
 void rdb_pri_ho_enter(struct rdb_primary *p, enum rdb_ho_phase to);
-const char *rdb_pri_ho_phase_name(enum rdb_ho_phase ph);
 bool rdb_pri_handover_at(struct rdb_primary *p, uint64_t epoch);
 /* HANDOVER(request) behind that epoch's frames. */
 int rdb_pri_handover_queue(struct rdb_primary *p);

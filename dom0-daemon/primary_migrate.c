@@ -62,11 +62,6 @@ static const char *const ho_phase_names[RDB_HO__MAX] = {
 	[RDB_HO_MIGRATED] = "migrated",
 };
 
-const char *rdb_pri_ho_phase_name(enum rdb_ho_phase ph)
-{
-	return ph < RDB_HO__MAX ? ho_phase_names[ph] : "?";
-}
-
 /* The switchover's phases and the changes each may make (primary_int.h):
  * the one place they are written. */
 #define TO(ph) (1u << RDB_HO_##ph)
@@ -82,20 +77,9 @@ static const uint32_t ho_next[RDB_HO__MAX] = {
 
 void rdb_pri_ho_enter(struct rdb_primary *p, enum rdb_ho_phase to)
 {
-	enum rdb_ho_phase from = p->ho.phase;
-
-	if (to == from)
-		return;
-	if (to >= RDB_HO__MAX || !(ho_next[from] & (1u << to))) {
-		p->vm->st.unlisted_changes++;
-		LOGVM(ERROR, p->vm->name, "switchover phase %s -> %s is not in "
-		      "the lifecycle's table (primary_migrate.c): a bug; made "
-		      "all the same", rdb_pri_ho_phase_name(from),
-		      rdb_pri_ho_phase_name(to));
-		if (to >= RDB_HO__MAX)
-			return;
-	}
-	p->ho.phase = to;
+	p->ho.phase = rdb_vm_phase_change(p->vm, "switchover",
+					  "primary_migrate.c", ho_phase_names,
+					  ho_next, RDB_HO__MAX, p->ho.phase, to);
 }
 
 int rdb_primary_migrate(struct rdb_vm *vm, char *msg, size_t msglen)

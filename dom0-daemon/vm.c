@@ -98,6 +98,26 @@ bool rdb_vm_state_change_legal(enum rdb_vm_state from, enum rdb_vm_state to)
 		(legal_next[from] & (1u << to));
 }
 
+unsigned rdb_vm_phase_change(struct rdb_vm *vm, const char *what,
+			     const char *where, const char *const *names,
+			     const uint32_t *next, unsigned n, unsigned from,
+			     unsigned to)
+{
+	if (to == from)
+		return from;
+	if (to >= n || from >= n || !(next[from] & (1u << to))) {
+		vm->st.unlisted_changes++;
+		rdb_log_write(RDB_LOG_ERROR, RDB_COMPONENT, vm->name, "%s phase "
+			      "%s -> %s is not in the lifecycle's table (%s): a "
+			      "bug; made all the same", what,
+			      from < n ? names[from] : "?", to < n ? names[to] : "?",
+			      where);
+		if (to >= n)
+			return from;
+	}
+	return to;
+}
+
 struct rdb_vm *rdb_vm_new(struct rdb_daemon *d, const char *name,
 			  enum rdb_vm_role role)
 {

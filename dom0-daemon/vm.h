@@ -144,6 +144,19 @@ struct rdb_vm {
 };
 
 const char *rdb_vm_state_name(enum rdb_vm_state s);
+/*
+ * A concern's phase within the lifecycle (the decision's, a switchover's)
+ * changes from `from` to `to` by its own table: next[p] has bit q set
+ * when phase p may change to q (n phases, named by names[]).  Returns the
+ * phase to keep: `to`, or `from` for a `to` out of range.  A change the
+ * table does not list is logged as a bug ("<what> phase A -> B is not in
+ * the lifecycle's table (<where>)"), counted as the VM's unlisted
+ * changes, and made all the same, as rdb_vm_set_state does.
+ */
+unsigned rdb_vm_phase_change(struct rdb_vm *vm, const char *what,
+			     const char *where, const char *const *names,
+			     const uint32_t *next, unsigned n, unsigned from,
+			     unsigned to);
 /* The lifecycle's table (vm.c): may a VM in state from change to to? */
 bool rdb_vm_state_change_legal(enum rdb_vm_state from, enum rdb_vm_state to);
 const char *rdb_vm_role_name(enum rdb_vm_role r);

@@ -292,6 +292,36 @@ enum rdb_peer_verdict rdb_peer_judge(struct rdb_peer_det *pd,
 	return RDB_PEER_SILENT;
 }
 
+void rdb_peer_tell(struct rdb_peer_det *pd, enum rdb_peer_verdict v,
+		   const char *component, const char *vm, const char *peer,
+		   uint64_t now_ns, uint64_t stalled_ns, uint64_t timeout_ns,
+		   uint64_t *count)
+{
+	unsigned long long silent = (now_ns - pd->heard_ns) / RDB_NS_PER_MS;
+	unsigned long long stalled = stalled_ns / RDB_NS_PER_MS;
+
+	if (v == RDB_PEER_RECHECK && !pd->told_late) {
+		pd->told_late = true;
+		(*count)++;
+		rdb_log_write(RDB_LOG_WARN, component, vm, "%s silent for %llu ms, "
+			      "but this host did not run remusdbd for %llu ms of "
+			      "it (its failure detector ran that late): looking "
+			      "again in %llu ms before judging", peer, silent,
+			      stalled, (unsigned long long)(RDB_PEER_RECHECK_NS /
+							    RDB_NS_PER_MS));
+	} else if (v == RDB_PEER_STALLED && !pd->withheld) {
+		pd->withheld = true;
+		(*count)++;
+		rdb_log_write(RDB_LOG_WARN, component, vm, "%s silent for %llu ms, "
+			      "but this host did not run remusdbd for %llu ms of "
+			      "it (steal, or a busy CPU: a host that shares a CPU "
+			      "with the %s's stalls with it): not judged silence "
+			      "yet (at the latest at %llu ms)", peer, silent,
+			      stalled, peer, (unsigned long long)
+			      (RDB_WD_STARVE_CAP * timeout_ns / RDB_NS_PER_MS));
+	}
+}
+
 uint64_t rdb_watchdog_starves(const struct rdb_watchdog *wd, uint64_t *max_ns)
 {
 	if (!wd || !wd->shm) {

@@ -232,5 +232,13 @@ enum rdb_peer_verdict rdb_peer_judge(struct rdb_peer_det *pd,
 				     uint64_t host_stall_ns, uint64_t now_ns,
 				     uint64_t timeout_ns, uint64_t period_ns,
 				     uint64_t *stalled_ns);
+/* A verdict of RDB_PEER_RECHECK or RDB_PEER_STALLED, logged (as
+ * component, on VM vm: "<peer> silent for N ms, but this host did not run
+ * remusdbd for M ms of it ...") and counted in *count, once a silence
+ * each; the other verdicts are the caller's. */
+void rdb_peer_tell(struct rdb_peer_det *pd, enum rdb_peer_verdict v,
+		   const char *component, const char *vm, const char *peer,
+		   uint64_t now_ns, uint64_t stalled_ns, uint64_t timeout_ns,
+		   uint64_t *count);
 
 #endif

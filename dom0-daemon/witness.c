@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #define RDB_COMPONENT "witness"
 #include "witness.h"
+#include "clock.h"
 #include "log.h"
 
 #include <curl/curl.h>
@@ -12,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #define VALUE_MAGIC "remusdb-witness/1"
@@ -361,12 +361,32 @@ static void set_error(struct req *r, int rc, const char *what)
 			 strerror(-rc));
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
+/* A register's tries at steps no endpoint answered (REGISTER_BUDGET). */
+struct register_tries {
+	int tries;
+	uint64_t t0, budget;
+};
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+/* rc from a step: true when it found no witness answering and may be
+ * tried again (after the pause, done here). */
+static bool register_again(struct register_tries *tr, int rc)
+{
+	if (rc != -EHOSTUNREACH || (tr->tries >= REGISTER_MIN_TRIES &&
+				    rdb_now_ns() - tr->t0 >= tr->budget))
+		return false;
+	tr->tries++;
+	usleep(REGISTER_PAUSE_US);
+	return true;
+}
+
+static void register_failed(struct req *r, const struct register_tries *tr,
+			    int rc, const char *verb)
+{
+	char what[64];
+
+	snprintf(what, sizeof(what), "%s the VM's key (%d tries in %.1f s)",
+		 verb, tr->tries, (double)(rdb_now_ns() - tr->t0) / RDB_NS_PER_S);
+	set_error(r, rc, what);
 }
 
 static void do_register(struct req *r, json_t *key)
@@ -375,17 +395,18 @@ static void do_register(struct req *r, json_t *key)
 		.generation = r->generation, .state = RDB_WITNESS_PROTECTED,
 	};
 	char want[RDB_WITNESS_VALUE_MAX];
+	struct register_tries tr = {
+		.tries = 1, .t0 = rdb_now_ns(),
+		.budget = (uint64_t)REGISTER_BUDGET * r->w->timeout_ms * RDB_NS_PER_MS,
+	};
 
 	snprintf(nv.owner, sizeof(nv.owner), "%s", r->node);
 	if (rdb_witness_value_format(&nv, want, sizeof(want)) < 0) {
 		set_error(r, -EINVAL, "bad node name");
 		return;
 	}
-	uint64_t t0 = now_ns(), budget = (uint64_t)REGISTER_BUDGET *
-		r->w->timeout_ms * 1000000ull;
-
-	for (int round = 0, tries = 1; round < REGISTER_ROUNDS; round++) {
-		char cur[RDB_WITNESS_VALUE_MAX], modrev[32], what[64];
+	for (int round = 0; round < REGISTER_ROUNDS; round++) {
+		char cur[RDB_WITNESS_VALUE_MAX], modrev[32];
 		struct rdb_witness_value cv;
 		json_t *q, *a = NULL, *cmp, *t;
 		bool found;
@@ -398,18 +419,12 @@ static void do_register(struct req *r, json_t *key)
 			rc = kv_of(a, &found, cur, sizeof(cur), modrev, sizeof(modrev));
 		json_decref(a);
 		a = NULL;
-		if (rc == -EHOSTUNREACH && (tries < REGISTER_MIN_TRIES ||
-					    now_ns() - t0 < budget)) {
-			tries++;
-			usleep(REGISTER_PAUSE_US);
+		if (register_again(&tr, rc)) {
 			round--;
 			continue;
 		}
 		if (rc < 0) {
-			snprintf(what, sizeof(what), "reading the VM's key "
-				 "(%d tries in %.1f s)", tries,
-				 (double)(now_ns() - t0) / 1e9);
-			set_error(r, rc, what);
+			register_failed(r, &tr, rc, "reading");
 			return;
 		}
 		if (found) {
@@ -432,18 +447,12 @@ static void do_register(struct req *r, json_t *key)
 			      put_op(key, want));
 		rc = t ? post(r, "/v3/kv/txn", t, &a) : -ENOMEM;
 		json_decref(t);
-		if (rc == -EHOSTUNREACH && (tries < REGISTER_MIN_TRIES ||
-					    now_ns() - t0 < budget)) {
-			tries++;
-			usleep(REGISTER_PAUSE_US);
+		if (register_again(&tr, rc)) {
 			round--;
 			continue;
 		}
 		if (rc < 0) {
-			snprintf(what, sizeof(what), "writing the VM's key "
-				 "(%d tries in %.1f s)", tries,
-				 (double)(now_ns() - t0) / 1e9);
-			set_error(r, rc, what);
+			register_failed(r, &tr, rc, "writing");
 			return;
 		}
 		if (json_is_true(json_object_get(a, "succeeded"))) {
