@@ -715,6 +715,13 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	d.wd = &wd;
+	{
+		/* a slow callback's warning says what the thread waited for */
+		struct rdb_evloop_probe probe;
+
+		rdb_watchdog_probe(&wd, &probe);
+		rdb_evloop_set_probe(d.loop, &probe);
+	}
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
@@ -772,6 +779,8 @@ out:
 	rdb_filepub_stop(d.metrics_pub);
 	rdb_witness_destroy(d.witness);
 	curl_global_cleanup();
+	if (d.loop)
+		rdb_evloop_set_probe(d.loop, NULL);
 	rdb_watchdog_stop(&wd);
 	rdb_evloop_destroy(d.loop);
 	rdb_linksec_destroy(d.linksec);

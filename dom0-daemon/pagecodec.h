@@ -35,8 +35,11 @@ struct rdb_codec_stats {
 	 * block changed since, or a hash collision); confirmed blocks sent
 	 * as an XOR+RLE delta because that was smaller; references to a
 	 * block read in an earlier epoch than the page's (copies of what was
-	 * read, not the read's own target page) */
+	 * read, not the read's own target page); hits whose block the
+	 * host's page cache did not hold (not read from the disk: sent as
+	 * pages) */
 	uint64_t rt_hits, rt_unconfirmed, rt_delta_smaller, rt_older_reads;
+	uint64_t rt_uncached;
 };
 
 /* Disk read tracking for the encoder: the read index, its hash key, and

@@ -130,7 +130,7 @@ void rdb_primary_status(const struct rdb_vm *vm, json_t *o)
 
 		rdb_readidx_stats(p->ridx, &rs);
 		json_object_set_new(o, "read_tracking", json_pack(
-			"{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+			"{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
 			"index_capacity", (json_int_t)rs.capacity,
 			"index_entries", (json_int_t)rs.entries,
 			"index_bytes", (json_int_t)rs.mem_bytes,
@@ -141,6 +141,7 @@ void rdb_primary_status(const struct rdb_vm *vm, json_t *o)
 			"lookups", (json_int_t)rs.lookups,
 			"hits", (json_int_t)rs.hits,
 			"unconfirmed", (json_int_t)c->rt_unconfirmed,
+			"not_cached", (json_int_t)c->rt_uncached,
 			"delta_smaller", (json_int_t)c->rt_delta_smaller,
 			"diskref_pages", (json_int_t)c->pages[RDB_PAGE_DISKREF],
 			"diskref_bytes", (json_int_t)c->out_bytes[RDB_PAGE_DISKREF],

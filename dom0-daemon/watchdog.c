@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -103,9 +104,10 @@ enum rdb_wd_trip rdb_watchdog_should_trip(const struct rdb_wd_slot *s,
 	return RDB_WD_KEEP;
 }
 
-/* The daemon's loop thread, as its scheduler sees it. */
+/* The daemon's loop thread, as its scheduler sees it; sys_fd says
+ * where it is blocked (root only: -1 without it). */
 struct wd_thread {
-	int stat_fd, sched_fd;
+	int stat_fd, sched_fd, sys_fd;
 };
 
 static void thread_open(struct wd_thread *th, pid_t pid)
@@ -126,12 +128,38 @@ static void thread_open(struct wd_thread *th, pid_t pid)
 			close(th->sched_fd);
 		th->stat_fd = th->sched_fd = -1;
 	}
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid, (int)pid);
+	th->sys_fd = open(path, O_RDONLY | O_CLOEXEC);
+}
+
+/* Where a thread blocked in the kernel is: its system call's number (-1:
+ * none, a page fault) and first argument; false if unknown. */
+static bool thread_where(const struct wd_thread *th, int64_t *sys,
+			 uint64_t *arg)
+{
+	char buf[256];
+	long long nr;
+	unsigned long long a = 0;
+	ssize_t n;
+
+	if (th->sys_fd < 0)
+		return false;
+	n = pread(th->sys_fd, buf, sizeof(buf) - 1, 0);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	/* "17 0xe 0x7f.. ...", "-1 SP PC" or "running" */
+	if (sscanf(buf, "%lld %llx", &nr, &a) < 1)
+		return false;
+	*sys = nr;
+	*arg = nr < 0 ? 0 : a;
+	return true;
 }
 
 /* 0 and the state and CPU time, or -1 (unknown: no starvation is
  * counted). */
 static int thread_sample(const struct wd_thread *th, bool *runnable,
-			 uint64_t *cpu_ns)
+			 bool *blocked, uint64_t *cpu_ns)
 {
 	char buf[512];
 	const char *rp;
@@ -149,6 +177,7 @@ static int thread_sample(const struct wd_thread *th, bool *runnable,
 	if (!rp || rp[1] != ' ' || !rp[2])
 		return -1;
 	*runnable = rp[2] == 'R';
+	*blocked = rp[2] == 'D';
 	n = pread(th->sched_fd, buf, sizeof(buf) - 1, 0);
 	if (n <= 0)
 		return -1;
@@ -249,6 +278,105 @@ uint64_t rdb_watchdog_oversleeps(const struct rdb_watchdog *wd)
 uint64_t rdb_watchdog_host_stall_ns(const struct rdb_watchdog *wd)
 {
 	return wd && wd->shm ? atomic_load(&wd->shm->host_stall_ns) : 0;
+}
+
+const char *rdb_watchdog_syscall_name(long nr, bool *on_fd)
+{
+	static const struct { long nr; const char *name; bool fd; } t[] = {
+		{ SYS_read, "read", true }, { SYS_write, "write", true },
+		{ SYS_pread64, "pread64", true }, { SYS_pwrite64, "pwrite64", true },
+		{ SYS_readv, "readv", true }, { SYS_writev, "writev", true },
+		{ SYS_preadv, "preadv", true }, { SYS_pwritev, "pwritev", true },
+		{ SYS_fsync, "fsync", true }, { SYS_fdatasync, "fdatasync", true },
+		{ SYS_openat, "openat", false }, { SYS_close, "close", true },
+		{ SYS_unlinkat, "unlinkat", false }, { SYS_renameat, "renameat", false },
+		{ SYS_ftruncate, "ftruncate", true }, { SYS_fallocate, "fallocate", true },
+		{ SYS_newfstatat, "newfstatat", false }, { SYS_fstat, "fstat", true },
+		{ SYS_mmap, "mmap", false }, { SYS_munmap, "munmap", false },
+		{ SYS_msync, "msync", true }, { SYS_madvise, "madvise", false },
+		{ SYS_sendmsg, "sendmsg", true }, { SYS_recvmsg, "recvmsg", true },
+		{ SYS_sendto, "sendto", true }, { SYS_recvfrom, "recvfrom", true },
+		{ SYS_ioctl, "ioctl", true }, { SYS_execve, "execve", false },
+		{ SYS_wait4, "wait4", false }, { SYS_futex, "futex", false },
+#ifdef SYS_unlink
+		{ SYS_unlink, "unlink", false }, { SYS_rename, "rename", false },
+		{ SYS_open, "open", false }, { SYS_stat, "stat", false },
+#endif
+#ifdef SYS_vfork
+		{ SYS_vfork, "vfork", false }, { SYS_clone, "clone", false },
+#endif
+#ifdef SYS_preadv2
+		{ SYS_preadv2, "preadv2", true }, { SYS_pwritev2, "pwritev2", true },
+#endif
+	};
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		if (t[i].nr == nr) {
+			*on_fd = t[i].fd;
+			return t[i].name;
+		}
+	*on_fd = false;
+	return NULL;
+}
+
+enum { PR_STALL, PR_BLOCKED, PR_BLOCKED_AT };
+
+static void probe_take(void *opaque, uint64_t snap[RDB_EVLOOP_PROBE_N])
+{
+	const struct rdb_watchdog *wd = opaque;
+
+	snap[PR_STALL] = atomic_load(&wd->shm->host_stall_ns);
+	snap[PR_BLOCKED] = atomic_load(&wd->shm->loop_blocked_ns);
+	snap[PR_BLOCKED_AT] = atomic_load(&wd->shm->loop_blocked_at_ns);
+}
+
+static void probe_tell(void *opaque, const uint64_t before[RDB_EVLOOP_PROBE_N],
+		       const uint64_t after[RDB_EVLOOP_PROBE_N], char *buf,
+		       size_t len)
+{
+	const struct rdb_watchdog *wd = opaque;
+	uint64_t stall = after[PR_STALL] - before[PR_STALL];
+	uint64_t blocked = after[PR_BLOCKED] - before[PR_BLOCKED];
+	size_t n = 0;
+
+	buf[0] = '\0';
+	if (stall >= RDB_NS_PER_MS)
+		n += (size_t)snprintf(buf + n, len - n, ", about %.0f ms waiting for a "
+				      "CPU", (double)stall / RDB_NS_PER_MS);
+	if (n < len && blocked >= RDB_NS_PER_MS &&
+	    after[PR_BLOCKED_AT] != before[PR_BLOCKED_AT]) {
+		int64_t sys = atomic_load(&wd->shm->loop_blocked_sys);
+		uint64_t arg = atomic_load(&wd->shm->loop_blocked_arg);
+		bool on_fd;
+		const char *name = rdb_watchdog_syscall_name((long)sys, &on_fd);
+		char where[96];
+
+		if (sys == INT64_MIN)
+			snprintf(where, sizeof(where), "where is not known");
+		else if (sys < 0)
+			snprintf(where, sizeof(where), "last seen in a page fault");
+		else if (name && on_fd)
+			snprintf(where, sizeof(where), "last seen in %s on fd "
+				 "%llu", name, (unsigned long long)arg);
+		else if (name)
+			snprintf(where, sizeof(where), "last seen in %s", name);
+		else
+			snprintf(where, sizeof(where), "last seen in system call "
+				 "%lld", (long long)sys);
+		snprintf(buf + n, len - n, ", about %.0f ms blocked in the "
+			 "kernel (a disk, or memory): %s",
+			 (double)blocked / RDB_NS_PER_MS, where);
+	}
+}
+
+void rdb_watchdog_probe(struct rdb_watchdog *wd, struct rdb_evloop_probe *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!wd || !wd->shm)
+		return;
+	out->take = probe_take;
+	out->tell = probe_tell;
+	out->opaque = wd;
 }
 
 uint64_t rdb_peer_silence(uint64_t silent_ns, uint64_t stalled_ns,
@@ -359,7 +487,7 @@ static void child_main(struct rdb_wd_shared *shm, int sock, pid_t parent,
 	while (!atomic_load(&shm->stop)) {
 		uint64_t now, beat, cpu;
 		enum rdb_wd_trip t;
-		bool runnable;
+		bool runnable, blocked;
 		/* A dead daemon is the longest stall of all: its guests must
 		 * not wait for it (and our copy of each stream socket would
 		 * even hide its death from QEMU). */
@@ -369,9 +497,26 @@ static void child_main(struct rdb_wd_shared *shm, int sock, pid_t parent,
 		beat = atomic_load(&shm->beat_ns);
 		uint64_t unrun = 0, slept = 0;
 
-		if (thread_sample(&th, &runnable, &cpu) == 0) {
+		if (thread_sample(&th, &runnable, &blocked, &cpu) == 0) {
 			uint64_t at = rdb_now_ns();
+			int64_t sys;
+			uint64_t arg;
 
+			/* blocked since about the last poll: a sample's share */
+			if (blocked) {
+				uint64_t part = at > prev ? at - prev : 0;
+
+				if (part > 2 * poll_ns)
+					part = 2 * poll_ns;
+				atomic_fetch_add(&shm->loop_blocked_ns, part);
+				if (thread_where(&th, &sys, &arg)) {
+					atomic_store(&shm->loop_blocked_sys, sys);
+					atomic_store(&shm->loop_blocked_arg, arg);
+				} else {
+					atomic_store(&shm->loop_blocked_sys, INT64_MIN);
+				}
+				atomic_store(&shm->loop_blocked_at_ns, at);
+			}
 			rdb_watchdog_starve_note(&starve, beat, at, runnable, cpu);
 			rdb_watchdog_starve_note(&all, 0, at, runnable, cpu);
 			if (all.starved_ns > all_hw) {

@@ -34,9 +34,12 @@
 #define RDB_WATCHDOG_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include "evloop.h"
 
 #define RDB_WD_MAX_VMS 64
 
@@ -72,6 +75,14 @@ struct rdb_wd_shared {
 	 * slept past twice its interval), the larger of the two per poll
 	 * (rdb_watchdog_host_stall_ns) */
 	_Atomic uint64_t host_stall_ns;
+	/* child: a running total of the time it saw remusdbd's loop thread
+	 * blocked in the kernel (uninterruptible: a disk, a page fault),
+	 * and the last such sample: when, and in which system call (its
+	 * number, -1 for none: a page fault) with which first argument
+	 * (rdb_watchdog_probe) */
+	_Atomic uint64_t loop_blocked_ns, loop_blocked_at_ns;
+	_Atomic int64_t loop_blocked_sys;
+	_Atomic uint64_t loop_blocked_arg;
 	struct rdb_wd_slot slot[RDB_WD_MAX_VMS];
 };
 
@@ -176,6 +187,15 @@ uint64_t rdb_watchdog_starves(const struct rdb_watchdog *wd,
  * two readings is how long the host did not run remusdbd in between, as
  * far as the child saw it (it lags by up to a poll). */
 uint64_t rdb_watchdog_host_stall_ns(const struct rdb_watchdog *wd);
+/* The event loop's probe (lib/evloop.h) from the child's samples: how
+ * much of a slow callback the thread waited for a CPU, and how much it
+ * was blocked in the kernel, and where ("(... of it on the CPU, 600 ms
+ * waiting for a CPU, about 90 ms blocked in the kernel (a disk, or
+ * memory): last seen in pread64 on fd 14)").  wd must outlive the loop's use of it. */
+void rdb_watchdog_probe(struct rdb_watchdog *wd, struct rdb_evloop_probe *out);
+/* A system call's name on this architecture, or NULL; *on_fd: its first
+ * argument is a file descriptor. */
+const char *rdb_watchdog_syscall_name(long nr, bool *on_fd);
 
 /*
  * A peer's silence, as a failure detector judges it (I6's trigger: the

@@ -38,6 +38,13 @@ struct rdb_evloop {
 	void *before_sleep_opaque;
 	bool stop;
 	struct rdb_evloop_slow slow;
+	struct rdb_evloop_probe probe;
+};
+
+/* A callback's start: its thread's CPU time and the probe's snapshot. */
+struct hold {
+	uint64_t cpu0;
+	uint64_t snap[RDB_EVLOOP_PROBE_N];
 };
 
 /*
@@ -58,11 +65,19 @@ static uint64_t cpu_now(void)
 	return (uint64_t)ts.tv_sec * RDB_NS_PER_S + (uint64_t)ts.tv_nsec;
 }
 
+static void hold_start(struct rdb_evloop *loop, struct hold *h)
+{
+	h->cpu0 = cpu_now();
+	if (loop->probe.take)
+		loop->probe.take(loop->probe.opaque, h->snap);
+}
+
 static void slow_check(struct rdb_evloop *loop, const char *kind, long what,
-		       void *fn, uint64_t t0, uint64_t cpu0)
+		       void *fn, uint64_t t0, const struct hold *h)
 {
 	uint64_t took = rdb_now_ns() - t0, cpu;
-	char sym[300];
+	uint64_t snap[RDB_EVLOOP_PROBE_N];
+	char sym[300], more[300] = "";
 	Dl_info di;
 
 	if (took < RDB_EVLOOP_SLOW_NS)
@@ -77,10 +92,24 @@ static void slow_check(struct rdb_evloop *loop, const char *kind, long what,
 			 (unsigned long)((char *)fn - (char *)di.dli_fbase));
 	else
 		snprintf(sym, sizeof(sym), "%p", fn);
-	cpu = cpu_now() - cpu0;
+	cpu = cpu_now() - h->cpu0;
+	if (loop->probe.take && loop->probe.tell) {
+		loop->probe.take(loop->probe.opaque, snap);
+		loop->probe.tell(loop->probe.opaque, h->snap, snap, more,
+				 sizeof(more));
+	}
 	LOG(WARN, "a %s callback (%s %ld) held the event loop %.1f ms (%.1f ms "
-	    "of it on the CPU): %s", kind, kind[0] == 'f' ? "fd" : "id", what,
-	    (double)took / RDB_NS_PER_MS, (double)cpu / RDB_NS_PER_MS, sym);
+	    "of it on the CPU%s): %s", kind, kind[0] == 'f' ? "fd" : "id", what,
+	    (double)took / RDB_NS_PER_MS, (double)cpu / RDB_NS_PER_MS, more, sym);
+}
+
+void rdb_evloop_set_probe(struct rdb_evloop *loop,
+			  const struct rdb_evloop_probe *probe)
+{
+	if (probe)
+		loop->probe = *probe;
+	else
+		memset(&loop->probe, 0, sizeof(loop->probe));
 }
 
 void rdb_evloop_slow_stats(const struct rdb_evloop *loop,
@@ -246,12 +275,13 @@ static void run_timers(struct rdb_evloop *loop)
 			i++;
 			continue;
 		}
-		uint64_t cpu0 = cpu_now();
+		struct hold h;
 
+		hold_start(loop, &h);
 		/* Remove first: the callback may add or delete timers. */
 		loop->timers[i] = loop->timers[--loop->ntimers];
 		again = t.cb(loop, t.id, t.opaque);
-		slow_check(loop, "timer", (long)t.id, (void *)t.cb, now, cpu0);
+		slow_check(loop, "timer", (long)t.id, (void *)t.cb, now, &h);
 		if (again) {
 			t.when_ns = now + again;
 			if (push_timer(loop, &t) < 0)
@@ -267,15 +297,16 @@ static void run_timers(struct rdb_evloop *loop)
 int rdb_evloop_run_once(struct rdb_evloop *loop, uint64_t max_wait_ns)
 {
 	struct epoll_event evs[64];
-	uint64_t now, cpu0, wait_ns = max_wait_ns;
+	uint64_t now, wait_ns = max_wait_ns;
+	struct hold h;
 	int timeout_ms, n;
 
 	if (loop->before_sleep) {
-		cpu0 = cpu_now();
+		hold_start(loop, &h);
 		now = rdb_now_ns();
 		loop->before_sleep(loop, loop->before_sleep_opaque);
 		slow_check(loop, "before-sleep", 0, (void *)loop->before_sleep, now,
-			   cpu0);
+			   &h);
 	}
 	now = rdb_now_ns();
 	for (size_t i = 0; i < loop->ntimers; i++) {
@@ -307,9 +338,9 @@ int rdb_evloop_run_once(struct rdb_evloop *loop, uint64_t max_wait_ns)
 			e |= RDB_EV_ERROR | RDB_EV_READ;
 		cb = loop->fds[fd].cb;	/* the callback may delete its fd */
 		now = rdb_now_ns();
-		cpu0 = cpu_now();
+		hold_start(loop, &h);
 		cb(loop, fd, e, loop->fds[fd].opaque);
-		slow_check(loop, "fd", fd, (void *)cb, now, cpu0);
+		slow_check(loop, "fd", fd, (void *)cb, now, &h);
 	}
 	run_timers(loop);
 	return 0;

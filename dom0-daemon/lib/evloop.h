@@ -12,6 +12,7 @@
 #define RDB_EVLOOP_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define RDB_EV_READ  0x1u
@@ -58,6 +59,26 @@ struct rdb_evloop_slow {
 };
 void rdb_evloop_slow_stats(const struct rdb_evloop *loop,
 			   struct rdb_evloop_slow *out);
+
+/*
+ * What the loop's thread was doing while a slow callback held it, beyond
+ * its CPU time, as an observer outside the thread saw it (remusdbd: its
+ * watchdog child, which samples the thread at every poll).  take() fills
+ * a snapshot at each callback's start (it must be cheap: a few loads);
+ * tell() writes what came between two snapshots, as text that continues
+ * the warning's "(N ms of it on the CPU" (", 600 ms waiting for a CPU"),
+ * or nothing.  NULL removes it.
+ */
+#define RDB_EVLOOP_PROBE_N 4
+struct rdb_evloop_probe {
+	void (*take)(void *opaque, uint64_t snap[RDB_EVLOOP_PROBE_N]);
+	void (*tell)(void *opaque, const uint64_t before[RDB_EVLOOP_PROBE_N],
+		     const uint64_t after[RDB_EVLOOP_PROBE_N], char *buf,
+		     size_t len);
+	void *opaque;
+};
+void rdb_evloop_set_probe(struct rdb_evloop *loop,
+			  const struct rdb_evloop_probe *probe);
 
 /* One iteration with at most max_wait_ns of blocking (tests). */
 int rdb_evloop_run_once(struct rdb_evloop *loop, uint64_t max_wait_ns);

@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -77,6 +78,35 @@ static void read_block(struct fx *x, uint64_t b)
 
 	assert_int_equal(rdb_pread_all(x->fd, blk, sizeof(blk), b * RDB_PAGE_SIZE), 0);
 	rdb_readidx_insert(x->ix, b, rdb_readidx_hash(blk, x->rt.seed), 1);
+}
+
+/* A candidate whose block the page cache does not hold: no disk read,
+ * the page goes as a page; cached again, it is referenced. */
+static void test_diskref_never_waits_for_the_disk(void **state)
+{
+	struct fx *x = *state;
+	uint32_t all = RDB_FEATURE_XORRLE | RDB_FEATURE_LZ4 | RDB_FEATURE_DISKREF;
+	uint8_t page[RDB_PAGE_SIZE];
+	struct iovec iov = { page, sizeof(page) };
+
+	read_block(x, 6);
+	assert_int_equal(fdatasync(x->fd), 0);
+	assert_int_equal(posix_fadvise(x->fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	if (preadv2(x->fd, &iov, 1, 6 * RDB_PAGE_SIZE, RWF_NOWAIT) == RDB_PAGE_SIZE)
+		skip();	/* a filesystem that keeps it (tmpfs) */
+	fill_random(page, 106);
+	rdb_page_encode(&x->pc, all, &x->rt, 0, 0x60000, page, &x->out, &x->st);
+	assert_int_not_equal(x->out.data[8], RDB_PAGE_DISKREF);
+	assert_int_equal(x->st.rt_hits, 1);
+	assert_int_equal(x->st.rt_uncached, 1);
+	assert_int_equal(x->st.rt_unconfirmed, 0);
+	/* the guest reads it again: cached, referenced */
+	read_block(x, 6);
+	rdb_buf_reset(&x->out);
+	fill_random(page, 106);
+	rdb_page_encode(&x->pc, all, &x->rt, 0, 0x70000, page, &x->out, &x->st);
+	assert_int_equal(x->out.data[8], RDB_PAGE_DISKREF);
+	assert_int_equal(x->st.rt_uncached, 1);
 }
 
 static void test_diskref_chosen_and_checked(void **state)
@@ -166,6 +196,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_diskref_chosen_and_checked, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_diskref_never_waits_for_the_disk, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -780,6 +780,49 @@ static void test_watchdog_host_stall(void **state)
 	rdb_watchdog_stop(&wd);
 }
 
+/*
+ * A slow callback's warning says what the thread waited for: here the
+ * thread blocks in the kernel (a vfork parent waits uninterruptibly, as
+ * for a disk) for 300 ms, and the probe's text says so.
+ */
+static void test_watchdog_probe_blocked(void **state)
+{
+	struct rdb_watchdog wd;
+	struct rdb_evloop_probe pr;
+	uint64_t before[RDB_EVLOOP_PROBE_N], after[RDB_EVLOOP_PROBE_N];
+	char text[300];
+	pid_t pid;
+	int st;
+
+	(void)state;
+	assert_int_equal(rdb_watchdog_start(&wd, 5 * RDB_NS_PER_MS), 0);
+	rdb_watchdog_probe(&wd, &pr);
+	assert_non_null(pr.take);
+	sleep_ms(50);
+	pr.take(pr.opaque, before);
+	pid = vfork();
+	if (pid == 0) {
+		struct timespec ts = { 0, 300 * 1000 * 1000 };
+
+		nanosleep(&ts, NULL);
+		_exit(0);
+	}
+	assert_true(pid > 0);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	sleep_ms(20);
+	pr.take(pr.opaque, after);
+	pr.tell(pr.opaque, before, after, text, sizeof(text));
+	print_message("probe: \"%s\"\n", text);
+	assert_non_null(strstr(text, "ms blocked in the kernel"));
+	if (getuid() == 0)
+		assert_non_null(strstr(text, "last seen in vfork"));
+	/* nothing in between: nothing to tell */
+	pr.take(pr.opaque, before);
+	pr.tell(pr.opaque, before, before, text, sizeof(text));
+	assert_string_equal(text, "");
+	rdb_watchdog_stop(&wd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -798,6 +841,7 @@ int main(void)
 		cmocka_unit_test(test_watchdog_oversleep_rule),
 		cmocka_unit_test(test_watchdog_host_stall),
 		cmocka_unit_test(test_peer_silence_host_stall),
+		cmocka_unit_test(test_watchdog_probe_blocked),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
