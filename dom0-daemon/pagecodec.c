@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
 
 #include <lz4.h>
@@ -34,19 +35,29 @@ static int uniform(const uint8_t *p)
  * 0 (not cached: no disk read for it), < 0 (an error).  An encoder waits
  * for nothing: the loop waits for the encoders at the next epoch's end,
  * and on a host whose disk is saturated one read took hundreds of ms.  A
- * page whose block is not cached goes as a page.
+ * page whose block is not cached goes as a page.  The map is asked first
+ * (mincore reads nothing; a read that misses, even RWF_NOWAIT's, starts
+ * the block's I/O, whose submission can wait on a full queue), the read
+ * does not wait either (the block may have gone meanwhile).
  */
-static int block_cached(int fd, uint8_t *blk, uint64_t off)
+static int block_cached(const struct rdb_rt *rt, uint8_t *blk, uint64_t off)
 {
 	struct iovec iov = { blk, RDB_PAGE_SIZE };
-	ssize_t n = preadv2(fd, &iov, 1, (off_t)off, RWF_NOWAIT);
+	unsigned char in;
+	ssize_t n;
 
+	if (rt->img_map && off + RDB_PAGE_SIZE <= rt->img_len &&
+	    mincore((void *)((const uint8_t *)rt->img_map + off), RDB_PAGE_SIZE,
+		    &in) == 0 && !(in & 1))
+		return 0;
+	n = preadv2(rt->img_fd, &iov, 1, (off_t)off, RWF_NOWAIT);
 	if (n == RDB_PAGE_SIZE)
 		return 1;
 	if (n >= 0 || errno == EAGAIN)
 		return 0;
 	if (errno == EOPNOTSUPP || errno == EINVAL)	/* no RWF_NOWAIT here */
-		return rdb_pread_all(fd, blk, RDB_PAGE_SIZE, off) < 0 ? -EIO : 1;
+		return rdb_pread_all(rt->img_fd, blk, RDB_PAGE_SIZE, off) < 0 ?
+			-EIO : 1;
 	return -errno;
 }
 
@@ -69,7 +80,7 @@ static bool disk_block_of(const struct rdb_rt *rt, const uint8_t *page,
 				rt->epoch, &b, &tag))
 		return false;
 	st->rt_hits++;
-	switch (block_cached(rt->img_fd, blk, b * RDB_PAGE_SIZE)) {
+	switch (block_cached(rt, blk, b * RDB_PAGE_SIZE)) {
 	case 1:
 		break;
 	case 0:

@@ -43,11 +43,15 @@ struct rdb_codec_stats {
 };
 
 /* Disk read tracking for the encoder: the read index, its hash key, and
- * the image (an fd to read a candidate block back and compare). */
+ * the image (an fd to read a candidate block back and compare; a read-only
+ * map of it, img_len bytes, to ask the page cache whether it holds the
+ * block without reading it; NULL: reads may wait for the disk). */
 struct rdb_rt {
 	struct rdb_readidx *ix;
 	uint64_t seed;
 	int img_fd;
+	const void *img_map;
+	uint64_t img_len;
 	uint64_t epoch;		/* being encoded: reads of later ones do not count */
 };
 

@@ -234,6 +234,8 @@ struct rdb_primary {
 	 */
 	struct rdb_encpool *pool;
 	struct rdb_readidx *ridx;	/* disk read tracking (DISKREF granted) */
+	const void *rt_map;		/* its map of the image (pagecodec.c) */
+	uint64_t rt_map_len;
 	int pool_fd;			/* eventfd: the pool finished an epoch */
 	bool encoding;
 	uint64_t enc_epoch;

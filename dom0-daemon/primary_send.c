@@ -9,6 +9,7 @@
 #include <sys/types.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -219,6 +220,19 @@ static int start_read_tracking(struct rdb_primary *p)
 		rt.seed = rdb_now_ns() ^ p->generation;
 	rt.ix = p->ridx;
 	rt.img_fd = p->disks[0]->disk.img_fd;
+	/* (to ask the page cache, never to read: see pagecodec.c) */
+	rt.img_len = p->disks[0]->disk.size;
+	rt.img_map = rt.img_len ? mmap(NULL, rt.img_len, PROT_READ, MAP_SHARED,
+				       rt.img_fd, 0) : MAP_FAILED;
+	if (rt.img_map == MAP_FAILED) {
+		LOGVM(WARN, vm->name, "disk read tracking: cannot map the image "
+		      "to ask the page cache (%s): a candidate block's read may "
+		      "wait for the disk", strerror(errno));
+		rt.img_map = NULL;
+		rt.img_len = 0;
+	}
+	p->rt_map = rt.img_map;
+	p->rt_map_len = rt.img_len;
 	rdb_encpool_set_rt(p->pool, &rt);
 	rdb_disk_set_read_tracking(&p->disks[0]->disk, p->ridx, rt.seed);
 	rdb_readidx_stats(p->ridx, &st);
@@ -268,6 +282,9 @@ void rdb_pri_stop_pool(struct rdb_primary *p)
 	}
 	rdb_readidx_destroy(p->ridx);		/* after its last user */
 	p->ridx = NULL;
+	if (p->rt_map)
+		munmap((void *)p->rt_map, p->rt_map_len);
+	p->rt_map = NULL;
 	if (p->pool_fd >= 0) {
 		rdb_evloop_del_fd(p->d->loop, p->pool_fd);
 		close(p->pool_fd);

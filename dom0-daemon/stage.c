@@ -13,6 +13,10 @@
 
 /* A staged record, host byte order: block:u32 offset:u64 enc:u8 body. */
 #define REC_HDR 13
+/* A staged record's encoding (no RDB_PAGE_*): a DISKREF of a later epoch,
+ * its page to be read at the commit, on the disk step's thread (its body,
+ * RDB_PAGE_SIZE bytes, holds disk_offset:u64 and the SHA-256 until then) */
+#define STAGED_DISKREF 0x80
 
 void rdb_stage_init(struct rdb_stage *st)
 {
@@ -160,13 +164,10 @@ static void apply_page(uint8_t *dst, uint8_t enc, const uint8_t *body)
  */
 static int disk_fail(struct rdb_stage *st, struct rdb_diskbuf *db, int rc);
 
-static int resolve_diskref(struct rdb_stage *st, const char *blockid,
-			   const struct rdb_page_rec *r)
+/* The checks a DISKREF passes when staged: a disk, an offset inside it. */
+static int diskref_check(struct rdb_stage *st, const char *blockid,
+			 const struct rdb_page_rec *r)
 {
-	uint8_t md[EVP_MAX_MD_SIZE], *dst;
-	unsigned mdlen = 0;
-	int rc;
-
 	struct rdb_diskbuf *disk = st->ndisks ? st->disks[0] : NULL;
 
 	if (!disk)
@@ -178,24 +179,98 @@ static int resolve_diskref(struct rdb_stage *st, const char *blockid,
 			    (unsigned long long)r->offset, blockid,
 			    (unsigned long long)r->disk_offset,
 			    (unsigned long long)disk->size);
-	dst = rdb_buf_reserve(&st->scratch, RDB_PAGE_SIZE);
-	if (!dst)
-		return -ENOMEM;
-	rc = rdb_diskbuf_read_applied(disk, r->disk_offset, dst, RDB_PAGE_SIZE);
+	return 0;
+}
+
+/* The referenced block into dst, its SHA-256 checked against hash. */
+static int diskref_read(struct rdb_stage *st, const char *blockid,
+			uint64_t page_off, uint64_t disk_off,
+			const uint8_t *hash, uint8_t *dst)
+{
+	struct rdb_diskbuf *disk = st->disks[0];
+	uint8_t md[EVP_MAX_MD_SIZE];
+	unsigned mdlen = 0;
+	int rc;
+
+	rc = rdb_diskbuf_read_applied(disk, disk_off, dst, RDB_PAGE_SIZE);
 	if (rc < 0)
 		return disk_fail(st, disk, rc);
 	if (!EVP_Digest(dst, RDB_PAGE_SIZE, md, &mdlen, EVP_sha256(), NULL) ||
 	    mdlen != RDB_DISKREF_HASH_LEN)
 		return fail(st, "DISKREF: SHA-256 unavailable");
-	if (memcmp(md, r->data, RDB_DISKREF_HASH_LEN))
+	if (memcmp(md, hash, RDB_DISKREF_HASH_LEN))
 		return fail(st, "DISKREF for page 0x%llx of %s in epoch %llu: the "
 			    "replica's block at disk offset %llu does not hold "
 			    "the referenced contents (SHA-256 mismatch)",
-			    (unsigned long long)r->offset, blockid,
+			    (unsigned long long)page_off, blockid,
 			    (unsigned long long)st->epoch,
-			    (unsigned long long)r->disk_offset);
-	st->scratch.len += RDB_PAGE_SIZE;
+			    (unsigned long long)disk_off);
 	st->diskrefs++;
+	return 0;
+}
+
+/* Epoch 0's DISKREF, read now into the scratch arena (staged as RAW). */
+static int resolve_diskref(struct rdb_stage *st, const char *blockid,
+			   const struct rdb_page_rec *r)
+{
+	uint8_t *dst;
+	int rc = diskref_check(st, blockid, r);
+
+	if (rc < 0)
+		return rc;
+	dst = rdb_buf_reserve(&st->scratch, RDB_PAGE_SIZE);
+	if (!dst)
+		return -ENOMEM;
+	rc = diskref_read(st, blockid, r->offset, r->disk_offset, r->data, dst);
+	if (rc < 0)
+		return rc;
+	st->scratch.len += RDB_PAGE_SIZE;
+	return 0;
+}
+
+/*
+ * A later epoch's DISKREF pages, read at its commit: on the disk step's
+ * thread, off the event loop (one uncached block per reference, and on a
+ * busy disk each took up to hundreds of ms there).  The replica plus the
+ * epoch's buffered changes is the same state at stage time and at the
+ * commit, the epoch's pages coming after all of its disk changes.
+ */
+static int resolve_staged(struct rdb_stage *st)
+{
+	uint8_t *p = st->pages.data, *end = p + st->pages.len;
+	uint8_t blk[RDB_PAGE_SIZE];
+
+	while (p < end && st->pending_refs) {
+		uint32_t b;
+		uint64_t off, doff;
+		uint16_t n;
+		char id[32];
+		int rc;
+
+		switch (p[12]) {
+		case STAGED_DISKREF:
+			memcpy(&b, p, 4);
+			memcpy(&off, p + 4, 8);
+			memcpy(&doff, p + REC_HDR, 8);
+			snprintf(id, sizeof(id), "RAM block %u", b);
+			rc = diskref_read(st, id, off, doff, p + REC_HDR + 8, blk);
+			if (rc < 0)
+				return rc;
+			memcpy(p + REC_HDR, blk, RDB_PAGE_SIZE);
+			p[12] = RDB_PAGE_RAW;
+			st->pending_refs--;
+			/* fall through */
+		case RDB_PAGE_RAW:
+			p += REC_HDR + RDB_PAGE_SIZE;
+			break;
+		case RDB_PAGE_ZERO:
+			p += REC_HDR + 1;
+			break;
+		default:
+			memcpy(&n, p + REC_HDR, 2);
+			p += REC_HDR + 2 + n;
+		}
+	}
 	return 0;
 }
 
@@ -257,7 +332,9 @@ int rdb_stage_add_pages(struct rdb_stage *st, const struct rdb_frame *f,
 			st->scratch.len += RDB_PAGE_SIZE;
 		}
 		if (r.enc == RDB_PAGE_DISKREF) {
-			rc = resolve_diskref(st, img->b[it.block].idstr, &r);
+			rc = st->have_committed ?
+				diskref_check(st, img->b[it.block].idstr, &r) :
+				resolve_diskref(st, img->b[it.block].idstr, &r);
 			if (rc < 0)
 				return rc;
 		}
@@ -306,11 +383,17 @@ int rdb_stage_add_pages(struct rdb_stage *st, const struct rdb_frame *f,
 			memcpy(p + REC_HDR, r.data, RDB_PAGE_SIZE);
 			break;
 		case RDB_PAGE_LZ4:
-		case RDB_PAGE_DISKREF:
 			p[12] = RDB_PAGE_RAW;
 			memcpy(p + REC_HDR, st->scratch.data + k * RDB_PAGE_SIZE,
 			       RDB_PAGE_SIZE);
 			k++;
+			break;
+		case RDB_PAGE_DISKREF:
+			p[12] = STAGED_DISKREF;
+			memset(p + REC_HDR, 0, RDB_PAGE_SIZE);
+			memcpy(p + REC_HDR, &r.disk_offset, 8);
+			memcpy(p + REC_HDR + 8, r.data, RDB_DISKREF_HASH_LEN);
+			st->pending_refs++;
 			break;
 		case RDB_PAGE_ZERO:
 			p[12] = RDB_PAGE_ZERO;
@@ -489,6 +572,9 @@ int rdb_stage_commit_disk(struct rdb_stage *st)
 
 	if (!st->ndisks)
 		return 0;
+	/* the references first: a wrong one leaves the replica as it was */
+	if (st->pending_refs && (rc = resolve_staged(st)) < 0)
+		return rc;
 	/* every disk's part of the epoch, or none (diskbuf.h) */
 	if (st->have_committed) {
 		unsigned bad = 0;
@@ -509,6 +595,10 @@ int rdb_stage_commit_apply(struct rdb_stage *st, uint64_t epoch,
 	uint64_t digest = 0, npages = 0;
 	bool verify = st->verify;
 
+	if (st->pending_refs)
+		return fail(st, "epoch %llu: %llu DISKREF pages not read (the "
+			    "disk step did not run)", (unsigned long long)epoch,
+			    (unsigned long long)st->pending_refs);
 	p = st->pages.data;
 	end = p + st->pages.len;
 	while (p < end) {
@@ -591,6 +681,7 @@ void rdb_stage_discard(struct rdb_stage *st)
 	rdb_buf_reset(&st->pages);
 	rdb_buf_reset(&st->flowrecs);
 	st->npages = st->bytes = 0;
+	st->pending_refs = 0;
 	st->open = false;
 }
 

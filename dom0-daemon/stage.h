@@ -47,6 +47,8 @@ struct rdb_stage {
 	struct rdb_buf scratch;		/* LZ4 and DISKREF pages of the frame
 					 * being staged */
 	uint64_t diskrefs;		/* DISKREF pages verified and staged */
+	uint64_t pending_refs;		/* the open epoch's, read at its
+					 * commit (rdb_stage_commit_disk) */
 	bool verify;			/* a VERIFY came for the open epoch */
 	uint64_t verify_digest, verify_pages;
 	uint64_t verified;		/* epochs whose VERIFY matched */
@@ -72,7 +74,9 @@ void rdb_stage_dispose(struct rdb_stage *st);	/* idempotent */
  * is taken whole or not at all.  LZ4 pages are staged decompressed; XOR
  * deltas are applied at commit, in order, to the page as the image then
  * holds it (the previous epoch's version, which the primary's delta was
- * computed against).
+ * computed against).  A DISKREF page (a disk, an offset inside it) is read
+ * from the replica and checked against its SHA-256 at once in epoch 0,
+ * at the commit later (rdb_stage_commit_disk).
  */
 int rdb_stage_add_pages(struct rdb_stage *st, const struct rdb_frame *f,
 			const struct rdb_ramimage *img);
@@ -114,9 +118,12 @@ int rdb_stage_commit(struct rdb_stage *st, uint64_t epoch, uint64_t pages,
  * rdb_stage_commit in its three steps, for a caller that writes the disk
  * off its event loop (backup.c: a replica's fdatasync can take seconds).
  * check: the epoch is next in line and complete (-EPROTO otherwise).
- * disk: the buffered disk changes replayed into the replica (epoch 0: the
- * replica synced); touches only st->disk and st->err, so it may run on
- * another thread while the caller leaves the stage alone.  apply: the
+ * disk: the epoch's DISKREF pages read from the replica and checked
+ * (a mismatch refuses the epoch before the replica changes), then the
+ * buffered disk changes replayed into the replica (epoch 0: the replica
+ * synced); touches only st->disk, st->pages' DISKREF records, the
+ * counters and st->err, so it may run on another thread while the
+ * caller leaves the stage alone.  apply: the
  * pages into the image, the device state swapped in; it cannot fail but
  * by VERIFY.  Each step only after the one before returned 0.
  */

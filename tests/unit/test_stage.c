@@ -913,15 +913,32 @@ static void test_diskref_resolved_and_checked(void **state)
 	assert_int_equal(st.diskrefs, 3);
 
 	/* epoch 2: block 3 is rewritten with 'D'; a reference that still
-	 * claims 'B' (what the block held when it was read) is refused */
+	 * claims 'B' (what the block held when it was read) is staged — it
+	 * is read at the commit, off the loop — and refuses the epoch there,
+	 * before the replica changes */
 	memset(blk, 'D', sizeof(blk));
 	assert_int_equal(rdb_diskbuf_add(&db, RDB_DISK_WRITE, 3 * 4096 + 8, 16, blk), 0);
 	dblk[0] = 3;
 	fill[0] = 'B';
 	diskref_frame(&w, 2, offs, dblk, fill, 1, &f);
-	assert_int_equal(rdb_stage_add_pages(&st, &f, &img), -EPROTO);
+	assert_int_equal(rdb_stage_add_pages(&st, &f, &img), 0);
+	assert_int_equal(st.pending_refs, 1);
+	assert_int_equal(rdb_stage_set_devstate(&st, 2, DEV, sizeof(DEV)), 0);
+	assert_int_equal(rdb_stage_commit(&st, 2, 1, RDB_PAGE_DISKREF_BODY +
+					  sizeof(DEV), &img), -EPROTO);
 	assert_non_null(strstr(rdb_stage_error(&st), "SHA-256 mismatch"));
 	assert_non_null(strstr(rdb_stage_error(&st), "disk offset 12288"));
+	assert_int_equal(st.diskrefs, 3);
+	{
+		uint8_t got[4096];
+
+		assert_int_equal(pread(db.fd, got, sizeof(got), 3 * 4096),
+				 (ssize_t)sizeof(got));
+		assert_int_equal(got[8], 'B');	/* the replica as it was */
+	}
+	assert_int_equal(ram[0], 'A');		/* the image too */
+	rdb_stage_discard(&st);
+	assert_int_equal(st.pending_refs, 0);
 	/* the contents the replica will hold at the commit: zero block 5 */
 	assert_int_equal(rdb_diskbuf_add(&db, RDB_DISK_ZERO, 5 * 4096, 4096, NULL), 0);
 	dblk[0] = 5;
@@ -949,10 +966,13 @@ static void test_diskref_resolved_and_checked(void **state)
 	st.ndisks = 1;
 	/* only the good frame of epoch 2 was staged */
 	assert_int_equal(st.npages, 1);
+	assert_int_equal(st.pending_refs, 1);
 	assert_int_equal(rdb_stage_set_devstate(&st, 2, DEV, sizeof(DEV)), 0);
 	/* (the disk changes went to the buffer directly: not counted) */
 	assert_int_equal(rdb_stage_commit(&st, 2, 1, RDB_PAGE_DISKREF_BODY +
 					  sizeof(DEV), &img), 0);
+	assert_int_equal(st.pending_refs, 0);
+	assert_int_equal(st.diskrefs, 4);
 	assert_int_equal(ram[0], 0);
 	assert_int_equal(ram[4096], 'B');
 	rdb_stage_dispose(&st);
