@@ -492,10 +492,15 @@ cl_starve_daemon() {
 	for i in "${!pids[@]}"; do
 		[ -n "${early[$i]}" ] || continue
 		# real-time too, above the loop: on time beside a CPU hog (at
-		# nice 0 it let the backup go ~200 ms late, with the primary)
-		chrt -f 30 sh -c 'sleep "$1"; taskset -p "$2" "$3" >/dev/null' _ \
+		# nice 0 it let the backup go ~200 ms late, with the primary).
+		# Onto the other CPUs only: a mask that still holds the busy
+		# CPU moves no thread queued there (the kernel leaves a task
+		# where it is if its CPU stays allowed), and beside a CPU hog
+		# no idle CPU pulls it either; its own mask comes back at the
+		# end, with the others'.
+		chrt -f 30 sh -c 'sleep "$1"; taskset -p -c "$2" "$3" >/dev/null' _ \
 			"$(awk -v m="${early[$i]}" 'BEGIN { printf "%.3f", m / 1000 }')" \
-			"${olds[$i]}" "${pids[$i]}" &
+			"0-$((cpu - 1))" "${pids[$i]}" &
 		lets+=($!)
 	done
 	# the timer that ends the loop must preempt it: a higher priority
