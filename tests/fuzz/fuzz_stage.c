@@ -66,7 +66,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	f.payload = data;
 	f.len = (uint32_t)size;
-	rdb_stage_add_pages(&st, &f, &img);
+	/* a later epoch's references are read at the commit's disk step */
+	if (rdb_stage_add_pages(&st, &f, &img) == 0)
+		rdb_stage_commit_disk(&st);
 	/* A frame is refused on its count before any page is decoded, so
 	 * the scratch arena never holds more than the epoch's bound of
 	 * pages (4 x the image's 17), whatever the input claims; the arena
