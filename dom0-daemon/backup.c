@@ -105,6 +105,22 @@ enum bak_ho_phase {
 	BAK_HO__MAX
 };
 
+/*
+ * The backup's failover, in phases (written in fo_enter only; its table
+ * is bak_fo_next):
+ *   none -> deciding (the primary lost, or a handover asked: the claim at
+ *   the witness under way) -> none (won, lost, refused, or given up: the
+ *   teardown, --force); none -> waiting (failing over: an epoch's disk
+ *   step or a handover's prepare still runs on its thread) -> none (it
+ *   went on, or the wait ran out).
+ */
+enum bak_fo_phase {
+	BAK_FO_NONE,
+	BAK_FO_DECIDING,
+	BAK_FO_WAITING,
+	BAK_FO__MAX
+};
+
 struct rdb_backup {
 	struct rdb_vm *vm;
 	struct rdb_daemon *d;
@@ -169,7 +185,7 @@ struct rdb_backup {
 	uint64_t generation;
 	char registered[RDB_WITNESS_VALUE_MAX];
 	char primary_node[65];
-	bool deciding;			/* primary lost: may we go live? */
+	enum bak_fo_phase fo_phase;	/* deciding: may we go live? */
 	int64_t witness_req;
 	uint64_t decide_timer, decide_start_ns, retry_at_ns;
 	unsigned decide_attempts;
@@ -192,8 +208,8 @@ struct rdb_backup {
 	/* A failover waits for an epoch's disk step or a handover's prepare
 	 * still running on their threads (never joined on the loop: a hung
 	 * replica must not stop every other VM's heartbeats), at most the
-	 * restore's deadline + FAILOVER_WAIT_NS (fo_wait_timer). */
-	bool fo_waiting;
+	 * restore's deadline + FAILOVER_WAIT_NS (fo_wait_timer): fo_phase
+	 * waiting. */
 	uint64_t fo_wait_timer;
 	/* a commit still running when the link closed: its stage is
 	 * discarded once it is done (stage_drop) */
@@ -234,6 +250,37 @@ static void ho_enter(struct rdb_backup *b, enum bak_ho_phase to)
 	b->ho_phase = rdb_vm_phase_change(b->vm, "switchover", "backup.c",
 					  bak_ho_names, bak_ho_next, BAK_HO__MAX,
 					  b->ho_phase, to);
+}
+
+static const char *const bak_fo_names[BAK_FO__MAX] = {
+	[BAK_FO_NONE] = "none",
+	[BAK_FO_DECIDING] = "deciding",
+	[BAK_FO_WAITING] = "waiting",
+};
+
+#define TO(ph) (1u << BAK_FO_##ph)
+static const uint32_t bak_fo_next[BAK_FO__MAX] = {
+	[BAK_FO_NONE] = TO(DECIDING) | TO(WAITING),
+	[BAK_FO_DECIDING] = TO(NONE),
+	[BAK_FO_WAITING] = TO(NONE),
+};
+#undef TO
+
+static void fo_enter(struct rdb_backup *b, enum bak_fo_phase to)
+{
+	b->fo_phase = rdb_vm_phase_change(b->vm, "failover", "backup.c",
+					  bak_fo_names, bak_fo_next, BAK_FO__MAX,
+					  b->fo_phase, to);
+}
+
+static bool deciding(const struct rdb_backup *b)
+{
+	return b->fo_phase == BAK_FO_DECIDING;
+}
+
+static bool fo_waiting(const struct rdb_backup *b)
+{
+	return b->fo_phase == BAK_FO_WAITING;
 }
 
 /* The handed-over output, every NIC's: emptied, or freed (dispose). */
@@ -943,7 +990,7 @@ static void on_commit_done(void *opaque)
 		b->drop_after_commit = false;
 		rdb_stage_discard(&b->st);
 	}
-	if (b->fo_waiting) {
+	if (fo_waiting(b)) {
 		failover_resume(b);
 		return;
 	}
@@ -1243,7 +1290,8 @@ static void link_frames(struct rdb_backup *b, int rc)
 
 static void decide_end(struct rdb_backup *b)
 {
-	b->deciding = false;
+	if (deciding(b))
+		fo_enter(b, BAK_FO_NONE);
 	if (b->decide_timer)
 		rdb_evloop_del_timer(b->d->loop, b->decide_timer);
 	b->decide_timer = 0;
@@ -1263,7 +1311,7 @@ static void on_claim(void *opaque, const struct rdb_witness_result *r)
 	char why[400];
 
 	b->witness_req = 0;
-	if (!b->deciding)
+	if (!deciding(b))
 		return;
 	if (b->ho_phase == BAK_HO_ASKED) {
 		handover_decided(b, r);
@@ -1317,7 +1365,7 @@ static uint64_t on_decide_tick(struct rdb_evloop *loop, uint64_t id, void *opaqu
 {
 	struct rdb_backup *b = opaque;
 
-	if (!b->deciding) {
+	if (!deciding(b)) {
 		b->decide_timer = 0;
 		return 0;
 	}
@@ -1342,14 +1390,14 @@ static void primary_lost(struct rdb_backup *b, const char *why)
 		rdb_backup_failover(vm, why);
 		return;
 	}
-	if (b->deciding)
+	if (deciding(b))
 		return;
 	/* Whatever the primary sends from now on is too late.  (An epoch
 	 * whose disk step runs commits or fails on its own: the decision
 	 * does not wait for it, the failover does.) */
 	close_link(b);
 	stage_drop(b);
-	b->deciding = true;
+	fo_enter(b, BAK_FO_DECIDING);
 	b->decide_start_ns = rdb_now_ns();
 	b->decide_attempts = 0;
 	b->retry_at_ns = 0;
@@ -1669,9 +1717,9 @@ static int handle_handover(struct rdb_backup *b, const struct rdb_frame *f)
 	if (!(b->st.features & RDB_FEATURE_HANDOVER) ||
 	    rdb_msg_handover_parse(f, &verb, why, sizeof(why)) < 0)
 		return -EPROTO;
-	if (verb == RDB_HANDOVER_PREPARE && b->ho_phase != BAK_HO_ASKED && !b->deciding)
+	if (verb == RDB_HANDOVER_PREPARE && b->ho_phase != BAK_HO_ASKED && !deciding(b))
 		return handover_prepare(b);
-	if (verb != RDB_HANDOVER_REQUEST || b->ho_phase == BAK_HO_ASKED || b->deciding)
+	if (verb != RDB_HANDOVER_REQUEST || b->ho_phase == BAK_HO_ASKED || deciding(b))
 		return -EPROTO;
 	if (!b->have_committed || f->epoch != vm->st.committed_epoch ||
 	    vm->state != RDB_VM_PROTECTED) {
@@ -1707,7 +1755,7 @@ static int handle_handover(struct rdb_backup *b, const struct rdb_frame *f)
 		return 0;
 	}
 	/* one claim: an error refuses (the primary's guest runs on there) */
-	b->deciding = true;
+	fo_enter(b, BAK_FO_DECIDING);
 	b->decide_start_ns = rdb_now_ns();
 	b->decide_attempts = 0;
 	b->witness_error[0] = 0;
@@ -2874,9 +2922,9 @@ static int failover_go(struct rdb_backup *b)
 /* What a waiting failover waited for is done: it goes on. */
 static void failover_resume(struct rdb_backup *b)
 {
-	if (!b->fo_waiting || b->commit_job || b->restore_job)
+	if (!fo_waiting(b) || b->commit_job || b->restore_job)
 		return;
-	b->fo_waiting = false;
+	fo_enter(b, BAK_FO_NONE);
 	if (b->fo_wait_timer)
 		rdb_evloop_del_timer(b->d->loop, b->fo_wait_timer);
 	b->fo_wait_timer = 0;
@@ -2895,9 +2943,9 @@ static uint64_t on_failover_wait(struct rdb_evloop *loop, uint64_t id,
 	(void)loop;
 	(void)id;
 	b->fo_wait_timer = 0;
-	if (!b->fo_waiting)
+	if (!fo_waiting(b))
 		return 0;
-	b->fo_waiting = false;
+	fo_enter(b, BAK_FO_NONE);
 	rdb_vm_set_state(b->vm, RDB_VM_FAILED, "failover: %s still running after "
 			 "%.0f s; the replica is in no known state and is not "
 			 "served (the operator decides)", b->commit_job ?
@@ -2949,7 +2997,7 @@ int rdb_backup_failover(struct rdb_vm *vm, const char *why)
 		      b->commit_job ? "the last epoch's replica writes and sync" :
 		      "the QEMU being prepared for a handover",
 		      (unsigned long long)(wait / RDB_NS_PER_S));
-		b->fo_waiting = true;
+		fo_enter(b, BAK_FO_WAITING);
 		if (rdb_evloop_add_timer(b->d->loop, wait, on_failover_wait, b,
 					 &b->fo_wait_timer) < 0)
 			LOGVM(ERROR, vm->name, "no timer bounds the failover's wait");
@@ -3248,7 +3296,8 @@ void rdb_backup_teardown(struct rdb_vm *vm)
 		return;
 	loop = b->d->loop;
 	/* a failover waiting for the threads below goes no further */
-	b->fo_waiting = false;
+	if (fo_waiting(b))
+		fo_enter(b, BAK_FO_NONE);
 	if (b->fo_wait_timer)
 		rdb_evloop_del_timer(loop, b->fo_wait_timer);
 	b->fo_wait_timer = 0;
