@@ -31,7 +31,7 @@
 #define FAULT_INITIAL_BUSY_NS (400 * RDB_NS_PER_MS)
 /* slow-checkpoint: the next pause lasts this long (its resume is late,
  * the daemon beating meanwhile), as a slow hypervisor's would */
-#define FAULT_SLOW_PAUSE_NS (700 * RDB_NS_PER_MS)
+#define FAULT_SLOW_PAUSE_NS (1200 * RDB_NS_PER_MS)
 
 static int start_colo(struct rdb_primary *p, char *err, size_t errlen);
 static void drop(struct rdb_primary *p, const char *why, bool backup_stopped);
@@ -838,7 +838,7 @@ static void on_peer(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 			return;
 		}
 	}
-	if ((ev & RDB_EV_WRITE) && !p->ck.in_pause) {
+	if ((ev & RDB_EV_WRITE) && rdb_pri_may_send(p)) {
 		rc = rdb_pri_peer_flush(p);
 		if (rc < 0) {
 			/* The backup may have said why before it hung up. */

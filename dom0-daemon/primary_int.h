@@ -317,6 +317,8 @@ void rdb_pri_owner_let_go(struct rdb_primary *p, const char *why);
 void rdb_pri_guest_control_stop(struct rdb_primary *p);
 
 /* primary_send.c */
+/* The link may be written: not in a checkpoint pause but a long one. */
+bool rdb_pri_may_send(const struct rdb_primary *p);
 void rdb_pri_peer_want_write(struct rdb_primary *p);
 int rdb_pri_peer_flush(struct rdb_primary *p);
 int rdb_pri_batch_flush(struct rdb_primary *p);
