@@ -100,6 +100,22 @@ static size_t body_bytes(const struct rdb_page_rec *r)
 	}
 }
 
+/* A staged record's whole length (header and body) in the arena. */
+static size_t staged_len(const uint8_t *rec)
+{
+	uint16_t n;
+
+	switch (rec[12]) {
+	case RDB_PAGE_ZERO:
+		return REC_HDR + 1;
+	case RDB_PAGE_XORRLE:
+		memcpy(&n, rec + REC_HDR, 2);
+		return REC_HDR + 2 + (size_t)n;
+	default:		/* RAW, STAGED_DISKREF */
+		return REC_HDR + RDB_PAGE_SIZE;
+	}
+}
+
 static size_t staged_body(const struct rdb_page_rec *r)
 {
 	switch (r->enc) {
@@ -240,36 +256,24 @@ static int resolve_staged(struct rdb_stage *st)
 	uint8_t *p = st->pages.data, *end = p + st->pages.len;
 	uint8_t blk[RDB_PAGE_SIZE];
 
-	while (p < end && st->pending_refs) {
+	for (; p < end && st->pending_refs; p += staged_len(p)) {
 		uint32_t b;
 		uint64_t off, doff;
-		uint16_t n;
 		char id[32];
 		int rc;
 
-		switch (p[12]) {
-		case STAGED_DISKREF:
-			memcpy(&b, p, 4);
-			memcpy(&off, p + 4, 8);
-			memcpy(&doff, p + REC_HDR, 8);
-			snprintf(id, sizeof(id), "RAM block %u", b);
-			rc = diskref_read(st, id, off, doff, p + REC_HDR + 8, blk);
-			if (rc < 0)
-				return rc;
-			memcpy(p + REC_HDR, blk, RDB_PAGE_SIZE);
-			p[12] = RDB_PAGE_RAW;
-			st->pending_refs--;
-			/* fall through */
-		case RDB_PAGE_RAW:
-			p += REC_HDR + RDB_PAGE_SIZE;
-			break;
-		case RDB_PAGE_ZERO:
-			p += REC_HDR + 1;
-			break;
-		default:
-			memcpy(&n, p + REC_HDR, 2);
-			p += REC_HDR + 2 + n;
-		}
+		if (p[12] != STAGED_DISKREF)
+			continue;
+		memcpy(&b, p, 4);
+		memcpy(&off, p + 4, 8);
+		memcpy(&doff, p + REC_HDR, 8);
+		snprintf(id, sizeof(id), "RAM block %u", b);
+		rc = diskref_read(st, id, off, doff, p + REC_HDR + 8, blk);
+		if (rc < 0)
+			return rc;
+		memcpy(p + REC_HDR, blk, RDB_PAGE_SIZE);
+		p[12] = RDB_PAGE_RAW;
+		st->pending_refs--;
 	}
 	return 0;
 }
@@ -601,10 +605,9 @@ int rdb_stage_commit_apply(struct rdb_stage *st, uint64_t epoch,
 			    (unsigned long long)st->pending_refs);
 	p = st->pages.data;
 	end = p + st->pages.len;
-	while (p < end) {
+	for (; p < end; p += staged_len(p)) {
 		uint32_t blk;
 		uint64_t off;
-		uint16_t n;
 
 		memcpy(&blk, p, 4);
 		memcpy(&off, p + 4, 8);
@@ -612,17 +615,6 @@ int rdb_stage_commit_apply(struct rdb_stage *st, uint64_t epoch,
 		if (verify) {
 			digest += rdb_page_digest(blk, off, img->b[blk].base + off);
 			npages++;
-		}
-		switch (p[12]) {
-		case RDB_PAGE_RAW:
-			p += REC_HDR + RDB_PAGE_SIZE;
-			break;
-		case RDB_PAGE_ZERO:
-			p += REC_HDR + 1;
-			break;
-		default:
-			memcpy(&n, p + REC_HDR, 2);
-			p += REC_HDR + 2 + n;
 		}
 	}
 	{

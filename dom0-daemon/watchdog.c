@@ -280,7 +280,9 @@ uint64_t rdb_watchdog_host_stall_ns(const struct rdb_watchdog *wd)
 	return wd && wd->shm ? atomic_load(&wd->shm->host_stall_ns) : 0;
 }
 
-const char *rdb_watchdog_syscall_name(long nr, bool *on_fd)
+/* A system call's name on this architecture, or NULL; *on_fd: its first
+ * argument is a file descriptor. */
+static const char *syscall_name(long nr, bool *on_fd)
 {
 	static const struct { long nr; const char *name; bool fd; } t[] = {
 		{ SYS_read, "read", true }, { SYS_write, "write", true },
@@ -348,7 +350,7 @@ static void probe_tell(void *opaque, const uint64_t before[RDB_EVLOOP_PROBE_N],
 		int64_t sys = atomic_load(&wd->shm->loop_blocked_sys);
 		uint64_t arg = atomic_load(&wd->shm->loop_blocked_arg);
 		bool on_fd;
-		const char *name = rdb_watchdog_syscall_name((long)sys, &on_fd);
+		const char *name = syscall_name((long)sys, &on_fd);
 		char where[96];
 
 		if (sys == INT64_MIN)

@@ -193,9 +193,6 @@ uint64_t rdb_watchdog_host_stall_ns(const struct rdb_watchdog *wd);
  * waiting for a CPU, about 90 ms blocked in the kernel (a disk, or
  * memory): last seen in pread64 on fd 14)").  wd must outlive the loop's use of it. */
 void rdb_watchdog_probe(struct rdb_watchdog *wd, struct rdb_evloop_probe *out);
-/* A system call's name on this architecture, or NULL; *on_fd: its first
- * argument is a file descriptor. */
-const char *rdb_watchdog_syscall_name(long nr, bool *on_fd);
 
 /*
  * A peer's silence, as a failure detector judges it (I6's trigger: the
