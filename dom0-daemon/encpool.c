@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 struct worker {
@@ -30,6 +31,7 @@ struct rdb_encpool {
 	struct rdb_rt rt;
 	bool rt_on;
 	int notify_fd;
+	uint64_t fault_delay_ns;	/* the epoch under way (or the next) ends late */
 	const uint8_t *records;
 	const struct rdb_page_run *runs;
 	size_t nruns;
@@ -151,6 +153,20 @@ static void *worker_main(void *arg)
 		pthread_mutex_unlock(&pool->mu);
 		encode_share(w);
 		pthread_mutex_lock(&pool->mu);
+		if (pool->running == 1 && pool->fault_delay_ns) {
+			/* fault injection: the last worker is late */
+			uint64_t ns = pool->fault_delay_ns;
+			struct timespec ts = {
+				.tv_sec = (time_t)(ns / RDB_NS_PER_S),
+				.tv_nsec = (long)(ns % RDB_NS_PER_S),
+			};
+
+			pool->fault_delay_ns = 0;
+			pthread_mutex_unlock(&pool->mu);
+			while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+				;
+			pthread_mutex_lock(&pool->mu);
+		}
 		if (--pool->running == 0) {
 			pthread_cond_broadcast(&pool->done);
 			if (pool->notify_fd >= 0) {
@@ -266,6 +282,13 @@ int rdb_encpool_submit(struct rdb_encpool *pool, uint64_t epoch,
 	pthread_cond_broadcast(&pool->go);
 	pthread_mutex_unlock(&pool->mu);
 	return 0;
+}
+
+void rdb_encpool_fault_delay(struct rdb_encpool *pool, uint64_t ns)
+{
+	pthread_mutex_lock(&pool->mu);
+	pool->fault_delay_ns = ns;
+	pthread_mutex_unlock(&pool->mu);
 }
 
 bool rdb_encpool_busy(struct rdb_encpool *pool)

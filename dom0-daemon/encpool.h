@@ -53,6 +53,9 @@ int rdb_encpool_submit(struct rdb_encpool *pool, uint64_t epoch,
 		       const uint8_t *records, const struct rdb_page_run *runs,
 		       size_t nruns);
 bool rdb_encpool_busy(struct rdb_encpool *pool);
+/* Fault injection (tests): the epoch under way, or else the next,
+ * finishes ns late. */
+void rdb_encpool_fault_delay(struct rdb_encpool *pool, uint64_t ns);
 void rdb_encpool_wait(struct rdb_encpool *pool);
 unsigned rdb_encpool_nworkers(const struct rdb_encpool *pool);
 /* Valid when idle, until the next submit. */

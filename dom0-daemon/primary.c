@@ -32,6 +32,10 @@
 /* slow-checkpoint: the next pause lasts this long (its resume is late,
  * the daemon beating meanwhile), as a slow hypervisor's would */
 #define FAULT_SLOW_PAUSE_NS (1200 * RDB_NS_PER_MS)
+/* A checkpoint's wait for the encoders this long is logged. */
+#define ENCODER_WAIT_LOG_NS (100 * RDB_NS_PER_MS)
+/* Fault slow-encode: the encoders finish an epoch this late. */
+#define FAULT_SLOW_ENCODE_NS (600 * RDB_NS_PER_MS)
 
 static int start_colo(struct rdb_primary *p, char *err, size_t errlen);
 static void drop(struct rdb_primary *p, const char *why, bool backup_stopped);
@@ -205,9 +209,9 @@ static int hv_reply(struct rdb_primary *p, enum rdb_hv_reply r)
 	return rdb_sock_write_all(p->mig_fd, b, n, rdb_now_ns() + RDB_NS_PER_S);
 }
 
-static int on_checkpoint_request(void *opaque, uint64_t epoch)
+/* The guest stops for checkpoint epoch. */
+static int take_checkpoint(struct rdb_primary *p, uint64_t epoch)
 {
-	struct rdb_primary *p = opaque;
 	int rc;
 
 	rc = hv_reply(p, RDB_HV_STOP);
@@ -227,6 +231,57 @@ static int on_checkpoint_request(void *opaque, uint64_t epoch)
 		raise(SIGSTOP);
 	}
 	return 0;
+}
+
+/*
+ * The hypervisor asks for the next checkpoint.  While the encoders still
+ * work on the last epoch, the STOP waits for them (pri_encoded): the
+ * guest runs on meanwhile and the hypervisor waits, so this loop never
+ * waits for the pool (it held the loop 561 ms once, at protection's
+ * start, and the watchdog tripped).  The wait has the bound of a pause:
+ * on_heartbeat drops protection past PAUSE_OVERRUN_FACTOR times
+ * checkpoint_deadline_ms.
+ */
+static int on_checkpoint_request(void *opaque, uint64_t epoch)
+{
+	struct rdb_primary *p = opaque;
+
+	if (p->encoding) {
+		p->stop_waits = true;
+		p->stop_epoch = epoch;
+		p->stop_asked_ns = rdb_now_ns();
+		p->vm->st.encoder_waits++;
+		return 0;
+	}
+	return take_checkpoint(p, epoch);
+}
+
+/* The pool framed an epoch: a checkpoint that waited for it is taken. */
+static void pri_encoded(struct rdb_primary *p)
+{
+	struct rdb_vm *vm = p->vm;
+	uint64_t waited;
+	char why[160];
+	int rc;
+
+	if (!p->stop_waits || !p->ck.active)
+		return;
+	p->stop_waits = false;
+	waited = rdb_now_ns() - p->stop_asked_ns;
+	vm->st.encoder_wait_ns += waited;
+	if (waited >= ENCODER_WAIT_LOG_NS)
+		LOGVM(INFO, vm->name, "checkpoint of epoch %llu waited %.0f ms "
+		      "for the encoders to finish epoch %llu (the guest ran "
+		      "meanwhile)", (unsigned long long)p->stop_epoch,
+		      (double)waited / RDB_NS_PER_MS,
+		      (unsigned long long)p->stop_epoch - 1);
+	rc = take_checkpoint(p, p->stop_epoch);
+	if (rc < 0) {
+		snprintf(why, sizeof(why), "cannot tell %s to take checkpoint "
+			 "%llu: %s", p->hv->name,
+			 (unsigned long long)p->stop_epoch, strerror(-rc));
+		rdb_pri_drop_protection(p, why);
+	}
 }
 
 int rdb_pri_resume_after_epoch(struct rdb_primary *p)
@@ -994,6 +1049,18 @@ static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
 		return (uint64_t)p->d->cfg.heartbeat_ms * RDB_NS_PER_MS;
 	if (p->overrun_why[0]) {
 		rdb_pri_drop_protection(p, p->overrun_why);
+	} else if (p->stop_waits && now - p->stop_asked_ns >
+		   PAUSE_OVERRUN_FACTOR * (uint64_t)vm->cfg.checkpoint_deadline_ms *
+		   RDB_NS_PER_MS) {
+		char why[160];
+
+		snprintf(why, sizeof(why), "the encoders have taken %.0f ms "
+			 "more over epoch %llu, over %u x checkpoint_deadline_ms "
+			 "(%u ms): checkpoints cannot keep up",
+			 (double)(now - p->stop_asked_ns) / RDB_NS_PER_MS,
+			 (unsigned long long)p->stop_epoch - 1,
+			 PAUSE_OVERRUN_FACTOR, vm->cfg.checkpoint_deadline_ms);
+		rdb_pri_drop_protection(p, why);
 	} else if (p->ck.in_pause && now - p->ckpt_start_ns >
 		   PAUSE_OVERRUN_FACTOR * (uint64_t)vm->cfg.checkpoint_deadline_ms *
 		   RDB_NS_PER_MS) {
@@ -1065,6 +1132,7 @@ static void drop(struct rdb_primary *p, const char *why, bool backup_stopped)
 	}
 	p->ck.active = false;
 	p->ck.in_pause = false;
+	p->stop_waits = false;
 	rdb_ckdevs_stop(&p->devs);
 	rdb_pri_stop_pool(p);
 	if (vm->wd_slot >= 0) {
@@ -1534,6 +1602,7 @@ bool rdb_pri_protection_cleanup(struct rdb_primary *p)
 
 	p->ck.active = false;
 	p->ck.in_pause = false;
+	p->stop_waits = false;
 	p->devs_pending = 0;
 	rdb_ckdevs_stop(&p->devs);
 	if (vm->wd_slot >= 0) {
@@ -1583,6 +1652,7 @@ static const struct rdb_pri_life life = {
 	.protection_cleanup = rdb_pri_protection_cleanup,
 	.close_peer = rdb_pri_close_peer,
 	.resume_after_epoch = rdb_pri_resume_after_epoch,
+	.encoded = pri_encoded,
 	.protect_registered = rdb_pri_protect_registered,
 	.protect_failed = rdb_pri_protect_failed,
 };
@@ -2616,6 +2686,12 @@ int rdb_primary_inject(struct rdb_vm *vm, const char *fault)
 	if (strcmp(fault, "stop-in-initial-state") == 0) {
 		vm->pri->fault_stop_in_initial = true;
 		vm->pri->fault_initial_busy_ns = 0;
+		return 0;
+	}
+	if (strcmp(fault, "slow-encode") == 0) {
+		if (!vm->pri->pool)
+			return -ENOENT;
+		rdb_encpool_fault_delay(vm->pri->pool, FAULT_SLOW_ENCODE_NS);
 		return 0;
 	}
 	if (strcmp(fault, "slow-checkpoint") == 0) {

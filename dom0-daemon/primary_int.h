@@ -81,6 +81,8 @@ struct rdb_pri_life {
 	void (*close_peer)(struct rdb_primary *p);
 	/* the guest stopped for the last epoch's state runs again */
 	int (*resume_after_epoch)(struct rdb_primary *p);
+	/* the encoders finished an epoch (on the loop, after framing it) */
+	void (*encoded)(struct rdb_primary *p);
 	/* the witness registered the protection: it starts; or it could
 	 * not, and the VM is left unprotected */
 	void (*protect_registered)(struct rdb_primary *p);
@@ -245,6 +247,11 @@ struct rdb_primary {
 	uint8_t *enc_dev;
 	size_t enc_dev_len, enc_dev_cap;
 	uint64_t enc_disk_recs, enc_disk_bytes;
+	/* QEMU asked for checkpoint stop_epoch while the pool still encoded
+	 * the last one: its STOP waits for the pool (the guest runs, the
+	 * loop does not wait), since stop_asked_ns */
+	bool stop_waits;
+	uint64_t stop_epoch, stop_asked_ns;
 
 	/*
 	 * The failover decision (primary_decide.c): this protection's

@@ -159,7 +159,9 @@ int rdb_pri_submit_epoch(struct rdb_primary *p, uint64_t epoch,
 	int rc;
 
 	/* One epoch in the pool at a time, in order: the previous one is
-	 * finished first (the guest runs meanwhile). */
+	 * finished first.  (Not in the checkpoint pipeline: a checkpoint's
+	 * STOP waits for the pool, rdb_pri_stop_waits, so the pool is idle
+	 * by its end.) */
 	if (p->encoding) {
 		rdb_encpool_wait(p->pool);
 		rc = finish_encoded(p);
@@ -209,8 +211,9 @@ static void on_pool_done(struct rdb_evloop *loop, int fd, unsigned ev,
 	if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		return;
 	/* (A wakeup for an epoch submit_epoch already finished is stale.) */
-	if (p->encoding && !rdb_encpool_busy(p->pool))
-		finish_encoded(p);
+	if (p->encoding && !rdb_encpool_busy(p->pool) &&
+	    finish_encoded(p) == 0)
+		p->life->encoded(p);
 }
 
 /*

@@ -455,6 +455,9 @@ json_t *rdb_vm_status_json(const struct rdb_vm *vm)
 	json_object_set_new(o, "watchdog_trips", json_integer((json_int_t)vm->st.watchdog_trips));
 	json_object_set_new(o, "deadline_misses", json_integer((json_int_t)vm->st.deadline_misses));
 	json_object_set_new(o, "ack_timeouts", json_integer((json_int_t)vm->st.ack_timeouts));
+	json_object_set_new(o, "encoder_waits", json_pack("{s:I, s:f}",
+		"checkpoints", (json_int_t)vm->st.encoder_waits,
+		"ms", (double)vm->st.encoder_wait_ns / RDB_NS_PER_MS));
 	json_object_set_new(o, "decision", json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}",
 		"on_peer_loss", rdb_peer_loss_name(vm->peer_loss),
 		"started", (json_int_t)vm->st.decisions,
@@ -532,6 +535,12 @@ void rdb_vm_metrics(const struct rdb_vm *vm, struct rdb_prom *p)
 	rdb_prom_add(p, "remusdb_deadline_misses_total", C,
 		     "Checkpoints that missed their deadline.",
 		     (double)st->deadline_misses, NULL);
+	rdb_prom_add(p, "remusdb_encoder_waits_total", C,
+		     "Checkpoints that waited for the encoders to finish the last epoch, the guest running (primary).",
+		     (double)st->encoder_waits, NULL);
+	rdb_prom_add(p, "remusdb_encoder_wait_seconds_total", C,
+		     "Time checkpoints waited for the encoders (primary).",
+		     (double)st->encoder_wait_ns / RDB_NS_PER_S, NULL);
 	rdb_prom_add(p, "remusdb_ack_timeouts_total", C,
 		     "Times a checkpoint waited past ack_timeout_ms for the backup's acknowledgement (primary).",
 		     (double)st->ack_timeouts, NULL);

@@ -102,6 +102,9 @@ struct rdb_vm_stats {
 	uint64_t decisions, decisions_won, decisions_lost;
 	uint64_t witness_errors, hold_pauses;
 	uint64_t deadline_misses;
+	/* primary: checkpoints whose STOP waited for the encoders, and the
+	 * time they waited (the guest ran) */
+	uint64_t encoder_waits, encoder_wait_ns;
 	uint64_t ack_timeouts;		/* primary: ack_timeout_ms passed */
 	/* primary: the last initial copy's bytes (data + zeroes sent), its
 	 * blocks that could differ, and how long it took to queue */
