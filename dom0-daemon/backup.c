@@ -3527,9 +3527,16 @@ void rdb_backup_status(const struct rdb_vm *vm, json_t *o)
 			"silent_to_running_ms", vm->st.failover_ns ?
 				(double)(b->fo_silent_ns + vm->st.failover_ns) / RDB_NS_PER_MS : -1.0,
 			"epoch", (json_int_t)vm->st.committed_epoch));
-	if (b->st.features & RDB_FEATURE_DISKREF)
+	if (b->st.features & RDB_FEATURE_DISKREF) {
+		json_t *by = json_array();
+
 		json_object_set_new(o, "diskref_pages_verified",
 				    json_integer((json_int_t)b->st.diskrefs));
+		for (unsigned k = 0; by && k < b->st.ndisks; k++)
+			json_array_append_new(by, json_integer((json_int_t)b->st.diskrefs_dev[k]));
+		if (by)
+			json_object_set_new(o, "diskref_pages_verified_by_disk", by);
+	}
 	if (b->st.features & RDB_FEATURE_VERIFY)
 		json_object_set_new(o, "epochs_verified",
 				    json_integer((json_int_t)b->st.verified));

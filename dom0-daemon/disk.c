@@ -259,16 +259,18 @@ void rdb_disk_drain(struct rdb_disk *dk)
 
 				memcpy(&v, h + 8 * i, 8);
 				if (v)
-					rdb_readidx_insert(dk->ridx, r->off /
-							   RDB_READIDX_BLOCK + i, v,
-							   dk->read_epoch);
+					rdb_readidx_insert(dk->ridx,
+							   rdb_readidx_key(dk->ridx_dev,
+									   r->off / RDB_READIDX_BLOCK + i),
+							   v, dk->read_epoch);
 			}
 			rdb_dring_pop(&dk->ring);
 			continue;
 		}
 		/* a change: whatever the index knew of its blocks is stale */
 		if (dk->ridx && r->op != RDB_DISK_FLUSH)
-			rdb_readidx_invalidate(dk->ridx, r->off, r->len);
+			rdb_readidx_invalidate(dk->ridx, dk->ridx_dev, r->off,
+					       r->len);
 		if (dk->hook)
 			dk->hook(dk->opaque, (enum rdb_disk_op)r->op, r->off,
 				 r->len, (const uint8_t *)(r + 1));
@@ -277,10 +279,11 @@ void rdb_disk_drain(struct rdb_disk *dk)
 }
 
 void rdb_disk_set_read_tracking(struct rdb_disk *dk, struct rdb_readidx *ix,
-				uint64_t seed)
+				unsigned dev, uint64_t seed)
 {
 	struct rdb_dring_shared *sh = dk->ring.sh;
 
+	dk->ridx_dev = dev;
 	if (ix)
 		rdb_readidx_clear(ix);
 	if (sh) {

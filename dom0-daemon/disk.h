@@ -64,6 +64,7 @@ struct rdb_disk {
 	bool replicated;
 	bool lost_seen;
 	struct rdb_readidx *ridx;	/* disk read tracking, or NULL */
+	unsigned ridx_dev;		/* ... its entries' device index */
 	uint64_t read_epoch;		/* the epoch reads drained now belong to */
 	uint64_t synced_changes;	/* writes + zeroes at our last sync */
 	uint64_t syncs, restarts, started_ns;
@@ -92,11 +93,14 @@ int rdb_disk_open(struct rdb_disk *dk, struct rdb_evloop *loop,
 /*
  * Disk read tracking (readidx.h): the server hashes the blocks the guest
  * reads (with seed) while recording, and the drain keeps ix up to date,
- * reads in and changes out, in the order they happened.  NULL stops it.
- * ix is cleared here and whenever recording starts or stops.
+ * reads in and changes out, in the order they happened, under dev (the
+ * disk's device index: one index serves every disk of the VM).  NULL
+ * stops it.  ix is cleared here and whenever recording starts or stops
+ * (all of it: entries are hints, and a disk not recording would leave
+ * its own stale).
  */
 void rdb_disk_set_read_tracking(struct rdb_disk *dk, struct rdb_readidx *ix,
-				uint64_t seed);
+				unsigned dev, uint64_t seed);
 /* Stops the server (it exits when its end of our socketpair closes). */
 void rdb_disk_close(struct rdb_disk *dk);	/* idempotent */
 bool rdb_disk_connected(const struct rdb_disk *dk);

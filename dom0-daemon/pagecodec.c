@@ -40,23 +40,23 @@ static int uniform(const uint8_t *p)
  * the block's I/O, whose submission can wait on a full queue), the read
  * does not wait either (the block may have gone meanwhile).
  */
-static int block_cached(const struct rdb_rt *rt, uint8_t *blk, uint64_t off)
+static int block_cached(const struct rdb_rt_disk *d, uint8_t *blk, uint64_t off)
 {
 	struct iovec iov = { blk, RDB_PAGE_SIZE };
 	unsigned char in;
 	ssize_t n;
 
-	if (rt->img_map && off + RDB_PAGE_SIZE <= rt->img_len &&
-	    mincore((void *)((const uint8_t *)rt->img_map + off), RDB_PAGE_SIZE,
+	if (d->map && off + RDB_PAGE_SIZE <= d->len &&
+	    mincore((void *)((const uint8_t *)d->map + off), RDB_PAGE_SIZE,
 		    &in) == 0 && !(in & 1))
 		return 0;
-	n = preadv2(rt->img_fd, &iov, 1, (off_t)off, RWF_NOWAIT);
+	n = preadv2(d->fd, &iov, 1, (off_t)off, RWF_NOWAIT);
 	if (n == RDB_PAGE_SIZE)
 		return 1;
 	if (n >= 0 || errno == EAGAIN)
 		return 0;
 	if (errno == EOPNOTSUPP || errno == EINVAL)	/* no RWF_NOWAIT here */
-		return rdb_pread_all(rt->img_fd, blk, RDB_PAGE_SIZE, off) < 0 ?
+		return rdb_pread_all(d->fd, blk, RDB_PAGE_SIZE, off) < 0 ?
 			-EIO : 1;
 	return -errno;
 }
@@ -70,17 +70,23 @@ static int block_cached(const struct rdb_rt *rt, uint8_t *blk, uint64_t off)
  * commit.  The backup checks the SHA-256 all the same.
  */
 static bool disk_block_of(const struct rdb_rt *rt, const uint8_t *page,
-			  uint64_t *disk_off, bool *older,
+			  unsigned *dev, uint64_t *disk_off, bool *older,
 			  struct rdb_codec_stats *st)
 {
 	uint8_t blk[RDB_PAGE_SIZE];
-	uint64_t b, tag;
+	uint64_t key, b, tag;
 
 	if (!rdb_readidx_lookup(rt->ix, rdb_readidx_hash(page, rt->seed),
-				rt->epoch, &b, &tag))
+				rt->epoch, &key, &tag))
 		return false;
 	st->rt_hits++;
-	switch (block_cached(rt, blk, b * RDB_PAGE_SIZE)) {
+	*dev = (unsigned)(key >> RDB_READIDX_DEV_SHIFT);
+	b = key & RDB_READIDX_BLOCK_MASK;
+	if (*dev >= rt->ndisks) {	/* (the index has no other disks) */
+		st->rt_unconfirmed++;
+		return false;
+	}
+	switch (block_cached(&rt->disk[*dev], blk, b * RDB_PAGE_SIZE)) {
 	case 1:
 		break;
 	case 0:
@@ -91,6 +97,10 @@ static bool disk_block_of(const struct rdb_rt *rt, const uint8_t *page,
 		return false;
 	}
 	if (memcmp(blk, page, RDB_PAGE_SIZE)) {
+		st->rt_unconfirmed++;
+		return false;
+	}
+	if (b * RDB_PAGE_SIZE > RDB_DISKREF_OFF_MASK) {	/* (64 PiB) */
 		st->rt_unconfirmed++;
 		return false;
 	}
@@ -112,7 +122,7 @@ long rdb_page_encode(struct rdb_pagecache *pc, uint32_t allowed,
 	uint8_t *old = NULL, *slot;
 	uint64_t disk_off = 0;
 	bool ref = false, older = false;
-	unsigned mdlen = 0;
+	unsigned mdlen = 0, dev = 0;
 	long n = -1, body;
 	int rc;
 
@@ -124,7 +134,7 @@ long rdb_page_encode(struct rdb_pagecache *pc, uint32_t allowed,
 		goto sent;
 	}
 	if (rt && (allowed & RDB_FEATURE_DISKREF))
-		ref = disk_block_of(rt, page, &disk_off, &older, st);
+		ref = disk_block_of(rt, page, &dev, &disk_off, &older, st);
 	if (allowed & RDB_FEATURE_XORRLE) {
 		old = rdb_pagecache_get(pc, block, offset);
 		if (old) {
@@ -151,9 +161,14 @@ long rdb_page_encode(struct rdb_pagecache *pc, uint32_t allowed,
 	}
 	if (ref && EVP_Digest(page, RDB_PAGE_SIZE, md, &mdlen, EVP_sha256(),
 			      NULL) && mdlen == RDB_DISKREF_HASH_LEN) {
-		rc = rdb_proto_page_record_append_diskref(out, offset, disk_off, md);
+		/* (disk 0's offset as it always was; another's names it,
+		 * RDB_FEATURE_DISKREF_DEVS: rt has other disks only then) */
+		rc = rdb_proto_page_record_append_diskref(out, offset,
+			(uint64_t)dev << RDB_DISKREF_DEV_SHIFT | disk_off, md);
 		if (rc == 0 && older)
 			st->rt_older_reads++;
+		if (rc == 0)
+			st->rt_refs[dev]++;
 		enc = RDB_PAGE_DISKREF;
 		body = RDB_PAGE_DISKREF_BODY;
 		goto sent;
@@ -202,4 +217,6 @@ void rdb_codec_stats_add(struct rdb_codec_stats *to,
 	to->rt_uncached += from->rt_uncached;
 	to->rt_delta_smaller += from->rt_delta_smaller;
 	to->rt_older_reads += from->rt_older_reads;
+	for (int i = 0; i < RDB_RT_DISKS_MAX; i++)
+		to->rt_refs[i] += from->rt_refs[i];
 }

@@ -25,6 +25,10 @@
 #include "proto.h"
 #include "readidx.h"
 
+/* Disks read tracking can cover (diskbuf.h's RDB_DISKS_MAX, checked in
+ * primary_send.c). */
+#define RDB_RT_DISKS_MAX 8
+
 struct rdb_codec_stats {
 	uint64_t pages[RDB_PAGE_ENC__MAX];	/* records per encoding */
 	uint64_t out_bytes[RDB_PAGE_ENC__MAX];	/* their body bytes */
@@ -40,18 +44,28 @@ struct rdb_codec_stats {
 	 * pages) */
 	uint64_t rt_hits, rt_unconfirmed, rt_delta_smaller, rt_older_reads;
 	uint64_t rt_uncached;
+	uint64_t rt_refs[RDB_RT_DISKS_MAX];	/* DISKREF pages, by disk */
 };
 
 /* Disk read tracking for the encoder: the read index, its hash key, and
- * the image (an fd to read a candidate block back and compare; a read-only
- * map of it, img_len bytes, to ask the page cache whether it holds the
- * block without reading it; NULL: reads may wait for the disk). */
+ * each disk's image (an fd to read a candidate block back and compare; a
+ * read-only map of it to ask the page cache whether it holds the block
+ * without reading it; NULL: reads may wait for the disk). */
+/* A tracked disk's image, where a candidate block is confirmed. */
+struct rdb_rt_disk {
+	int fd;
+	const void *map;	/* read-only, to ask the page cache (or NULL) */
+	uint64_t len;		/* the map's */
+};
+
+/* Read tracking over disks 0..ndisks-1 (by device index: the index's
+ * keys and the DISKREF's disk name them).  ndisks > 1 only with
+ * RDB_FEATURE_DISKREF_DEVS granted. */
 struct rdb_rt {
 	struct rdb_readidx *ix;
 	uint64_t seed;
-	int img_fd;
-	const void *img_map;
-	uint64_t img_len;
+	struct rdb_rt_disk disk[RDB_RT_DISKS_MAX];
+	unsigned ndisks;
 	uint64_t epoch;		/* being encoded: reads of later ones do not count */
 };
 

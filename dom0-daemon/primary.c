@@ -1188,7 +1188,8 @@ void rdb_pri_drop_protection(struct rdb_primary *p, const char *why)
 static uint32_t offered_features(const struct rdb_primary *p)
 {
 	return (p->vm->cfg.compression ? CODEC_FEATURES : 0) |
-	       (p->vm->cfg.read_tracking && p->ndisks ? RDB_FEATURE_DISKREF : 0) |
+	       (p->vm->cfg.read_tracking && p->ndisks ?
+		RDB_FEATURE_DISKREF | RDB_FEATURE_DISKREF_DEVS : 0) |
 	       (p->vm->cfg.verify_pages ? RDB_FEATURE_VERIFY : 0) |
 	       (p->ndisks ? RDB_FEATURE_RESYNC : 0) |
 	       RDB_FEATURE_HANDOVER |

@@ -236,8 +236,10 @@ struct rdb_primary {
 	 */
 	struct rdb_encpool *pool;
 	struct rdb_readidx *ridx;	/* disk read tracking (DISKREF granted) */
-	const void *rt_map;		/* its map of the image (pagecodec.c) */
-	uint64_t rt_map_len;
+	/* its maps of the tracked disks' images (pagecodec.c) */
+	const void *rt_map[RDB_DISKS_MAX];
+	uint64_t rt_map_len[RDB_DISKS_MAX];
+	unsigned rt_ndisks;		/* disks tracked: 0..rt_ndisks-1 */
 	int pool_fd;			/* eventfd: the pool finished an epoch */
 	bool encoding;
 	uint64_t enc_epoch;

@@ -222,11 +222,13 @@ static void on_pool_done(struct rdb_evloop *loop, int fd, unsigned ev,
  * The hashes are keyed per protection, so a guest cannot aim collisions
  * at a key it does not know.
  */
+_Static_assert(RDB_RT_DISKS_MAX >= RDB_DISKS_MAX, "read tracking covers every disk");
+
 static int start_read_tracking(struct rdb_primary *p)
 {
 	struct rdb_vm *vm = p->vm;
 	struct rdb_readidx_stats st;
-	struct rdb_rt rt;
+	struct rdb_rt rt = { 0 };
 	int rc;
 
 	rc = rdb_readidx_create(&p->ridx, (uint64_t)vm->cfg.read_index_mb << 20);
@@ -235,25 +237,37 @@ static int start_read_tracking(struct rdb_primary *p)
 	if (getrandom(&rt.seed, sizeof(rt.seed), 0) != sizeof(rt.seed))
 		rt.seed = rdb_now_ns() ^ p->generation;
 	rt.ix = p->ridx;
-	rt.img_fd = p->disks[0]->disk.img_fd;
-	/* (to ask the page cache, never to read: see pagecodec.c) */
-	rt.img_len = p->disks[0]->disk.size;
-	rt.img_map = rt.img_len ? mmap(NULL, rt.img_len, PROT_READ, MAP_SHARED,
-				       rt.img_fd, 0) : MAP_FAILED;
-	if (rt.img_map == MAP_FAILED) {
-		LOGVM(WARN, vm->name, "disk read tracking: cannot map the image "
-		      "to ask the page cache (%s): a candidate block's read may "
-		      "wait for the disk", strerror(errno));
-		rt.img_map = NULL;
-		rt.img_len = 0;
+	/* Every disk, if the backup can tell them apart in a reference;
+	 * else the first (a backup of an earlier version). */
+	rt.ndisks = p->ck.features & RDB_FEATURE_DISKREF_DEVS ? p->ndisks : 1;
+	for (unsigned k = 0; k < rt.ndisks; k++) {
+		struct rdb_rt_disk *d = &rt.disk[k];
+
+		d->fd = p->disks[k]->disk.img_fd;
+		/* (to ask the page cache, never to read: see pagecodec.c) */
+		d->len = p->disks[k]->disk.size;
+		d->map = d->len ? mmap(NULL, d->len, PROT_READ, MAP_SHARED,
+				       d->fd, 0) : MAP_FAILED;
+		if (d->map == MAP_FAILED) {
+			LOGVM(WARN, vm->name, "disk read tracking: cannot map "
+			      "disk %u's image to ask the page cache (%s): a "
+			      "candidate block's read may wait for the disk",
+			      k, strerror(errno));
+			d->map = NULL;
+			d->len = 0;
+		}
+		p->rt_map[k] = d->map;
+		p->rt_map_len[k] = d->len;
 	}
-	p->rt_map = rt.img_map;
-	p->rt_map_len = rt.img_len;
+	p->rt_ndisks = rt.ndisks;
 	rdb_encpool_set_rt(p->pool, &rt);
-	rdb_disk_set_read_tracking(&p->disks[0]->disk, p->ridx, rt.seed);
+	for (unsigned k = 0; k < rt.ndisks; k++)
+		rdb_disk_set_read_tracking(&p->disks[k]->disk, p->ridx, k,
+					   rt.seed);
 	rdb_readidx_stats(p->ridx, &st);
-	LOGVM(INFO, vm->name, "disk read tracking on: read index of %llu "
-	      "blocks (%u MiB)", (unsigned long long)st.capacity,
+	LOGVM(INFO, vm->name, "disk read tracking on: %u of %u disk%s, read "
+	      "index of %llu blocks (%u MiB)", rt.ndisks, p->ndisks,
+	      p->ndisks == 1 ? "" : "s", (unsigned long long)st.capacity,
 	      vm->cfg.read_index_mb);
 	return 0;
 }
@@ -290,17 +304,20 @@ int rdb_pri_start_pool(struct rdb_primary *p, uint64_t ram_bytes)
 
 void rdb_pri_stop_pool(struct rdb_primary *p)
 {
-	if (p->ridx && p->ndisks)
-		rdb_disk_set_read_tracking(&p->disks[0]->disk, NULL, 0);
+	for (unsigned k = 0; p->ridx && k < p->rt_ndisks; k++)
+		rdb_disk_set_read_tracking(&p->disks[k]->disk, NULL, k, 0);
 	if (p->pool) {
 		rdb_encpool_destroy(p->pool);	/* waits for an epoch in flight */
 		p->pool = NULL;
 	}
 	rdb_readidx_destroy(p->ridx);		/* after its last user */
 	p->ridx = NULL;
-	if (p->rt_map)
-		munmap((void *)p->rt_map, p->rt_map_len);
-	p->rt_map = NULL;
+	for (unsigned k = 0; k < p->rt_ndisks; k++) {
+		if (p->rt_map[k])
+			munmap((void *)p->rt_map[k], p->rt_map_len[k]);
+		p->rt_map[k] = NULL;
+	}
+	p->rt_ndisks = 0;
 	if (p->pool_fd >= 0) {
 		rdb_evloop_del_fd(p->d->loop, p->pool_fd);
 		close(p->pool_fd);

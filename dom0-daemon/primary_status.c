@@ -122,20 +122,33 @@ void rdb_primary_status(const struct rdb_vm *vm, json_t *o)
 		}
 		json_object_set_new(o, "devices", devs);
 	}
-	if (p->ridx && p->ndisks) {
-		/* (read tracking runs on the first disk) */
-		const struct rdb_dring_shared *ds = p->disks[0]->disk.ring.sh;
+	if (p->ridx && p->rt_ndisks) {
 		const struct rdb_codec_stats *c = &vm->st.codec;
 		struct rdb_readidx_stats rs;
+		uint64_t rd = 0, skip = 0;
+		json_t *disks = json_array(), *rt;
 
+		/* by tracked disk: blocks read, and DISKREF pages naming it */
+		for (unsigned k = 0; k < p->rt_ndisks; k++) {
+			const struct rdb_dring_shared *ds = p->disks[k]->disk.ring.sh;
+			uint64_t r = ds ? atomic_load(&ds->reads_tracked) : 0;
+
+			rd += r;
+			skip += ds ? atomic_load(&ds->reads_skipped) : 0;
+			if (disks)
+				json_array_append_new(disks, json_pack("{s:s, s:I, s:I}",
+					"id", p->disks[k]->dev.id,
+					"blocks_read", (json_int_t)r,
+					"diskref_pages", (json_int_t)c->rt_refs[k]));
+		}
 		rdb_readidx_stats(p->ridx, &rs);
-		json_object_set_new(o, "read_tracking", json_pack(
+		rt = json_pack(
 			"{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
 			"index_capacity", (json_int_t)rs.capacity,
 			"index_entries", (json_int_t)rs.entries,
 			"index_bytes", (json_int_t)rs.mem_bytes,
-			"blocks_read", (json_int_t)(ds ? atomic_load(&ds->reads_tracked) : 0),
-			"blocks_not_tracked", (json_int_t)(ds ? atomic_load(&ds->reads_skipped) : 0),
+			"blocks_read", (json_int_t)rd,
+			"blocks_not_tracked", (json_int_t)skip,
 			"invalidated", (json_int_t)rs.invalidated,
 			"evicted", (json_int_t)rs.evicted,
 			"lookups", (json_int_t)rs.lookups,
@@ -145,7 +158,13 @@ void rdb_primary_status(const struct rdb_vm *vm, json_t *o)
 			"delta_smaller", (json_int_t)c->rt_delta_smaller,
 			"diskref_pages", (json_int_t)c->pages[RDB_PAGE_DISKREF],
 			"diskref_bytes", (json_int_t)c->out_bytes[RDB_PAGE_DISKREF],
-			"diskref_of_earlier_reads", (json_int_t)c->rt_older_reads));
+			"diskref_of_earlier_reads", (json_int_t)c->rt_older_reads);
+		if (rt && disks)
+			json_object_set_new(rt, "disks", disks);
+		else
+			json_decref(disks);
+		if (rt)
+			json_object_set_new(o, "read_tracking", rt);
 	}
 }
 

@@ -168,10 +168,11 @@ enum rdb_page_enc {
 #define RDB_FEATURE_VERIFY (1u << 4)	/* VERIFY frames (a test/debug mode) */
 #define RDB_FEATURE_RESYNC (1u << 5)	/* DISK_SETUP's base, DISK_BASE */
 #define RDB_FEATURE_HANDOVER (1u << 6)	/* HANDOVER frames (migrate) */
+#define RDB_FEATURE_DISKREF_DEVS (1u << 7)	/* DISKREF names its disk */
 #define RDB_FEATURES_KNOWN (RDB_FEATURE_XORRLE | RDB_FEATURE_LZ4 | \
 			    RDB_FEATURE_FLOWS | RDB_FEATURE_DISKREF | \
 			    RDB_FEATURE_VERIFY | RDB_FEATURE_RESYNC | \
-			    RDB_FEATURE_HANDOVER)
+			    RDB_FEATURE_HANDOVER | RDB_FEATURE_DISKREF_DEVS)
 /* Body bounds of the length-prefixed encodings. */
 #define RDB_PAGE_XORRLE_MAX RDB_PAGE_SIZE
 #define RDB_PAGE_LZ4_MAX (RDB_PAGE_SIZE + RDB_PAGE_SIZE / 255 + 16)
@@ -181,6 +182,12 @@ enum rdb_page_enc {
  * checks (docs/read-tracking.md). */
 #define RDB_DISKREF_HASH_LEN 32
 #define RDB_PAGE_DISKREF_BODY (8 + RDB_DISKREF_HASH_LEN)
+/* With RDB_FEATURE_DISKREF_DEVS granted, the disk offset names the disk
+ * too, as Xen's stream packs a page's type above its frame number: bits
+ * 56-63 the disk's device index (DISK_SETUP's), bits 0-55 the offset.
+ * Without it, a reference is to disk 0 (device bits 0). */
+#define RDB_DISKREF_DEV_SHIFT 56
+#define RDB_DISKREF_OFF_MASK ((1ull << RDB_DISKREF_DEV_SHIFT) - 1)
 
 struct rdb_frame {
 	enum rdb_msg_type type;

@@ -161,7 +161,8 @@ void rdb_readidx_insert(struct rdb_readidx *ix, uint64_t block, uint64_t hash,
 	pthread_mutex_unlock(&ix->mu);
 }
 
-void rdb_readidx_invalidate(struct rdb_readidx *ix, uint64_t off, uint64_t len)
+void rdb_readidx_invalidate(struct rdb_readidx *ix, unsigned dev, uint64_t off,
+			    uint64_t len)
 {
 	uint64_t first, last;
 
@@ -169,6 +170,12 @@ void rdb_readidx_invalidate(struct rdb_readidx *ix, uint64_t off, uint64_t len)
 		return;
 	first = off / RDB_READIDX_BLOCK;
 	last = (off + len - 1) / RDB_READIDX_BLOCK;
+	if (first > RDB_READIDX_BLOCK_MASK)
+		return;
+	if (last > RDB_READIDX_BLOCK_MASK)
+		last = RDB_READIDX_BLOCK_MASK;
+	first = rdb_readidx_key(dev, first);
+	last = rdb_readidx_key(dev, last);
 	pthread_mutex_lock(&ix->mu);
 	if (last - first >= ix->n) {
 		/* a range wider than the index holds (a big trim): walk the

@@ -32,6 +32,17 @@
 
 #define RDB_READIDX_BLOCK 4096u
 
+/* One index serves every disk of a VM: an entry's block is a key, the
+ * disk's device index above bit RDB_READIDX_DEV_SHIFT and the block
+ * (disk offset / 4096) below it. */
+#define RDB_READIDX_DEV_SHIFT 48
+#define RDB_READIDX_BLOCK_MASK ((1ull << RDB_READIDX_DEV_SHIFT) - 1)
+
+static inline uint64_t rdb_readidx_key(unsigned dev, uint64_t block)
+{
+	return (uint64_t)dev << RDB_READIDX_DEV_SHIFT | block;
+}
+
 struct rdb_readidx;
 
 struct rdb_readidx_stats {
@@ -43,14 +54,17 @@ struct rdb_readidx_stats {
 int rdb_readidx_create(struct rdb_readidx **out, uint64_t max_bytes);
 void rdb_readidx_destroy(struct rdb_readidx *ix);	/* NULL is fine */
 
-/* The block (disk offset / 4096) was read in epoch tag and holds
+/* The block (its key: rdb_readidx_key) was read in epoch tag and holds
  * contents of hash. */
 void rdb_readidx_insert(struct rdb_readidx *ix, uint64_t block, uint64_t hash,
 			uint64_t tag);
-/* Bytes [off, off + len) change: every block they touch is forgotten. */
-void rdb_readidx_invalidate(struct rdb_readidx *ix, uint64_t off, uint64_t len);
-/* A block whose last event was a read, in an epoch <= max_tag, of
- * contents with this hash; *tag: that read's epoch (tag may be NULL). */
+/* Bytes [off, off + len) of disk dev change: every block they touch is
+ * forgotten. */
+void rdb_readidx_invalidate(struct rdb_readidx *ix, unsigned dev, uint64_t off,
+			    uint64_t len);
+/* A block (its key) whose last event was a read, in an epoch <= max_tag,
+ * of contents with this hash; *tag: that read's epoch (tag may be
+ * NULL). */
 bool rdb_readidx_lookup(struct rdb_readidx *ix, uint64_t hash,
 			uint64_t max_tag, uint64_t *block, uint64_t *tag);
 /* Whether block has an entry, and its hash (tests, status). */

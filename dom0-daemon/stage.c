@@ -180,30 +180,50 @@ static void apply_page(uint8_t *dst, uint8_t enc, const uint8_t *body)
  */
 static int disk_fail(struct rdb_stage *st, struct rdb_diskbuf *db, int rc);
 
-/* The checks a DISKREF passes when staged: a disk, an offset inside it. */
+/* A DISKREF's disk (device index) and offset on it: the wire's offset
+ * names the disk with RDB_FEATURE_DISKREF_DEVS granted (proto.h). */
+static unsigned diskref_dev(const struct rdb_stage *st, uint64_t wire)
+{
+	return st->features & RDB_FEATURE_DISKREF_DEVS ?
+		(unsigned)(wire >> RDB_DISKREF_DEV_SHIFT) : 0;
+}
+
+static uint64_t diskref_off(const struct rdb_stage *st, uint64_t wire)
+{
+	return st->features & RDB_FEATURE_DISKREF_DEVS ?
+		wire & RDB_DISKREF_OFF_MASK : wire;
+}
+
+/* The checks a DISKREF passes when staged: its disk, an offset inside it. */
 static int diskref_check(struct rdb_stage *st, const char *blockid,
 			 const struct rdb_page_rec *r)
 {
-	struct rdb_diskbuf *disk = st->ndisks ? st->disks[0] : NULL;
+	unsigned dev = diskref_dev(st, r->disk_offset);
+	uint64_t off = diskref_off(st, r->disk_offset);
+	struct rdb_diskbuf *disk = dev < st->ndisks ? st->disks[dev] : NULL;
 
 	if (!disk)
-		return fail(st, "DISKREF for page 0x%llx of %s: the VM has no disk",
-			    (unsigned long long)r->offset, blockid);
-	if (rdb_diskbuf_check_range(disk, r->disk_offset, RDB_PAGE_SIZE) < 0)
+		return fail(st, "DISKREF for page 0x%llx of %s: the VM has no "
+			    "disk %u (%u disks)", (unsigned long long)r->offset,
+			    blockid, dev, st->ndisks);
+	if (rdb_diskbuf_check_range(disk, off, RDB_PAGE_SIZE) < 0)
 		return fail(st, "DISKREF for page 0x%llx of %s: disk offset %llu "
-			    "is beyond the %llu-byte disk",
+			    "is beyond disk %u's %llu bytes",
 			    (unsigned long long)r->offset, blockid,
-			    (unsigned long long)r->disk_offset,
+			    (unsigned long long)off, dev,
 			    (unsigned long long)disk->size);
 	return 0;
 }
 
-/* The referenced block into dst, its SHA-256 checked against hash. */
+/* The referenced block (wire: its disk and offset, checked by
+ * diskref_check) into dst, its SHA-256 checked against hash. */
 static int diskref_read(struct rdb_stage *st, const char *blockid,
-			uint64_t page_off, uint64_t disk_off,
+			uint64_t page_off, uint64_t wire,
 			const uint8_t *hash, uint8_t *dst)
 {
-	struct rdb_diskbuf *disk = st->disks[0];
+	unsigned dev = diskref_dev(st, wire);
+	uint64_t disk_off = diskref_off(st, wire);
+	struct rdb_diskbuf *disk = st->disks[dev];
 	uint8_t md[EVP_MAX_MD_SIZE];
 	unsigned mdlen = 0;
 	int rc;
@@ -216,12 +236,13 @@ static int diskref_read(struct rdb_stage *st, const char *blockid,
 		return fail(st, "DISKREF: SHA-256 unavailable");
 	if (memcmp(md, hash, RDB_DISKREF_HASH_LEN))
 		return fail(st, "DISKREF for page 0x%llx of %s in epoch %llu: the "
-			    "replica's block at disk offset %llu does not hold "
-			    "the referenced contents (SHA-256 mismatch)",
+			    "replica's block at disk %u's offset %llu does not "
+			    "hold the referenced contents (SHA-256 mismatch)",
 			    (unsigned long long)page_off, blockid,
-			    (unsigned long long)st->epoch,
+			    (unsigned long long)st->epoch, dev,
 			    (unsigned long long)disk_off);
 	st->diskrefs++;
+	st->diskrefs_dev[dev]++;
 	return 0;
 }
 

@@ -35,8 +35,8 @@ struct rdb_stage {
 	uint64_t epoch;
 	struct rdb_buf pages;	/* records: block:u32 offset:u64 enc:u8 body */
 	uint64_t npages, bytes;	/* records (pages + disk frames), their bytes */
-	/* the VM's disks, by device index (DISK_* frames' `device`); disk 0
-	 * also resolves DISKREF pages */
+	/* the VM's disks, by device index (DISK_* frames' `device`, and a
+	 * DISKREF's disk: proto.h) */
 	struct rdb_diskbuf *disks[RDB_DISKS_MAX];
 	unsigned ndisks;
 	/* FLOWS records go here at commit, by NIC (the frames' device) */
@@ -47,6 +47,7 @@ struct rdb_stage {
 	struct rdb_buf scratch;		/* LZ4 and DISKREF pages of the frame
 					 * being staged */
 	uint64_t diskrefs;		/* DISKREF pages verified and staged */
+	uint64_t diskrefs_dev[RDB_DISKS_MAX];	/* ... by disk */
 	uint64_t pending_refs;		/* the open epoch's, read at its
 					 * commit (rdb_stage_commit_disk) */
 	bool verify;			/* a VERIFY came for the open epoch */

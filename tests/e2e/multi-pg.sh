@@ -21,7 +21,17 @@
 #  - then PostgreSQL crashes in the restored guest and recovers from the
 #    replicas alone (page cache dropped, the WAL replayed from vdb): the
 #    ledger check again (I2, I3 on what the disks held), and pg_amcheck
-#    clean on both databases.
+#    clean on both databases;
+#  - disk read tracking on every disk (read_tracking, verify_pages: the
+#    backup checks its RAM image against the primary's digest after each
+#    commit): the guest reads the tablespace's files from /dev/vdc with
+#    its page cache dropped every second, and makes stale copies there (a
+#    file read, copied, then rewritten: the index must forget the
+#    rewritten blocks of that disk); pages went as references to disk 2's
+#    blocks and the backup read and verified them from disk 2's replica,
+#    every epoch verified, protection never dropped.  Red when the
+#    backup resolves every reference on disk 0 (SHA-256 mismatch,
+#    protection dropped).
 # Shown red with the backup's commit leaving disk 1's (the WAL's) part
 # of every epoch unapplied (rdb_diskbuf_apply_set skipping set[1]): see
 # the commit.
@@ -41,6 +51,8 @@ trap 'cluster_down "$run"' EXIT
 
 rdb_require_root
 [ -x build/workload/ledger ] || rdb_fail "build/workload/ledger missing (make all)"
+export CL_VM_EXTRA="read_tracking = true
+verify_pages = true"
 cl_pg_split_up "$run" "$ckpt" postgres
 ip1=$CL_PG_IP1
 
@@ -64,6 +76,13 @@ cl_frozen_disks_equal pri "$CL_DIR/pri/serial.sock" "$CL_DIR/pri/console.log" \
 	"$CL_DIR/pri/$CL_VM.disk.img" "${bak_imgs[0]}"
 disk_equal=$CL_DISK_EQUAL
 
+# Reads of disk 2 (the tablespace's files, page cache dropped every
+# second) and stale copies on it, for read tracking.
+cl_console_cmd "mkdir -p /pgts/rt; (while :; do echo 3 > /proc/sys/vm/drop_caches; cat /pgts/ts/*/*/* > /dev/null 2>&1; dd if=/dev/urandom of=/pgts/rt/y bs=4k count=16 2>/dev/null; dd if=/dev/urandom of=/pgts/rt/a bs=4k count=16 conv=fsync 2>/dev/null; echo 3 >/proc/sys/vm/drop_caches; cp /pgts/rt/a /pgts/rt/b; dd if=/pgts/rt/y of=/pgts/rt/a bs=4k count=16 conv=notrunc,fsync 2>/dev/null; sleep 1; done) & echo REMUSDB-READS" ||
+	rdb_fail "console"
+wait_for 20 "the guest's read loop" grep -q REMUSDB-READS "$CL_DIR/pri/console.log" ||
+	rdb_fail "the guest did not start reading disk 2"
+
 w0=$(jq -c '[.vms[0].devices[] | select(.kind == "disk") | .writes]' <<<"$pst")
 [ -n "$before_s" ] || before_s=$(awk -v r=$RANDOM 'BEGIN{printf "%.3f", 8 + (r % 6000) / 1000}')
 total_s=$(awk -v a="$before_s" -v b="$after_s" 'BEGIN{printf "%d", a + b + 5}')
@@ -79,6 +98,8 @@ led=$!
 sleep "$before_s"
 cl_ctl pri status "$CL_VM" --json > "$CL_DIR/pri-status.json" ||
 	rdb_fail "primary not answering before the pull"
+cl_ctl bak status "$CL_VM" --json > "$CL_DIR/bak-status-before.json" ||
+	rdb_fail "backup not answering before the pull"
 pull_ms=$(date +%s%3N)
 cluster_pull_power "$run"
 echo "pulled the primary's power at +${before_s}s under load"
@@ -125,10 +146,12 @@ tps_pgbench=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$CL_DIR/pgbench.log" | head 
 jq -n --slurpfile l "$CL_DIR/ledger.json" --slurpfile s "$CL_DIR/bak-status.json" \
 	--slurpfile r "$CL_DIR/ledger-recovered.json" \
 	--slurpfile p "$CL_DIR/pri-status.json" --argjson w0 "$w0" \
+	--slurpfile b "$CL_DIR/bak-status-before.json" \
 	--argjson disk_equal "$disk_equal" --argjson amcheck_rc "$amcheck_rc" \
 	--argjson ledger_rc "$ledger_rc" --argjson pgbench_rc "$pgbench_rc" \
 	--arg tps "${tps_pgbench:-0}" --arg ckpt "$ckpt" --arg before "$before_s" '
 	$l[0] as $l | $r[0] as $r | ($s[0].vms[0]) as $v | ($p[0].vms[0]) as $pv |
+	($b[0].vms[0]) as $bv |
 	([$pv.devices[] | select(.kind == "disk") | .writes]) as $w1 |
 	([range(0; $w1 | length) | $w1[.] - $w0[.]]) as $dw |
 	{ epoch_ms: ($ckpt | tonumber), pull_after_s: ($before | tonumber),
@@ -144,6 +167,14 @@ jq -n --slurpfile l "$CL_DIR/ledger.json" --slurpfile s "$CL_DIR/bak-status.json
 		phantom_txns: $r.phantom_txns, partial_txns: $r.partial_txns },
 	  disk_equal_frozen: $disk_equal, amcheck_ok: ($amcheck_rc == 0),
 	  committed_epoch: $v.committed_epoch,
+	  read_tracking: $pv.read_tracking,
+	  backup_diskref_verified_by_disk: $bv.diskref_pages_verified_by_disk,
+	  backup_epochs_verified: $bv.epochs_verified,
+	  read_tracking_ok: ($pv.state == "protected" and $pv.transitions.degraded == 0
+			  and ($pv.read_tracking.disks | length) == 3
+			  and $pv.read_tracking.disks[2].diskref_pages > 0
+			  and $bv.diskref_pages_verified_by_disk[2] > 0
+			  and $bv.epochs_verified >= $bv.committed_epoch - 2),
 	  invariants_ok: ($l.lost_commits == 0 and $l.phantom_txns == 0
 			  and $l.partial_txns == 0 and $l.broken_connections == 0
 			  and $l.acked_commits > 0 and $l.failover_gap_ms >= 0
@@ -157,4 +188,6 @@ cat "$CL_DIR/result.json"
 	rdb_fail "invariant violated (logs in $CL_DIR)"
 [ "$(jq -r .amcheck_ok "$CL_DIR/result.json")" = true ] ||
 	rdb_fail "pg_amcheck found corruption on the backup (see $CL_DIR/amcheck.log)"
-echo "PASS: 3 disks (writes under load $(jq -c .disk_writes_under_load "$CL_DIR/result.json")), 2 NICs; $(jq -r .acked_commits "$CL_DIR/result.json") acknowledged commits, none lost, none lost after crash recovery from the replicas; pgbench on NIC 1 unbroken; amcheck clean"
+[ "$(jq -r .read_tracking_ok "$CL_DIR/result.json")" = true ] ||
+	rdb_fail "read tracking on disk 2: no references verified, or protection dropped (logs in $CL_DIR)"
+echo "PASS: 3 disks (writes under load $(jq -c .disk_writes_under_load "$CL_DIR/result.json")), 2 NICs; $(jq -r .acked_commits "$CL_DIR/result.json") acknowledged commits, none lost, none lost after crash recovery from the replicas; pgbench on NIC 1 unbroken; amcheck clean; read tracking: disk 2's blocks referenced $(jq -r .read_tracking.disks[2].diskref_pages "$CL_DIR/result.json") times, verified from its replica"

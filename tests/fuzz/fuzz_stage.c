@@ -14,7 +14,7 @@
 #include "stage.h"
 
 static struct rdb_ramimage img;
-static struct rdb_diskbuf db;
+static struct rdb_diskbuf db, db1;	/* disk 0, disk 1 (DISKREF_DEVS) */
 static struct rdb_stage st;
 
 static void init_once(void)
@@ -37,10 +37,20 @@ static void init_once(void)
 		memset(blk, 'a' + i, sizeof(blk));
 		rdb_diskbuf_apply_one(&db, RDB_DISK_WRITE, (uint64_t)i * 4096, 4096, blk);
 	}
+	snprintf(path, sizeof(path), "%s/replica1.img", dir);
+	rdb_diskbuf_init(&db1, 1 << 20);
+	if (rdb_diskbuf_create(&db1, path, 4 * 4096) < 0)
+		abort();
+	for (int i = 0; i < 4; i++) {
+		memset(blk, 'A' + i, sizeof(blk));
+		rdb_diskbuf_apply_one(&db1, RDB_DISK_WRITE, (uint64_t)i * 4096, 4096, blk);
+	}
 	rdb_stage_init(&st);
 	st.disks[0] = &db;
-	st.ndisks = 1;
-	st.features = RDB_FEATURE_XORRLE | RDB_FEATURE_LZ4 | RDB_FEATURE_DISKREF;
+	st.disks[1] = &db1;
+	st.ndisks = 2;
+	st.features = RDB_FEATURE_XORRLE | RDB_FEATURE_LZ4 | RDB_FEATURE_DISKREF |
+		      RDB_FEATURE_DISKREF_DEVS;
 	/* commit an empty epoch 0 so that inputs are staged (epoch 1) */
 	if (rdb_stage_set_devstate(&st, 0, dev, sizeof(dev)) < 0 ||
 	    rdb_stage_commit(&st, 0, 0, sizeof(dev), &img) < 0)
@@ -61,8 +71,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		uint8_t blk[64];
 
 		memset(blk, data[0], sizeof(blk));
-		rdb_diskbuf_add(&db, RDB_DISK_WRITE, (uint64_t)(data[1] % 8) * 4096 +
-				data[2], sizeof(blk), blk);
+		rdb_diskbuf_add(data[1] & 0x80 ? &db1 : &db, RDB_DISK_WRITE,
+				(uint64_t)(data[1] % 4) * 4096 + data[2], sizeof(blk), blk);
 	}
 	f.payload = data;
 	f.len = (uint32_t)size;

@@ -22,8 +22,8 @@
 #include "readidx.h"
 
 struct fx {
-	char path[64];
-	int fd;
+	char path[64], path1[64];
+	int fd, fd1;			/* disk 0's image, disk 1's */
 	struct rdb_readidx *ix;
 	struct rdb_pagecache pc;
 	struct rdb_rt rt;
@@ -50,12 +50,23 @@ static int setup(void **state)
 		assert_int_equal(rdb_pwrite_all(x->fd, blk, sizeof(blk),
 						(uint64_t)b * RDB_PAGE_SIZE), 0);
 	}
+	strcpy(x->path1, "/tmp/rdb-pagecodec-XXXXXX");
+	x->fd1 = mkstemp(x->path1);
+	assert_true(x->fd1 >= 0);
+	for (unsigned b = 0; b < 8; b++) {
+		fill_random(blk, 200 + b);
+		assert_int_equal(rdb_pwrite_all(x->fd1, blk, sizeof(blk),
+						(uint64_t)b * RDB_PAGE_SIZE), 0);
+	}
 	assert_int_equal(rdb_readidx_create(&x->ix, 1 << 16), 0);
 	assert_int_equal(rdb_pagecache_init(&x->pc, 16), 0);
-	x->rt = (struct rdb_rt){ .ix = x->ix, .seed = 42, .img_fd = x->fd, .epoch = 1 };
-	x->rt.img_map = mmap(NULL, 8 * RDB_PAGE_SIZE, PROT_READ, MAP_SHARED, x->fd, 0);
-	assert_true(x->rt.img_map != MAP_FAILED);
-	x->rt.img_len = 8 * RDB_PAGE_SIZE;
+	x->rt = (struct rdb_rt){ .ix = x->ix, .seed = 42, .epoch = 1, .ndisks = 2 };
+	x->rt.disk[0].fd = x->fd;
+	x->rt.disk[0].map = mmap(NULL, 8 * RDB_PAGE_SIZE, PROT_READ, MAP_SHARED, x->fd, 0);
+	assert_true(x->rt.disk[0].map != MAP_FAILED);
+	x->rt.disk[0].len = 8 * RDB_PAGE_SIZE;
+	x->rt.disk[1].fd = x->fd1;
+	x->rt.disk[1].map = NULL;	/* (no map: the read alone decides) */
 	rdb_buf_init(&x->out);
 	*state = x;
 	return 0;
@@ -65,9 +76,11 @@ static int teardown(void **state)
 {
 	struct fx *x = *state;
 
-	munmap((void *)x->rt.img_map, x->rt.img_len);
+	munmap((void *)x->rt.disk[0].map, x->rt.disk[0].len);
 	close(x->fd);
 	unlink(x->path);
+	close(x->fd1);
+	unlink(x->path1);
 	rdb_readidx_destroy(x->ix);
 	rdb_pagecache_dispose(&x->pc);
 	rdb_buf_dispose(&x->out);
@@ -98,7 +111,7 @@ static void test_diskref_never_waits_for_the_disk(void **state)
 	assert_int_equal(posix_fadvise(x->fd, 0, 0, POSIX_FADV_DONTNEED), 0);
 	/* (asked without a read: a read that misses, even RWF_NOWAIT's,
 	 * starts the block's I/O) */
-	assert_int_equal(mincore((void *)x->rt.img_map, x->rt.img_len, vec), 0);
+	assert_int_equal(mincore((void *)x->rt.disk[0].map, x->rt.disk[0].len, vec), 0);
 	if (vec[6] & 1)
 		skip();	/* a filesystem that keeps it (tmpfs) */
 	fill_random(page, 106);
@@ -114,6 +127,48 @@ static void test_diskref_never_waits_for_the_disk(void **state)
 	rdb_page_encode(&x->pc, all, &x->rt, 0, 0x70000, page, &x->out, &x->st);
 	assert_int_equal(x->out.data[8], RDB_PAGE_DISKREF);
 	assert_int_equal(x->st.rt_uncached, 1);
+}
+
+/* Disk 1's block read: the reference names disk 1 (bits 56-63 of the
+ * offset); tracking disk 0 alone (a backup that cannot tell disks apart),
+ * the same entry is refused. */
+static void test_diskref_names_its_disk(void **state)
+{
+	struct fx *x = *state;
+	uint32_t all = RDB_FEATURE_XORRLE | RDB_FEATURE_LZ4 | RDB_FEATURE_DISKREF;
+	uint8_t page[RDB_PAGE_SIZE], blk[RDB_PAGE_SIZE];
+	uint64_t wire = 0;
+
+	assert_int_equal(rdb_pread_all(x->fd1, blk, sizeof(blk), 2 * RDB_PAGE_SIZE), 0);
+	rdb_readidx_insert(x->ix, rdb_readidx_key(1, 2),
+			   rdb_readidx_hash(blk, x->rt.seed), 1);
+	fill_random(page, 202);
+	rdb_page_encode(&x->pc, all, &x->rt, 0, 0x10000, page, &x->out, &x->st);
+	assert_int_equal(x->out.data[8], RDB_PAGE_DISKREF);
+	for (int i = 0; i < 8; i++)
+		wire = wire << 8 | x->out.data[9 + i];
+	assert_int_equal(wire >> RDB_DISKREF_DEV_SHIFT, 1);
+	assert_int_equal(wire & RDB_DISKREF_OFF_MASK, 2 * RDB_PAGE_SIZE);
+	assert_int_equal(x->st.rt_refs[1], 1);
+	assert_int_equal(x->st.rt_refs[0], 0);
+	/* block 2 of disk 0 holds other bytes: disk 1's entry is not it */
+	rdb_readidx_invalidate(x->ix, 0, 2 * RDB_PAGE_SIZE, RDB_PAGE_SIZE);
+	rdb_buf_reset(&x->out);
+	rdb_page_encode(&x->pc, all, &x->rt, 0, 0x11000, page, &x->out, &x->st);
+	assert_int_equal(x->out.data[8], RDB_PAGE_DISKREF);
+	/* only disk 0 tracked: refused, counted */
+	x->rt.ndisks = 1;
+	rdb_buf_reset(&x->out);
+	rdb_page_encode(&x->pc, all, &x->rt, 0, 0x12000, page, &x->out, &x->st);
+	assert_int_not_equal(x->out.data[8], RDB_PAGE_DISKREF);
+	assert_int_equal(x->st.rt_unconfirmed, 1);
+	/* disk 1's block changes: forgotten */
+	x->rt.ndisks = 2;
+	rdb_readidx_invalidate(x->ix, 1, 2 * RDB_PAGE_SIZE + 100, 1);
+	rdb_buf_reset(&x->out);
+	rdb_page_encode(&x->pc, all, &x->rt, 0, 0x13000, page, &x->out, &x->st);
+	assert_int_not_equal(x->out.data[8], RDB_PAGE_DISKREF);
+	assert_int_equal(x->st.rt_hits, 3);
 }
 
 static void test_diskref_chosen_and_checked(void **state)
@@ -203,6 +258,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_diskref_chosen_and_checked, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_diskref_names_its_disk, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_diskref_never_waits_for_the_disk, setup, teardown),
 	};
 

@@ -45,7 +45,7 @@ static void test_insert_lookup(void **state)
 	rdb_readidx_insert(ix, 21, 0x555, 0);
 	assert_true(rdb_readidx_lookup(ix, 0x555, ANY, &blk, NULL));
 	assert_int_equal(blk, 21);
-	rdb_readidx_invalidate(ix, 21 * B, B);
+	rdb_readidx_invalidate(ix, 0, 21 * B, B);
 	assert_true(rdb_readidx_lookup(ix, 0x555, ANY, &blk, NULL));
 	assert_int_equal(blk, 20);
 	rdb_readidx_clear(ix);
@@ -88,24 +88,24 @@ static void test_invalidate_overlaps(void **state)
 	for (uint64_t b = 0; b < 10; b++)
 		rdb_readidx_insert(ix, b, 0x1000 + b, 0);
 	/* 10 bytes inside block 3, unaligned: block 3 only */
-	rdb_readidx_invalidate(ix, 3 * B + 100, 10);
+	rdb_readidx_invalidate(ix, 0, 3 * B + 100, 10);
 	assert_false(rdb_readidx_get(ix, 3, NULL));
 	assert_true(rdb_readidx_get(ix, 2, NULL));
 	assert_true(rdb_readidx_get(ix, 4, NULL));
 	/* 2 bytes across the 4|5 boundary: both */
-	rdb_readidx_invalidate(ix, 5 * B - 1, 2);
+	rdb_readidx_invalidate(ix, 0, 5 * B - 1, 2);
 	assert_false(rdb_readidx_get(ix, 4, NULL));
 	assert_false(rdb_readidx_get(ix, 5, NULL));
 	assert_true(rdb_readidx_get(ix, 6, NULL));
 	/* one 512-byte sector at the end of block 6 */
-	rdb_readidx_invalidate(ix, 7 * B - 512, 512);
+	rdb_readidx_invalidate(ix, 0, 7 * B - 512, 512);
 	assert_false(rdb_readidx_get(ix, 6, NULL));
 	assert_true(rdb_readidx_get(ix, 7, NULL));
 	/* an empty range touches nothing */
-	rdb_readidx_invalidate(ix, 7 * B, 0);
+	rdb_readidx_invalidate(ix, 0, 7 * B, 0);
 	assert_true(rdb_readidx_get(ix, 7, NULL));
 	/* a trim far wider than the index: walks the entries */
-	rdb_readidx_invalidate(ix, 8 * B - 1, 1ull << 40);
+	rdb_readidx_invalidate(ix, 0, 8 * B - 1, 1ull << 40);
 	assert_false(rdb_readidx_get(ix, 7, NULL));
 	assert_false(rdb_readidx_get(ix, 8, NULL));
 	assert_false(rdb_readidx_get(ix, 9, NULL));
@@ -115,6 +115,23 @@ static void test_invalidate_overlaps(void **state)
 	assert_int_equal(st.entries, 3);
 	assert_int_equal(st.invalidated, 7);
 	assert_int_equal(st.inserts, 10);
+	/* another disk's blocks of the same numbers: a change of one disk
+	 * leaves the other's alone, a narrow range and a wide one */
+	for (uint64_t b = 0; b < 10; b++)
+		rdb_readidx_insert(ix, rdb_readidx_key(1, b), 0x2000 + b, 0);
+	rdb_readidx_invalidate(ix, 0, 2 * B, B);
+	assert_false(rdb_readidx_get(ix, 2, NULL));
+	assert_true(rdb_readidx_get(ix, rdb_readidx_key(1, 2), NULL));
+	rdb_readidx_invalidate(ix, 1, 3 * B, B);
+	assert_false(rdb_readidx_get(ix, rdb_readidx_key(1, 3), NULL));
+	assert_true(rdb_readidx_get(ix, rdb_readidx_key(1, 4), NULL));
+	rdb_readidx_invalidate(ix, 0, 0, 1ull << 40);
+	assert_false(rdb_readidx_get(ix, 0, NULL));
+	assert_true(rdb_readidx_get(ix, rdb_readidx_key(1, 0), NULL));
+	assert_true(rdb_readidx_get(ix, rdb_readidx_key(1, 9), NULL));
+	rdb_readidx_invalidate(ix, 1, 0, 1ull << 40);
+	rdb_readidx_stats(ix, &st);
+	assert_int_equal(st.entries, 0);
 	rdb_readidx_destroy(ix);
 }
 
@@ -192,7 +209,7 @@ static void model_run(unsigned seed, uint64_t cap_entries)
 					content[rand_r(&seed) % NBLK] : next_id++;
 				readlast[k] = false;
 			}
-			rdb_readidx_invalidate(ix, off, len);
+			rdb_readidx_invalidate(ix, 0, off, len);
 		} else {			/* a dirty page's lookup, for an
 						 * epoch being encoded while
 						 * the guest may be ahead */

@@ -927,7 +927,7 @@ static void test_diskref_resolved_and_checked(void **state)
 	assert_int_equal(rdb_stage_commit(&st, 2, 1, RDB_PAGE_DISKREF_BODY +
 					  sizeof(DEV), &img), -EPROTO);
 	assert_non_null(strstr(rdb_stage_error(&st), "SHA-256 mismatch"));
-	assert_non_null(strstr(rdb_stage_error(&st), "disk offset 12288"));
+	assert_non_null(strstr(rdb_stage_error(&st), "disk 0's offset 12288"));
 	assert_int_equal(st.diskrefs, 3);
 	{
 		uint8_t got[4096];
@@ -978,6 +978,85 @@ static void test_diskref_resolved_and_checked(void **state)
 	rdb_stage_dispose(&st);
 	rdb_ramimage_close(&img);
 	rdb_diskbuf_dispose(&db);
+	rdb_buf_dispose(&w);
+}
+
+/* With DISKREF_DEVS, a reference names its disk (the offset's top byte):
+ * each is read from its own replica, as of the commit, and counted by
+ * disk; a disk the VM does not have is refused.  Without the feature the
+ * same bits are an offset beyond disk 0. */
+static void test_diskref_other_disk(void **state)
+{
+	struct rdb_ramimage img;
+	struct rdb_diskbuf db[2];
+	struct rdb_stage st;
+	struct rdb_buf w;
+	struct rdb_frame f;
+	uint8_t blk[4096], *ram;
+	char path[128];
+	const uint64_t D1 = 1ull << (RDB_DISKREF_DEV_SHIFT - 12);	/* disk 1, in blocks */
+	uint64_t offs[2] = { 0, 4096 }, dblk[2];
+	uint8_t fill[2];
+
+	rdb_buf_init(&w);
+	for (int k = 0; k < 2; k++) {
+		snprintf(path, sizeof(path), "%s/replica-%d.img", dir, k);
+		rdb_diskbuf_init(&db[k], 1 << 20);
+		assert_int_equal(rdb_diskbuf_create(&db[k], path, 16 * 4096), 0);
+		memset(blk, k ? 'Q' : 'A', sizeof(blk));
+		assert_int_equal(rdb_diskbuf_apply_one(&db[k], RDB_DISK_WRITE,
+						       2 * 4096, 4096, blk), 0);
+	}
+	assert_int_equal(rdb_ramimage_open(dir, blocks, 2, &img), 0);
+	ram = rdb_ramimage_base(&img, 0);
+	rdb_stage_init(&st);
+	st.disks[0] = &db[0];
+	st.disks[1] = &db[1];
+	st.ndisks = 2;
+	st.features = RDB_FEATURE_DISKREF | RDB_FEATURE_DISKREF_DEVS;
+	/* epoch 0: block 2 of each disk, read at once */
+	dblk[0] = 2;
+	dblk[1] = D1 | 2;
+	fill[0] = 'A';
+	fill[1] = 'Q';
+	diskref_frame(&w, 0, offs, dblk, fill, 2, &f);
+	assert_int_equal(rdb_stage_add_pages(&st, &f, &img), 0);
+	assert_int_equal(ram[0], 'A');
+	assert_int_equal(ram[4096], 'Q');
+	assert_int_equal(rdb_stage_set_devstate(&st, 0, DEV, sizeof(DEV)), 0);
+	assert_int_equal(rdb_stage_commit(&st, 0, 2, 2 * RDB_PAGE_DISKREF_BODY +
+					  sizeof(DEV), &img), 0);
+	/* epoch 1: disk 1's block 3 written in the epoch, referenced: read
+	 * from disk 1 as of the commit (disk 0's block 3 is zero) */
+	memset(blk, 'R', sizeof(blk));
+	assert_int_equal(rdb_diskbuf_add(&db[1], RDB_DISK_WRITE, 3 * 4096, 4096, blk), 0);
+	dblk[0] = D1 | 3;
+	fill[0] = 'R';
+	diskref_frame(&w, 1, offs, dblk, fill, 1, &f);
+	assert_int_equal(rdb_stage_add_pages(&st, &f, &img), 0);
+	assert_int_equal(st.pending_refs, 1);
+	assert_int_equal(rdb_stage_set_devstate(&st, 1, DEV, sizeof(DEV)), 0);
+	assert_int_equal(rdb_stage_commit(&st, 1, 1, RDB_PAGE_DISKREF_BODY +
+					  sizeof(DEV), &img), 0);
+	assert_int_equal(ram[0], 'R');
+	assert_int_equal(st.diskrefs, 3);
+	assert_int_equal(st.diskrefs_dev[0], 1);
+	assert_int_equal(st.diskrefs_dev[1], 2);
+	/* disk 2: the VM has none */
+	dblk[0] = 2 * D1 | 2;
+	diskref_frame(&w, 2, offs, dblk, fill, 1, &f);
+	assert_int_equal(rdb_stage_add_pages(&st, &f, &img), -EPROTO);
+	assert_non_null(strstr(rdb_stage_error(&st), "no disk 2"));
+	/* not granted: disk 1's reference is an offset beyond disk 0 */
+	st.features = RDB_FEATURE_DISKREF;
+	dblk[0] = D1 | 2;
+	diskref_frame(&w, 2, offs, dblk, fill, 1, &f);
+	assert_int_equal(rdb_stage_add_pages(&st, &f, &img), -EPROTO);
+	assert_non_null(strstr(rdb_stage_error(&st), "beyond disk 0"));
+	rdb_stage_dispose(&st);
+	rdb_ramimage_close(&img);
+	for (int k = 0; k < 2; k++)
+		rdb_diskbuf_dispose(&db[k]);
 	rdb_buf_dispose(&w);
 }
 
@@ -1042,6 +1121,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_pages_frame_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_other_disk_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_diskref_resolved_and_checked, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_diskref_other_disk, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_verify_digest, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
