@@ -578,7 +578,7 @@ static enum rdb_out_gate dev_gate(void *opaque)
 
 	if (rdb_pri_fenced(p))
 		return RDB_OUT_DROP;	/* the other copy runs */
-	if (rdb_pri_deciding(p) || p->owner_held)
+	if (rdb_pri_deciding(p) || rdb_pri_owner_held(p))
 		return RDB_OUT_HOLD;	/* held whatever the mode: I6 */
 	if (!p->ck.active || p->initial_open)
 		return RDB_OUT_WIRE;
@@ -1616,7 +1616,7 @@ bool rdb_pri_protection_cleanup(struct rdb_primary *p)
 		rdb_evloop_del_timer(loop, p->slow_timer);
 	p->hb_timer = p->slow_timer = 0;
 	durable = end_replication(p);
-	if (durable && !p->owner_held)
+	if (durable && !rdb_pri_owner_held(p))
 		rdb_pri_release_output(p, UINT64_MAX);
 	close_mig(p);
 	rdb_pri_close_peer(p);
@@ -2078,7 +2078,7 @@ static void protect_failed_state(struct rdb_primary *p, const char *err)
 		rdb_vm_set_state(vm, RDB_VM_FAILED, "protect failed: %s; the disk "
 				 "image could not be synced: guest paused, for "
 				 "the operator", err);
-	else if (p->owner_held)
+	else if (rdb_pri_owner_held(p))
 		rdb_vm_set_state(vm, RDB_VM_UNPROTECTED, "protect failed: %s; "
 				 "output held until the witness says who owns "
 				 "the VM", err);
@@ -2129,7 +2129,7 @@ int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 		if (rc < 0)
 			return rc;
 	}
-	if (vm && (vm->pri->ck.active || vm->pri->registering ||
+	if (vm && (vm->pri->ck.active || rdb_pri_registering(vm->pri) ||
 		   (vm->state != RDB_VM_UNPROTECTED && vm->state != RDB_VM_DEGRADED))) {
 		const char *now = vm->cfg.mode ? vm->cfg.mode : "plain";
 		const char *want = cfg->mode ? cfg->mode : "plain";
@@ -2145,7 +2145,7 @@ int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 				 rdb_vm_state_name(vm->state), now);
 		return -EEXIST;
 	}
-	if (vm && vm->pri->owner_held && peer_loss != RDB_PEER_LOSS_WITNESS) {
+	if (vm && rdb_pri_owner_held(vm->pri) && peer_loss != RDB_PEER_LOSS_WITNESS) {
 		snprintf(err, errlen, "VM %s is attached with its output held until "
 			 "the witness says who owns it (%s); with on_peer_loss = %s "
 			 "protection would not ask it: wait for its answer, or let "
@@ -2488,17 +2488,17 @@ int rdb_primary_unprotect(struct rdb_vm *vm, bool force, char *msg,
 			 "running", vm->name, vm->state_reason, vm->name);
 		return -EBUSY;
 	}
-	if (p->owner_held && !force) {
+	if (rdb_pri_owner_held(p) && !force) {
 		snprintf(msg, msglen, "%s's output is held until the witness says "
 			 "who owns it (%s); `remusdbctl unprotect --force %s` lets "
 			 "it go now: only if no other host runs it", vm->name,
 			 vm->state_reason, vm->name);
 		return -EBUSY;
 	}
-	if (p->owner_held) {
+	if (rdb_pri_owner_held(p)) {
 		LOGVM(WARN, vm->name, "the operator lets the VM's held output go "
 		      "without the witness's word (unprotect --force)");
-		if (p->registering)
+		if (rdb_pri_registering(p))
 			rdb_pri_protection_cleanup(p);	/* protect cancelled */
 		rdb_pri_owner_let_go(p, "the operator's unprotect --force");
 		if (vm->state == RDB_VM_UNPROTECTED)	/* (no state change) */
@@ -2568,7 +2568,7 @@ int rdb_primary_unprotect(struct rdb_vm *vm, bool force, char *msg,
 				 "the fenced guest runs again");
 		return 0;
 	}
-	if (p->registering) {
+	if (rdb_pri_registering(p)) {
 		rdb_pri_protection_cleanup(p);
 		rdb_vm_set_state(vm, RDB_VM_UNPROTECTED, "operator unprotect");
 		return 0;
@@ -2609,7 +2609,7 @@ int rdb_primary_detach(struct rdb_vm *vm, bool force, char *msg,
 	case RDB_VM_FENCED:
 	case RDB_VM_FAILED:
 	case RDB_VM_MIGRATED:
-		if (!p->registering && !p->ck.active && !rdb_pri_deciding(p) &&
+		if (!rdb_pri_registering(p) && !p->ck.active && !rdb_pri_deciding(p) &&
 		    p->ho.phase != RDB_HO_PREPARING && p->ho.phase != RDB_HO_SENT)
 			break;
 		/* fall through */

@@ -133,6 +133,31 @@ void rdb_pri_dec_enter(struct rdb_primary *p, enum rdb_dec_phase to)
 					   RDB_DEC__MAX, p->dec_phase, to);
 }
 
+static const char *const own_phase_names[RDB_OWN__MAX] = {
+	[RDB_OWN_FREE] = "free",
+	[RDB_OWN_HELD] = "held",
+	[RDB_OWN_REGISTERING] = "registering",
+	[RDB_OWN_HELD_REGISTERING] = "held+registering",
+};
+
+/* The ownership's phases and the changes each may make (primary_int.h):
+ * the one place they are written. */
+#define TO(ph) (1u << RDB_OWN_##ph)
+static const uint32_t own_next[RDB_OWN__MAX] = {
+	[RDB_OWN_FREE] = TO(HELD) | TO(REGISTERING),
+	[RDB_OWN_HELD] = TO(FREE) | TO(HELD_REGISTERING),
+	[RDB_OWN_REGISTERING] = TO(FREE),
+	[RDB_OWN_HELD_REGISTERING] = TO(FREE) | TO(HELD),
+};
+#undef TO
+
+void rdb_pri_own_enter(struct rdb_primary *p, enum rdb_own_phase to)
+{
+	p->own_phase = rdb_vm_phase_change(p->vm, "ownership", "primary_decide.c",
+					   own_phase_names, own_next,
+					   RDB_OWN__MAX, p->own_phase, to);
+}
+
 /* Asks for the guest stopped (or running); confirmed later if QEMU is
  * busy.  Returns 0, or the error of a QEMU that cannot be reached. */
 static int guest_want(struct rdb_primary *p, bool stopped)
@@ -351,7 +376,7 @@ void rdb_pri_decide_cancel(struct rdb_primary *p)
  * attach) may be the copy that lost: the backup won while this host was
  * cut off or its daemon down, and the guest here ran on without anyone
  * holding its output.  With a witness, until it says who owns the VM
- * (owner_held) every frame the guest sends is held: the attach check
+ * (own_phase held) every frame the guest sends is held: the attach check
  * reads the VM's key, a protection's registration asks it too.  Owned by
  * another host, in any state, this copy is fenced; nobody's or ours, the
  * held output leaves.  No answer, or one that is not RemusDB's, is no
@@ -368,7 +393,7 @@ static void owner_ask(struct rdb_primary *p);
 static void owner_release(struct rdb_primary *p, const char *why)
 {
 	rdb_pri_owner_check_pause(p);
-	p->owner_held = false;
+	rdb_pri_own_enter(p, RDB_OWN_FREE);
 	LOGVM(INFO, p->vm->name, "its held output leaves (%s): %s", p->owner_reason,
 	      why);
 	for (unsigned i = 0; i < p->nnics; i++)
@@ -382,7 +407,7 @@ static void owner_fence(struct rdb_primary *p, const char *why)
 	uint64_t n;
 
 	rdb_pri_owner_check_pause(p);
-	p->owner_held = false;
+	rdb_pri_own_enter(p, RDB_OWN_FREE);
 	n = 0;
 	for (unsigned i = 0; i < p->nnics; i++)
 		n += rdb_pri_nic_discard_held(p->nics[i]);
@@ -405,25 +430,29 @@ static void on_register(void *opaque, const struct rdb_witness_result *r)
 	char err[300] = "";
 
 	p->witness_req = 0;
-	if (!p->registering)
+	if (!rdb_pri_registering(p))
 		return;
-	p->registering = false;
 	switch (r->outcome) {
 	case RDB_WITNESS_WON:
 		/* the witness has this host as the VM's owner now */
-		if (p->owner_held)
+		if (rdb_pri_owner_held(p))
 			owner_release(p, "the witness registered this host's "
 				      "protection");
+		else
+			rdb_pri_own_enter(p, RDB_OWN_FREE);
 		p->life->protect_registered(p);
 		return;
 	case RDB_WITNESS_LOST:
-		/* Another host owns the VM: this copy is the second one. */
+		/* Another host owns the VM: this copy is the second one
+		 * (the cleanup ends the registration, the fence the hold). */
 		p->life->protection_cleanup(p);
 		snprintf(err, sizeof(err), "protect refused: the witness says "
 			 "another host owns this VM (%.200s)", r->holder);
 		owner_fence(p, err);
 		return;
 	case RDB_WITNESS_ERROR:
+		rdb_pri_own_enter(p, rdb_pri_owner_held(p) ? RDB_OWN_HELD :
+				  RDB_OWN_FREE);
 		snprintf(err, sizeof(err), "cannot register generation %016" PRIx64
 			 " at the witness: %.200s", p->generation, r->error);
 		p->life->protect_failed(p, err);
@@ -448,15 +477,19 @@ int rdb_pri_register(struct rdb_primary *p)
 	if (id < 0)
 		return (int)id;
 	p->witness_req = id;
-	p->registering = true;
+	rdb_pri_own_enter(p, rdb_pri_owner_held(p) ? RDB_OWN_HELD_REGISTERING :
+			  RDB_OWN_REGISTERING);
 	return 0;
 }
 
 void rdb_pri_register_cancel(struct rdb_primary *p)
 {
-	if (p->registering && p->witness_req > 0)
-		rdb_witness_cancel(p->d->witness, p->witness_req);
-	p->registering = false;
+	if (rdb_pri_registering(p)) {
+		if (p->witness_req > 0)
+			rdb_witness_cancel(p->d->witness, p->witness_req);
+		rdb_pri_own_enter(p, rdb_pri_owner_held(p) ? RDB_OWN_HELD :
+				  RDB_OWN_FREE);
+	}
 	if (!rdb_pri_deciding(p))
 		p->witness_req = 0;
 }
@@ -508,7 +541,7 @@ static void on_owner_read(void *opaque, const struct rdb_witness_result *r)
 	char why[400];
 
 	p->witness_req = 0;
-	if (!p->owner_held || p->registering)
+	if (p->own_phase != RDB_OWN_HELD)
 		return;
 	if (r->outcome == RDB_WITNESS_ERROR) {
 		owner_unanswered(p, r->error);
@@ -558,7 +591,8 @@ void rdb_pri_owner_hold(struct rdb_primary *p, const char *reason)
 {
 	if (!p->d->witness)
 		return;
-	p->owner_held = true;
+	rdb_pri_own_enter(p, rdb_pri_registering(p) ? RDB_OWN_HELD_REGISTERING :
+			  RDB_OWN_HELD);
 	p->attach_attempts = 0;
 	p->witness_error[0] = 0;
 	snprintf(p->owner_reason, sizeof(p->owner_reason), "%s", reason);
@@ -568,16 +602,16 @@ void rdb_pri_owner_hold(struct rdb_primary *p, const char *reason)
 
 void rdb_pri_owner_check(struct rdb_primary *p)
 {
-	if (p->owner_held && !p->registering && p->witness_req == 0 &&
+	if (p->own_phase == RDB_OWN_HELD && p->witness_req == 0 &&
 	    !p->attach_timer)
 		owner_ask(p);
 }
 
 void rdb_pri_owner_check_pause(struct rdb_primary *p)
 {
-	if (!p->registering && p->witness_req > 0 && !rdb_pri_deciding(p))
+	if (!rdb_pri_registering(p) && p->witness_req > 0 && !rdb_pri_deciding(p))
 		rdb_witness_cancel(p->d->witness, p->witness_req);
-	if (!p->registering && !rdb_pri_deciding(p))
+	if (!rdb_pri_registering(p) && !rdb_pri_deciding(p))
 		p->witness_req = 0;
 	if (p->attach_timer)
 		rdb_evloop_del_timer(p->d->loop, p->attach_timer);
@@ -586,6 +620,6 @@ void rdb_pri_owner_check_pause(struct rdb_primary *p)
 
 void rdb_pri_owner_let_go(struct rdb_primary *p, const char *why)
 {
-	if (p->owner_held)
+	if (rdb_pri_owner_held(p))
 		owner_release(p, why);
 }

@@ -117,6 +117,29 @@ enum rdb_dec_phase {
 	RDB_DEC__MAX
 };
 
+/*
+ * This host's right to run the VM (primary_decide.c), its phases and
+ * their legal changes in one table there (rdb_pri_own_enter).  With a
+ * witness, a VM attached or protected here (not restored here) may be a
+ * copy that lost: its output is held until the witness says who owns it
+ * (held); a protection registers its generation there first
+ * (registering), and that answer settles a hold too:
+ *   free -> held (attach, or protect of a VM this daemon never ran) |
+ *   registering (protect); held -> free (the witness says no other host
+ *   owns it, or the operator lets it go; or another host does: the
+ *   decision's fenced) | held+registering (protect); registering -> free
+ *   (registered, refused, failed or cancelled); held+registering -> free
+ *   (registered: the output leaves; refused: fenced) | held (failed or
+ *   cancelled: the attach check asks on).
+ */
+enum rdb_own_phase {
+	RDB_OWN_FREE,
+	RDB_OWN_HELD,
+	RDB_OWN_REGISTERING,
+	RDB_OWN_HELD_REGISTERING,
+	RDB_OWN__MAX
+};
+
 enum rdb_ho_phase {
 	RDB_HO_NONE,
 	RDB_HO_PREPARING,	/* migrate: the backup prepares */
@@ -262,11 +285,9 @@ struct rdb_primary {
 	 */
 	uint64_t generation;
 	char registered[RDB_WITNESS_VALUE_MAX];
-	bool registering;		/* protect waits for the witness */
-	/* With a witness, a VM attached or protected here (not restored
-	 * here) may be a copy that lost: all its output is held until the
-	 * witness says who owns it (primary_decide.c) */
-	bool owner_held;
+	/* protect waits for the witness; output held until it says who
+	 * owns the VM (below) */
+	enum rdb_own_phase own_phase;
 	char owner_reason[32];		/* how it came: "attached", "protect" */
 	uint64_t attach_timer;		/* the check's next try (no answer yet) */
 	unsigned attach_attempts;
@@ -350,6 +371,19 @@ int rdb_pri_resume_after_epoch(struct rdb_primary *p);
 /* The decision's phase changes to `to`, by its table (primary_decide.c);
  * one the table does not list is logged as a bug (and made). */
 void rdb_pri_dec_enter(struct rdb_primary *p, enum rdb_dec_phase to);
+void rdb_pri_own_enter(struct rdb_primary *p, enum rdb_own_phase to);
+/* Output held until the witness says who owns the VM; a registration at
+ * the witness under way. */
+static inline bool rdb_pri_owner_held(const struct rdb_primary *p)
+{
+	return p->own_phase == RDB_OWN_HELD ||
+	       p->own_phase == RDB_OWN_HELD_REGISTERING;
+}
+static inline bool rdb_pri_registering(const struct rdb_primary *p)
+{
+	return p->own_phase == RDB_OWN_REGISTERING ||
+	       p->own_phase == RDB_OWN_HELD_REGISTERING;
+}
 /* Deciding (output held, maybe the guest paused); fenced (this copy lost:
  * it emits nothing). */
 static inline bool rdb_pri_deciding(const struct rdb_primary *p)
