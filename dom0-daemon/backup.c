@@ -1,16 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0-only
 #define RDB_COMPONENT "backup"
 #include "backup.h"
+#include "backup_dev.h"
+#include "bakdev.h"
 #include "clock.h"
 #include "cpulist.h"
 #include "daemon.h"
-#include "disk.h"
 #include "diskbuf.h"
 #include "roimage.h"
-#include "actlog.h"
 #include "bgjob.h"
 #include "flowcheck.h"
-#include "qcow2.h"
 #include "lineage.h"
 #include "linksec.h"
 #include "log.h"
@@ -22,7 +21,6 @@
 #include "tlsrelay.h"
 #include "vm.h"
 #include "witness.h"
-#include "wmap.h"
 #include "watchdog.h"
 #include "hv.h"
 #include "remusdb.h"
@@ -73,21 +71,6 @@ struct bak_nic {
 	struct rdb_backup *b;
 	unsigned k;
 	struct rdb_flowcheck fc;
-};
-
-/* One of the VM's disks here: its replica, and after a failover the
- * process serving it to the restored guest. */
-struct bak_disk {
-	struct rdb_diskbuf db;		/* the replica and the epoch's writes */
-	char path[512];
-	char arg[400];			/* serve_replica's drive, for restore_load */
-	int pid;			/* after failover: the replica's server */
-	/* feature RESYNC: the replica is this host's old image of the
-	 * protection base_gen (its lineage entry), whose activity log was
-	 * base_actlog */
-	bool base_used;
-	char base_actlog[256];
-	char wmap_path[512];		/* after failover: blocks written since */
 };
 
 /*
@@ -155,14 +138,12 @@ struct rdb_backup {
 	bool img_open;
 	struct rdb_stage st;
 	bool have_committed;
-	/* the VM's disks, by device index, in DISK_SETUP's order: each
-	 * one's replica and epoch writes, all committed as one (stage.h) */
-	struct bak_disk disks[RDB_DISKS_MAX];
-	unsigned ndisks;
-	/* feature RESYNC: some disk's replica is this host's old image of
-	 * the protection base_gen, which the primary brings up to date (a
-	 * lineage entry per disk: lineage.h) */
-	uint64_t base_gen;
+	/* the VM's devices here (bakdev.h): its disks, in DISK_SETUP's order
+	 * (each one's buffer in st.disks, all committed as one: stage.h),
+	 * and its NICs */
+	struct rdb_bakdevs devs;
+	struct rdb_bakdev_host host;	/* what they get of this role */
+	struct rdb_bakrun run;		/* a restore under way, as they see it */
 	bool replica_recorded;		/* lineage says "replica" of this one */
 	int event_fd;			/* after failover: the event port's socket */
 	struct rdb_buf event_in;	/* the guest's answers on it */
@@ -569,8 +550,6 @@ static int handle_setup(struct rdb_backup *b, const struct rdb_frame *f)
 	if (rc < 0)
 		return -EPROTO;
 	b->hv = rdb_vm_hv(vm);
-	for (unsigned k = 0; k < RDB_DISKS_MAX; k++)
-		b->disks[k].db.max_bytes = (uint64_t)vm->cfg.disk_epoch_max_mb << 20;
 	/* each NIC's FLOWS to its own flow check (config.c: <= RDB_NICS_MAX) */
 	b->st.nflows = rdb_vm_config_nnics(&vm->cfg);
 	if (b->st.nflows > RDB_NICS_MAX)
@@ -595,188 +574,11 @@ static int handle_setup(struct rdb_backup *b, const struct rdb_frame *f)
 	return 0;
 }
 
-/*
- * May this host's old image of the VM stand in for a fresh replica?  Only
- * if it was the primary's image of exactly the protection the primary
- * names (base_gen), and its activity log is still valid for it: then it
- * differs from that protection's committed state only in the log's
- * extents (actlog.h), which go back in *view.  why says why not.
- */
-static int try_base(struct rdb_backup *b, unsigned k, uint64_t size,
-		    uint64_t base_gen, struct rdb_lineage *l,
-		    struct rdb_actlog_view *view, char *why, size_t whylen)
-{
-	const struct rdb_lineage_disk *ld;
-	struct rdb_vm *vm = b->vm;
-	char err[300] = "";
-	struct stat sb;
-	int rc, fd;
-
-	rc = rdb_lineage_load(b->d->cfg.state_dir, vm->name, l, err, sizeof(err));
-	if (rc == -ENOENT) {
-		snprintf(why, whylen, "no lineage record for %s on this host",
-			 vm->name);
-		return rc;
-	}
-	if (rc < 0) {
-		snprintf(why, whylen, "%s", err);
-		return rc;
-	}
-	if (l->role != RDB_LINEAGE_PRIMARY || l->generation != base_gen) {
-		snprintf(why, whylen, "this host's copy is the %s of protection "
-			 "%016llx, not the primary's of %016llx",
-			 rdb_lineage_role_name(l->role),
-			 (unsigned long long)l->generation,
-			 (unsigned long long)base_gen);
-		return -ESTALE;
-	}
-	if (k >= l->ndisks) {
-		snprintf(why, whylen, "this host's lineage record names %u "
-			 "disk(s), not disk %u", l->ndisks, k);
-		return -ESTALE;
-	}
-	ld = &l->d[k];
-	rc = rdb_actlog_read(ld->actlog, size, view, err, sizeof(err));
-	if (rc < 0 || !view->generation || view->generation != ld->log_gen) {
-		snprintf(why, whylen, "activity log %s is not valid for "
-			 "protection %016llx%s%s", ld->actlog,
-			 (unsigned long long)base_gen, err[0] ? ": " : "", err);
-		if (rc == 0)
-			rdb_actlog_view_dispose(view);
-		return rc < 0 ? rc : -ESTALE;
-	}
-	fd = open(ld->disk, O_RDWR | O_CLOEXEC);
-	if (fd < 0) {
-		rc = -errno;
-		snprintf(why, whylen, "old image %s: %s", ld->disk, strerror(errno));
-		rdb_actlog_view_dispose(view);
-		return rc;
-	}
-	if (fstat(fd, &sb) < 0 || (uint64_t)sb.st_size != size) {
-		snprintf(why, whylen, "old image %s is %lld bytes, the disk %llu",
-			 ld->disk, (long long)sb.st_size, (unsigned long long)size);
-		close(fd);
-		rdb_actlog_view_dispose(view);
-		return -EINVAL;
-	}
-	rdb_diskbuf_attach_fd(&b->disks[k].db, fd, size);
-	return 0;
-}
-
-/* The primary's disk number f->device is coming (the disks come in
- * order, 0 first): a fresh replica of its size, all zeroes (sparse), that
- * the initial copy (epoch 0) fills — or, with feature RESYNC and a base
- * this host holds for that disk, its old image, of which the primary
- * sends only what may differ. */
+/* DISK_SETUP: the next disk's replica, a device of the VM's (its
+ * kind: backup_disk.c). */
 static int handle_disk_setup(struct rdb_backup *b, const struct rdb_frame *f)
 {
-	struct rdb_vm *vm = b->vm;
-	struct rdb_actlog_view view = { 0 };
-	struct rdb_lineage l;
-	uint64_t size, base_gen, base_epoch;
-	char dir[400], why[400] = "no base offered";
-	uint64_t *ext = NULL;
-	uint32_t count = 0, k = f->device;
-	struct bak_disk *dk;
-	int rc;
-
-	/* (a disk's initial copy may already be under way in epoch 0: a
-	 * primary without RESYNC starts it right after its DISK_SETUP,
-	 * before the next disk's) */
-	if (k != b->ndisks || b->have_committed ||
-	    (k == 0 && b->st.open)) {
-		LOGVM(ERROR, vm->name, "DISK_SETUP for disk %u: %s", k,
-		      k >= RDB_DISKS_MAX ? "more disks than a backup keeps" :
-		      k != b->ndisks ? "not the next disk" :
-		      "after the initial state began");
-		return -EPROTO;
-	}
-	if (k >= RDB_DISKS_MAX)
-		return -EPROTO;
-	dk = &b->disks[k];
-	rc = rdb_msg_disk_setup_parse(f, &size, &base_gen, &base_epoch);
-	if (rc < 0)
-		return rc;
-	if (base_gen && !(b->st.features & RDB_FEATURE_RESYNC))
-		return -EPROTO;
-	rc = vm_dir(b, dir, sizeof(dir));
-	if (rc < 0)
-		return rc;
-	if (base_gen && try_base(b, k, size, base_gen, &l, &view, why,
-				 sizeof(why)) == 0) {
-		ext = malloc((view.nr_set ? view.nr_set : 1) * sizeof(*ext));
-		if (!ext) {
-			rdb_actlog_view_dispose(&view);
-			return -ENOMEM;
-		}
-		for (uint64_t x = 0; x < view.nr_extents; x++)
-			if (rdb_actlog_view_test(&view, x) && count < view.nr_set)
-				ext[count++] = x;
-		snprintf(dk->path, sizeof(dk->path), "%s", l.d[k].disk);
-		dk->base_used = true;
-		b->base_gen = base_gen;
-		snprintf(dk->base_actlog, sizeof(dk->base_actlog), "%s",
-			 l.d[k].actlog);
-		rc = rdb_proto_put_disk_base(&b->out, k, base_gen, view.extent_shift,
-					     ext, count, NULL);
-		LOGVM(INFO, vm->name, "disk %u replica: this host's old image %s, "
-		      "the primary's of protection %016llx; %u extent(s) of "
-		      "%llu KiB in its activity log may differ, the primary "
-		      "sends those and what it wrote since epoch %llu", k, l.d[k].disk,
-		      (unsigned long long)base_gen, count,
-		      (unsigned long long)((1ull << view.extent_shift) >> 10),
-		      (unsigned long long)base_epoch);
-		{
-			char list[400] = "";
-			size_t at = 0;
-
-			for (uint32_t i = 0; i < count && at + 24 < sizeof(list); i++)
-				at += (size_t)snprintf(list + at, sizeof(list) - at,
-						       "%s%llu", i ? " " : "",
-						       (unsigned long long)ext[i]);
-			LOGVM(INFO, vm->name, "disk %u: activity log extents "
-			      "that may differ: %s%s", k, count ? list : "none",
-			      at + 24 >= sizeof(list) ? " ..." : "");
-		}
-		free(ext);
-		rdb_actlog_view_dispose(&view);
-		if (rc < 0)
-			return rc;
-		want_write(b);
-	} else {
-		if (base_gen)
-			LOGVM(WARN, vm->name, "the primary offered a resync of "
-			      "disk %u from protection %016llx epoch %llu, but %s: "
-			      "the whole disk is copied", k,
-			      (unsigned long long)base_gen,
-			      (unsigned long long)base_epoch, why);
-		if (k == 0)
-			snprintf(dk->path, sizeof(dk->path), "%s/disk.img", dir);
-		else
-			snprintf(dk->path, sizeof(dk->path), "%s/disk%u.img", dir, k);
-		rc = rdb_diskbuf_create(&dk->db, dk->path, size);
-		if (rc < 0) {
-			LOGVM(ERROR, vm->name, "disk %u replica: %s", k,
-			      rdb_diskbuf_error(&dk->db));
-			return rc;
-		}
-		if (k == 0)
-			LOGVM(INFO, vm->name, "disk replica %s (%llu MiB) created",
-			      dk->path, (unsigned long long)(size >> 20));
-		else
-			LOGVM(INFO, vm->name, "disk %u replica %s (%llu MiB) "
-			      "created", k, dk->path,
-			      (unsigned long long)(size >> 20));
-		if (b->st.features & RDB_FEATURE_RESYNC) {
-			rc = rdb_proto_put_disk_base(&b->out, k, 0, 0, NULL, 0, why);
-			if (rc < 0)
-				return rc;
-			want_write(b);
-		}
-	}
-	b->st.disks[k] = &dk->db;
-	b->st.ndisks = ++b->ndisks;
-	return 0;
+	return rdb_bak_disk_setup(&b->devs, &b->st, f, b->have_committed);
 }
 
 /*
@@ -791,14 +593,14 @@ static int record_replica(struct rdb_backup *b)
 	char err[300] = "";
 	int rc;
 
-	if (b->replica_recorded || !b->ndisks)
+	if (b->replica_recorded)
 		return 0;
 	l.role = RDB_LINEAGE_REPLICA;
 	l.generation = b->generation;
-	l.ndisks = b->ndisks < RDB_LINEAGE_DISKS ? b->ndisks : RDB_LINEAGE_DISKS;
-	for (unsigned k = 0; k < l.ndisks; k++)
-		snprintf(l.d[k].disk, sizeof(l.d[k].disk), "%.255s",
-			 b->disks[k].path);
+	/* (only a restored record's entry can fail: one without its map) */
+	rdb_bakdevs_record(&b->devs, &l);
+	if (!l.ndisks)
+		return 0;	/* no replica here: nothing to record */
 	snprintf(l.peer, sizeof(l.peer), "%s", b->primary_node);
 	rc = rdb_lineage_save(b->d->cfg.state_dir, vm->name, &l, err, sizeof(err));
 	if (rc < 0) {
@@ -806,30 +608,7 @@ static int record_replica(struct rdb_backup *b)
 		return rc;
 	}
 	b->replica_recorded = true;
-	for (unsigned k = 0; k < b->ndisks; k++) {
-		struct bak_disk *dk = &b->disks[k];
-		char al[600];
-
-		/* the old image changes from here: its log vouches for
-		 * nothing */
-		if (dk->base_used) {
-			if (rdb_actlog_invalidate_file(dk->base_actlog, err,
-						       sizeof(err)) < 0)
-				LOGVM(WARN, vm->name, "activity log %s: %s (the "
-				      "lineage record already says replica: it "
-				      "is not used)", dk->base_actlog, err);
-			continue;
-		}
-		/* A whole copy: should this host be the VM's primary again,
-		 * its image is this replica, and what the log said of an
-		 * earlier image (that it lost writes, say) is no longer true
-		 * (actlog.h). */
-		rdb_lineage_disk_file(al, sizeof(al), b->d->cfg.state_dir,
-				      vm->name, k, "disk", "al");
-		if (access(al, F_OK) == 0 &&
-		    rdb_actlog_reset_file(al, err, sizeof(err)) < 0)
-			LOGVM(WARN, vm->name, "activity log %s: %s", al, err);
-	}
+	rdb_bakdevs_recorded(&b->devs);
 	return 0;
 }
 
@@ -855,11 +634,13 @@ static int commit_finish(struct rdb_backup *b, uint64_t epoch, uint64_t pages,
 	if (!b->have_committed && b->setup_ns)
 		b->initial_take_ns = rdb_now_ns() - b->setup_ns;
 	b->have_committed = true;
-	if (b->ndisks) {
-		vm->st.disk_bytes = vm->st.disk_syncs = 0;
-		for (unsigned k = 0; k < b->ndisks; k++) {
-			vm->st.disk_bytes += b->disks[k].db.applied_bytes;
-			vm->st.disk_syncs += b->disks[k].db.syncs;
+	{
+		struct rdb_bakdev_sum s;
+
+		rdb_bakdevs_counters(&b->devs, &s);
+		if (s.n) {
+			vm->st.disk_bytes = s.applied;
+			vm->st.disk_syncs = s.syncs;
 		}
 	}
 	vm->st.committed_epoch = epoch;
@@ -886,12 +667,12 @@ static int commit_finish(struct rdb_backup *b, uint64_t epoch, uint64_t pages,
  * took over a second (seen in CI): on the loop, that was a backup whose
  * heartbeats stopped, and the primary dropped protection ("backup silent
  * for 1007 ms") with nothing wrong but a slow disk.  While the thread
- * runs it owns b->disks and b->st's error; the loop leaves the stage
- * alone (the link's later frames wait in the decoder, read up to
- * COMMIT_READ_MAX so the primary is heard) and sends heartbeats.
- * on_commit_done finishes on the loop (lib/bgjob.h); anything that must
- * see the commit settled (the link closing, a failover, teardown) joins
- * the thread there instead (commit_settle).
+ * runs it owns the replicas (the disks in b->devs) and b->st's error;
+ * the loop leaves the stage alone (the link's later frames wait in the
+ * decoder, read up to COMMIT_READ_MAX so the primary is heard) and sends
+ * heartbeats.  on_commit_done finishes on the loop (lib/bgjob.h);
+ * anything that must see the commit settled (the link closing, a
+ * failover, teardown) joins the thread there instead (commit_settle).
  */
 struct commit_job {
 	struct rdb_backup *b;
@@ -900,24 +681,10 @@ struct commit_job {
 	uint64_t late_ns;		/* fault injection: slow-replica */
 	bool record;			/* first commit: record_replica first */
 	/* what status shows of the replica meanwhile (the thread changes it) */
-	uint64_t data_bytes, applied_bytes;
-	bool consistent;
+	struct rdb_bakdev_sum at;
 	int rc;
 	uint64_t disk_ns;
 };
-
-/* What status shows of the replicas while a thread owns them. */
-static void disks_snapshot(const struct rdb_backup *b, uint64_t *data,
-			   uint64_t *applied, bool *consistent)
-{
-	*data = *applied = 0;
-	*consistent = true;
-	for (unsigned k = 0; k < b->ndisks; k++) {
-		*data += b->disks[k].db.data_bytes;
-		*applied += b->disks[k].db.applied_bytes;
-		*consistent = *consistent && rdb_diskbuf_consistent(&b->disks[k].db);
-	}
-}
 
 static int record_replica(struct rdb_backup *b);
 
@@ -1025,8 +792,7 @@ static int commit_start(struct rdb_backup *b, uint64_t epoch, uint64_t pages,
 		j->t0 = t0;
 		j->late_ns = b->fault_slow_replica ? FAULT_SLOW_REPLICA_NS : 0;
 		j->record = !b->replica_recorded;
-		disks_snapshot(b, &j->data_bytes, &j->applied_bytes,
-			       &j->consistent);
+		rdb_bakdevs_counters(&b->devs, &j->at);
 		/* (b->commit_job before the thread can end: done runs on
 		 * this loop, after this returns) */
 		b->commit_job = j;
@@ -2065,59 +1831,16 @@ static void on_event_port(struct rdb_evloop *loop, int fd, unsigned ev,
 		rdb_buf_reset(&b->event_in);
 }
 
-static void stop_disk_server(struct rdb_backup *b)
-{
-	for (unsigned k = 0; k < b->ndisks; k++)
-		if (b->disks[k].pid > 0) {
-			kill(b->disks[k].pid, SIGTERM);
-			waitpid(b->disks[k].pid, NULL, 0);
-			b->disks[k].pid = -1;
-		}
-}
-
-/* No written maps: a protection of the restored VM copies every disk. */
-static void wmaps_forget(struct rdb_backup *b)
-{
-	for (unsigned k = 0; k < RDB_DISKS_MAX; k++)
-		b->disks[k].wmap_path[0] = 0;
-}
-
 /*
- * The restored VM's lineage, before its guest can write: its disk is the
- * protection's committed state at this epoch, plus what the written map
- * (fresh, all clear) will say the guest wrote.  With both, the VM can be
- * protected again to the old primary by copying only what may differ
- * (docs/resync.md).  Failing here costs only that: the failover goes on.
+ * The restored VM's lineage, before its guest can write: each replica is
+ * the protection's committed state at this epoch, plus what its written
+ * map (fresh, all clear) will say the guest wrote.  With both, the VM
+ * can be protected again to the old primary by copying only what may
+ * differ (docs/resync.md).  Failing here costs only that: the failover
+ * goes on.  wmap_ready: the written maps were made fresh already (a
+ * prepared handover: before its disk servers started).  Every replica
+ * has one, or none counts: the record names them all.
  */
-static int wmap_fresh(struct rdb_backup *b, char *err, size_t errlen)
-{
-	int rc = 0;
-
-	for (unsigned k = 0; rc == 0 && k < b->ndisks; k++) {
-		struct bak_disk *dk = &b->disks[k];
-		struct rdb_wmap m;
-
-		rdb_lineage_disk_file(dk->wmap_path, sizeof(dk->wmap_path),
-				      b->d->cfg.state_dir, b->vm->name, k,
-				      "written", "map");
-		rc = rdb_wmap_open(&m, dk->wmap_path, dk->db.size, true, err,
-				   errlen);
-		if (rc == -EINVAL && unlink(dk->wmap_path) == 0)
-			rc = rdb_wmap_open(&m, dk->wmap_path, dk->db.size, true,
-					   err, errlen);
-		if (rc == 0) {
-			rdb_wmap_reset(&m);	/* from this restore on */
-			rdb_wmap_close(&m);
-		}
-	}
-	if (rc < 0)
-		wmaps_forget(b);
-	return rc;
-}
-
-/* wmap_ready: the written maps were made fresh already (a prepared
- * handover: before its disk servers started).  Every disk has one, or
- * none counts: the record names them all. */
 static void record_restored(struct rdb_backup *b, bool wmap_ready)
 {
 	struct rdb_vm *vm = b->vm;
@@ -2125,23 +1848,16 @@ static void record_restored(struct rdb_backup *b, bool wmap_ready)
 	char err[300] = "";
 	int rc;
 
-	if (wmap_ready)
-		rc = b->ndisks && b->disks[0].wmap_path[0] ? 0 : -ENOENT;
-	else
-		rc = wmap_fresh(b, err, sizeof(err));
-	if (rc == 0 && b->ndisks > RDB_LINEAGE_DISKS)
-		rc = -E2BIG;
+	rc = wmap_ready ? 0 : rdb_bakdevs_fresh(&b->devs, err, sizeof(err));
 	if (rc == 0) {
 		l.role = RDB_LINEAGE_RESTORED;
 		l.generation = b->generation;
 		l.epoch = vm->st.committed_epoch;
-		l.ndisks = b->ndisks;
-		for (unsigned k = 0; k < b->ndisks; k++) {
-			snprintf(l.d[k].disk, sizeof(l.d[k].disk), "%.255s",
-				 b->disks[k].path);
-			snprintf(l.d[k].wmap, sizeof(l.d[k].wmap), "%.255s",
-				 b->disks[k].wmap_path);
-		}
+		rc = rdb_bakdevs_record(&b->devs, &l);
+		if (rc == 0 && !l.ndisks)
+			return;		/* no replica here: nothing to record */
+	}
+	if (rc == 0) {
 		snprintf(l.peer, sizeof(l.peer), "%s", b->primary_node);
 		rc = rdb_lineage_save(b->d->cfg.state_dir, vm->name, &l, err,
 				      sizeof(err));
@@ -2150,116 +1866,23 @@ static void record_restored(struct rdb_backup *b, bool wmap_ready)
 		LOGVM(WARN, vm->name, "no record of what the restored guest "
 		      "writes (%s): protecting it again will copy every disk "
 		      "whole", err[0] ? err : strerror(-rc));
-		wmaps_forget(b);
+		rdb_bakdevs_forget(&b->devs);
 	}
 }
 
-/* The replica of disk k served on run_dir/NAME.disk (disk 0) or
- * NAME.disk<k> (drive: QEMU's -drive for it, id disk_id for disk 0 and
- * disk<k> for the others, as on the primary: config.c), the guest's
- * writes from now on in its written map. */
-static int serve_one(struct rdb_backup *b, unsigned k, char *drive, size_t len)
+/* The devices' step of a failover on the restore's thread: the replicas,
+ * as of the last committed epoch, made durable and served to the
+ * restored QEMU (already served, when a handover prepared them). */
+static int failover_devs(struct rdb_backup *b)
 {
-	struct rdb_vm *vm = b->vm;
-	struct bak_disk *dk = &b->disks[k];
-	char sock[108], id[32], err[300];
-	int rc;
+	int rc = rdb_bakdevs_check(&b->devs);
 
-	if (k == 0)
-		snprintf(sock, sizeof(sock), "%s/%s.disk", b->d->cfg.run_dir,
-			 vm->name);
-	else
-		snprintf(sock, sizeof(sock), "%s/%s.disk%u", b->d->cfg.run_dir,
-			 vm->name, k);
-	snprintf(id, sizeof(id), "disk%u", k);
-	rc = rdb_disk_serve_child(vm->name, dk->path, sock,
-				  dk->wmap_path[0] ? dk->wmap_path : NULL,
-				  &dk->pid, err, sizeof(err));
-	if (rc < 0) {
-		LOGVM(ERROR, vm->name, "serving the disk %u replica: %s", k, err);
-		return rc;
-	}
-	rc = rdb_daemon_share_with_qemu(b->d, sock, -1);
-	if (rc == 0) {
-		/* a qcow2 image's bytes, as the primary served them (the
-		 * replica has the primary's header since the initial copy) */
-		struct rdb_qcow2_info qi;
-		int q = rdb_qcow2_probe_path(dk->path, &qi, err, sizeof(err));
-
-		unsigned fl = (q == 1 ? RDB_HV_DISK_QCOW2 : 0) |
-			(rdb_vm_config_disk_is_nvram(&vm->cfg, k) ?
-			 RDB_HV_DISK_PFLASH : 0);
-
-		rc = q < 0 ? q : b->hv->disk_arg(drive, len, k == 0 ? vm->cfg.disk_id
-						 : id, sock, fl);
-		if (rc < 0)
-			LOGVM(ERROR, vm->name, "disk %u replica %s: %s", k, dk->path,
-			      q < 0 ? err : rc == -EOPNOTSUPP ? "a qcow2 image or a "
-			      "UEFI variable store, which this hypervisor's disk path "
-			      "cannot restore" : "its drive argument does not fit");
-	}
-	if (rc == 0) {
-		snprintf(dk->arg, sizeof(dk->arg), "%s", drive);
-		/* (disk 0's line as it read before there were several:
-		 * operators' and tests' log parsers take it) */
-		if (k == 0)
-			LOGVM(INFO, vm->name, "disk replica %s served on %s",
-			      dk->path, sock);
-		else
-			LOGVM(INFO, vm->name, "disk %u replica %s served on %s", k,
-			      dk->path, sock);
-	}
-	return rc;
-}
-
-/* Every replica served (drive: disk 0's -drive; the others' are kept in
- * their bak_disk for restore_req). */
-static int serve_replica(struct rdb_backup *b, char *drive, size_t len)
-{
-	char more[400];
-	int rc = 0;
-
-	for (unsigned k = 0; k < b->ndisks && rc == 0; k++)
-		rc = k == 0 ? serve_one(b, 0, drive, len) :
-			serve_one(b, k, more, sizeof(more));
-	return rc;
-}
-
-/* A set of replicas an epoch's replay left torn is never served (none of
- * its disks: they are at no common epoch): -EIO, said in the log.  (On
- * the loop only when no disk step runs: it owns b->disks.) */
-static int replica_torn(struct rdb_backup *b)
-{
-	for (unsigned k = 0; k < b->ndisks; k++) {
-		if (rdb_diskbuf_consistent(&b->disks[k].db))
-			continue;
-		LOGVM(ERROR, b->vm->name, "disk %u replica %s is inconsistent "
-		      "(an epoch's writes were applied only in part: %s); not "
-		      "serving it or any other disk of the VM", k,
-		      b->disks[k].path, rdb_diskbuf_error(&b->disks[k].db));
-		return -EIO;
-	}
-	return 0;
-}
-
-/* The replicas, as of the last committed epoch, made durable and served
- * to the restored QEMU (already served, when a handover prepared them).
- * On the restore's thread. */
-static int failover_disk(struct rdb_backup *b, char *drive, size_t len)
-{
-	struct rdb_vm *vm = b->vm;
-	int rc = replica_torn(b);
-
-	for (unsigned k = 0; k < b->ndisks && rc == 0; k++) {
-		rc = rdb_diskbuf_sync(&b->disks[k].db);
-		if (rc < 0)
-			LOGVM(ERROR, vm->name, "disk %u replica: %s", k,
-			      rdb_diskbuf_error(&b->disks[k].db));
-	}
+	if (rc == 0)
+		rc = rdb_bakdevs_sync(&b->devs);
 	if (rc < 0)
 		return rc;
 	record_restored(b, b->prepared);
-	return b->prepared ? 0 : serve_replica(b, drive, len);
+	return b->prepared ? 0 : rdb_bakdevs_serve(&b->devs);
 }
 
 /* The guest's NICs opened here, each on its socket (run_dir/NAME.net,
@@ -2348,11 +1971,12 @@ static void send_failover_event(struct rdb_backup *b, const char *path,
 }
 
 /* The restored VM's sockets and files: NAME.* in run_dir, NAME/ in
- * state_dir; and what the backend is asked to start. */
+ * state_dir; what its devices add (their drives, once served); and what
+ * the backend is asked to start. */
 struct restore_req {
-	char qmp[108], wd[108], in[108], ev[108], ser[108], disk[108];
+	char qmp[108], wd[108], in[108], ev[108], ser[108];
 	char log[512], con[512], dir[512];
-	const char *more[RDB_DISKS_MAX];	/* the other disks' drives */
+	struct rdb_bakdev_restore dv;
 	const char *nets[RDB_NICS_MAX];		/* the other NICs' sockets */
 	struct rdb_hv_restore r;
 };
@@ -2366,8 +1990,7 @@ static uint64_t restore_deadline(const struct rdb_backup *b)
 			       RESTORE_DEADLINE_MAX_NS);
 }
 
-static void restore_req(struct rdb_backup *b, const char *drive,
-			struct restore_req *q)
+static void restore_req(struct rdb_backup *b, struct restore_req *q)
 {
 	struct rdb_vm *vm = b->vm;
 	struct rdb_daemon *d = b->d;
@@ -2379,10 +2002,10 @@ static void restore_req(struct rdb_backup *b, const char *drive,
 	snprintf(q->in, sizeof(q->in), "%s/%s.incoming", run, n);
 	snprintf(q->ev, sizeof(q->ev), "%s/%s.event", run, n);
 	snprintf(q->ser, sizeof(q->ser), "%s/%s.serial.sock", run, n);
-	snprintf(q->disk, sizeof(q->disk), "%s/%s.disk", run, n);	/* serve_replica's */
 	snprintf(q->log, sizeof(q->log), "%s/%s/qemu.log", state, n);
 	snprintf(q->con, sizeof(q->con), "%s/%s/console.log", state, n);
 	snprintf(q->dir, sizeof(q->dir), "%s/%s", state, n);
+	rdb_bakdevs_restore(&b->devs, &q->dv);
 	q->r = (struct rdb_hv_restore){
 		.vm = n,
 		.binary = d->cfg.qemu_binary,
@@ -2395,10 +2018,10 @@ static void restore_req(struct rdb_backup *b, const char *drive,
 		.net_path = b->nics[0].nic.path,
 		.more_nets = q->nets,
 		.nmore_nets = b->nnics ? b->nnics - 1 : 0,
-		.disk_path = drive ? q->disk : NULL,
-		.disk_arg = drive,
-		.more_drives = q->more,
-		.nmore_drives = drive && b->ndisks ? b->ndisks - 1 : 0,
+		.disk_path = q->dv.ndrives ? q->dv.disk_sock : NULL,
+		.disk_arg = q->dv.ndrives ? q->dv.drives[0] : NULL,
+		.more_drives = q->dv.drives + 1,
+		.nmore_drives = q->dv.ndrives ? q->dv.ndrives - 1 : 0,
 		.event_path = vm->cfg.event_port ? q->ev : NULL,
 		.console_path = q->con,
 		.serial_path = q->ser,
@@ -2408,8 +2031,6 @@ static void restore_req(struct rdb_backup *b, const char *drive,
 		.cpus = &d->guest_cpus,
 		.cpus_chosen = d->cfg.guest_cpus[0] != 0,
 	};
-	for (unsigned k = 1; k < b->ndisks; k++)
-		q->more[k - 1] = b->disks[k].arg;
 	for (unsigned k = 1; k < b->nnics; k++)
 		q->nets[k - 1] = b->nics[k].nic.path;
 	for (size_t i = 0; i < b->setup.nblocks; i++)
@@ -2419,18 +2040,19 @@ static void restore_req(struct rdb_backup *b, const char *drive,
 
 /*
  * Starts the hypervisor process that will run the VM here, waiting for
- * its state on run_dir/NAME.incoming: the RAM image mapped, the replica's
- * drive (drive) and the NIC attached.  Nothing of the guest runs yet.
- * A handover does this ahead of time (prepare), a failover at once.
+ * its state on run_dir/NAME.incoming: the RAM image mapped, the replicas'
+ * drives (served already) and the NICs attached.  Nothing of the guest
+ * runs yet.  A handover does this ahead of time (prepare), a failover at
+ * once.
  */
-static int restore_spawn(struct rdb_backup *b, const char *drive)
+static int restore_spawn(struct rdb_backup *b)
 {
 	struct rdb_vm *vm = b->vm;
 	struct restore_req q;
 	char err[700];
 	int rc;
 
-	restore_req(b, drive, &q);
+	restore_req(b, &q);
 	if (!q.r.ram_image) {
 		LOGVM(ERROR, vm->name, "no %s block to restore from",
 		      b->hv->main_block);
@@ -2474,8 +2096,7 @@ static int restore_load(struct rdb_backup *b)
 	};
 	/* (a Xen domain's config takes the replica here: xl restore
 	 * creates it with its state) */
-	restore_req(b, b->ndisks && b->disks[0].arg[0] ? b->disks[0].arg : NULL,
-		    &q);
+	restore_req(b, &q);
 	rc = b->hv->restore_load(&q.r, &b->rs, &st,
 				 restore_deadline(b), err,
 				 sizeof(err));
@@ -2503,13 +2124,13 @@ static int restore_load(struct rdb_backup *b)
 
 /* Starts QEMU (unless a handover prepared it) and loads the last
  * committed epoch; the guest runs on return 0. */
-static int restore_vm(struct rdb_backup *b, uint64_t t0, const char *drive)
+static int restore_vm(struct rdb_backup *b, uint64_t t0)
 {
 	uint64_t ctl_ns = 0, t2;
 	int rc = 0;
 
 	if (!b->prepared) {
-		rc = restore_spawn(b, drive);
+		rc = restore_spawn(b);
 		ctl_ns = b->rs.ctl_ns;
 	}
 	if (rc < 0)
@@ -2556,14 +2177,12 @@ struct restore_job {
 	struct rdb_backup *b;
 	struct rdb_bgjob *job;
 	uint64_t t0;
-	char drive[400];
-	bool prepare;			/* restore_spawn only: a handover's */
-	bool disk;			/* failover_disk first (drive: its) */
+	bool prepare;			/* restore_spawn only: a handover's;
+					 * else failover_devs first */
 	int rc;
 	/* what status shows of the replica meanwhile (the thread may sync
 	 * it and start its server): as it was when the job began */
-	uint64_t data_bytes, applied_bytes;
-	bool consistent;
+	struct rdb_bakdev_sum at;
 };
 
 static void restore_run(void *opaque)
@@ -2573,11 +2192,10 @@ static void restore_run(void *opaque)
 
 	/* the replica's sync waits for this host's disk: here, not on the
 	 * loop that serves every other VM */
-	if (j->disk)
-		rc = failover_disk(j->b, j->drive, sizeof(j->drive));
+	if (!j->prepare)
+		rc = failover_devs(j->b);
 	if (rc == 0)
-		rc = j->prepare ? restore_spawn(j->b, j->drive[0] ? j->drive : NULL) :
-		     restore_vm(j->b, j->t0, j->drive[0] ? j->drive : NULL);
+		rc = j->prepare ? restore_spawn(j->b) : restore_vm(j->b, j->t0);
 	j->rc = rc;
 }
 
@@ -2651,7 +2269,7 @@ static void failover_failed(struct rdb_backup *b, int rc)
 		LOGVM(ERROR, vm->name, "%s the %s of the failed restore (pid %d)",
 		      may_run ? "could not show gone" : "killed",
 		      b->hv->restored_reprotect ? "QEMU" : "watch", pid);
-	stop_disk_server(b);
+	rdb_bakdevs_unserve(&b->devs);
 	rdb_vm_set_state(vm, RDB_VM_FAILED, "restore from epoch %llu failed: "
 			 "%s%s", (unsigned long long)vm->st.committed_epoch,
 			 strerror(-rc), may_run ? "; its guest may still run "
@@ -2725,8 +2343,7 @@ static void on_restore_done(void *opaque)
 			 (double)vm->st.failover_ns / RDB_NS_PER_MS);
 }
 
-static int restore_start(struct rdb_backup *b, uint64_t t0, const char *drive,
-			 bool prepare, bool disk)
+static int restore_start(struct rdb_backup *b, uint64_t t0, bool prepare)
 {
 	struct restore_job *j = calloc(1, sizeof(*j));
 	int rc;
@@ -2736,9 +2353,7 @@ static int restore_start(struct rdb_backup *b, uint64_t t0, const char *drive,
 	j->b = b;
 	j->t0 = t0;
 	j->prepare = prepare;
-	j->disk = disk;
-	disks_snapshot(b, &j->data_bytes, &j->applied_bytes, &j->consistent);
-	snprintf(j->drive, sizeof(j->drive), "%s", drive ? drive : "");
+	rdb_bakdevs_counters(&b->devs, &j->at);
 	b->restore_job = j;
 	/* the guest may run before the restore is known to have worked */
 	if (!prepare)
@@ -2776,7 +2391,7 @@ static void restore_wait(struct rdb_backup *b)
 static void unprepare(struct rdb_backup *b)
 {
 	rdb_hv_restored_dispose(b->hv, &b->rs, true);
-	stop_disk_server(b);
+	rdb_bakdevs_unserve(&b->devs);
 	for (unsigned k = 0; k < RDB_NICS_MAX; k++)
 		rdb_nic_close(&b->nics[k].nic);
 	b->prepared = false;
@@ -2821,8 +2436,8 @@ static void prepared(struct rdb_backup *b, int rc)
 static int handover_prepare(struct rdb_backup *b)
 {
 	struct rdb_vm *vm = b->vm;
-	char drive[400] = "", err[300] = "";
-	int rc = 0;
+	char err[300] = "";
+	int rc;
 
 	if (b->restore_job)
 		return 0;		/* READY when it is done */
@@ -2836,19 +2451,15 @@ static int handover_prepare(struct rdb_backup *b)
 		ready_answer(b, err);
 		return 0;
 	}
-	if (b->ndisks) {
-		if (wmap_fresh(b, err, sizeof(err)) < 0) {
-			LOGVM(WARN, vm->name, "no written map (%s): protecting the "
-			      "VM again after the handover copies every disk "
-			      "whole", err);
-		}
-		rc = serve_replica(b, drive, sizeof(drive));
-	}
+	if (rdb_bakdevs_fresh(&b->devs, err, sizeof(err)) < 0)
+		LOGVM(WARN, vm->name, "no written map (%s): protecting the "
+		      "VM again after the handover copies every disk "
+		      "whole", err);
+	rc = rdb_bakdevs_serve(&b->devs);
 	if (rc == 0)
 		rc = failover_net(b);
 	if (rc == 0)
-		rc = restore_start(b, rdb_now_ns(), drive[0] ? drive : NULL, true,
-				   false);
+		rc = restore_start(b, rdb_now_ns(), true);
 	if (rc < 0) {
 		prepared(b, rc);
 		return 0;
@@ -2874,7 +2485,7 @@ static int failover_go(struct rdb_backup *b)
 		failover_failed(b, -ENODATA);
 		return -ENODATA;
 	}
-	rc = replica_torn(b);
+	rc = rdb_bakdevs_check(&b->devs);
 	if (rc < 0) {
 		failover_failed(b, rc);
 		return rc;
@@ -2911,7 +2522,7 @@ static int failover_go(struct rdb_backup *b)
 		send_handed_output(b);	/* (cold: sent now; else nothing left) */
 	ho_out_reset(b, true);
 	if (rc == 0)
-		rc = restore_start(b, b->failover_t0, NULL, false, b->ndisks > 0);
+		rc = restore_start(b, b->failover_t0, false);
 	if (rc < 0) {
 		failover_failed(b, rc);
 		return rc;
@@ -2972,7 +2583,7 @@ int rdb_backup_failover(struct rdb_vm *vm, const char *why)
 		LOGVM(ERROR, vm->name, "cannot fail over: no committed checkpoint");
 		return -ENODATA;
 	}
-	if (!b->commit_job && replica_torn(b) < 0) {
+	if (!b->commit_job && rdb_bakdevs_check(&b->devs) < 0) {
 		failover_failed(b, -EIO);
 		return -EIO;
 	}
@@ -3006,6 +2617,50 @@ int rdb_backup_failover(struct rdb_vm *vm, const char *why)
 	return failover_go(b);
 }
 
+/* ---- what the devices get of the role (bakdev.h) ---- */
+
+static struct rdb_buf *dev_link_out(void *opaque)
+{
+	struct rdb_backup *b = opaque;
+
+	return &b->out;
+}
+
+static void dev_want_write(void *opaque)
+{
+	want_write(opaque);
+}
+
+static int dev_vm_dir(void *opaque, char *dir, size_t len)
+{
+	return vm_dir(opaque, dir, len);
+}
+
+static void dev_fail(void *opaque, const char *why)
+{
+	struct rdb_backup *b = opaque;
+
+	rdb_vm_set_state(b->vm, RDB_VM_FAILED, "%s", why);
+}
+
+/* While an epoch's disk step or a restore runs, its thread owns the
+ * replicas' counters (and the restore their servers). */
+static void dev_owned(void *opaque, struct rdb_bakdev_owned *out)
+{
+	const struct rdb_backup *b = opaque;
+	const struct commit_job *j = b->commit_job;
+	const struct restore_job *r = b->restore_job;
+
+	memset(out, 0, sizeof(*out));
+	out->commit = j != NULL;
+	out->restore = r != NULL;
+	out->restore_devs = r && !r->prepare;
+	if (j)
+		out->at = j->at;
+	else if (r)
+		out->at = r->at;
+}
+
 /* ---- accepting primaries ---- */
 
 static struct rdb_backup *backup_new(struct rdb_daemon *d, const char *name)
@@ -3029,10 +2684,20 @@ static struct rdb_backup *backup_new(struct rdb_daemon *d, const char *name)
 		b->nics[k].k = k;
 		rdb_flowcheck_init(&b->nics[k].fc, name, 0);
 	}
-	for (unsigned k = 0; k < RDB_DISKS_MAX; k++) {
-		rdb_diskbuf_init(&b->disks[k].db, 256u << 20);
-		b->disks[k].pid = -1;
-	}
+	b->host = (struct rdb_bakdev_host){
+		.opaque = b,
+		.d = d,
+		.vm = vm,
+		.run = &b->run,
+		.link_out = dev_link_out,
+		.want_write = dev_want_write,
+		.vm_dir = dev_vm_dir,
+		.fail = dev_fail,
+		.owned = dev_owned,
+	};
+	rdb_bakdevs_init(&b->devs, &b->host);
+	/* (the order of the kinds' fields in status) */
+	rdb_bakdevs_kind(&b->devs, &rdb_bak_disk_ops);
 	b->event_fd = -1;
 	b->hv = rdb_vm_hv(vm);
 	rdb_hv_restored_init(&b->rs);
@@ -3330,8 +2995,7 @@ void rdb_backup_teardown(struct rdb_vm *vm)
 		rdb_flowcheck_dispose(&b->nics[k].fc);
 	rdb_buf_dispose(&b->event_in);
 	rdb_buf_dispose(&b->guest_out);
-	for (unsigned k = 0; k < RDB_DISKS_MAX; k++)
-		rdb_diskbuf_dispose(&b->disks[k].db);
+	rdb_bakdevs_free(&b->devs);
 	if (b->img_open)
 		rdb_ramimage_close(&b->img);
 	if (b->have_setup)
@@ -3401,18 +3065,13 @@ int rdb_backup_hand_over(struct rdb_vm *vm, const struct rdb_nic_dst *dst,
 		h->event_fd = b->event_fd;
 		b->event_fd = -1;
 	}
-	h->ndisks = b->ndisks;
-	for (unsigned k = 0; k < b->ndisks; k++)
-		snprintf(h->disk_paths[k], sizeof(h->disk_paths[k]), "%s",
-			 b->disks[k].path);
-	for (unsigned k = 0; k < b->ndisks; k++)
-		snprintf(h->wmap_paths[k], sizeof(h->wmap_paths[k]), "%s",
-			 b->disks[k].wmap_path);
+	/* (the disks cannot fail: they hand over their paths) */
+	rdb_bakdevs_hand_over(&b->devs, dst, ndst, h, err, errlen);
 	h->generation = b->generation;
 	h->epoch = vm->st.committed_epoch;
 	/* QEMU holds the guest's disk requests (reconnect-delay) until the
 	 * primary's disk server takes the socket over. */
-	stop_disk_server(b);
+	rdb_bakdevs_unserve(&b->devs);
 	rdb_hv_restored_dispose(b->hv, &b->rs, false);
 	rdb_backup_teardown(vm);
 	return 0;
@@ -3441,19 +3100,10 @@ void rdb_backup_housekeeping(struct rdb_vm *vm)
 				 b->hv->restored_ended, status,
 				 b->d->cfg.state_dir, vm->name);
 		rdb_hv_restored_dispose(b->hv, &b->rs, false);
-		stop_disk_server(b);
+		rdb_bakdevs_unserve(&b->devs);
 		return;
 	}
-	for (unsigned k = 0; k < b->ndisks; k++) {
-		struct bak_disk *dk = &b->disks[k];
-
-		if (dk->pid > 0 && waitpid(dk->pid, &status, WNOHANG) == dk->pid) {
-			dk->pid = -1;
-			rdb_vm_set_state(vm, RDB_VM_FAILED, "the disk %u replica's "
-					 "server exited (status 0x%x): the guest "
-					 "has lost that disk", k, status);
-		}
-	}
+	rdb_bakdevs_poll(&b->devs);
 }
 
 void rdb_backup_metrics(const struct rdb_vm *vm, struct rdb_prom *p)
@@ -3571,45 +3221,7 @@ void rdb_backup_status(const struct rdb_vm *vm, json_t *o)
 					    "known_by_nic", by);
 		}
 	}
-	if (b->ndisks) {
-		/* while an epoch's disk step or a restore runs, its thread owns
-		 * the replicas' counters (and the restore their servers): what
-		 * they were when it began */
-		const struct commit_job *j = b->commit_job;
-		const struct restore_job *r = b->restore_job;
-		bool consistent, served = !r;
-		uint64_t data, applied;
-		json_t *a = json_array();
-
-		if (j || r) {
-			consistent = j ? j->consistent : r->consistent;
-			data = j ? j->data_bytes : r->data_bytes;
-			applied = j ? j->applied_bytes : r->applied_bytes;
-		} else {
-			disks_snapshot(b, &data, &applied, &consistent);
-		}
-		for (unsigned k = 0; k < b->ndisks; k++) {
-			const struct bak_disk *dk = &b->disks[k];
-
-			served = served && dk->pid > 0;
-			json_array_append_new(a, json_pack("{s:I, s:s, s:I, s:b, s:b}",
-				"index", (json_int_t)k, "replica", dk->path,
-				"size", (json_int_t)dk->db.size,
-				"consistent", j || r ? consistent :
-					rdb_diskbuf_consistent(&dk->db),
-				"served", !r && dk->pid > 0));
-		}
-		/* disk: the first disk's replica, the set's state */
-		json_object_set_new(o, "disk", json_pack("{s:s, s:I, s:b, s:b, s:I, s:I, s:b}",
-			"replica", b->disks[0].path,
-			"size", (json_int_t)b->disks[0].db.size,
-			"consistent", consistent,
-			"served", served,
-			"buffered_bytes", (json_int_t)data,
-			"applied_bytes", (json_int_t)applied,
-			"writing", j != NULL || (r && r->disk)));
-		json_object_set_new(o, "disks", a);
-	}
+	rdb_bakdevs_status(&b->devs, o);
 }
 
 int rdb_backup_inject(struct rdb_vm *vm, const char *fault)
@@ -3628,16 +3240,18 @@ int rdb_backup_inject(struct rdb_vm *vm, const char *fault)
 		vm->bak->fault_handover_cut = true;
 		return 0;
 	}
-	if (strcmp(fault, "slow-replica") == 0 && vm->bak->ndisks) {
+	if (strcmp(fault, "slow-replica") == 0 && vm->bak->st.ndisks) {
 		vm->bak->fault_slow_replica = true;
 		return 0;
 	}
 	/* the next epoch with a change on the VM's last disk fails its
 	 * replay at that disk's first record, as a replica's I/O error
 	 * would (diskbuf.h): the disks before it are written by then */
-	if (strcmp(fault, "replica-eio") == 0 && vm->bak->ndisks) {
+	if (strcmp(fault, "replica-eio") == 0 && vm->bak->st.ndisks) {
+		struct rdb_stage *st = &vm->bak->st;
+
 		commit_settle(vm->bak);	/* its thread owns the replicas */
-		vm->bak->disks[vm->bak->ndisks - 1].db.fail_at = 1;
+		st->disks[st->ndisks - 1]->fail_at = 1;
 		return 0;
 	}
 	return -EINVAL;

@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The backup's device kinds (bakdev.h): a disk (backup_disk.c) and a NIC
+ * (backup_nic.c).  They know the role only through struct
+ * rdb_bakdev_host and struct rdb_bakrun, never backup.c: that calls
+ * them, not the other way round.  Their own structs are theirs alone.
+ */
+#ifndef RDB_BACKUP_DEV_H
+#define RDB_BACKUP_DEV_H
+
+#include <stdbool.h>
+
+#include "bakdev.h"
+#include "proto.h"
+#include "stage.h"
+
+/* The kinds, for rdb_bakdevs_kind. */
+extern const struct rdb_bakdev_ops rdb_bak_disk_ops;
+
+/*
+ * DISK_SETUP: the primary's disk f->device (they come in order, 0 first)
+ * gets a replica here — a fresh one of its size, all zeroes (sparse),
+ * that the initial copy fills, or with feature RESYNC and a base this
+ * host holds for it, its old image, of which the primary sends only what
+ * may differ (DISK_BASE goes back on the link either way under RESYNC).
+ * The device joins t and its buffer the stage (st->disks[f->device]).
+ * -EPROTO out of order: not the next disk, or after the initial state
+ * began (committed: an epoch was).
+ */
+int rdb_bak_disk_setup(struct rdb_bakdevs *t, struct rdb_stage *st,
+		       const struct rdb_frame *f, bool committed);
+
+#endif
