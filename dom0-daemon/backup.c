@@ -6,14 +6,11 @@
 #include "clock.h"
 #include "cpulist.h"
 #include "daemon.h"
-#include "diskbuf.h"
 #include "roimage.h"
 #include "bgjob.h"
-#include "flowcheck.h"
 #include "lineage.h"
 #include "linksec.h"
 #include "log.h"
-#include "nic.h"
 #include "proto.h"
 #include "ramimage.h"
 #include "sockutil.h"
@@ -26,15 +23,12 @@
 #include "remusdb.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <signal.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #define HELLO_DEADLINE_NS (5 * RDB_NS_PER_S)
@@ -56,22 +50,8 @@
  * still running when it began, beyond the restore's own deadline (which
  * bounds a prepare); then it fails: the replica is in no known state. */
 #define FAILOVER_WAIT_NS (10 * RDB_NS_PER_S)
-/* The restored guest's frames held until its restore ends (guest_held) */
-#define GUEST_HELD_MAX (8u << 20)
 
 struct commit_job;
-
-/* One of the VM's NICs here after a failover (its frames' callbacks
- * get this, to know the NIC), and under commit protection its guest's
- * flows as of the committed epoch, checked after a failover
- * (flowcheck.h): each NIC's own, so a flow held on one NIC never
- * delays another's. */
-struct bak_nic {
-	struct rdb_nic nic;
-	struct rdb_backup *b;
-	unsigned k;
-	struct rdb_flowcheck fc;
-};
 
 /*
  * A switchover on the backup's side, its phases and their legal changes
@@ -138,9 +118,10 @@ struct rdb_backup {
 	bool img_open;
 	struct rdb_stage st;
 	bool have_committed;
-	/* the VM's devices here (bakdev.h): its disks, in DISK_SETUP's order
-	 * (each one's buffer in st.disks, all committed as one: stage.h),
-	 * and its NICs */
+	/* the VM's devices here (bakdev.h): its NICs, from VM_SETUP (each
+	 * one's flow check in st.flows), then its disks, in DISK_SETUP's
+	 * order (each one's buffer in st.disks, all committed as one:
+	 * stage.h) */
 	struct rdb_bakdevs devs;
 	struct rdb_bakdev_host host;	/* what they get of this role */
 	struct rdb_bakrun run;		/* a restore under way, as they see it */
@@ -148,18 +129,14 @@ struct rdb_backup {
 	int event_fd;			/* after failover: the event port's socket */
 	struct rdb_buf event_in;	/* the guest's answers on it */
 
-	/* commit protection: one timer ticks every NIC's flow check */
-	uint64_t fc_timer;
-	bool fc_running;		/* the restored guest runs: ticks due */
+	/* one timer ticks the devices' own checks after a failover (each
+	 * NIC's flow check: host.tick_soon) */
+	uint64_t dev_timer;
 	uint64_t event_gen;		/* the failover event's generation */
 
 	/* after failover: the restored VM's hypervisor (QEMU) process */
 	const struct rdb_hv_ops *hv;
 	struct rdb_hv_restored rs;
-	/* after failover: the guest's NICs, the first (net_socket, tap)
-	 * and its extra_nic */
-	struct bak_nic nics[RDB_NICS_MAX];
-	unsigned nnics;
 
 	/* The failover decision (witness.h): the primary's protection
 	 * generation and the value it registered, from VM_SETUP. */
@@ -200,14 +177,6 @@ struct rdb_backup {
 	 * primary had been silent when it began, of which deciding took
 	 * fo_decide_ns (0: no decision) */
 	uint64_t fo_silent_ns, fo_decide_ns;
-	uint64_t running_ns;		/* restored guest runs, no frame yet */
-	/* Until the restore is known to have succeeded, the restored
-	 * guest's frames wait here (u32 length, bytes): a restore that fails
-	 * after its guest ran must leave no trace on the wire, since the
-	 * old copy may resume from the same epoch. */
-	bool guest_held;
-	struct rdb_buf guest_out;
-	uint64_t guest_out_frames, guest_out_dropped;
 };
 
 static const char *const bak_ho_names[BAK_HO__MAX] = {
@@ -554,6 +523,11 @@ static int handle_setup(struct rdb_backup *b, const struct rdb_frame *f)
 	b->st.nflows = rdb_vm_config_nnics(&vm->cfg);
 	if (b->st.nflows > RDB_NICS_MAX)
 		return -EPROTO;
+	for (unsigned k = 0; k < b->st.nflows; k++) {
+		rc = rdb_bak_nic_add(&b->devs, &b->st, k);
+		if (rc < 0)
+			return rc;
+	}
 	rc = vm_dir(b, dir, sizeof(dir));
 	if (rc < 0)
 		return rc;
@@ -1271,13 +1245,13 @@ static void on_drain(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 	int rc = rdb_proto_decoder_read_fd(&b->dec, fd);
 
 	while (rdb_proto_decoder_next(&b->dec, &f) == 1) {
-		if (f.type != RDB_MSG_INPUT || f.device >= b->nnics ||
-		    rdb_msg_output_begin(&f, &it) < 0)
+		struct rdb_bakdev *dev = f.type == RDB_MSG_INPUT ?
+			rdb_bakdevs_net(&b->devs, f.device) : NULL;
+
+		if (!dev || rdb_msg_output_begin(&f, &it) < 0)
 			continue;	/* heartbeats, and nothing else matters */
-		while (rdb_msg_output_next(&it, &fr, &len) == 1) {
-			rdb_nic_to_guest(&b->nics[f.device].nic, fr, len);
-			n++;
-		}
+		while (rdb_msg_output_next(&it, &fr, &len) == 1)
+			n += dev->ops->to_guest(dev, fr, len);
 	}
 	if (n)
 		LOGVM(INFO, b->vm->name, "gave the guest %llu frames that reached "
@@ -1417,6 +1391,7 @@ static int handle_output(struct rdb_backup *b, const struct rdb_frame *f)
  */
 static void announce_early(struct rdb_backup *b)
 {
+	struct rdb_bakdev *dev;
 	uint8_t f[60] = { 0 };
 	unsigned m[6];
 
@@ -1435,19 +1410,22 @@ static void announce_early(struct rdb_backup *b)
 	f[16] = 0x08; f[17] = 0x00;		/* IPv4 */
 	f[18] = 6; f[19] = 4;
 	f[21] = 3;				/* reverse request */
-	rdb_nic_to_wire(&b->nics[0].nic, f, sizeof(f));
+	dev = rdb_bakdevs_net(&b->devs, 0);	/* the guest's first NIC's */
+	if (dev)
+		dev->ops->to_wire(dev, f, sizeof(f));
 }
 
 /* The handed-over output leaves from here: the client's answers to it
  * then come to this host, where the guest is about to run. */
 static void send_handed_output(struct rdb_backup *b)
 {
+	struct rdb_bakdev *dev;
 	bool sent = false;
 	char by[64] = "";
 	size_t at = 0;
 
-	for (unsigned k = 0; k < b->nnics && b->ho_out_epoch ==
-	     b->vm->st.committed_epoch; k++) {
+	for (unsigned k = 0; b->ho_out_epoch == b->vm->st.committed_epoch &&
+	     (dev = rdb_bakdevs_net(&b->devs, k)); k++) {
 		struct rdb_frame f = { .type = RDB_MSG_OUTPUT,
 				       .payload = b->ho_out[k].data,
 				       .len = (uint32_t)b->ho_out[k].len };
@@ -1457,10 +1435,8 @@ static void send_handed_output(struct rdb_backup *b)
 		unsigned n = 0;
 
 		if (b->ho_out[k].len && rdb_msg_output_begin(&f, &it) == 0)
-			while (rdb_msg_output_next(&it, &fr, &len) == 1) {
-				rdb_nic_to_wire(&b->nics[k].nic, fr, len);
-				n++;
-			}
+			while (rdb_msg_output_next(&it, &fr, &len) == 1)
+				n += dev->ops->to_wire(dev, fr, len);
 		sent = sent || n;
 		if (at < sizeof(by))
 			at += (size_t)snprintf(by + at, sizeof(by) - at, "%s%u",
@@ -1596,202 +1572,34 @@ static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
 
 /* ---- failover ---- */
 
-static uint64_t on_fc_tick(struct rdb_evloop *loop, uint64_t id, void *opaque);
-
-/* ---- commit protection's flow check: one per NIC (bak_nic) ---- */
-
-static unsigned fc_nics(const struct rdb_backup *b)
-{
-	return b->st.nflows;
-}
-
-/* Some NIC's check under way (a flow probed, or its fence up). */
-static bool fc_pending(const struct rdb_backup *b)
-{
-	for (unsigned k = 0; k < fc_nics(b); k++)
-		if (b->nics[k].fc.started && rdb_flowcheck_pending(&b->nics[k].fc))
-			return true;
-	return false;
-}
-
-static bool fc_started(const struct rdb_backup *b)
-{
-	return fc_nics(b) && b->nics[0].fc.started;
-}
-
-static void fc_lift_fences(struct rdb_backup *b)
-{
-	for (unsigned k = 0; k < fc_nics(b); k++)
-		rdb_flowcheck_lift_fence(&b->nics[k].fc, rdb_now_ns());
-}
-
-/* Every NIC's check in one: counts summed, times the longest. */
-static void fc_stats(const struct rdb_backup *b,
-		     struct rdb_flowcheck_stats *sum, uint64_t *flows)
-{
-	memset(sum, 0, sizeof(*sum));
-	*flows = 0;
-	for (unsigned k = 0; k < fc_nics(b); k++) {
-		const struct rdb_flowcheck_stats *s = &b->nics[k].fc.st;
-
-		sum->checked += s->checked;
-		sum->consistent += s->consistent;
-		sum->reset += s->reset;
-		sum->unanswered += s->unanswered;
-		sum->probes += s->probes;
-		sum->held_out += s->held_out;
-		sum->held_in += s->held_in;
-		sum->dropped += s->dropped;
-		if (s->fence_ns > sum->fence_ns)
-			sum->fence_ns = s->fence_ns;
-		sum->fence_timed_out = sum->fence_timed_out || s->fence_timed_out;
-		if (s->check_ns > sum->check_ns)
-			sum->check_ns = s->check_ns;
-		*flows += rdb_flowcheck_flows(&b->nics[k].fc);
-	}
-}
-
-/* A flow that shows up after the check's last tick gets its deadline
- * and its probes from a new timer. */
-static void fc_rearm(struct rdb_backup *b)
-{
-	if (!b->fc_running || b->fc_timer || !fc_pending(b))
-		return;
-	if (rdb_evloop_add_timer(b->d->loop, RDB_NS_PER_MS, on_fc_tick, b,
-				 &b->fc_timer) < 0)
-		LOGVM(WARN, b->vm->name, "no timer for the flow check: a late "
-		      "flow's check has no deadline");
-}
-
-/* After failover nothing waits for a checkpoint: there is no backup.
- * Under commit protection the flow check may hold a frame a while. */
-static void on_guest_frame(void *opaque, const uint8_t *frame, size_t len)
-{
-	struct bak_nic *bn = opaque;
-	struct rdb_backup *b = bn->b;
-
-	if (b->running_ns) {
-		/* how long the restored guest took to say anything (under
-		 * TCG: its code translated afresh, tens of ms) */
-		LOGVM(INFO, b->vm->name, "the restored guest's first frame, %.1f "
-		      "ms after it runs", (double)(rdb_now_ns() - b->running_ns) /
-		      RDB_NS_PER_MS);
-		b->running_ns = 0;
-	}
-	if (b->guest_held) {
-		uint32_t hdr[2] = { bn->k, (uint32_t)len };
-		size_t at = b->guest_out.len;
-
-		if (b->guest_out.len + sizeof(hdr) + len > GUEST_HELD_MAX ||
-		    rdb_buf_append(&b->guest_out, hdr, sizeof(hdr)) < 0 ||
-		    rdb_buf_append(&b->guest_out, frame, len) < 0) {
-			b->guest_out.len = at;
-			b->guest_out_dropped++;	/* TCP sends it again */
-		} else {
-			b->guest_out_frames++;
-		}
-		return;
-	}
-	/* (without commit protection no flow check started: all pass) */
-	if (rdb_flowcheck_from_guest(&bn->fc, frame, len, rdb_now_ns()))
-		rdb_nic_to_wire(&bn->nic, frame, len);
-	fc_rearm(b);
-}
-
-/* The restore's outcome is known: the frames its guest sent meanwhile
- * go out (release) or are dropped. */
+/* The restore's outcome is known: what its guest sent meanwhile goes
+ * out (release), each device's through it, or is dropped. */
 static void guest_held_end(struct rdb_backup *b, bool release)
 {
-	uint64_t n = b->guest_out_frames, lost = b->guest_out_dropped;
-
-	if (!b->guest_held)
+	if (!b->run.held)
 		return;
-	b->guest_held = false;
-	if (!release && n + lost > 0)
-		LOGVM(WARN, b->vm->name, "dropped the %llu frame(s) the failed "
-		      "restore's guest sent (none reached the wire)",
-		      (unsigned long long)(n + lost));
-	while (release && b->guest_out.len >= 2 * sizeof(uint32_t)) {
-		uint32_t hdr[2];
-
-		memcpy(hdr, b->guest_out.data, sizeof(hdr));
-		rdb_buf_consume(&b->guest_out, sizeof(hdr));
-		on_guest_frame(&b->nics[hdr[0]], b->guest_out.data, hdr[1]);
-		rdb_buf_consume(&b->guest_out, hdr[1]);
-	}
-	if (release && lost)
-		LOGVM(WARN, b->vm->name, "%llu frame(s) the restored guest sent "
-		      "before its restore ended did not fit in %u MiB and were "
-		      "dropped", (unsigned long long)lost, GUEST_HELD_MAX >> 20);
-	rdb_buf_dispose(&b->guest_out);
-	b->guest_out_frames = b->guest_out_dropped = 0;
+	b->run.held = false;
+	rdb_bakdevs_release(&b->devs, release);
+	b->run.held_bytes = 0;
 }
 
-static bool on_wire_frame(void *opaque, const uint8_t *frame, size_t len)
-{
-	struct bak_nic *bn = opaque;
-	struct rdb_backup *b = bn->b;
-	bool pass = rdb_flowcheck_from_wire(&bn->fc, frame, len, rdb_now_ns());
-
-	fc_rearm(b);
-	return pass;
-}
-
-static void fc_to_wire(void *opaque, const uint8_t *frame, size_t len)
-{
-	struct bak_nic *bn = opaque;
-
-	rdb_nic_to_wire(&bn->nic, frame, len);
-}
-
-static void fc_to_guest(void *opaque, const uint8_t *frame, size_t len)
-{
-	struct bak_nic *bn = opaque;
-
-	rdb_nic_to_guest(&bn->nic, frame, len);
-}
-
-static void log_flowcheck(struct rdb_backup *b)
-{
-	struct rdb_flowcheck_stats sum;
-	const struct rdb_flowcheck_stats *st = &sum;
-	uint64_t flows;
-
-	fc_stats(b, &sum, &flows);
-	LOGVM(INFO, b->vm->name, "TCP flows after the failover (%u NIC%s): %llu "
-	      "checked in %.0f ms, %llu consistent, %llu reset at both ends, "
-	      "%llu unanswered; clients' input fenced %.0f ms%s", fc_nics(b),
-	      fc_nics(b) == 1 ? "" : "s", (unsigned long long)st->checked,
-	      (double)st->check_ns / RDB_NS_PER_MS,
-	      (unsigned long long)st->consistent, (unsigned long long)st->reset,
-	      (unsigned long long)st->unanswered,
-	      (double)st->fence_ns / RDB_NS_PER_MS,
-	      st->fence_timed_out ? " (deadline: no answer from the guest)" : "");
-}
-
-static uint64_t on_fc_tick(struct rdb_evloop *loop, uint64_t id, void *opaque)
+/* The devices' checks after a failover (host.tick_soon), the soonest any
+ * of them wants. */
+static uint64_t on_dev_tick(struct rdb_evloop *loop, uint64_t id, void *opaque)
 {
 	struct rdb_backup *b = opaque;
-	uint64_t next = 0;
+	uint64_t next;
 
 	(void)loop;
 	(void)id;
-	/* every NIC's; the soonest any of them wants */
-	for (unsigned k = 0; k < fc_nics(b); k++) {
-		uint64_t n = rdb_flowcheck_tick(&b->nics[k].fc, rdb_now_ns());
-
-		if (n && (!next || n < next))
-			next = n;
-	}
-	if (!next) {
-		b->fc_timer = 0;
-		log_flowcheck(b);
-	}
+	next = rdb_bakdevs_tick(&b->devs);
+	if (!next)
+		b->dev_timer = 0;
 	return next;
 }
 
 /* The guest's helper answers the failover event once its DBMS can see
- * it (remusdb.h): the fence comes down. */
+ * it (remusdb.h): the devices hear it (a NIC's fence comes down). */
 static void on_event_port(struct rdb_evloop *loop, int fd, unsigned ev,
 			  void *opaque)
 {
@@ -1825,7 +1633,7 @@ static void on_event_port(struct rdb_evloop *loop, int fd, unsigned ev,
 		}
 		LOGVM(INFO, b->vm->name, "the guest acknowledged failover "
 		      "event generation %llu", gen);
-		fc_lift_fences(b);
+		rdb_bakdevs_acked(&b->devs);
 	}
 	if (b->event_in.len > 4096)
 		rdb_buf_reset(&b->event_in);
@@ -1885,47 +1693,6 @@ static int failover_devs(struct rdb_backup *b)
 	return b->prepared ? 0 : rdb_bakdevs_serve(&b->devs);
 }
 
-/* The guest's NICs opened here, each on its socket (run_dir/NAME.net,
- * NAME.net1, ...: what restore_req gives QEMU) and this host's tap. */
-static int failover_net(struct rdb_backup *b)
-{
-	struct rdb_vm *vm = b->vm;
-	unsigned n = rdb_vm_config_nnics(&vm->cfg);
-	int rc = 0;
-
-	if (n > RDB_NICS_MAX)
-		return -EINVAL;
-	for (unsigned k = 0; k < n && rc == 0; k++) {
-		struct bak_nic *bn = &b->nics[k];
-		struct rdb_nic_spec sp;
-		char path[108], sock[200], err[256];
-
-		if (rdb_vm_config_nic(&vm->cfg, k, sock, sizeof(sock), &sp) < 0) {
-			LOGVM(ERROR, vm->name, "NIC %u: its extra_nic is malformed", k);
-			return -EINVAL;
-		}
-		if (k == 0)
-			snprintf(path, sizeof(path), "%s/%s.net", b->d->cfg.run_dir,
-				 vm->name);
-		else
-			snprintf(path, sizeof(path), "%s/%s.net%u", b->d->cfg.run_dir,
-				 vm->name, k);
-		rc = rdb_nic_open(&bn->nic, b->d->loop, vm->name, path,
-				  sp.backup_tap, on_guest_frame, bn, err,
-				  sizeof(err));
-		if (rc < 0) {
-			LOGVM(ERROR, vm->name, "guest NIC %u on the backup: %s", k,
-			      err);
-			break;
-		}
-		b->nnics = k + 1;
-		rc = rdb_daemon_share_with_qemu(b->d, path, -1);
-		if (rc == 0 && rdb_vm_config_commit_protection(&vm->cfg))
-			rdb_nic_set_wire_filter(&bn->nic, on_wire_frame);
-	}
-	return rc;
-}
-
 /*
  * Tells the guest it now runs from epoch N (guest-kmod/include/uapi/
  * remusdb.h): one line into the failover event port.  QEMU keeps it until
@@ -1971,13 +1738,13 @@ static void send_failover_event(struct rdb_backup *b, const char *path,
 }
 
 /* The restored VM's sockets and files: NAME.* in run_dir, NAME/ in
- * state_dir; what its devices add (their drives, once served); and what
- * the backend is asked to start. */
+ * state_dir; what its devices add (the replicas' drives, once served,
+ * and the NICs' sockets, once open); and what the backend is asked to
+ * start. */
 struct restore_req {
 	char qmp[108], wd[108], in[108], ev[108], ser[108];
 	char log[512], con[512], dir[512];
 	struct rdb_bakdev_restore dv;
-	const char *nets[RDB_NICS_MAX];		/* the other NICs' sockets */
 	struct rdb_hv_restore r;
 };
 
@@ -2015,9 +1782,9 @@ static void restore_req(struct rdb_backup *b, struct restore_req *q)
 		.ctl_path = q->qmp,
 		.wd_ctl_path = q->wd,
 		.incoming_path = q->in,
-		.net_path = b->nics[0].nic.path,
-		.more_nets = q->nets,
-		.nmore_nets = b->nnics ? b->nnics - 1 : 0,
+		.net_path = q->dv.nnets ? q->dv.nets[0] : "",
+		.more_nets = q->dv.nets + 1,
+		.nmore_nets = q->dv.nnets ? q->dv.nnets - 1 : 0,
 		.disk_path = q->dv.ndrives ? q->dv.disk_sock : NULL,
 		.disk_arg = q->dv.ndrives ? q->dv.drives[0] : NULL,
 		.more_drives = q->dv.drives + 1,
@@ -2031,8 +1798,6 @@ static void restore_req(struct rdb_backup *b, struct restore_req *q)
 		.cpus = &d->guest_cpus,
 		.cpus_chosen = d->cfg.guest_cpus[0] != 0,
 	};
-	for (unsigned k = 1; k < b->nnics; k++)
-		q->nets[k - 1] = b->nics[k].nic.path;
 	for (size_t i = 0; i < b->setup.nblocks; i++)
 		if (strcmp(b->setup.blocks[i].idstr, b->hv->main_block) == 0)
 			q->r.ram_bytes = b->setup.blocks[i].used_length;
@@ -2101,15 +1866,15 @@ static int restore_load(struct rdb_backup *b)
 				 restore_deadline(b), err,
 				 sizeof(err));
 	if (rc == 0 && b->hv->nic_attach) {
-		/* (its NIC socket listens: failover_net).  The guest runs
-		 * already and is the VM's only copy now: a NIC that cannot be
-		 * attached is the operator's to mend, not a reason to kill
-		 * it. */
+		/* (its NIC socket listens: opened at the failover).  The
+		 * guest runs already and is the VM's only copy now: a NIC
+		 * that cannot be attached is the operator's to mend, not a
+		 * reason to kill it. */
 		char log[300], why[300];
 
 		snprintf(log, sizeof(log), "%s/%s.nic.log", b->d->cfg.run_dir,
 			 vm->name);
-		if (b->hv->nic_attach(vm->name, b->nics[0].nic.path, log,
+		if (b->hv->nic_attach(vm->name, q.r.net_path, log,
 				      restore_deadline(b), why, sizeof(why)) < 0)
 			LOGVM(ERROR, vm->name, "the restored guest runs with its "
 			      "NIC not connected to this daemon: %s (see %s)",
@@ -2262,7 +2027,7 @@ static void failover_failed(struct rdb_backup *b, int rc)
 
 	/* A half-restored guest must not run on: it is no copy of anything
 	 * (and would hold the RAM image and the replica).  Nothing it sent
-	 * left this host (guest_held). */
+	 * left this host (run.held). */
 	guest_held_end(b, false);
 	may_run = rdb_hv_restored_dispose(b->hv, &b->rs, true) < 0;
 	if (pid > 0)
@@ -2297,7 +2062,6 @@ static void on_restore_done(void *opaque)
 {
 	struct restore_job *j = opaque;
 	struct rdb_backup *b = j->b;
-	struct rdb_evloop *loop = b->d->loop;
 	struct rdb_vm *vm = b->vm;
 	bool prepare = j->prepare;
 	int rc = j->rc;
@@ -2320,19 +2084,9 @@ static void on_restore_done(void *opaque)
 			 vm->name);
 		send_failover_event(b, ev_path, rdb_stage_committed(&b->st)->epoch);
 	}
-	if (fc_started(b)) {
-		for (unsigned k = 0; k < fc_nics(b); k++)
-			rdb_flowcheck_guest_running(&b->nics[k].fc, rdb_now_ns());
-		b->fc_running = true;
-		if (rdb_evloop_add_timer(loop, RDB_NS_PER_MS, on_fc_tick, b,
-					 &b->fc_timer) < 0) {
-			LOGVM(WARN, vm->name, "no timer for the flow check: lifting "
-			      "its fence now");
-			fc_lift_fences(b);
-		}
-	}
+	rdb_bakdevs_running(&b->devs);
 	vm->st.failover_ns = rdb_now_ns() - b->failover_t0;
-	b->running_ns = b->rs.running_ns ? b->rs.running_ns : rdb_now_ns();
+	b->run.running_ns = b->rs.running_ns ? b->rs.running_ns : rdb_now_ns();
 	guest_held_end(b, true);
 	/* the old primary may let its stopped copy go now */
 	if (b->ho_phase == BAK_HO_PLANNED)
@@ -2357,11 +2111,11 @@ static int restore_start(struct rdb_backup *b, uint64_t t0, bool prepare)
 	b->restore_job = j;
 	/* the guest may run before the restore is known to have worked */
 	if (!prepare)
-		b->guest_held = true;
+		b->run.held = true;
 	rc = rdb_bgjob_start(b->d->loop, restore_run, on_restore_done, j, &j->job);
 	if (rc < 0) {
 		b->restore_job = NULL;
-		b->guest_held = false;
+		b->run.held = false;
 		free(j);
 	}
 	return rc;
@@ -2392,8 +2146,7 @@ static void unprepare(struct rdb_backup *b)
 {
 	rdb_hv_restored_dispose(b->hv, &b->rs, true);
 	rdb_bakdevs_unserve(&b->devs);
-	for (unsigned k = 0; k < RDB_NICS_MAX; k++)
-		rdb_nic_close(&b->nics[k].nic);
+	rdb_bakdevs_close(&b->devs);
 	b->prepared = false;
 }
 
@@ -2457,7 +2210,7 @@ static int handover_prepare(struct rdb_backup *b)
 		      "whole", err);
 	rc = rdb_bakdevs_serve(&b->devs);
 	if (rc == 0)
-		rc = failover_net(b);
+		rc = rdb_bakdevs_open(&b->devs);
 	if (rc == 0)
 		rc = restore_start(b, rdb_now_ns(), true);
 	if (rc < 0) {
@@ -2492,22 +2245,10 @@ static int failover_go(struct rdb_backup *b)
 	}
 	/* The epoch in flight never committed: it must leave no trace. */
 	rdb_stage_discard(&b->st);
-	/* A handover lost no epoch: nothing to roll back, no flow to check. */
-	if (rdb_vm_config_commit_protection(&vm->cfg) && b->ho_phase != BAK_HO_PLANNED) {
-		static const struct rdb_flowcheck_ops ops = {
-			.to_wire = fc_to_wire, .to_guest = fc_to_guest,
-		};
-
-		/* every NIC's flows, each through its own NIC */
-		for (unsigned k = 0; k < fc_nics(b); k++) {
-			struct rdb_flowcheck_ops o = ops;
-
-			o.opaque = &b->nics[k];
-			rdb_flowcheck_start(&b->nics[k].fc, &o, vm->cfg.event_port,
-					    (uint64_t)vm->cfg.failover_fence_ms *
-					    RDB_NS_PER_MS, b->failover_t0);
-		}
-	}
+	/* A handover lost no epoch: nothing to roll back (under commit
+	 * protection, every NIC's flows checked through that NIC). */
+	if (b->ho_phase != BAK_HO_PLANNED)
+		rdb_bakdevs_rollback(&b->devs, b->failover_t0);
 	/* A prepared handover's NIC is open: the output goes first, so the
 	 * network learns where the guest is now before the disk's sync
 	 * (what clients send it meanwhile reaches the stopped old copy) */
@@ -2515,7 +2256,7 @@ static int failover_go(struct rdb_backup *b)
 		announce_early(b);
 		send_handed_output(b);
 	}
-	rc = b->prepared ? 0 : failover_net(b);
+	rc = b->prepared ? 0 : rdb_bakdevs_open(&b->devs);
 	if (rc == 0 && !(b->ho_phase == BAK_HO_PLANNED && b->prepared))
 		announce_early(b);
 	if (rc == 0 && b->ho_phase == BAK_HO_PLANNED)
@@ -2643,6 +2384,16 @@ static void dev_fail(void *opaque, const char *why)
 	rdb_vm_set_state(b->vm, RDB_VM_FAILED, "%s", why);
 }
 
+static int dev_tick_soon(void *opaque)
+{
+	struct rdb_backup *b = opaque;
+
+	if (b->dev_timer)
+		return 0;
+	return rdb_evloop_add_timer(b->d->loop, RDB_NS_PER_MS, on_dev_tick, b,
+				    &b->dev_timer);
+}
+
 /* While an epoch's disk step or a restore runs, its thread owns the
  * replicas' counters (and the restore their servers). */
 static void dev_owned(void *opaque, struct rdb_bakdev_owned *out)
@@ -2678,12 +2429,6 @@ static struct rdb_backup *backup_new(struct rdb_daemon *d, const char *name)
 	b->vm = vm;
 	b->d = d;
 	b->fd = b->linger_fd = -1;
-	for (unsigned k = 0; k < RDB_NICS_MAX; k++) {
-		rdb_nic_init(&b->nics[k].nic);
-		b->nics[k].b = b;
-		b->nics[k].k = k;
-		rdb_flowcheck_init(&b->nics[k].fc, name, 0);
-	}
 	b->host = (struct rdb_bakdev_host){
 		.opaque = b,
 		.d = d,
@@ -2693,10 +2438,12 @@ static struct rdb_backup *backup_new(struct rdb_daemon *d, const char *name)
 		.want_write = dev_want_write,
 		.vm_dir = dev_vm_dir,
 		.fail = dev_fail,
+		.tick_soon = dev_tick_soon,
 		.owned = dev_owned,
 	};
 	rdb_bakdevs_init(&b->devs, &b->host);
 	/* (the order of the kinds' fields in status) */
+	rdb_bakdevs_kind(&b->devs, &rdb_bak_nic_ops);
 	rdb_bakdevs_kind(&b->devs, &rdb_bak_disk_ops);
 	b->event_fd = -1;
 	b->hv = rdb_vm_hv(vm);
@@ -2704,10 +2451,7 @@ static struct rdb_backup *backup_new(struct rdb_daemon *d, const char *name)
 	rdb_buf_init(&b->out);
 	rdb_proto_decoder_init(&b->dec);
 	rdb_stage_init(&b->st);
-	for (unsigned k = 0; k < RDB_NICS_MAX; k++)
-		b->st.flows[k] = &b->nics[k].fc;
 	rdb_buf_init(&b->event_in);
-	rdb_buf_init(&b->guest_out);
 	return b;
 }
 
@@ -2979,8 +2723,7 @@ void rdb_backup_teardown(struct rdb_vm *vm)
 	if (b->linger_timer)
 		rdb_evloop_del_timer(loop, b->linger_timer);
 	close_link(b);
-	for (unsigned k = 0; k < RDB_NICS_MAX; k++)
-		rdb_nic_close(&b->nics[k].nic);
+	rdb_bakdevs_close(&b->devs);
 	/* A restored guest is the VM now: it outlives the daemon's teardown. */
 	rdb_hv_restored_dispose(b->hv, &b->rs, false);
 	rdb_stage_dispose(&b->st);
@@ -2989,12 +2732,9 @@ void rdb_backup_teardown(struct rdb_vm *vm)
 		rdb_evloop_del_fd(loop, b->event_fd);
 		close(b->event_fd);
 	}
-	if (b->fc_timer)
-		rdb_evloop_del_timer(loop, b->fc_timer);
-	for (unsigned k = 0; k < RDB_NICS_MAX; k++)
-		rdb_flowcheck_dispose(&b->nics[k].fc);
+	if (b->dev_timer)
+		rdb_evloop_del_timer(loop, b->dev_timer);
 	rdb_buf_dispose(&b->event_in);
-	rdb_buf_dispose(&b->guest_out);
 	rdb_bakdevs_free(&b->devs);
 	if (b->img_open)
 		rdb_ramimage_close(&b->img);
@@ -3012,7 +2752,8 @@ int rdb_backup_hand_over(struct rdb_vm *vm, const struct rdb_nic_dst *dst,
 			 size_t errlen)
 {
 	struct rdb_backup *b = vm->bak;
-	int status;
+	char why[200];
+	int status, rc;
 
 	memset(h, 0, sizeof(*h));
 	h->event_fd = -1;
@@ -3029,35 +2770,17 @@ int rdb_backup_hand_over(struct rdb_vm *vm, const struct rdb_nic_dst *dst,
 			 "runs", vm->name, rdb_vm_state_name(vm->state));
 		return -EINVAL;
 	}
-	if (fc_pending(b)) {
-		snprintf(err, errlen, "VM %s: the flow check after its failover "
-			 "still runs (up to failover_fence_ms): try again in a "
-			 "moment", vm->name);
+	if (rdb_bakdevs_pending(&b->devs, why, sizeof(why))) {
+		snprintf(err, errlen, "VM %s: %s: try again in a moment",
+			 vm->name, why);
 		return -EAGAIN;
 	}
-	if (ndst != b->nnics) {
-		snprintf(err, errlen, "VM %s: the restored guest has %u NIC(s) "
-			 "here, its VM file %u", vm->name, b->nnics, ndst);
-		return -EINVAL;
-	}
-	/* The NICs first: the only step that can fail, and nothing else
-	 * is undone if it does (the NICs moved already move back). */
-	for (unsigned k = 0; k < ndst; k++) {
-		if (rdb_nic_move(dst[k].nic, &b->nics[k].nic, dst[k].from_guest,
-				 dst[k].opaque) == 0)
-			continue;
-		while (k-- > 0) {
-			if (rdb_nic_move(&b->nics[k].nic, dst[k].nic,
-					 on_guest_frame, &b->nics[k]) < 0)
-				LOGVM(ERROR, vm->name, "NIC %u could not be taken "
-				      "back from the primary role", k);
-			else if (rdb_vm_config_commit_protection(&vm->cfg))
-				rdb_nic_set_wire_filter(&b->nics[k].nic,
-							on_wire_frame);
-		}
-		snprintf(err, errlen, "handing the guest's NICs over: event loop");
-		return -ENOMEM;
-	}
+	/* The devices first: the only step that can fail (a NIC moving into
+	 * the primary's), and nothing else is undone if it does (those
+	 * handed over already come back). */
+	rc = rdb_bakdevs_hand_over(&b->devs, dst, ndst, h, err, errlen);
+	if (rc < 0)
+		return rc;
 	h->qemu = b->rs.proc;
 	rdb_hv_proc_init(&b->rs.proc);
 	if (b->event_fd >= 0) {
@@ -3065,8 +2788,6 @@ int rdb_backup_hand_over(struct rdb_vm *vm, const struct rdb_nic_dst *dst,
 		h->event_fd = b->event_fd;
 		b->event_fd = -1;
 	}
-	/* (the disks cannot fail: they hand over their paths) */
-	rdb_bakdevs_hand_over(&b->devs, dst, ndst, h, err, errlen);
 	h->generation = b->generation;
 	h->epoch = vm->st.committed_epoch;
 	/* QEMU holds the guest's disk requests (reconnect-delay) until the
@@ -3110,10 +2831,6 @@ void rdb_backup_metrics(const struct rdb_vm *vm, struct rdb_prom *p)
 {
 	const struct rdb_backup *b = vm->bak;
 	const enum rdb_prom_type C = RDB_PROM_COUNTER, G = RDB_PROM_GAUGE;
-	struct rdb_flowcheck_stats sum;
-	const struct rdb_flowcheck_stats *st = &sum;
-	uint64_t flows;
-	static const char *const H = "Flows checked at failover, by verdict.";
 
 	if (!b)
 		return;
@@ -3127,21 +2844,7 @@ void rdb_backup_metrics(const struct rdb_vm *vm, struct rdb_prom *p)
 		rdb_prom_add(p, "remusdb_diskref_pages_verified_total", C,
 			     "Disk-reference pages checked against the replica.",
 			     (double)b->st.diskrefs, NULL);
-	if (!rdb_vm_config_commit_protection(&vm->cfg))
-		return;
-	fc_stats(b, &sum, &flows);
-	rdb_prom_add(p, "remusdb_flows_known", G,
-		     "TCP flows known to the backup's failover check.",
-		     (double)flows, NULL);
-	rdb_prom_add(p, "remusdb_failover_flows_total", C, H,
-		     (double)st->consistent, "verdict", "consistent", NULL);
-	rdb_prom_add(p, "remusdb_failover_flows_total", C, H,
-		     (double)st->reset, "verdict", "reset", NULL);
-	rdb_prom_add(p, "remusdb_failover_flows_total", C, H,
-		     (double)st->unanswered, "verdict", "unanswered", NULL);
-	rdb_prom_add(p, "remusdb_failover_fence_seconds", G,
-		     "How long the last failover fenced unchecked flows.",
-		     (double)st->fence_ns / RDB_NS_PER_S, NULL);
+	rdb_bakdevs_metrics(&b->devs, p);
 }
 
 void rdb_backup_status(const struct rdb_vm *vm, json_t *o)
@@ -3158,14 +2861,6 @@ void rdb_backup_status(const struct rdb_vm *vm, json_t *o)
 	if (b->rs.proc.pid > 0)
 		json_object_set_new(o, "restored_by", json_string(
 			b->rs.via_libvirt ? "libvirt" : "remusdbd"));
-	{
-		bool all = b->nnics > 0;
-
-		for (unsigned k = 0; k < b->nnics; k++)
-			all = all && rdb_nic_connected(&b->nics[k].nic);
-		json_object_set_new(o, "guest_nic_connected", json_boolean(all));
-		json_object_set_new(o, "nics", json_integer((json_int_t)b->nnics));
-	}
 	json_object_set_new(o, "mode", json_string(vm->cfg.mode ? vm->cfg.mode : "plain"));
 	if (b->failover_t0)
 		json_object_set_new(o, "last_failover", json_pack(
@@ -3190,37 +2885,8 @@ void rdb_backup_status(const struct rdb_vm *vm, json_t *o)
 	if (b->st.features & RDB_FEATURE_VERIFY)
 		json_object_set_new(o, "epochs_verified",
 				    json_integer((json_int_t)b->st.verified));
-	if (rdb_vm_config_commit_protection(&vm->cfg)) {
-		struct rdb_flowcheck_stats sum;
-		const struct rdb_flowcheck_stats *st = &sum;
-		uint64_t flows;
-
-		fc_stats(b, &sum, &flows);
-		json_object_set_new(o, "flows", json_pack(
-			"{s:I, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:b, s:f}",
-			"known", (json_int_t)flows,
-			"check_started", fc_started(b),
-			"checked", (json_int_t)st->checked,
-			"consistent", (json_int_t)st->consistent,
-			"reset", (json_int_t)st->reset,
-			"unanswered", (json_int_t)st->unanswered,
-			"probes", (json_int_t)st->probes,
-			"held_out", (json_int_t)st->held_out,
-			"held_in", (json_int_t)st->held_in,
-			"dropped", (json_int_t)st->dropped,
-			"fence_ms", (double)st->fence_ns / RDB_NS_PER_MS,
-			"fence_timed_out", st->fence_timed_out,
-			"check_ms", (double)st->check_ns / RDB_NS_PER_MS));
-		{
-			json_t *by = json_array();
-
-			for (unsigned k = 0; by && k < fc_nics(b); k++)
-				json_array_append_new(by, json_integer((json_int_t)
-					rdb_flowcheck_flows(&b->nics[k].fc)));
-			json_object_set_new(json_object_get(o, "flows"),
-					    "known_by_nic", by);
-		}
-	}
+	/* the NICs' (guest_nic_connected, nics, flows), the disks' (disk,
+	 * disks) */
 	rdb_bakdevs_status(&b->devs, o);
 }
 

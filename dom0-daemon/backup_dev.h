@@ -16,6 +16,7 @@
 
 /* The kinds, for rdb_bakdevs_kind. */
 extern const struct rdb_bakdev_ops rdb_bak_disk_ops;
+extern const struct rdb_bakdev_ops rdb_bak_nic_ops;
 
 /*
  * DISK_SETUP: the primary's disk f->device (they come in order, 0 first)
@@ -29,5 +30,14 @@ extern const struct rdb_bakdev_ops rdb_bak_disk_ops;
  */
 int rdb_bak_disk_setup(struct rdb_bakdevs *t, struct rdb_stage *st,
 		       const struct rdb_frame *f, bool committed);
+
+/*
+ * VM_SETUP: the guest's NIC index (each the config names, in order) is a
+ * device of the VM here: nothing open until a failover (or a handover's
+ * prepare), its flow check in the stage (st->flows[index]) for the FLOWS
+ * of each committed epoch.
+ */
+int rdb_bak_nic_add(struct rdb_bakdevs *t, struct rdb_stage *st,
+		    unsigned index);
 
 #endif
