@@ -6,7 +6,10 @@
  * hand-over that fails hands back the devices before it, last first; the
  * per-kind hooks get each registered kind's instances together, in order,
  * even none; the guest's network devices are found by their frames'
- * device number.
+ * device number.  And the disk kind (backup_disk.c): DISK_SETUP in
+ * order only, a replica and its buffer in the stage, its entries in the
+ * lineage records, written maps, and the status the backup has always
+ * shown (the first replica, the set's state, one object per disk).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,10 +18,18 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "backup_dev.h"
 #include "bakdev.h"
+#include "daemon.h"
 #include "lineage.h"
+#include "role.h"
+#include "vm.h"
 
 /* ---- fake devices: each records its calls in a shared log ---- */
 
@@ -374,6 +385,197 @@ static void test_bound(void **state)
 	assert_int_equal(t.n, RDB_BAKDEV_MAX);
 }
 
+/* ---- the disk kind ---- */
+
+static struct rdb_buf link_frames;
+static unsigned link_writes;
+static struct rdb_bakdev_owned owned_now;
+static char vm_dir_path[256];
+
+static struct rdb_buf *h_link_out(void *o)
+{
+	return &link_frames;
+}
+
+static void h_want_write(void *o)
+{
+	link_writes++;
+}
+
+static int h_vm_dir(void *o, char *dir, size_t len)
+{
+	snprintf(dir, len, "%s", vm_dir_path);
+	return 0;
+}
+
+static void h_owned(void *o, struct rdb_bakdev_owned *out)
+{
+	*out = owned_now;
+}
+
+/* DISK_SETUP of disk k, size bytes, as the link delivers it. */
+static int disk_setup(struct rdb_bakdevs *t, struct rdb_stage *st,
+		      uint32_t k, uint64_t size, bool committed)
+{
+	struct rdb_proto_decoder dec;
+	struct rdb_buf b;
+	struct rdb_frame f;
+	int rc;
+
+	rdb_buf_init(&b);
+	rdb_proto_decoder_init(&dec);
+	assert_int_equal(rdb_proto_put_disk_setup(&b, k, size), 0);
+	assert_int_equal(rdb_proto_decoder_feed(&dec, b.data, b.len), 0);
+	assert_int_equal(rdb_proto_decoder_next(&dec, &f), 1);
+	rc = rdb_bak_disk_setup(t, st, &f, committed);
+	rdb_proto_decoder_dispose(&dec);
+	rdb_buf_dispose(&b);
+	return rc;
+}
+
+static bool ends_with(const char *s, const char *tail)
+{
+	size_t n = strlen(s), m = strlen(tail);
+
+	return n >= m && !strcmp(s + n - m, tail);
+}
+
+static void test_disk(void **state)
+{
+	char dir[] = "/tmp/test_bakdevXXXXXX", path[300];
+	struct rdb_daemon d = { .loop = NULL };
+	struct rdb_vm vm = { .name = "vm1" };
+	struct rdb_bakrun run = { .held = false };
+	struct rdb_bakdev_host h = {
+		.d = &d, .vm = &vm, .run = &run, .link_out = h_link_out,
+		.want_write = h_want_write, .vm_dir = h_vm_dir,
+		.owned = h_owned,
+	};
+	struct rdb_bakdev_restore r;
+	struct rdb_bakdevs t;
+	struct rdb_stage st;
+	struct rdb_lineage l = { .role = RDB_LINEAGE_REPLICA };
+	struct rdb_handover ho = { .ndisks = 0 };
+	struct rdb_bakdev_sum s;
+	struct stat sb;
+	char err[300] = "";
+	json_t *o, *disk, *disks;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(vm_dir_path, sizeof(vm_dir_path), "%s/vm1", dir);
+	assert_int_equal(mkdir(vm_dir_path, 0700), 0);
+	d.cfg.state_dir = dir;
+	rdb_config_defaults(&rdb_vm_config_table, &vm.cfg);
+	rdb_buf_init(&link_frames);
+	rdb_stage_init(&st);
+	rdb_bakdevs_init(&t, &h);
+	assert_int_equal(rdb_bakdevs_kind(&t, &rdb_bak_disk_ops), 0);
+
+	/* in order only: not disk 1 first */
+	assert_int_equal(disk_setup(&t, &st, 1, 1u << 20, false), -EPROTO);
+	assert_int_equal(t.n, 0);
+
+	/* a fresh replica of the disk's size; without RESYNC nothing goes
+	 * back to the primary */
+	assert_int_equal(disk_setup(&t, &st, 0, 1u << 20, false), 0);
+	snprintf(path, sizeof(path), "%s/disk.img", vm_dir_path);
+	assert_int_equal(stat(path, &sb), 0);
+	assert_int_equal(sb.st_size, 1u << 20);
+	assert_int_equal(st.ndisks, 1);
+	assert_non_null(st.disks[0]);
+	assert_int_equal(st.disks[0]->max_bytes, 256u << 20);
+	assert_int_equal(link_frames.len, 0);
+
+	/* with RESYNC, a DISK_BASE back (no base offered: a whole copy) */
+	st.features = RDB_FEATURE_RESYNC;
+	assert_int_equal(disk_setup(&t, &st, 1, 2u << 20, false), 0);
+	assert_true(link_frames.len > 0);
+	assert_int_equal(link_writes, 1);
+	assert_int_equal(st.ndisks, 2);
+	assert_ptr_equal(rdb_bakdevs_net(&t, 0), NULL);
+
+	/* none after the initial state began */
+	assert_int_equal(disk_setup(&t, &st, 2, 1u << 20, true), -EPROTO);
+	assert_int_equal(t.n, 2);
+
+	/* the replica record names each image; a restored one needs the
+	 * written maps, every disk's */
+	assert_int_equal(rdb_bakdevs_record(&t, &l), 0);
+	assert_int_equal(l.ndisks, 2);
+	assert_true(ends_with(l.d[1].disk, "/vm1/disk1.img"));
+	assert_string_equal(l.d[1].wmap, "");
+	memset(&l, 0, sizeof(l));
+	l.role = RDB_LINEAGE_RESTORED;
+	assert_int_equal(rdb_bakdevs_record(&t, &l), -ENOENT);
+	assert_int_equal(rdb_bakdevs_fresh(&t, err, sizeof(err)), 0);
+	assert_int_equal(rdb_bakdevs_record(&t, &l), 0);
+	assert_true(ends_with(l.d[0].wmap, "/vm1/written.map"));
+	assert_true(ends_with(l.d[1].wmap, "/vm1/written1.map"));
+
+	/* torn: none; counters over both; nothing served, so no drive */
+	assert_int_equal(rdb_bakdevs_check(&t), 0);
+	rdb_bakdevs_counters(&t, &s);
+	assert_int_equal(s.n, 2);
+	assert_true(s.consistent);
+	rdb_bakdevs_restore(&t, &r);
+	assert_int_equal(r.ndrives, 0);
+
+	/* status: "disk" (the first replica, the set's state), "disks" */
+	o = json_object();
+	rdb_bakdevs_status(&t, o);
+	disk = json_object_get(o, "disk");
+	disks = json_object_get(o, "disks");
+	assert_true(ends_with(json_string_value(json_object_get(disk, "replica")),
+			      "/vm1/disk.img"));
+	assert_int_equal(json_integer_value(json_object_get(disk, "size")), 1u << 20);
+	assert_true(json_is_true(json_object_get(disk, "consistent")));
+	assert_true(json_is_false(json_object_get(disk, "served")));
+	assert_true(json_is_false(json_object_get(disk, "writing")));
+	assert_int_equal(json_array_size(disks), 2);
+	assert_int_equal(json_integer_value(json_object_get(
+		json_array_get(disks, 1), "index")), 1);
+	json_decref(o);
+
+	/* a thread owns the replicas: what they were when it began, for the
+	 * set and for each disk */
+	owned_now.commit = true;
+	owned_now.at.consistent = false;
+	owned_now.at.buffered = 7;
+	o = json_object();
+	rdb_bakdevs_status(&t, o);
+	disk = json_object_get(o, "disk");
+	assert_true(json_is_false(json_object_get(disk, "consistent")));
+	assert_int_equal(json_integer_value(json_object_get(disk,
+			 "buffered_bytes")), 7);
+	assert_true(json_is_true(json_object_get(disk, "writing")));
+	assert_true(json_is_false(json_object_get(json_array_get(
+		json_object_get(o, "disks"), 1), "consistent")));
+	json_decref(o);
+	memset(&owned_now, 0, sizeof(owned_now));
+
+	/* re-protect: each replica and its written map */
+	assert_int_equal(rdb_bakdevs_hand_over(&t, NULL, 0, &ho, err,
+					       sizeof(err)), 0);
+	assert_int_equal(ho.ndisks, 2);
+	assert_true(ends_with(ho.disk_paths[1], "/vm1/disk1.img"));
+	assert_true(ends_with(ho.wmap_paths[0], "/vm1/written.map"));
+
+	/* no written maps: the record cannot name them */
+	rdb_bakdevs_forget(&t);
+	assert_int_equal(rdb_bakdevs_record(&t, &l), -ENOENT);
+
+	rdb_bakdevs_free(&t);
+	rdb_stage_dispose(&st);
+	rdb_buf_dispose(&link_frames);
+	rdb_config_dispose(&rdb_vm_config_table, &vm.cfg);
+	{
+		char cmd[300];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+		assert_int_equal(system(cmd), 0);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -381,6 +583,7 @@ int main(void)
 		cmocka_unit_test(test_hand_over),
 		cmocka_unit_test(test_kinds),
 		cmocka_unit_test(test_bound),
+		cmocka_unit_test(test_disk),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
