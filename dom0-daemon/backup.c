@@ -519,6 +519,11 @@ static int handle_setup(struct rdb_backup *b, const struct rdb_frame *f)
 	if (rc < 0)
 		return -EPROTO;
 	b->hv = rdb_vm_hv(vm);
+	/* The disks' epoch bound is the primary's config: their DISK_SETUP
+	 * may have come first (a primary starts each disk's copy at once),
+	 * with this host's default. */
+	for (unsigned k = 0; k < b->st.ndisks; k++)
+		b->st.disks[k]->max_bytes = (uint64_t)vm->cfg.disk_epoch_max_mb << 20;
 	/* each NIC's FLOWS to its own flow check (config.c: <= RDB_NICS_MAX) */
 	b->st.nflows = rdb_vm_config_nnics(&vm->cfg);
 	if (b->st.nflows > RDB_NICS_MAX)

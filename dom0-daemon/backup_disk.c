@@ -558,6 +558,8 @@ int rdb_bak_disk_setup(struct rdb_bakdevs *t, struct rdb_stage *st,
 	if (!dk)
 		return -ENOMEM;
 	rdb_bakdev_init(&dk->dev, &rdb_bak_disk_ops, k, host);
+	/* (the config's bound if VM_SETUP came first; else VM_SETUP sets
+	 * it, backup.c) */
 	rdb_diskbuf_init(&dk->db, (uint64_t)host->vm->cfg.disk_epoch_max_mb << 20);
 	dk->pid = -1;
 	rc = setup(dk, f, st->features);
