@@ -3,6 +3,7 @@
 #include "bakdev.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -79,52 +80,41 @@ void rdb_bakdevs_counters(const struct rdb_bakdevs *t, struct rdb_bakdev_sum *s)
 			t->v[i]->ops->counters(t->v[i], s);
 }
 
-int rdb_bakdevs_check(struct rdb_bakdevs *t)
+/* The hook at offset hook in the ops (one returning 0 or an error) of
+ * every device that has it, in order; the first error stops it. */
+static int each_until_error(struct rdb_bakdevs *t, size_t hook)
 {
 	for (unsigned i = 0; i < t->n; i++) {
 		struct rdb_bakdev *d = t->v[i];
-		int rc = d->ops->check ? d->ops->check(d) : 0;
+		int (*fn)(struct rdb_bakdev *);
+		int rc;
 
+		memcpy(&fn, (const char *)d->ops + hook, sizeof(fn));
+		rc = fn ? fn(d) : 0;
 		if (rc < 0)
 			return rc;
 	}
 	return 0;
+}
+
+int rdb_bakdevs_check(struct rdb_bakdevs *t)
+{
+	return each_until_error(t, offsetof(struct rdb_bakdev_ops, check));
 }
 
 int rdb_bakdevs_sync(struct rdb_bakdevs *t)
 {
-	for (unsigned i = 0; i < t->n; i++) {
-		struct rdb_bakdev *d = t->v[i];
-		int rc = d->ops->sync ? d->ops->sync(d) : 0;
-
-		if (rc < 0)
-			return rc;
-	}
-	return 0;
+	return each_until_error(t, offsetof(struct rdb_bakdev_ops, sync));
 }
 
 int rdb_bakdevs_serve(struct rdb_bakdevs *t)
 {
-	for (unsigned i = 0; i < t->n; i++) {
-		struct rdb_bakdev *d = t->v[i];
-		int rc = d->ops->serve ? d->ops->serve(d) : 0;
-
-		if (rc < 0)
-			return rc;
-	}
-	return 0;
+	return each_until_error(t, offsetof(struct rdb_bakdev_ops, serve));
 }
 
 int rdb_bakdevs_open(struct rdb_bakdevs *t)
 {
-	for (unsigned i = 0; i < t->n; i++) {
-		struct rdb_bakdev *d = t->v[i];
-		int rc = d->ops->open ? d->ops->open(d) : 0;
-
-		if (rc < 0)
-			return rc;
-	}
-	return 0;
+	return each_until_error(t, offsetof(struct rdb_bakdev_ops, open));
 }
 
 int rdb_bakdevs_fresh(struct rdb_bakdevs *t, char *err, size_t errlen)
