@@ -84,6 +84,22 @@ enum bak_fo_phase {
 	BAK_FO__MAX
 };
 
+/*
+ * The backup's copy of the VM, in phases (written in copy_enter only; its
+ * table is bak_copy_next):
+ *   awaiting (linked, no VM_SETUP yet) -> setup (the primary's config
+ *   taken, the NICs and the RAM image ready: the initial state streams
+ *   in) -> consistent (an epoch committed: the RAM image, the device
+ *   state and every disk are exactly that epoch, a state to go live
+ *   from).  Consistent stays so: each later epoch replaces it whole.
+ */
+enum bak_copy_phase {
+	BAK_COPY_AWAITING,
+	BAK_COPY_SETUP,
+	BAK_COPY_CONSISTENT,
+	BAK_COPY__MAX
+};
+
 struct rdb_backup {
 	struct rdb_vm *vm;
 	struct rdb_daemon *d;
@@ -110,14 +126,12 @@ struct rdb_backup {
 	 * wait for it (commit_start, on_commit_done). */
 	struct commit_job *commit_job;
 
+	enum bak_copy_phase copy_phase;
 	struct rdb_vm_setup setup;	/* from VM_SETUP */
-	bool have_setup;
 	uint64_t setup_ns;		/* when VM_SETUP came */
 	uint64_t initial_take_ns;	/* VM_SETUP to epoch 0 committed */
-	struct rdb_ramimage img;
-	bool img_open;
+	struct rdb_ramimage img;	/* open from the setup phase on */
 	struct rdb_stage st;
-	bool have_committed;
 	/* the VM's devices here (bakdev.h): its NICs, from VM_SETUP (each
 	 * one's flow check in st.flows), then its disks, in DISK_SETUP's
 	 * order (each one's buffer in st.disks, all committed as one:
@@ -178,6 +192,33 @@ struct rdb_backup {
 	 * fo_decide_ns (0: no decision) */
 	uint64_t fo_silent_ns, fo_decide_ns;
 };
+
+static const char *const bak_copy_names[BAK_COPY__MAX] = {
+	[BAK_COPY_AWAITING] = "awaiting",
+	[BAK_COPY_SETUP] = "setup",
+	[BAK_COPY_CONSISTENT] = "consistent",
+};
+
+#define TO(ph) (1u << BAK_COPY_##ph)
+static const uint32_t bak_copy_next[BAK_COPY__MAX] = {
+	[BAK_COPY_AWAITING] = TO(SETUP),
+	[BAK_COPY_SETUP] = TO(CONSISTENT),
+	[BAK_COPY_CONSISTENT] = 0,
+};
+#undef TO
+
+static void copy_enter(struct rdb_backup *b, enum bak_copy_phase to)
+{
+	b->copy_phase = rdb_vm_phase_change(b->vm, "copy", "backup.c",
+					    bak_copy_names, bak_copy_next,
+					    BAK_COPY__MAX, b->copy_phase, to);
+}
+
+/* An epoch is committed here: there is a state to go live from. */
+static bool consistent(const struct rdb_backup *b)
+{
+	return b->copy_phase == BAK_COPY_CONSISTENT;
+}
 
 static const char *const bak_ho_names[BAK_HO__MAX] = {
 	[BAK_HO_NONE] = "none",
@@ -496,12 +537,12 @@ static int handle_setup(struct rdb_backup *b, const struct rdb_frame *f)
 	json_t *j;
 	int rc;
 
-	if (b->have_setup)
+	/* (one VM_SETUP per link; one that failed refused the link) */
+	if (b->copy_phase != BAK_COPY_AWAITING || b->setup_ns)
 		return -EPROTO;
 	rc = rdb_msg_vm_setup_parse(f, &b->setup);
 	if (rc < 0)
 		return rc;
-	b->have_setup = true;
 	b->setup_ns = rdb_now_ns();
 	/* The VM's own config comes from the primary; the backup keeps its
 	 * defaults for anything the primary did not set. */
@@ -542,7 +583,7 @@ static int handle_setup(struct rdb_backup *b, const struct rdb_frame *f)
 		      rc == -ENOSPC ? "no space left on device" : strerror(-rc));
 		return rc;
 	}
-	b->img_open = true;
+	copy_enter(b, BAK_COPY_SETUP);
 	/* libvirt's QEMU maps it on a restore through libvirt */
 	for (size_t i = 0; i < b->img.n; i++)
 		if (rdb_daemon_share_with_qemu(b->d, b->img.b[i].path,
@@ -557,7 +598,7 @@ static int handle_setup(struct rdb_backup *b, const struct rdb_frame *f)
  * kind: backup_disk.c). */
 static int handle_disk_setup(struct rdb_backup *b, const struct rdb_frame *f)
 {
-	return rdb_bak_disk_setup(&b->devs, &b->st, f, b->have_committed);
+	return rdb_bak_disk_setup(&b->devs, &b->st, f, consistent(b));
 }
 
 /*
@@ -610,9 +651,9 @@ static int commit_finish(struct rdb_backup *b, uint64_t epoch, uint64_t pages,
 		return rc;
 	}
 	/* Committed: the image, device state and disk are exactly epoch N. */
-	if (!b->have_committed && b->setup_ns)
+	if (!consistent(b) && b->setup_ns)
 		b->initial_take_ns = rdb_now_ns() - b->setup_ns;
-	b->have_committed = true;
+	copy_enter(b, BAK_COPY_CONSISTENT);
 	{
 		struct rdb_bakdev_sum s;
 
@@ -826,7 +867,7 @@ static int handle_msg(struct rdb_backup *b, const struct rdb_frame *f)
 	case RDB_MSG_VM_SETUP:
 		return handle_setup(b, f);
 	case RDB_MSG_PAGES:
-		if (!b->img_open)
+		if (b->copy_phase == BAK_COPY_AWAITING)
 			return -EPROTO;
 		rc = rdb_stage_add_pages(&b->st, f, &b->img);
 		return rc;
@@ -1196,7 +1237,7 @@ int rdb_backup_operator_failover(struct rdb_vm *vm, bool force, char *msg,
 			 "primary %s is certainly down)", b->primary_node);
 		return -EPERM;
 	}
-	if (!b->have_committed && !b->commit_job) {
+	if (!consistent(b) && !b->commit_job) {
 		snprintf(msg, msglen, "no committed checkpoint to fail over to");
 		return -ENODATA;
 	}
@@ -1372,7 +1413,7 @@ static int handle_output(struct rdb_backup *b, const struct rdb_frame *f)
 	int rc;
 
 	if (!(b->st.features & RDB_FEATURE_HANDOVER) || b->ho_phase == BAK_HO_ASKED ||
-	    !b->have_committed || f->epoch != b->vm->st.committed_epoch ||
+	    !consistent(b) || f->epoch != b->vm->st.committed_epoch ||
 	    f->device >= rdb_vm_config_nnics(&b->vm->cfg) ||
 	    rdb_msg_output_begin(f, &it) < 0)
 		return -EPROTO;
@@ -1468,7 +1509,7 @@ static int handle_handover(struct rdb_backup *b, const struct rdb_frame *f)
 		return handover_prepare(b);
 	if (verb != RDB_HANDOVER_REQUEST || b->ho_phase == BAK_HO_ASKED || deciding(b))
 		return -EPROTO;
-	if (!b->have_committed || f->epoch != vm->st.committed_epoch ||
+	if (!consistent(b) || f->epoch != vm->st.committed_epoch ||
 	    vm->state != RDB_VM_PROTECTED) {
 		snprintf(why, sizeof(why), "this host is %s with epoch %llu "
 			 "committed, not the %llu handed over",
@@ -1527,7 +1568,7 @@ static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
 
 	/* Before the initial state is in, there is nothing to fail over to,
 	 * and a busy initial copy is not a dead primary. */
-	if (!b->have_committed && timeout < INITIAL_SYNC_SILENCE_NS)
+	if (!consistent(b) && timeout < INITIAL_SYNC_SILENCE_NS)
 		timeout = INITIAL_SYNC_SILENCE_NS;
 	if (b->fd < 0) {
 		/* a handover's restore: the old primary, its guest stopped,
@@ -1561,7 +1602,7 @@ static uint64_t on_heartbeat(struct rdb_evloop *loop, uint64_t id, void *opaque)
 
 		snprintf(why, sizeof(why), "primary silent for %llu ms",
 			 (unsigned long long)((now - b->peer.heard_ns) / RDB_NS_PER_MS));
-		if (b->have_committed)
+		if (consistent(b))
 			primary_lost(b, why);
 		else
 			link_lost(b, "primary silent before the initial state was committed");
@@ -2203,7 +2244,7 @@ static int handover_prepare(struct rdb_backup *b)
 		ready_answer(b, "");
 		return 0;
 	}
-	if (!b->have_committed || vm->state != RDB_VM_PROTECTED) {
+	if (!consistent(b) || vm->state != RDB_VM_PROTECTED) {
 		snprintf(err, sizeof(err), "not prepared: this host is %s",
 			 rdb_vm_state_name(vm->state));
 		ready_answer(b, err);
@@ -2238,7 +2279,7 @@ static int failover_go(struct rdb_backup *b)
 	struct rdb_vm *vm = b->vm;
 	int rc;
 
-	if (!b->have_committed) {
+	if (!consistent(b)) {
 		LOGVM(ERROR, vm->name, "cannot fail over: no committed checkpoint");
 		failover_failed(b, -ENODATA);
 		return -ENODATA;
@@ -2325,7 +2366,7 @@ int rdb_backup_failover(struct rdb_vm *vm, const char *why)
 		return -EALREADY;
 	/* (an epoch whose disk step runs may be the first committed one;
 	 * its end tells whether the replica is whole: failover_go) */
-	if (!b->have_committed && !b->commit_job) {
+	if (!consistent(b) && !b->commit_job) {
 		LOGVM(ERROR, vm->name, "cannot fail over: no committed checkpoint");
 		return -ENODATA;
 	}
@@ -2741,10 +2782,9 @@ void rdb_backup_teardown(struct rdb_vm *vm)
 		rdb_evloop_del_timer(loop, b->dev_timer);
 	rdb_buf_dispose(&b->event_in);
 	rdb_bakdevs_free(&b->devs);
-	if (b->img_open)
-		rdb_ramimage_close(&b->img);
-	if (b->have_setup)
-		rdb_vm_setup_dispose(&b->setup);
+	/* (both safe on what was never opened, or opened in part) */
+	rdb_ramimage_close(&b->img);
+	rdb_vm_setup_dispose(&b->setup);
 	rdb_proto_decoder_dispose(&b->dec);
 	rdb_buf_dispose(&b->out);
 	ho_out_reset(b, true);
