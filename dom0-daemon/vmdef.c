@@ -1,0 +1,229 @@
+// SPDX-License-Identifier: GPL-2.0-only
+#include "vmdef.h"
+
+#include "fileio.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define FORMAT 1
+#define FILE_NAME "definition.json"
+
+const char *rdb_vmdef_intent_name(enum rdb_vmdef_intent i)
+{
+	return i == RDB_VMDEF_PROTECTED ? "protected" : "attached";
+}
+
+static int sync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+static int name_ok(const char *name)
+{
+	return name && name[0] && name[0] != '.' && strlen(name) < 65 &&
+	       !strchr(name, '/');
+}
+
+int rdb_vmdef_save(const char *state_dir, const char *name,
+		   enum rdb_vmdef_intent intent, json_t *config, char *err,
+		   size_t errlen)
+{
+	char dir[512], file[540], tmp[560], when[40];
+	time_t now = time(NULL);
+	struct tm tm;
+	char *text = NULL;
+	json_t *o;
+	int fd = -1, rc = 0, n;
+
+	if (!name_ok(name) || !json_is_object(config)) {
+		snprintf(err, errlen, "VM definition: bad name or config");
+		return -EINVAL;
+	}
+	n = snprintf(dir, sizeof(dir), "%s/%s", state_dir, name);
+	if (n < 0 || (size_t)n >= sizeof(dir)) {
+		snprintf(err, errlen, "VM definition: path too long");
+		return -ENAMETOOLONG;
+	}
+	snprintf(file, sizeof(file), "%s/" FILE_NAME, dir);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", file);
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		rc = -errno;
+		snprintf(err, errlen, "%s: %s", dir, strerror(-rc));
+		return rc;
+	}
+	gmtime_r(&now, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	o = json_pack("{s:i, s:s, s:s, s:s, s:O}", "format", FORMAT, "name", name,
+		      "intent", rdb_vmdef_intent_name(intent), "saved", when,
+		      "config", config);
+	text = o ? json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
+	json_decref(o);
+	if (!text) {
+		snprintf(err, errlen, "VM definition: out of memory");
+		return -ENOMEM;
+	}
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		rc = -errno;
+	if (rc == 0)
+		rc = rdb_write_all(fd, text, strlen(text));
+	if (rc == 0)
+		rc = rdb_write_all(fd, "\n", 1);
+	if (rc == 0 && fsync(fd) < 0)
+		rc = -errno;
+	if (fd >= 0 && close(fd) < 0 && rc == 0)
+		rc = -errno;
+	if (rc == 0 && rename(tmp, file) < 0)
+		rc = -errno;
+	if (rc == 0)
+		rc = sync_dir(dir);
+	if (rc < 0) {
+		snprintf(err, errlen, "writing %s: %s", file, strerror(-rc));
+		unlink(tmp);
+	}
+	free(text);
+	return rc;
+}
+
+int rdb_vmdef_remove(const char *state_dir, const char *name)
+{
+	char dir[512], file[540];
+	int n;
+
+	if (!name_ok(name))
+		return -EINVAL;
+	n = snprintf(dir, sizeof(dir), "%s/%s", state_dir, name);
+	if (n < 0 || (size_t)n >= sizeof(dir))
+		return -ENAMETOOLONG;
+	snprintf(file, sizeof(file), "%s/" FILE_NAME, dir);
+	if (unlink(file) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	return sync_dir(dir);
+}
+
+/* One definition file: 0 and *def filled (config to be decref'd), or
+ * < 0 with why. */
+static int load_one(const char *path, const char *dirname,
+		    struct rdb_vmdef *def, char *why, size_t whylen)
+{
+	json_error_t je;
+	json_t *o = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+	const char *name, *intent, *saved;
+	json_t *cfg;
+
+	if (!o) {
+		snprintf(why, whylen, "not JSON (line %d: %s)", je.line, je.text);
+		return -EBADMSG;
+	}
+	name = json_string_value(json_object_get(o, "name"));
+	intent = json_string_value(json_object_get(o, "intent"));
+	saved = json_string_value(json_object_get(o, "saved"));
+	cfg = json_object_get(o, "config");
+	if (json_integer_value(json_object_get(o, "format")) != FORMAT) {
+		snprintf(why, whylen, "format is not %d (written by another "
+			 "version of remusdbd?)", FORMAT);
+		goto bad;
+	}
+	if (!name || strcmp(name, dirname) != 0) {
+		snprintf(why, whylen, "its name is not its directory's (%s)",
+			 dirname);
+		goto bad;
+	}
+	if (!intent || (strcmp(intent, "attached") && strcmp(intent, "protected"))) {
+		snprintf(why, whylen, "intent is neither attached nor protected");
+		goto bad;
+	}
+	if (!json_is_object(cfg)) {
+		snprintf(why, whylen, "no config object");
+		goto bad;
+	}
+	memset(def, 0, sizeof(*def));
+	snprintf(def->name, sizeof(def->name), "%s", name);
+	def->intent = strcmp(intent, "protected") == 0 ? RDB_VMDEF_PROTECTED :
+		      RDB_VMDEF_ATTACHED;
+	snprintf(def->saved, sizeof(def->saved), "%s", saved ? saved : "");
+	def->config = json_incref(cfg);
+	json_decref(o);
+	return 0;
+bad:
+	json_decref(o);
+	return -EBADMSG;
+}
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int rdb_vmdef_each(const char *state_dir,
+		   void (*each)(void *opaque, const struct rdb_vmdef *def),
+		   void (*bad)(void *opaque, const char *path, const char *why),
+		   void *opaque)
+{
+	DIR *dp = opendir(state_dir);
+	struct dirent *e;
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	int got = 0;
+
+	if (!dp)
+		return errno == ENOENT ? 0 : -errno;
+	while ((e = readdir(dp))) {
+		char **nn;
+
+		if (!name_ok(e->d_name))
+			continue;
+		if (n == cap) {
+			cap = cap ? 2 * cap : 16;
+			nn = realloc(names, cap * sizeof(*names));
+			if (!nn)
+				break;
+			names = nn;
+		}
+		if (!(names[n] = strdup(e->d_name)))
+			break;
+		n++;
+	}
+	closedir(dp);
+	if (n)
+		qsort(names, n, sizeof(*names), by_name);
+	for (size_t i = 0; i < n; i++) {
+		char path[600], why[300];
+		struct rdb_vmdef def;
+		struct stat st;
+
+		snprintf(path, sizeof(path), "%s/%s/" FILE_NAME, state_dir, names[i]);
+		if (lstat(path, &st) < 0) {
+			if (errno != ENOENT && bad)
+				bad(opaque, path, strerror(errno));
+		} else if (!S_ISREG(st.st_mode)) {
+			if (bad)
+				bad(opaque, path, "not a regular file");
+		} else if (load_one(path, names[i], &def, why, sizeof(why)) < 0) {
+			if (bad)
+				bad(opaque, path, why);
+		} else {
+			each(opaque, &def);
+			json_decref(def.config);
+			got++;
+		}
+		free(names[i]);
+	}
+	free(names);
+	return got;
+}
