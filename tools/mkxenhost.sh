@@ -432,15 +432,22 @@ if [ $fail = 0 ] && ! grep -q 'remusdb.xen.migrate=0' /proc/cmdline; then
 		tail -n 8 /tmp/xl-migrate | sed 's/^/REMUSDB-XEN-XL-MIGRATE: /'
 	fi
 	# Remus: checkpoints every 200 ms to a backup domU on this host
-	# (no network buffering, no disk: -F -n -d) for REMUS_SECS; then the
-	# primary dies (destroyed, and its xl remus killed, as when its host
-	# goes) and the backup must run on from the last checkpoint
-	REMUS_SECS=20
+	# (no network buffering, no disk: -F -n -d) for REMUS_SECS and at
+	# least REMUS_CPS checkpoints (under nested TCG its first rounds
+	# took from 5 to over 47 s: a fixed time left none, twice in CI), at
+	# most REMUS_MAX_SECS; then the primary dies (destroyed, and its xl
+	# remus killed, as when its host goes) and the backup must run on
+	# from the last checkpoint
+	REMUS_SECS=20 REMUS_CPS=3 REMUS_MAX_SECS=300
+	rcps() { grep -c 'Domain now suspended' /tmp/xl-remus; }
 	# (the stream to the backup is kept, for xcstat: remusdb-localssh-capture)
 	xl remus -F -n -d -i 200 -s /usr/local/sbin/remusdb-localssh-capture smoke localhost > /tmp/xl-remus 2>&1 &
 	rpid=$!
 	t=$(ms) i=0
-	while kill -0 $rpid 2>/dev/null && [ $i -lt $((REMUS_SECS * 10)) ]; do sleep 0.1; i=$((i+1)); done
+	while kill -0 $rpid 2>/dev/null && [ $i -lt $((REMUS_MAX_SECS * 10)) ] &&
+		{ [ $i -lt $((REMUS_SECS * 10)) ] || [ "$(rcps)" -lt $REMUS_CPS ]; }; do
+		sleep 0.1; i=$((i+1))
+	done
 	if ! kill -0 $rpid 2>/dev/null; then
 		if nologdirty /tmp/xl-remus; then
 			echo "REMUSDB-XEN-REMUS unsupported (no log-dirty for PV)"
@@ -449,8 +456,12 @@ if [ $fail = 0 ] && ! grep -q 'remusdb.xen.migrate=0' /proc/cmdline; then
 			grep -v 'progress\|All records' /tmp/xl-remus | tail -n 8 | sed 's/^/REMUSDB-XEN-XL-REMUS: /'
 		fi
 		alive && echo "REMUSDB-XEN-DOMU-ALIVE ok" || { echo "REMUSDB-XEN-DOMU-ALIVE fail"; fail=1; }
+	elif [ "$(rcps)" -lt 1 ]; then
+		echo "REMUSDB-XEN-REMUS fail (not one checkpoint in $(( ($(ms) - t) / 1000 )) s)"; fail=1
+		grep -v 'progress\|All records' /tmp/xl-remus | tail -n 8 | sed 's/^/REMUSDB-XEN-XL-REMUS: /'
+		kill -9 $rpid; wait $rpid 2>/dev/null
 	else
-		cps=$(grep -c 'Domain now suspended' /tmp/xl-remus)
+		cps=$(rcps)
 		secs=$(( ($(ms) - t) / 1000 ))
 		xl list | sed 's/^/REMUSDB-XEN-XL-LIST: /'
 		n0=$(beats)
