@@ -15,6 +15,7 @@
 #include "ramimage.h"
 #include "sockutil.h"
 #include "stage.h"
+#include "vmdef.h"
 #include "tlsrelay.h"
 #include "vm.h"
 #include "witness.h"
@@ -2641,6 +2642,12 @@ static void on_pending(struct rdb_evloop *loop, int fd, unsigned ev,
 		rdb_backup_teardown(old);
 		rdb_vm_free(old);
 	}
+	/* This host backs the VM up now: a definition of it as this host's
+	 * to run (vmdef.h, a copy it ran before) must not be re-adopted. */
+	if ((rc = rdb_vmdef_remove(d->cfg.state_dir, name)) < 0)
+		LOGVM(ERROR, name, "its old definition here could not be removed "
+		      "(%s): a restart of remusdbd would try to run it here",
+		      strerror(-rc));
 	b = backup_new(d, name);
 	if (!b) {
 		refuse(pc, "backup out of memory");

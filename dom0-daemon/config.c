@@ -194,7 +194,7 @@ static const struct rdb_option vm_opts[] = {
 	{ "disk_id", RDB_OPT_STRING, OFF(rdb_vm_config, disk_id), "disk0", 0, 0, v_name,
 	  "the -drive id the VM's disk device names (drive=...); the backup gives its replica the same id (QEMU only: a Xen domain's saved config names its device)" },
 	{ "extra_disk", RDB_OPT_STRLIST, OFF(rdb_vm_config, extra_disk), NULL, 0, 0, NULL,
-	  "one more disk image of the VM on this host (raw or qcow2), repeatable: the k-th (k = 1, 2, ...) is served on disk_socket with k appended (NAME.disk1) and its QEMU -drive id is disk<k>. Every disk is replicated, and one epoch's writes to all of them commit together on the backup. Needs disk; up to 7; hypervisor qemu; read tracking and the resync after a failover cover the first disk only (docs/status.md)" },
+	  "one more disk image of the VM on this host (raw or qcow2), repeatable: the k-th (k = 1, 2, ...) is served on disk_socket with k appended (NAME.disk1) and its QEMU -drive id is disk<k>. Every disk is replicated, and one epoch's writes to all of them commit together on the backup. Needs disk; up to 7; hypervisor qemu; read tracking and the resync after a failover cover every disk" },
 	{ "extra_nic", RDB_OPT_STRLIST, OFF(rdb_vm_config, extra_nic), NULL, 0, 0, NULL,
 	  "one more NIC of the VM, repeatable (up to 4 NICs in all): tap=TAP[,backup_tap=TAP][,mac=MAC]. The k-th (k = 1, 2, ...) is served on net_socket with k appended (NAME.net1) and its QEMU -netdev id is net<k>; its output waits for the checkpoint like the first NIC's (under commit protection its own flows' only), and after a failover the backup runs it on backup_tap (default: tap). Not with hypervisor = xen" },
 	{ "nvram", RDB_OPT_STRING, OFF(rdb_vm_config, nvram), "", 0, 0, NULL,

@@ -40,6 +40,9 @@ struct rdb_daemon {
 	/* a peer's silence over failover_timeout_ms withheld as this host's
 	 * stall (watchdog.h, rdb_peer_silence) */
 	uint64_t peer_stall_waits;
+	/* VMs re-adopted at start from their definitions (vmdef.h), and
+	 * those that could not be */
+	unsigned readopted, readopt_failed;
 };
 
 /*

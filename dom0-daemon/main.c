@@ -24,6 +24,7 @@
 #include "primary.h"
 #include "role.h"
 #include "vm.h"
+#include "vmdef.h"
 #include "witness.h"
 #include "watchdog.h"
 
@@ -37,7 +38,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -87,6 +90,81 @@ static int ctl_status(void *opaque, json_t *req, json_t **reply_out)
 	return 0;
 }
 
+/*
+ * What the operator asked of NAME, recorded for the next start (vmdef.h).
+ * Not recorded: logged, and said in the reply; the command itself took
+ * effect.
+ */
+static void record_def(struct rdb_daemon *d, const char *name,
+		       enum rdb_vmdef_intent intent, json_t **reply_out)
+{
+	struct rdb_vm *vm = rdb_vm_find(d, name);
+	json_t *cfg = vm ? rdb_vm_config_to_json(&vm->cfg) : NULL;
+	char err[400] = "", msg[600];
+	int rc = cfg ? rdb_vmdef_save(d->cfg.state_dir, name, intent, cfg, err,
+				     sizeof(err)) : -ENOENT;
+
+	json_decref(cfg);
+	if (rc == 0)
+		return;
+	snprintf(msg, sizeof(msg), "%s's definition was not recorded (%s): a "
+		 "restart of remusdbd will not re-adopt it", name,
+		 err[0] ? err : strerror(-rc));
+	LOGVM(ERROR, name, "%s", msg);
+	if (json_is_object(*reply_out))
+		json_object_set_new(*reply_out, "message", json_string(msg));
+}
+
+static void forget_def(struct rdb_daemon *d, const char *name)
+{
+	int rc = rdb_vmdef_remove(d->cfg.state_dir, name);
+
+	if (rc < 0)
+		LOGVM(ERROR, name, "its definition could not be removed (%s): "
+		      "a restart of remusdbd would re-adopt it",
+		      strerror(-rc));
+}
+
+/*
+ * An attach or protect that asks for what already is (the VM attached
+ * here; protected or on its way, in this mode): done, nothing changes.  So a runbook's attach and protect after a restart
+ * (the daemon re-adopted the VM) succeed as before.
+ */
+static bool already(struct rdb_daemon *d, const struct rdb_vm_config *cfg,
+		    bool attach_only, json_t **reply_out)
+{
+	struct rdb_vm *vm = rdb_vm_find(d, cfg->name);
+	json_t *a, *b;
+	bool same;
+
+	if (!vm || vm->role != RDB_ROLE_PRIMARY || !vm->pri)
+		return false;
+	if (attach_only) {
+		a = rdb_vm_config_to_json(&vm->cfg);
+		b = rdb_vm_config_to_json(cfg);
+		same = a && b && json_equal(a, b);
+		json_decref(a);
+		json_decref(b);
+		*reply_out = json_pack("{s:s, s:s}", "state",
+				       rdb_vm_state_name(vm->state), "message",
+				       same ? "already attached here with this "
+				       "config; nothing changed" : "already "
+				       "attached here; nothing changed (the VM "
+				       "keeps the config it was attached with: "
+				       "detach it first to change that)");
+		return *reply_out != NULL;
+	}
+	if (vm->state != RDB_VM_PROTECTING && vm->state != RDB_VM_PROTECTED)
+		return false;
+	if (strcmp(vm->cfg.mode ? vm->cfg.mode : "plain",
+		   cfg->mode ? cfg->mode : "plain"))
+		return false;	/* protect says why it cannot change */
+	*reply_out = json_pack("{s:s, s:s}", "state", rdb_vm_state_name(vm->state),
+			       "message", "already protected or protecting here "
+			       "in this mode; nothing changed");
+	return *reply_out != NULL;
+}
+
 static int protect_or_attach(struct rdb_daemon *d, json_t *req,
 			     json_t **reply_out, bool attach_only)
 {
@@ -97,6 +175,10 @@ static int protect_or_attach(struct rdb_daemon *d, json_t *req,
 	rdb_config_defaults(&rdb_vm_config_table, &cfg);
 	rc = rdb_vm_config_from_json(json_object_get(req, "args"), &cfg, err,
 				     sizeof(err));
+	if (rc == 0 && already(d, &cfg, attach_only, reply_out)) {
+		rdb_config_dispose(&rdb_vm_config_table, &cfg);
+		return 0;
+	}
 	if (rc == 0)
 		rc = attach_only ? rdb_primary_attach(d, &cfg, err, sizeof(err)) :
 			rdb_primary_protect(d, &cfg, err, sizeof(err));
@@ -107,6 +189,14 @@ static int protect_or_attach(struct rdb_daemon *d, json_t *req,
 	}
 	*reply_out = json_pack("{s:s}", "state", attach_only ? "unprotected" :
 			       "protecting");
+	{
+		const char *name = json_string_value(json_object_get(
+				json_object_get(req, "args"), "name"));
+
+		if (name)
+			record_def(d, name, attach_only ? RDB_VMDEF_ATTACHED :
+				   RDB_VMDEF_PROTECTED, reply_out);
+	}
 	return 0;
 }
 
@@ -138,6 +228,7 @@ static int ctl_reprotect(void *opaque, json_t *req, json_t **reply_out)
 		return rc;
 	}
 	*reply_out = json_pack("{s:s}", "state", "protecting");
+	record_def(opaque, name, RDB_VMDEF_PROTECTED, reply_out);
 	return 0;
 }
 
@@ -185,17 +276,36 @@ static int primary_forced_op(void *opaque, json_t *req, json_t **reply_out,
 
 static int ctl_unprotect(void *opaque, json_t *req, json_t **reply_out)
 {
-	return primary_forced_op(opaque, req, reply_out,
-				 "unprotect runs on the primary's host",
-				 rdb_primary_unprotect);
+	const char *name = json_string_value(json_object_get(
+				json_object_get(req, "args"), "name"));
+	int rc = primary_forced_op(opaque, req, reply_out,
+				   "unprotect runs on the primary's host",
+				   rdb_primary_unprotect);
+
+	/* still attached here, unprotected */
+	if (rc == 0 && name && rdb_vm_find(opaque, name)) {
+		if (!*reply_out)
+			*reply_out = json_object();
+		record_def(opaque, name, RDB_VMDEF_ATTACHED, reply_out);
+	}
+	return rc;
 }
 
 static int ctl_detach(void *opaque, json_t *req, json_t **reply_out)
 {
-	return primary_forced_op(opaque, req, reply_out,
-				 "detach is for a VM attached on this host (this "
-				 "host backs it up: unprotect it on its primary's "
-				 "host)", rdb_primary_detach);
+	const char *name = json_string_value(json_object_get(
+				json_object_get(req, "args"), "name"));
+	char copy[65];
+	int rc;
+
+	snprintf(copy, sizeof(copy), "%s", name ? name : "");
+	rc = primary_forced_op(opaque, req, reply_out,
+			       "detach is for a VM attached on this host (this "
+			       "host backs it up: unprotect it on its primary's "
+			       "host)", rdb_primary_detach);
+	if (rc == 0 && copy[0])
+		forget_def(opaque, copy);
+	return rc;
 }
 
 static int ctl_migrate(void *opaque, json_t *req, json_t **reply_out)
@@ -346,6 +456,95 @@ static const struct rdb_ctl_handler handlers[] = {
 	{ "inject", ctl_inject },
 };
 
+/* ---- re-adoption at start (vmdef.h) ---- */
+
+/* A QEMU answers on the VM's QMP socket: the VM runs here. */
+static bool qemu_runs(const struct rdb_vm_config *cfg)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd, rc;
+
+	if (!cfg->qmp || strlen(cfg->qmp) >= sizeof(sa.sun_path))
+		return false;
+	strcpy(sa.sun_path, cfg->qmp);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return false;
+	rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+	close(fd);
+	return rc == 0;
+}
+
+static void readopt_one(void *opaque, const struct rdb_vmdef *def)
+{
+	struct rdb_daemon *d = opaque;
+	const char *intent = rdb_vmdef_intent_name(def->intent);
+	struct rdb_vm_config cfg;
+	char err[512] = "";
+	int rc;
+
+	rdb_config_defaults(&rdb_vm_config_table, &cfg);
+	rc = rdb_vm_config_from_json(def->config, &cfg, err, sizeof(err));
+	if (rc < 0) {
+		LOGVM(ERROR, def->name, "not re-adopted: its recorded config "
+		      "(%s, %s) is refused: %s", intent, def->saved, err);
+		d->readopt_failed++;
+		goto out;
+	}
+	/* Protected, its QEMU gone (the host restarted, the VM shut down or
+	 * handed over): nothing here to protect, and the VM may run on the
+	 * other host now; the operator's next protect or attach decides.
+	 * An attached VM is served before its QEMU starts, as attach does. */
+	if (def->intent == RDB_VMDEF_PROTECTED &&
+	    (!cfg.hypervisor || !strcmp(cfg.hypervisor, "qemu")) &&
+	    !qemu_runs(&cfg)) {
+		LOGVM(WARN, def->name, "not re-adopted: recorded as protected "
+		      "(%s), but no QEMU answers on %s; its definition is kept "
+		      "for `remusdbctl protect %s`", def->saved,
+		      cfg.qmp ? cfg.qmp : "(no qmp)", def->name);
+		d->readopt_failed++;
+		goto out;
+	}
+	LOGVM(INFO, def->name, "re-adopting the VM as recorded (%s, %s)%s",
+	      intent, def->saved, def->intent == RDB_VMDEF_PROTECTED ?
+	      ": attached now, protected once the witness says this host "
+	      "runs it" : "");
+	rc = rdb_primary_readopt(d, &cfg, def->intent == RDB_VMDEF_PROTECTED,
+				 err, sizeof(err));
+	if (rc < 0) {
+		LOGVM(ERROR, def->name, "re-adopting it (%s): %s", intent,
+		      err[0] ? err : strerror(-rc));
+		d->readopt_failed++;
+		goto out;
+	}
+	d->readopted++;
+out:
+	rdb_config_dispose(&rdb_vm_config_table, &cfg);
+}
+
+static void readopt_bad(void *opaque, const char *path, const char *why)
+{
+	struct rdb_daemon *d = opaque;
+
+	LOG(ERROR, "VM definition %s not read (%s): left as it is, that VM "
+	    "is not re-adopted", path, why);
+	d->readopt_failed++;
+}
+
+/* Every VM this host was told to attach or protect before it stopped. */
+static void readopt(struct rdb_daemon *d)
+{
+	int n = rdb_vmdef_each(d->cfg.state_dir, readopt_one, readopt_bad, d);
+
+	if (n < 0)
+		LOG(ERROR, "cannot list %s for VM definitions: %s",
+		    d->cfg.state_dir, strerror(-n));
+	else if (d->readopted || d->readopt_failed)
+		LOG(INFO, "re-adopted %u VM(s) from their definitions in %s%s",
+		    d->readopted, d->cfg.state_dir, d->readopt_failed ?
+		    "; some could not be (above)" : "");
+}
+
 /* ---- housekeeping ---- */
 
 /* The metrics file, Prometheus text format (prom.h): collected into a
@@ -391,6 +590,14 @@ static void write_metrics(struct rdb_daemon *d)
 		     "VMs this daemon serves, by role.", nvm[1], "role", "primary", NULL);
 	rdb_prom_add(&p, "remusdb_vms", RDB_PROM_GAUGE,
 		     "VMs this daemon serves, by role.", nvm[0], "role", "backup", NULL);
+	rdb_prom_add(&p, "remusdb_readopted_vms", RDB_PROM_GAUGE,
+		     "VMs re-adopted at this daemon's start from their recorded "
+		     "definitions, and those that could not be.",
+		     d->readopted, "result", "adopted", NULL);
+	rdb_prom_add(&p, "remusdb_readopted_vms", RDB_PROM_GAUGE,
+		     "VMs re-adopted at this daemon's start from their recorded "
+		     "definitions, and those that could not be.",
+		     d->readopt_failed, "result", "not_adopted", NULL);
 	rdb_prom_add(&p, "remusdb_watchdog_host_stalls_total", RDB_PROM_COUNTER,
 		     stalls_help, (double)rdb_watchdog_oversleeps(d->wd),
 		     "process", "watchdog", NULL);
@@ -427,6 +634,11 @@ static uint64_t on_housekeeping(struct rdb_evloop *loop, uint64_t id, void *opaq
 	uint64_t now = rdb_now_ns();
 
 	rdb_watchdog_beat(d->wd);
+	/* re-adopted VMs waiting for the witness's word to be protected
+	 * (a tick may protect, which never removes a VM from the list) */
+	for (struct rdb_vm *vm = d->vms; vm; vm = vm->next)
+		if (vm->role == RDB_ROLE_PRIMARY && vm->readopted)
+			rdb_primary_readopt_tick(vm);
 	{
 		/* the watchdog process did not run for a while (watchdog.h) */
 		static uint64_t seen;
@@ -757,6 +969,7 @@ int main(int argc, char **argv)
 		LOG(WARN, "the replication link is plaintext and unauthenticated: "
 		    "whoever reaches %s can overwrite the VMs backed up here",
 		    d.cfg.listen);
+	readopt(&d);
 	d.sd_watchdog_ns = rdb_sd_watchdog_ns();
 	if (rdb_sd_notify("READY=1\nSTATUS=serving; see remusdbctl status") < 0)
 		LOG(WARN, "could not tell systemd this daemon is ready "

@@ -1897,6 +1897,58 @@ int rdb_primary_attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 	return 0;
 }
 
+int rdb_primary_readopt(struct rdb_daemon *d, struct rdb_vm_config *cfg,
+			bool protect, char *err, size_t errlen)
+{
+	char name[sizeof(((struct rdb_vm *)0)->name)];
+	struct rdb_vm *vm;
+	int rc;
+
+	snprintf(name, sizeof(name), "%s", cfg->name);
+	rc = rdb_primary_attach(d, cfg, err, errlen);
+	if (rc < 0)
+		return rc;
+	vm = rdb_vm_find(d, name);
+	vm->readopted = true;
+	vm->pri->readopt_protect = protect;
+	return 0;
+}
+
+void rdb_primary_readopt_tick(struct rdb_vm *vm)
+{
+	struct rdb_primary *p = vm->pri;
+	struct rdb_vm_config cfg;
+	char err[512] = "";
+	json_t *j;
+	int rc;
+
+	if (!p || !p->readopt_protect)
+		return;
+	if (rdb_pri_owner_held(p) || rdb_pri_registering(p))
+		return;		/* the witness has not answered yet */
+	p->readopt_protect = false;
+	if (rdb_pri_fenced(p) || rdb_pri_deciding(p) ||
+	    (vm->state != RDB_VM_UNPROTECTED && vm->state != RDB_VM_DEGRADED)) {
+		LOGVM(INFO, vm->name, "re-adopted: not protected again by "
+		      "remusdbd, the VM is %s (%s)", rdb_vm_state_name(vm->state),
+		      vm->state_reason);
+		return;
+	}
+	/* its own config, as attached: protect takes an owned copy */
+	rdb_config_defaults(&rdb_vm_config_table, &cfg);
+	j = rdb_vm_config_to_json(&vm->cfg);
+	rc = j ? rdb_vm_config_from_json(j, &cfg, err, sizeof(err)) : -ENOMEM;
+	json_decref(j);
+	LOGVM(INFO, vm->name, "re-adopted: the witness says this host runs the "
+	      "VM; protecting it again, as recorded");
+	if (rc == 0)
+		rc = rdb_primary_protect(p->d, &cfg, err, sizeof(err));
+	rdb_config_dispose(&rdb_vm_config_table, &cfg);
+	if (rc < 0)
+		LOGVM(ERROR, vm->name, "re-adopted, but protecting it again "
+		      "failed: %s", err[0] ? err : strerror(-rc));
+}
+
 /*
  * This host's image is the primary's of the new protection, its activity
  * log about to be armed for it (lineage.h): after a power pull here the
@@ -2481,6 +2533,8 @@ int rdb_primary_unprotect(struct rdb_vm *vm, bool force, char *msg,
 
 	if (!p)
 		return -ENOENT;
+	/* the operator's word now: no protect from the re-adoption */
+	p->readopt_protect = false;
 	if (rdb_pri_deciding(p) && !force) {
 		snprintf(msg, msglen, "%s is deciding which host runs it (%s); "
 			 "`remusdbctl unprotect --force %s` runs it here now, "

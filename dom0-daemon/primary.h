@@ -62,6 +62,17 @@ int rdb_primary_restored_adopt(struct rdb_vm *vm, const struct rdb_handover *h,
 			       char *err, size_t errlen);
 int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 			char *err, size_t errlen);
+/*
+ * Re-adoption at start (vmdef.h): the VM attached as rdb_primary_attach
+ * does (its output held until the witness says who owns it); protect:
+ * protected again once the witness has said this host owns it, never
+ * before (a copy that lost the VM while this daemon was down is fenced
+ * instead).  rdb_primary_readopt_tick does that step; remusdbd calls it
+ * for every primary VM from its housekeeping.
+ */
+int rdb_primary_readopt(struct rdb_daemon *d, struct rdb_vm_config *cfg,
+			bool protect, char *err, size_t errlen);
+void rdb_primary_readopt_tick(struct rdb_vm *vm);
 /* Operator unprotect: COLO stops cleanly, held output is released. */
 /* force: also when a decision is pending (runs here now) or was lost
  * (resumes the fenced guest).  msg: why not, or what happens next. */

@@ -176,6 +176,9 @@ struct rdb_primary {
 	 * state; before that state is committed no failover can happen. */
 	bool initial_open;
 	bool protect_started;		/* protect was asked and not undone */
+	/* re-adopted at start as protected (vmdef.h): protect once the
+	 * witness has said this host owns the VM (rdb_primary_readopt_tick) */
+	bool readopt_protect;
 
 	/* The checkpoint devices, in the pipeline's order (disks, then
 	 * NICs), and the same by kind; devs_pending: devices whose initial

@@ -386,6 +386,7 @@ json_t *rdb_vm_status_json(const struct rdb_vm *vm)
 	json_object_set_new(o, "role", json_string(rdb_vm_role_name(vm->role)));
 	json_object_set_new(o, "state", json_string(rdb_vm_state_name(vm->state)));
 	json_object_set_new(o, "state_reason", json_string(vm->state_reason));
+	json_object_set_new(o, "readopted", json_boolean(vm->readopted));
 	json_object_set_new(o, "state_age_ms",
 			    json_integer((json_int_t)((now - vm->state_since_ns) / RDB_NS_PER_MS)));
 	json_object_set_new(o, "transitions", tr);

@@ -143,6 +143,7 @@ struct rdb_vm {
 	void (*teardown)(struct rdb_vm *vm);
 	int wd_slot;			/* watchdog slot, -1 if none */
 	enum rdb_peer_loss peer_loss;	/* as resolved at protect / setup */
+	bool readopted;			/* from its definition at start (vmdef.h) */
 	struct rdb_vm *next;
 };
 
