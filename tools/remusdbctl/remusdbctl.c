@@ -21,18 +21,25 @@
 #include <time.h>
 #include <unistd.h>
 
-#define DEFAULT_SOCKET "/run/remusdb/remusdbd.sock"
+/* remusdbd's; its control_socket is where remusdbctl finds it */
+#define DEFAULT_CONFIG "/etc/remusdb/remusdbd.conf"
 #define CALL_DEADLINE_NS (30 * RDB_NS_PER_S)
 #define REPLY_MAX (16u << 20)
 
-static const char *sock_path = DEFAULT_SOCKET;
+/* --socket, else control_socket from the daemon's configuration */
+static const char *sock_path;
 /* `wait` polls: it reports the last failure once, not every 50 ms. */
 static bool quiet;
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: remusdbctl [--socket PATH] COMMAND\n"
+		"usage: remusdbctl [--socket PATH] [--config FILE] COMMAND\n"
+		"  -s, --socket PATH               remusdbd's control socket (default: its\n"
+		"                                  control_socket in the config file)\n"
+		"  -c, --config FILE               remusdbd's config file (default\n"
+		"                                  " DEFAULT_CONFIG "; missing: defaults)\n"
+		"commands:\n"
 		"  attach VMCONF [KEY=VALUE]...    serve a VM's disk and network before\n"
 		"                                  its QEMU starts (VMs with a disk)\n"
 		"  attach DOMAIN peer=HOST:PORT [KEY=VALUE]... [--connect URI]\n"
@@ -1131,18 +1138,45 @@ static int run(int argc, char **argv)
 	return 2;
 }
 
+/*
+ * remusdbd's configuration, for its control_socket, read as remusdbd
+ * reads it (its table and parser): the default file missing means the
+ * defaults, a file named with --config must exist, and a malformed one is
+ * an error (exit 2).
+ */
+static int load_config(const char *path, bool given, struct rdb_daemon_config *c)
+{
+	char err[512];
+
+	if (!given && access(path, F_OK) < 0)
+		return 0;
+	if (rdb_config_load_file(&rdb_daemon_config_table, path, c, err,
+				 sizeof(err)) < 0) {
+		fprintf(stderr, "remusdbctl: %s\n", err);
+		return 2;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option lopts[] = {
 		{ "socket", required_argument, NULL, 's' },
+		{ "config", required_argument, NULL, 'c' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
-	int o;
+	const char *config_path = DEFAULT_CONFIG;
+	struct rdb_daemon_config dc;
+	bool config_given = false;
+	int o, rc;
 
-	while ((o = getopt_long(argc, argv, "+s:h", lopts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "+s:c:h", lopts, NULL)) != -1) {
 		if (o == 's') {
 			sock_path = optarg;
+		} else if (o == 'c') {
+			config_path = optarg;
+			config_given = true;
 		} else {
 			usage(o == 'h' ? stdout : stderr);
 			return o == 'h' ? 0 : 2;
@@ -1154,5 +1188,15 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	return run(argc, argv);
+	/* config --dump-defaults talks to no daemon: it reads no file */
+	if (sock_path || !strcmp(argv[0], "config"))
+		return run(argc, argv);
+	rdb_config_defaults(&rdb_daemon_config_table, &dc);
+	rc = load_config(config_path, config_given, &dc);
+	if (rc == 0) {
+		sock_path = dc.control_socket;
+		rc = run(argc, argv);
+	}
+	rdb_config_dispose(&rdb_daemon_config_table, &dc);
+	return rc;
 }
