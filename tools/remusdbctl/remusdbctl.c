@@ -3,7 +3,9 @@
  * remusdbctl: the operator's CLI for remusdbd.
  *
  * Exit codes: 0 ok, 1 the daemon refused or failed (or `wait` timed
- * out), 2 usage, 3 the daemon is unreachable.
+ * out), 2 usage, 3 the daemon is unreachable.  `status` answers a health
+ * check: 0 every VM listed is protected (or none is listed), 1 one is
+ * not, 2 usage, 3 nothing known of them (unreachable, or refused).
  */
 #include "clock.h"
 #include "config.h"
@@ -55,7 +57,8 @@ static void usage(FILE *f)
 		"                                  remusdbd can protect it (diff, y/N)\n"
 		"  unenroll DOMAIN [--yes] [--connect URI]\n"
 		"                                  give it back its own disk and NIC\n"
-		"  status [NAME] [--json]          VMs, roles, states, checkpoint numbers\n"
+		"  status [NAME] [--json]          VMs, roles, states, checkpoint numbers;\n"
+		"                                  exit 1 if one listed is not protected\n"
 		"  failover NAME [--force]         fail over now (on the backup's host); with a\n"
 		"                                  witness it decides first; --force skips it:\n"
 		"                                  the operator's word that the primary is dead\n"
@@ -551,9 +554,10 @@ static int do_status(int argc, char **argv)
 		{ 0 }
 	};
 	const char *name = NULL;
-	json_t *args, *reply;
+	json_t *args, *reply, *vms, *v;
 	bool as_json = false;
-	int ex = 0, o;
+	int ex = 0, rc = 0, o;
+	size_t i;
 
 	while ((o = sub_getopt(argc, argv, opts)) != -1) {
 		if (o == 'j')
@@ -565,16 +569,26 @@ static int do_status(int argc, char **argv)
 	}
 	args = name ? json_pack("{s:s}", "name", name) : json_object();
 	reply = call(cmd("status", args), &ex);
-	if (!reply)
-		return ex;
+	vms = json_object_get(json_object_get(reply, "result"), "vms");
+	/* No list, nothing known of the VMs' protection: the daemon did not
+	 * answer, or refused (no VM NAME here, not root, too many clients). */
+	if (!json_is_array(vms)) {
+		if (reply)
+			fprintf(stderr, "remusdbctl: malformed reply from remusdbd\n");
+		json_decref(reply);
+		return 3;
+	}
 	if (as_json) {
 		json_dumpf(json_object_get(reply, "result"), stdout, JSON_INDENT(2));
 		putchar('\n');
 	} else {
-		print_status(json_object_get(json_object_get(reply, "result"), "vms"));
+		print_status(vms);
 	}
+	json_array_foreach(vms, i, v)
+		if (strcmp(json_string_value(json_object_get(v, "state")) ?: "", "protected"))
+			rc = 1;
 	json_decref(reply);
-	return 0;
+	return rc;
 }
 
 /* failover / unprotect NAME [--force]: the daemon may say what happens
