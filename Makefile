@@ -209,7 +209,8 @@ qemu: setup
 
 # run-layers.sh reads the daemon's objects (tests/file-cycles.sh): main.o
 # is not in librdb.a, so it is built here, before the recipe runs.
-unit: $(TEST_BINS) $(B)/obj/dom0-daemon/main.o
+# test_remusdbctl runs the built remusdbctl ($(B)/remusdbctl).
+unit: $(TEST_BINS) $(B)/obj/dom0-daemon/main.o $(B)/remusdbctl
 	RDB_BUILD=$(B) bash tests/run-layers.sh
 	bash tests/run-unit.sh $(TEST_BINS)
 

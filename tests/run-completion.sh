@@ -49,6 +49,9 @@ PATH=$tmp:$PATH bash --norc --noprofile -c '
 	expect "handover-cut " remusdbctl inject web2 hand
 	expect "--force " remusdbctl unprotect db1 --f
 	expect "db1 " remusdbctl --socket /tmp/x.sock status d
+	expect "db1 " remusdbctl --config /tmp/x.conf status d
+	expect "web2 " remusdbctl -c /tmp/x.conf -s /tmp/x.sock wait w
+	expect "--config --socket " remusdbctl --
 	expect "vm " remusdbctl config --dump-defaults ""
 	expect "peer= " remusdbctl protect web2 pe
 	expect "lvonly " remusdbctl enroll lv

@@ -90,7 +90,7 @@ one() {	# name mode(none|plain|commit-protection) checkpoint_ms clients [-S] [po
 		rdb_fail "pgbench failed ($name): $(tail -3 "$dir/pgbench.out")"
 	q1=$(cpu_ticks "$q") d1=$(cpu_ticks "$d") b1=$(cpu_ticks "$b")
 	s1=$(cl_ctl pri status "$CL_VM" --json)
-	k1=$(cl_ctl bak status "$CL_VM" --json 2>/dev/null || echo '{"vms":[{}]}')
+	k1=$(cl_status bak "$CL_VM" --json 2>/dev/null || echo '{"vms":[{}]}')
 	# field 3 of pgbench's log: the transaction's latency in microseconds
 	cat "$dir"/txn.* | awk '{print $3}' | sort -n > "$dir/lat.txt"
 	jq -n --arg name "$name" --arg mode "$mode" --argjson ckpt "$ckpt" \

@@ -73,11 +73,11 @@ one() {	# name mode(none|plain|commit-protection) checkpoint_ms [policy]
 	fi
 	sb 5 run >/dev/null 2>&1		# warm-up, not measured
 	s0=$(cl_ctl pri status "$CL_VM" --json)
-	k0=$(cl_ctl bak status "$CL_VM" --json 2>/dev/null || echo '{"vms":[{}]}')
+	k0=$(cl_status bak "$CL_VM" --json 2>/dev/null || echo '{"vms":[{}]}')
 	sb "$secs" --histogram=on run > "$dir/sysbench.out" 2>&1 ||
 		rdb_fail "sysbench failed ($name): $(tail -3 "$dir/sysbench.out")"
 	s1=$(cl_ctl pri status "$CL_VM" --json)
-	k1=$(cl_ctl bak status "$CL_VM" --json 2>/dev/null || echo '{"vms":[{}]}')
+	k1=$(cl_status bak "$CL_VM" --json 2>/dev/null || echo '{"vms":[{}]}')
 	jq -n --arg name "$name" --arg mode "$mode" --argjson ckpt "$ckpt" \
 		--argjson k1 "$k1" --arg policy "${policy:-writes}" \
 		--argjson s0 "$s0" --argjson s1 "$s1" --argjson secs "$secs" \

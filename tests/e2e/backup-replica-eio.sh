@@ -25,7 +25,7 @@ grep -q "EPOCH_END of epoch [0-9]*: .*injected failure" "$CL_DIR/bak/remusdbd.lo
 	rdb_fail "the backup's log does not name the failed replay"
 grep -q "protected -> .*backup reported: EPOCH_END of epoch [0-9]*: .*injected failure" \
 	"$CL_DIR/pri/remusdbd.log" || rdb_fail "the primary's log does not say why it degraded"
-bj=$(cl_ctl bak status "$CL_VM" --json) || rdb_fail "backup status"
+bj=$(cl_status bak "$CL_VM" --json) || rdb_fail "backup status"
 [ "$(jq -r '.vms[0].disk.consistent' <<<"$bj")" = false ] ||
 	rdb_fail "the replica, written in part, is not marked inconsistent: $(jq -c '.vms[0].disk' <<<"$bj")"
 msg=$(cl_ctl bak failover "$CL_VM" --force 2>&1) &&

@@ -68,6 +68,6 @@ grep -q "REMUSDB-DISCARD rc=0" "$con" ||
 # the guest idles now: its next acknowledged epoch carries the discard
 wait_for 20 "the replica equal to the primary's image" cmp -s "$pri_img" "$bak_img" ||
 	rdb_fail "the backup's replica differs from the primary's image: $(cmp "$pri_img" "$bak_img" 2>&1 | head -n 1); the primary is $(cl_ctl pri status "$CL_VM" --json | jq -r '.vms[0] | "\(.state) (\(.state_reason))"')"
-st=$(cl_ctl pri status "$CL_VM" --json) || rdb_fail "no status"
+st=$(cl_status pri "$CL_VM" --json) || rdb_fail "no status"
 [ "$(jq -r '.vms[0].state' <<<"$st")" = protected ] || rdb_fail "the VM left protection: $(jq -r '.vms[0].state_reason' <<<"$st")"
 echo "PASS: a 96 MiB discard in a protected guest (one TRIM to the disk server) succeeded, read zeros, and reached the backup's replica (images equal)"

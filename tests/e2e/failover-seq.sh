@@ -50,7 +50,7 @@ wait_for 10 "remusdbctl drill armed" grep -q "drill armed" "$CL_DIR/ctl-drill.lo
 	rdb_fail "remusdbctl drill did not arm: $(cat "$CL_DIR/ctl-drill.log")"
 sleep "$before_s"
 # The primary's own numbers, just before it dies.
-cl_ctl pri status "$CL_VM" --json > "$CL_DIR/pri-status.json" ||
+cl_status pri "$CL_VM" --json > "$CL_DIR/pri-status.json" ||
 	rdb_fail "primary not answering before the pull"
 # the checkpoints before the pull, for the report's plots
 cl_ctl pri epochs "$CL_VM" --count 4096 --json > "$CL_DIR/epochs.json" ||

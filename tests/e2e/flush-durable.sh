@@ -84,7 +84,7 @@ if [ "$mode" = protecting ]; then
 	[ "$state" = protecting ] ||
 		rdb_fail "the VM is $state, not protecting, at the power pull"
 fi
-st=$(cl_ctl pri status "$CL_VM" --json) || rdb_fail "no status"
+st=$(cl_status pri "$CL_VM" --json) || rdb_fail "no status"
 syncs=$(jq '.vms[0].disk.syncs' <<<"$st")
 flushes=$(jq '.vms[0].disk.flushes' <<<"$st")
 # The power pull: the host's processes, then its "disk cache" (crashfs

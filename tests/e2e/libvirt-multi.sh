@@ -145,7 +145,7 @@ grep -q "vm1.disk1" "$CL_DIR/pri-domain.xml" && grep -q "id=net1" "$CL_DIR/pri-d
 	grep -q "ide-hd&quot;,&quot;bus&quot;:&quot;sata0.1&quot;" "$CL_DIR/pri-domain.xml" &&
 	grep -q "device=\"cdrom\"\|device='cdrom'" "$CL_DIR/pri-domain.xml" ||
 	rdb_fail "enroll did not move the disks, the variable store and the NICs (see $CL_DIR/pri-domain.xml)"
-pst=$(cl_ctl pri status vm1 --json) || rdb_fail "no primary status"
+pst=$(cl_status pri vm1 --json) || rdb_fail "no primary status"
 [ "$(jq '[.vms[0].devices[] | select(.kind == "disk")] | length' <<<"$pst")" = 4 ] &&
 	[ "$(jq '[.vms[0].devices[] | select(.kind == "nic")] | length' <<<"$pst")" = 2 ] ||
 	rdb_fail "the primary protects $(jq -c '[.vms[0].devices[] | .kind]' <<<"$pst"), not 4 disks and 2 NICs"

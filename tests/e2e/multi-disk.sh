@@ -68,8 +68,8 @@ truncate -s 64M "$CL_DIR/disk1-none"
 CL_GUEST_RUN="/usr/bin/seqsrv --port $CL_SEQ_PORT --interval-us 20000 --disk /dev/vda --disk /dev/vdb --disk /dev/vdc" \
 	cluster_vm_up 25 || rdb_fail "VM setup failed (logs in $CL_DIR)"
 
-pst=$(cl_ctl pri status "$CL_VM" --json) || rdb_fail "no primary status"
-bst=$(cl_ctl bak status "$CL_VM" --json) || rdb_fail "no backup status"
+pst=$(cl_status pri "$CL_VM" --json) || rdb_fail "no primary status"
+bst=$(cl_status bak "$CL_VM" --json) || rdb_fail "no backup status"
 ndev=$(jq '[.vms[0].devices[] | select(.kind == "disk")] | length' <<<"$pst")
 [ "$ndev" = 3 ] || rdb_fail "the primary protects $ndev disk devices, not 3: $(jq -c .vms[0].devices <<<"$pst")"
 nrep=$(jq '.vms[0].disks | length' <<<"$bst")
@@ -127,8 +127,8 @@ jq -e '.missing == 0 and .after_gap == 0' <<<"$check" >/dev/null ||
 # the survivor's disks, then the survivor's power: the VM runs on the
 # original host with every record.
 cl_protect_back "$run"
-bst=$(cl_ctl bak status "$CL_VM" --json) || rdb_fail "no survivor status"
-pst=$(cl_ctl pri status "$CL_VM" --json) || rdb_fail "no new backup status"
+bst=$(cl_status bak "$CL_VM" --json) || rdb_fail "no survivor status"
+pst=$(cl_status pri "$CL_VM" --json) || rdb_fail "no new backup status"
 ndev=$(jq '[.vms[0].devices[] | select(.kind == "disk")] | length' <<<"$bst")
 [ "$ndev" = 3 ] || rdb_fail "the survivor protects $ndev disk devices, not 3"
 # every disk resynced on its own lineage entry: the old host's image of it

@@ -45,7 +45,7 @@ CL_GUEST_RUN="/usr/bin/seqsrv --port $CL_SEQ_PORT --interval-us 5000" \
 clix() { ip netns exec "$(netns_name "$run" cli)" "$@"; }
 clix ip addr add 10.76.0.10/24 dev eth0 || rdb_fail "client address on the second subnet"
 
-pst=$(cl_ctl pri status "$CL_VM" --json) || rdb_fail "no primary status"
+pst=$(cl_status pri "$CL_VM" --json) || rdb_fail "no primary status"
 nnic=$(jq '[.vms[0].devices[] | select(.kind == "nic")] | length' <<<"$pst")
 [ "$nnic" = 2 ] || rdb_fail "the primary protects $nnic NIC devices, not 2: $(jq -c .vms[0].devices <<<"$pst")"
 
@@ -61,7 +61,7 @@ c2=$!
 wait_for 20 "first values at the second NIC's client" \
 	grep -q '^first ' "$CL_DIR/seqcheck2.log" || rdb_fail "the second client got nothing"
 sleep 5
-pst=$(cl_ctl pri status "$CL_VM" --json) || rdb_fail "primary not answering before the pull"
+pst=$(cl_status pri "$CL_VM" --json) || rdb_fail "primary not answering before the pull"
 for k in 0 1; do
 	rel=$(jq "[.vms[0].devices[] | select(.kind == \"nic\")][$k].released_frames" <<<"$pst")
 	[ "$rel" -gt 100 ] 2>/dev/null ||

@@ -63,12 +63,12 @@ clix "$ledger" run --dbms postgresql --host "$CL_GUEST_IP" --clients "$clients" 
 	--journal "$CL_DIR/ledger" --wait-timeout 30 2>"$CL_DIR/ledger-run.log" &
 led=$!
 sleep "$before_s"
-cl_ctl bak status "$CL_VM" --json > "$CL_DIR/bak-status-before.json" ||
+cl_status bak "$CL_VM" --json > "$CL_DIR/bak-status-before.json" ||
 	rdb_fail "backup not answering before the cut"
 cut_at=$(date +%s%3N)
 netns_cut_repl "$run"
 sleep "$(awk -v m="$cut_ms" 'BEGIN{printf "%.3f", m / 1000}')"
-cl_ctl pri status "$CL_VM" --json > "$CL_DIR/pri-status.json" ||
+cl_status pri "$CL_VM" --json > "$CL_DIR/pri-status.json" ||
 	rdb_fail "primary not answering before the pull"
 cluster_pull_power "$run"
 pull_ms=$(date +%s%3N)

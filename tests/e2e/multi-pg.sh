@@ -56,8 +56,8 @@ verify_pages = true"
 cl_pg_split_up "$run" "$ckpt" postgres
 ip1=$CL_PG_IP1
 
-pst=$(cl_ctl pri status "$CL_VM" --json) || rdb_fail "no primary status"
-bst=$(cl_ctl bak status "$CL_VM" --json) || rdb_fail "no backup status"
+pst=$(cl_status pri "$CL_VM" --json) || rdb_fail "no primary status"
+bst=$(cl_status bak "$CL_VM" --json) || rdb_fail "no backup status"
 ndisk=$(jq '[.vms[0].devices[] | select(.kind == "disk")] | length' <<<"$pst")
 nnic=$(jq '[.vms[0].devices[] | select(.kind == "nic")] | length' <<<"$pst")
 [ "$ndisk" = 3 ] && [ "$nnic" = 2 ] ||
@@ -96,9 +96,9 @@ clix "$RDB_ROOT/build/workload/ledger" run --host "$CL_GUEST_IP" --clients "$cli
 	2>"$CL_DIR/ledger-run.log" &
 led=$!
 sleep "$before_s"
-cl_ctl pri status "$CL_VM" --json > "$CL_DIR/pri-status.json" ||
+cl_status pri "$CL_VM" --json > "$CL_DIR/pri-status.json" ||
 	rdb_fail "primary not answering before the pull"
-cl_ctl bak status "$CL_VM" --json > "$CL_DIR/bak-status-before.json" ||
+cl_status bak "$CL_VM" --json > "$CL_DIR/bak-status-before.json" ||
 	rdb_fail "backup not answering before the pull"
 pull_ms=$(date +%s%3N)
 cluster_pull_power "$run"

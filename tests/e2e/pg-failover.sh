@@ -54,7 +54,7 @@ clix "$RDB_ROOT/build/workload/ledger" run --host "$CL_GUEST_IP" --clients "$cli
 	2>"$CL_DIR/ledger-run.log" &
 led=$!
 sleep "$before_s"
-cl_ctl pri status "$CL_VM" --json > "$CL_DIR/pri-status.json" ||
+cl_status pri "$CL_VM" --json > "$CL_DIR/pri-status.json" ||
 	rdb_fail "primary not answering before the pull"
 cl_ctl pri epochs "$CL_VM" --count 4096 --json > "$CL_DIR/epochs.json" ||
 	rdb_fail "the primary gave no epochs"

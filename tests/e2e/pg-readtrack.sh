@@ -71,9 +71,9 @@ led=$!
 sleep "$before_s"
 
 
-cl_ctl pri status "$CL_VM" --json > "$CL_DIR/pri-status.json" ||
+cl_status pri "$CL_VM" --json > "$CL_DIR/pri-status.json" ||
 	rdb_fail "primary not answering before the pull"
-cl_ctl bak status "$CL_VM" --json > "$CL_DIR/bak-status-before.json" ||
+cl_status bak "$CL_VM" --json > "$CL_DIR/bak-status-before.json" ||
 	rdb_fail "backup not answering before the pull"
 pull_ms=$(date +%s%3N)
 cluster_pull_power "$run"

@@ -56,7 +56,7 @@ wait_for 30 "efivarfs in the guest" grep -q "REMUSDB-EFI: efivarfs mounted" "$co
 	rdb_fail "the guest did not boot through UEFI: $(grep REMUSDB-WARN "$con" | tail -n 1)"
 grep -q "read-only image $CL_OVMF_CODE: the same here" "$CL_DIR/bak/remusdbd.log" ||
 	rdb_fail "the backup did not check the firmware's code against its own"
-bst=$(cl_ctl bak status "$CL_VM" --json) || rdb_fail "no backup status"
+bst=$(cl_status bak "$CL_VM" --json) || rdb_fail "no backup status"
 [ "$(jq '.vms[0].disks | length' <<<"$bst")" = 2 ] || rdb_fail "the backup keeps $(jq '.vms[0].disks | length' <<<"$bst") replicas, not 2"
 replica=$(jq -r '.vms[0].disks[1].replica' <<<"$bst")
 pri_vars=$CL_DIR/pri/$CL_VM.nvram.fd

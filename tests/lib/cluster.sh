@@ -53,6 +53,15 @@ cl_ctl() {	# cl_ctl pri|bak ARGS...
 	"$RDB_BUILD/remusdbctl" --socket "$CL_DIR/$side/ctl.sock" "$@"
 }
 
+# cl_status pri|bak [NAME] [--json]: remusdbctl status, its output as it
+# is; true when the daemon answered, whether every VM listed is protected
+# (exit 0) or not (1); false on no answer (3) or a usage error (2)
+cl_status() {
+	local side=$1; shift
+	cl_ctl "$side" status "$@"
+	[ $? -le 1 ]
+}
+
 # Per-VM file names on the primary: vm1 keeps the plain names the tests
 # use (console.log, serial.sock, qemu.pid); other VMs get a prefix.
 cl_vm_file() {
@@ -711,7 +720,7 @@ cluster_seq_pull() {
 	cl_seq_start "$total_s"
 	checker=$CL_CHECKER
 	sleep "$before_s"
-	cl_ctl pri status "$CL_VM" --json > "$CL_DIR/pri-status.json" ||
+	cl_status pri "$CL_VM" --json > "$CL_DIR/pri-status.json" ||
 		rdb_fail "primary not answering before the pull"
 	cluster_pull_power "$run"
 	kill -USR1 "$checker"

@@ -81,7 +81,7 @@ cpdrill_run() {
 		netns_cut_repl "$run"
 		sleep "$(awk -v m="$CPD_CUT_REPL_MS" 'BEGIN{printf "%.3f", m / 1000}')"
 	fi
-	cl_ctl pri status "$CL_VM" --json > "$CL_DIR/pri-status.json" ||
+	cl_status pri "$CL_VM" --json > "$CL_DIR/pri-status.json" ||
 		rdb_fail "primary not answering before the pull"
 	# pull_ms: once the primary's links are down: an answer a client gets
 	# after it came from the backup, not from the old primary (the stall

@@ -3,7 +3,9 @@
  * remusdbctl: the operator's CLI for remusdbd.
  *
  * Exit codes: 0 ok, 1 the daemon refused or failed (or `wait` timed
- * out), 2 usage, 3 the daemon is unreachable.
+ * out), 2 usage, 3 the daemon is unreachable.  `status` answers a health
+ * check: 0 every VM listed is protected (or none is listed), 1 one is
+ * not, 2 usage, 3 nothing known of them (unreachable, or refused).
  */
 #include "clock.h"
 #include "config.h"
@@ -21,18 +23,25 @@
 #include <time.h>
 #include <unistd.h>
 
-#define DEFAULT_SOCKET "/run/remusdb/remusdbd.sock"
+/* remusdbd's; its control_socket is where remusdbctl finds it */
+#define DEFAULT_CONFIG "/etc/remusdb/remusdbd.conf"
 #define CALL_DEADLINE_NS (30 * RDB_NS_PER_S)
 #define REPLY_MAX (16u << 20)
 
-static const char *sock_path = DEFAULT_SOCKET;
+/* --socket, else control_socket from the daemon's configuration */
+static const char *sock_path;
 /* `wait` polls: it reports the last failure once, not every 50 ms. */
 static bool quiet;
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: remusdbctl [--socket PATH] COMMAND\n"
+		"usage: remusdbctl [--socket PATH] [--config FILE] COMMAND\n"
+		"  -s, --socket PATH               remusdbd's control socket (default: its\n"
+		"                                  control_socket in the config file)\n"
+		"  -c, --config FILE               remusdbd's config file (default\n"
+		"                                  " DEFAULT_CONFIG "; missing: defaults)\n"
+		"commands:\n"
 		"  attach VMCONF [KEY=VALUE]...    serve a VM's disk and network before\n"
 		"                                  its QEMU starts (VMs with a disk)\n"
 		"  attach DOMAIN peer=HOST:PORT [KEY=VALUE]... [--connect URI]\n"
@@ -48,7 +57,8 @@ static void usage(FILE *f)
 		"                                  remusdbd can protect it (diff, y/N)\n"
 		"  unenroll DOMAIN [--yes] [--connect URI]\n"
 		"                                  give it back its own disk and NIC\n"
-		"  status [NAME] [--json]          VMs, roles, states, checkpoint numbers\n"
+		"  status [NAME] [--json]          VMs, roles, states, checkpoint numbers;\n"
+		"                                  exit 1 if one listed is not protected\n"
 		"  failover NAME [--force]         fail over now (on the backup's host); with a\n"
 		"                                  witness it decides first; --force skips it:\n"
 		"                                  the operator's word that the primary is dead\n"
@@ -73,6 +83,41 @@ static void usage(FILE *f)
 		"  capture NAME FILE EPOCHS        write the next EPOCHS epochs' dirty pages\n"
 		"                                  to FILE (a codec benchmark corpus)\n"
 		"  config --dump-defaults [vm]     every option with its default\n");
+}
+
+/* Set when the subcommand's getopt_long has ended: the rest are operands. */
+static bool operands_only;
+
+/*
+ * A subcommand's next argument, options and operands in any order:
+ * getopt_long over argv (argv[0] "remusdbctl COMMAND", which its messages
+ * name), in order so that POSIXLY_CORRECT changes nothing, then whatever
+ * follows "--".  An option's val; 1 for an operand (in optarg); -1 at the
+ * end; '?' once getopt has said which option is unknown, ambiguous, or
+ * lacks or should not have a value.  run() starts it afresh.
+ */
+static int sub_getopt(int argc, char **argv, const struct option *opts)
+{
+	if (!operands_only) {
+		int o = getopt_long(argc, argv, "-", opts, NULL);
+
+		if (o != -1)
+			return o;
+		operands_only = true;
+	}
+	if (optind >= argc)
+		return -1;
+	optarg = argv[optind++];
+	return 1;
+}
+
+/* Exit code 2: the usage, unless getopt has already said what is wrong
+ * (o == '?') in one line that the usage would bury. */
+static int usage_error(int o)
+{
+	if (o != '?')
+		usage(stderr);
+	return 2;
 }
 
 /* One request, one reply.  Exit code on failure is returned via *exit_out. */
@@ -212,47 +257,20 @@ static bool failed_over_here(const char *name)
 	return yes;
 }
 
-/* Takes "--connect URI" out of argv; 0, or 2 for a usage error. */
-static int take_connect(int *argc, char **argv, const char **uri)
-{
-	int n = 0;
-
-	for (int i = 0; i < *argc; i++) {
-		if (!strcmp(argv[i], "--connect")) {
-			if (i + 1 >= *argc) {
-				fprintf(stderr, "remusdbctl: --connect needs a URI\n");
-				return 2;
-			}
-			*uri = argv[++i];
-			continue;
-		}
-		argv[n++] = argv[i];
-	}
-	*argc = n;
-	return 0;
-}
-
 /*
  * protect / attach VMCONF or NAME.  A NAME (no '/', no such file here) is,
  * for protect, the VM that failed over to this host if the daemon has
  * one (a re-protect), otherwise a libvirt domain of that name that is
  * enrolled; for attach, a libvirt domain.
  */
-static int do_protect(const char *what, int argc, char **argv)
+static int protect_vm(const char *what, const char *uri, int argc, char **argv)
 {
-	const char *uri = NULL;
 	struct rdb_vm_config c;
 	bool domain = false;
 	char err[600];
 	json_t *reply;
 	int ex = 0, rc;
 
-	if (take_connect(&argc, argv, &uri))
-		return 2;
-	if (argc < 1) {
-		usage(stderr);
-		return 2;
-	}
 	rdb_config_defaults(&rdb_vm_config_table, &c);
 	if (!strchr(argv[0], '/') && access(argv[0], F_OK) < 0) {
 		if (!strcmp(what, "protect") && failed_over_here(argv[0])) {
@@ -306,6 +324,34 @@ bad:
 	return 2;
 }
 
+/* protect / attach VMCONF|NAME [KEY=VALUE]... [--connect URI] */
+static int do_protect(const char *what, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "connect", required_argument, NULL, 'C' },
+		{ 0 }
+	};
+	const char *uri = NULL;
+	char **op = calloc((size_t)argc, sizeof(*op));	/* VMCONF|NAME, KEY=VALUE... */
+	int nop = 0, o, rc;
+
+	if (!op)
+		return 1;
+	while ((o = sub_getopt(argc, argv, opts)) != -1) {
+		if (o == 'C') {
+			uri = optarg;
+		} else if (o == 1) {
+			op[nop++] = optarg;
+		} else {
+			free(op);
+			return usage_error(o);
+		}
+	}
+	rc = nop < 1 ? usage_error(0) : protect_vm(what, uri, nop, op);
+	free(op);
+	return rc;
+}
+
 static bool is_dir(const char *p)
 {
 	struct stat st;
@@ -345,6 +391,21 @@ static bool on_path(const char *cmdname, char *buf, size_t len)
  */
 static int do_enroll(bool enroll, int argc, char **argv)
 {
+	static const struct option enroll_opts[] = {
+		{ "yes", no_argument, NULL, 'y' },
+		{ "connect", required_argument, NULL, 'C' },
+		{ "tap", required_argument, NULL, 't' },
+		{ "emulator", required_argument, NULL, 'e' },
+		{ "run-dir", required_argument, NULL, 'r' },
+		{ "firmware-dir", required_argument, NULL, 'f' },
+		{ "event-port", no_argument, NULL, 'E' },
+		{ 0 }
+	};
+	static const struct option unenroll_opts[] = {
+		{ "yes", no_argument, NULL, 'y' },
+		{ "connect", required_argument, NULL, 'C' },
+		{ 0 }
+	};
 	const char *uri = NULL, *name = NULL, *tap = NULL, *emu = NULL, *run = NULL;
 	const char *fw[16], *taps[4];
 	size_t ntaps = 0;
@@ -355,49 +416,41 @@ static int do_enroll(bool enroll, int argc, char **argv)
 	struct rdb_enroll_params p = { 0 };
 	bool yes = false;
 	size_t nfw = 0;
+	int o;
 
-	for (int i = 0; i < argc; i++) {
-		const char *a = argv[i];
-		bool val = !strcmp(a, "--connect") || (enroll &&
-			(!strcmp(a, "--tap") || !strcmp(a, "--emulator") ||
-			 !strcmp(a, "--run-dir") || !strcmp(a, "--firmware-dir")));
-
-		if (val && i + 1 >= argc) {
-			fprintf(stderr, "remusdbctl: %s needs a value\n", a);
-			return 2;
-		}
-		if (!strcmp(a, "--yes"))
+	while ((o = sub_getopt(argc, argv, enroll ? enroll_opts : unenroll_opts)) != -1) {
+		if (o == 'y') {
 			yes = true;
-		else if (enroll && !strcmp(a, "--event-port"))
+		} else if (o == 'E') {
 			p.event_port = true;
-		else if (!strcmp(a, "--connect"))
-			uri = argv[++i];
-		else if (val && !strcmp(a, "--tap")) {
+		} else if (o == 'C') {
+			uri = optarg;
+		} else if (o == 't') {
 			/* repeatable: one per interface, in the domain's order */
 			if (ntaps == 4) {
 				fprintf(stderr, "remusdbctl: more than 4 --tap\n");
 				return 2;
 			}
-			taps[ntaps++] = argv[++i];
+			taps[ntaps++] = optarg;
 			tap = taps[0];
-		}
-		else if (val && !strcmp(a, "--emulator"))
-			emu = argv[++i];
-		else if (val && !strcmp(a, "--run-dir"))
-			run = argv[++i];
-		else if (val && !strcmp(a, "--firmware-dir") && nfw < 16)
-			fw[nfw++] = argv[++i];
-		else if (a[0] != '-' && !name)
-			name = a;
-		else {
-			usage(stderr);
-			return 2;
+		} else if (o == 'e') {
+			emu = optarg;
+		} else if (o == 'r') {
+			run = optarg;
+		} else if (o == 'f') {
+			if (nfw == 16) {
+				fprintf(stderr, "remusdbctl: more than 16 --firmware-dir\n");
+				return 2;
+			}
+			fw[nfw++] = optarg;
+		} else if (o == 1 && !name) {
+			name = optarg;
+		} else {
+			return usage_error(o);
 		}
 	}
-	if (!name) {
-		usage(stderr);
-		return 2;
-	}
+	if (!name)
+		return usage_error(0);
 	if (!enroll)
 		return rdb_virt_unenroll(uri, name, yes);
 	if (!emu || !run) {
@@ -496,50 +549,71 @@ static void print_status(json_t *vms)
 
 static int do_status(int argc, char **argv)
 {
-	json_t *args = json_object(), *reply;
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ 0 }
+	};
+	const char *name = NULL;
+	json_t *args, *reply, *vms, *v;
 	bool as_json = false;
-	int ex = 0;
+	int ex = 0, rc = 0, o;
+	size_t i;
 
-	for (int i = 0; i < argc; i++) {
-		if (!strcmp(argv[i], "--json"))
+	while ((o = sub_getopt(argc, argv, opts)) != -1) {
+		if (o == 'j')
 			as_json = true;
+		else if (o == 1 && !name)
+			name = optarg;
 		else
-			json_object_set_new(args, "name", json_string(argv[i]));
+			return usage_error(o);
 	}
+	args = name ? json_pack("{s:s}", "name", name) : json_object();
 	reply = call(cmd("status", args), &ex);
-	if (!reply)
-		return ex;
+	vms = json_object_get(json_object_get(reply, "result"), "vms");
+	/* No list, nothing known of the VMs' protection: the daemon did not
+	 * answer, or refused (no VM NAME here, not root, too many clients). */
+	if (!json_is_array(vms)) {
+		if (reply)
+			fprintf(stderr, "remusdbctl: malformed reply from remusdbd\n");
+		json_decref(reply);
+		return 3;
+	}
 	if (as_json) {
 		json_dumpf(json_object_get(reply, "result"), stdout, JSON_INDENT(2));
 		putchar('\n');
 	} else {
-		print_status(json_object_get(json_object_get(reply, "result"), "vms"));
+		print_status(vms);
 	}
+	json_array_foreach(vms, i, v)
+		if (strcmp(json_string_value(json_object_get(v, "state")) ?: "", "protected"))
+			rc = 1;
 	json_decref(reply);
-	return 0;
+	return rc;
 }
 
 /* failover / unprotect NAME [--force]: the daemon may say what happens
  * next (a decision pending) instead of it being done. */
 static int do_named(const char *c, int argc, char **argv, const char *done)
 {
+	static const struct option opts[] = {
+		{ "force", no_argument, NULL, 'f' },
+		{ 0 }
+	};
 	const char *name = NULL, *msg;
 	bool force = false;
 	json_t *reply, *args;
-	int ex = 0;
+	int ex = 0, o;
 
-	for (int i = 0; i < argc; i++) {
-		if (!strcmp(argv[i], "--force"))
+	while ((o = sub_getopt(argc, argv, opts)) != -1) {
+		if (o == 'f')
 			force = true;
-		else if (!name)
-			name = argv[i];
+		else if (o == 1 && !name)
+			name = optarg;
 		else
-			name = NULL, i = argc;
+			return usage_error(o);
 	}
-	if (!name) {
-		usage(stderr);
-		return 2;
-	}
+	if (!name)
+		return usage_error(0);
 	args = json_pack("{s:s}", "name", name);
 	if (force)
 		json_object_set_new(args, "force", json_true());
@@ -552,41 +626,54 @@ static int do_named(const char *c, int argc, char **argv, const char *done)
 	return ex;
 }
 
+/* The operands of a subcommand without options: exactly n of them into
+ * op; 0, or 2 for a usage error. */
+static int operands(int argc, char **argv, const char **op, int n)
+{
+	static const struct option none[] = { { 0 } };
+	int have = 0, o;
+
+	while ((o = sub_getopt(argc, argv, none)) != -1) {
+		if (o != 1 || have == n)
+			return usage_error(o);
+		op[have++] = optarg;
+	}
+	return have == n ? 0 : usage_error(0);
+}
+
 static int do_inject(int argc, char **argv)
 {
+	const char *op[2];
 	json_t *reply;
 	int ex = 0;
 
-	if (argc != 2) {
-		usage(stderr);
+	if (operands(argc, argv, op, 2))
 		return 2;
-	}
-	reply = call(cmd("inject", json_pack("{s:s, s:s}", "name", argv[0],
-					     "fault", argv[1])), &ex);
+	reply = call(cmd("inject", json_pack("{s:s, s:s}", "name", op[0],
+					     "fault", op[1])), &ex);
 	json_decref(reply);
 	return ex;
 }
 
 static int do_capture(int argc, char **argv)
 {
+	const char *op[3];
 	json_t *reply;
 	char *end;
 	long n;
 	int ex = 0;
 
-	if (argc != 3) {
-		usage(stderr);
+	if (operands(argc, argv, op, 3))
 		return 2;
-	}
-	n = strtol(argv[2], &end, 10);
+	n = strtol(op[2], &end, 10);
 	if (*end || n < 1 || n > 1000000) {
 		fprintf(stderr, "remusdbctl: EPOCHS: want 1..1000000\n");
 		return 2;
 	}
-	reply = call(cmd("capture", json_pack("{s:s, s:s, s:i}", "name", argv[0],
-					      "path", argv[1], "epochs", (int)n)), &ex);
+	reply = call(cmd("capture", json_pack("{s:s, s:s, s:i}", "name", op[0],
+					      "path", op[1], "epochs", (int)n)), &ex);
 	if (reply)
-		printf("%s: capturing %ld epochs to %s\n", argv[0], n, argv[1]);
+		printf("%s: capturing %ld epochs to %s\n", op[0], n, op[1]);
 	json_decref(reply);
 	return ex;
 }
@@ -594,35 +681,37 @@ static int do_capture(int argc, char **argv)
 /* epochs NAME [--count N] [--json]: the primary's last checkpoints. */
 static int do_epochs(int argc, char **argv)
 {
+	static const struct option opts[] = {
+		{ "count", required_argument, NULL, 'n' },
+		{ "json", no_argument, NULL, 'j' },
+		{ 0 }
+	};
 	const char *name = NULL;
 	bool as_json = false;
 	long n = 40;
 	json_t *reply, *r, *ep;
 	size_t i;
-	int ex = 0;
+	int ex = 0, o;
 
-	for (int a = 0; a < argc; a++) {
+	while ((o = sub_getopt(argc, argv, opts)) != -1) {
 		char *end;
 
-		if (!strcmp(argv[a], "--json")) {
+		if (o == 'j') {
 			as_json = true;
-		} else if (!strcmp(argv[a], "--count") && a + 1 < argc) {
-			n = strtol(argv[++a], &end, 10);
+		} else if (o == 'n') {
+			n = strtol(optarg, &end, 10);
 			if (*end || n < 1 || n > 4096) {
 				fprintf(stderr, "remusdbctl: --count: want 1..4096\n");
 				return 2;
 			}
-		} else if (!name && argv[a][0] != '-') {
-			name = argv[a];
+		} else if (o == 1 && !name) {
+			name = optarg;
 		} else {
-			usage(stderr);
-			return 2;
+			return usage_error(o);
 		}
 	}
-	if (!name) {
-		usage(stderr);
-		return 2;
-	}
+	if (!name)
+		return usage_error(0);
 	reply = call(cmd("epochs", json_pack("{s:s, s:i}", "name", name, "count", (int)n)), &ex);
 	if (!reply)
 		return ex;
@@ -682,6 +771,11 @@ static json_t *vm_status(const char *name, json_t **reply_out, int *ex)
  * time comes from the daemon (state_age_ms), not from this poll. */
 static int do_drill(int argc, char **argv)
 {
+	static const struct option opts[] = {
+		{ "timeout", required_argument, NULL, 't' },
+		{ "out", required_argument, NULL, 'o' },
+		{ 0 }
+	};
 	const char *name = NULL, *out = NULL;
 	double timeout = 600, armed_at, t;
 	char outbuf[256], when[32], last_state[32] = "";
@@ -689,33 +783,31 @@ static int do_drill(int argc, char **argv)
 	const char *st;
 	uint64_t deadline;
 	time_t now;
-	int ex = 0, rc = 1;
+	int ex = 0, rc = 1, o;
 	FILE *f;
 
-	for (int a = 0; a < argc; a++) {
+	while ((o = sub_getopt(argc, argv, opts)) != -1) {
 		char *end;
 
-		if (!strcmp(argv[a], "--timeout") && a + 1 < argc) {
-			timeout = strtod(argv[++a], &end);
+		if (o == 't') {
+			timeout = strtod(optarg, &end);
 			if (*end || !isfinite(timeout) || timeout <= 0 || timeout > 86400) {
 				fprintf(stderr, "remusdbctl: --timeout: want seconds in 0..86400\n");
 				json_decref(states);
 				return 2;
 			}
-		} else if (!strcmp(argv[a], "--out") && a + 1 < argc) {
-			out = argv[++a];
-		} else if (!name && argv[a][0] != '-') {
-			name = argv[a];
+		} else if (o == 'o') {
+			out = optarg;
+		} else if (o == 1 && !name) {
+			name = optarg;
 		} else {
-			usage(stderr);
 			json_decref(states);
-			return 2;
+			return usage_error(o);
 		}
 	}
 	if (!name) {
-		usage(stderr);
 		json_decref(states);
-		return 2;
+		return usage_error(0);
 	}
 	vm = vm_status(name, &reply, &ex);
 	if (!vm) {
@@ -844,33 +936,41 @@ static int do_drill(int argc, char **argv)
  * (the VM leaves `migrating`): 0 once migrated, 1 if it stayed here. */
 static int do_migrate(int argc, char **argv)
 {
+	static const struct option opts[] = {
+		{ "timeout", required_argument, NULL, 't' },
+		{ 0 }
+	};
+	const char *name = NULL, *msg;
 	double timeout = 30;
 	uint64_t deadline;
 	json_t *reply;
-	const char *msg;
-	int ex = 0;
+	int ex = 0, o;
 
-	if (argc != 1 && !(argc == 3 && !strcmp(argv[1], "--timeout"))) {
-		usage(stderr);
-		return 2;
-	}
-	if (argc == 3) {
+	while ((o = sub_getopt(argc, argv, opts)) != -1) {
 		char *end;
 
-		timeout = strtod(argv[2], &end);
-		if (end == argv[2] || *end || !isfinite(timeout) || timeout <= 0 ||
-		    timeout > 3600) {
-			fprintf(stderr, "remusdbctl: --timeout %s: want seconds in "
-				"0..3600\n", argv[2]);
-			return 2;
+		if (o == 't') {
+			timeout = strtod(optarg, &end);
+			if (end == optarg || *end || !isfinite(timeout) || timeout <= 0 ||
+			    timeout > 3600) {
+				fprintf(stderr, "remusdbctl: --timeout %s: want seconds in "
+					"0..3600\n", optarg);
+				return 2;
+			}
+		} else if (o == 1 && !name) {
+			name = optarg;
+		} else {
+			return usage_error(o);
 		}
 	}
-	reply = call(cmd("migrate", json_pack("{s:s}", "name", argv[0])), &ex);
+	if (!name)
+		return usage_error(0);
+	reply = call(cmd("migrate", json_pack("{s:s}", "name", name)), &ex);
 	if (!reply)
 		return ex;
 	msg = json_string_value(json_object_get(json_object_get(reply, "result"),
 						"message"));
-	printf("%s: %s\n", argv[0], msg ? msg : "handing over");
+	printf("%s: %s\n", name, msg ? msg : "handing over");
 	json_decref(reply);
 	deadline = rdb_now_ns() + (uint64_t)(timeout * RDB_NS_PER_S);
 	quiet = true;
@@ -879,7 +979,7 @@ static int do_migrate(int argc, char **argv)
 		const char *st;
 
 		ex = 0;
-		reply = call(cmd("status", json_pack("{s:s}", "name", argv[0])), &ex);
+		reply = call(cmd("status", json_pack("{s:s}", "name", name)), &ex);
 		vm = reply ? json_array_get(json_object_get(
 				json_object_get(reply, "result"), "vms"), 0) : NULL;
 		st = vm ? json_string_value(json_object_get(vm, "state")) : NULL;
@@ -888,7 +988,7 @@ static int do_migrate(int argc, char **argv)
 				json_object_get(vm, "state_reason"));
 			bool ok = !strcmp(st, "migrated");
 
-			fprintf(ok ? stdout : stderr, "%s: %s (%s)\n", argv[0], st,
+			fprintf(ok ? stdout : stderr, "%s: %s (%s)\n", name, st,
 				why ? why : "");
 			json_decref(reply);
 			return ok ? 0 : 1;
@@ -896,7 +996,7 @@ static int do_migrate(int argc, char **argv)
 		json_decref(reply);
 		if (rdb_now_ns() >= deadline) {
 			fprintf(stderr, "remusdbctl: %s still %s after %.0f s\n",
-				argv[0], st ? st : "unknown", timeout);
+				name, st ? st : "unknown", timeout);
 			return 1;
 		}
 		usleep(20000);
@@ -905,37 +1005,49 @@ static int do_migrate(int argc, char **argv)
 
 static int do_wait(int argc, char **argv)
 {
+	static const struct option opts[] = {
+		{ "timeout", required_argument, NULL, 't' },
+		{ 0 }
+	};
+	const char *name = NULL, *want = NULL;
 	double timeout = 60;
 	uint64_t deadline;
 	char last[64] = "unknown";
+	int o;
 
-	if (argc != 2 && !(argc == 4 && !strcmp(argv[2], "--timeout"))) {
-		usage(stderr);
-		return 2;
-	}
-	if (argc == 4) {
+	while ((o = sub_getopt(argc, argv, opts)) != -1) {
 		char *end;
 
-		timeout = strtod(argv[3], &end);
-		if (end == argv[3] || *end || !isfinite(timeout) || timeout < 0 ||
-		    timeout > 86400) {
-			fprintf(stderr, "remusdbctl: --timeout %s: want seconds in "
-				"0..86400\n", argv[3]);
-			return 2;
+		if (o == 't') {
+			timeout = strtod(optarg, &end);
+			if (end == optarg || *end || !isfinite(timeout) || timeout < 0 ||
+			    timeout > 86400) {
+				fprintf(stderr, "remusdbctl: --timeout %s: want seconds in "
+					"0..86400\n", optarg);
+				return 2;
+			}
+		} else if (o == 1 && !name) {
+			name = optarg;
+		} else if (o == 1 && !want) {
+			want = optarg;
+		} else {
+			return usage_error(o);
 		}
 	}
+	if (!want)
+		return usage_error(0);
 	deadline = rdb_now_ns() + (uint64_t)(timeout * RDB_NS_PER_S);
 	quiet = true;
 	for (;;) {
 		int ex = 0;
-		json_t *reply = call(cmd("status", json_pack("{s:s}", "name", argv[0])), &ex);
+		json_t *reply = call(cmd("status", json_pack("{s:s}", "name", name)), &ex);
 		json_t *vm = reply ? json_array_get(json_object_get(
 				json_object_get(reply, "result"), "vms"), 0) : NULL;
 		const char *st = vm ? json_string_value(json_object_get(vm, "state")) : NULL;
 
 		if (st) {
 			snprintf(last, sizeof(last), "%s", st);
-			if (!strcmp(st, argv[1])) {
+			if (!strcmp(st, want)) {
 				json_decref(reply);
 				return 0;
 			}
@@ -946,11 +1058,11 @@ static int do_wait(int argc, char **argv)
 			if ((!strcmp(st, "failed") || !strcmp(st, "degraded") ||
 			     !strcmp(st, "fenced") ||
 			     (!strcmp(st, "unprotected") &&
-			      !strcmp(argv[1], "protected"))) &&
-			    strcmp(argv[1], st)) {
+			      !strcmp(want, "protected"))) &&
+			    strcmp(want, st)) {
 				fprintf(stderr, "remusdbctl: %s is %s (%s), not %s\n",
-					argv[0], st, json_string_value(json_object_get(vm, "state_reason")),
-					argv[1]);
+					name, st, json_string_value(json_object_get(vm, "state_reason")),
+					want);
 				json_decref(reply);
 				return 1;
 			}
@@ -961,30 +1073,124 @@ static int do_wait(int argc, char **argv)
 				/* say why the last poll failed */
 				quiet = false;
 				json_decref(call(cmd("status", json_pack("{s:s}", "name",
-						 argv[0])), &ex));
+						 name)), &ex));
 			}
 			if (ex == 3)
 				return 3;
 			fprintf(stderr, "remusdbctl: %s still %s after %.1f s (wanted %s)\n",
-				argv[0], last, timeout, argv[1]);
+				name, last, timeout, want);
 			return 1;
 		}
 		usleep(50000);
 	}
 }
 
+/* config --dump-defaults [vm]: reads no file, asks no daemon. */
+static int do_config(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "dump-defaults", no_argument, NULL, 'd' },
+		{ 0 }
+	};
+	bool dump = false, vm = false;
+	int o;
+
+	while ((o = sub_getopt(argc, argv, opts)) != -1) {
+		if (o == 'd')
+			dump = true;
+		else if (o == 1 && !vm && !strcmp(optarg, "vm"))
+			vm = true;
+		else
+			return usage_error(o);
+	}
+	if (!dump)
+		return usage_error(0);
+	rdb_config_dump_defaults(vm ? &rdb_vm_config_table : &rdb_daemon_config_table,
+				 stdout);
+	return 0;
+}
+
+/* COMMAND ARGS...: argv[0] is the command. */
+static int run(int argc, char **argv)
+{
+	const char *c = argv[0];
+	char prog[32];
+
+	/* getopt's messages name the program by argv[0] */
+	snprintf(prog, sizeof(prog), "remusdbctl %s", c);
+	argv[0] = prog;
+	optind = 0;
+	operands_only = false;
+	if (!strcmp(c, "protect") || !strcmp(c, "attach"))
+		return do_protect(c, argc, argv);
+	if (!strcmp(c, "enroll") || !strcmp(c, "unenroll"))
+		return do_enroll(c[0] == 'e', argc, argv);
+	if (!strcmp(c, "status"))
+		return do_status(argc, argv);
+	if (!strcmp(c, "failover"))
+		return do_named("failover", argc, argv, "failed over");
+	if (!strcmp(c, "unprotect"))
+		return do_named("unprotect", argc, argv, "unprotected");
+	if (!strcmp(c, "detach"))
+		return do_named("detach", argc, argv,
+				"detached (its disk and NIC no longer served)");
+	if (!strcmp(c, "migrate"))
+		return do_migrate(argc, argv);
+	if (!strcmp(c, "wait"))
+		return do_wait(argc, argv);
+	if (!strcmp(c, "inject"))
+		return do_inject(argc, argv);
+	if (!strcmp(c, "drill"))
+		return do_drill(argc, argv);
+	if (!strcmp(c, "epochs"))
+		return do_epochs(argc, argv);
+	if (!strcmp(c, "capture"))
+		return do_capture(argc, argv);
+	if (!strcmp(c, "config"))
+		return do_config(argc, argv);
+	usage(stderr);
+	return 2;
+}
+
+/*
+ * remusdbd's configuration, for its control_socket, read as remusdbd
+ * reads it (its table and parser): the default file missing means the
+ * defaults, a file named with --config must exist, and a malformed one is
+ * an error (exit 2).
+ */
+static int load_config(const char *path, bool given, struct rdb_daemon_config *c)
+{
+	char err[512];
+
+	if (!given && access(path, F_OK) < 0)
+		return 0;
+	if (rdb_config_load_file(&rdb_daemon_config_table, path, c, err,
+				 sizeof(err)) < 0) {
+		fprintf(stderr, "remusdbctl: %s\n", err);
+		return 2;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option lopts[] = {
 		{ "socket", required_argument, NULL, 's' },
+		{ "config", required_argument, NULL, 'c' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
-	int o;
+	const char *config_path = DEFAULT_CONFIG;
+	struct rdb_daemon_config dc;
+	bool config_given = false;
+	int o, rc;
 
-	while ((o = getopt_long(argc, argv, "+s:h", lopts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "+s:c:h", lopts, NULL)) != -1) {
 		if (o == 's') {
 			sock_path = optarg;
+		} else if (o == 'c') {
+			config_path = optarg;
+			config_given = true;
 		} else {
 			usage(o == 'h' ? stdout : stderr);
 			return o == 'h' ? 0 : 2;
@@ -996,37 +1202,15 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (!strcmp(argv[0], "protect") || !strcmp(argv[0], "attach"))
-		return do_protect(argv[0], argc - 1, argv + 1);
-	if (!strcmp(argv[0], "enroll") || !strcmp(argv[0], "unenroll"))
-		return do_enroll(argv[0][0] == 'e', argc - 1, argv + 1);
-	if (!strcmp(argv[0], "status"))
-		return do_status(argc - 1, argv + 1);
-	if (!strcmp(argv[0], "failover"))
-		return do_named("failover", argc - 1, argv + 1, "failed over");
-	if (!strcmp(argv[0], "unprotect"))
-		return do_named("unprotect", argc - 1, argv + 1, "unprotected");
-	if (!strcmp(argv[0], "detach"))
-		return do_named("detach", argc - 1, argv + 1,
-				"detached (its disk and NIC no longer served)");
-	if (!strcmp(argv[0], "migrate") && argc >= 2)
-		return do_migrate(argc - 1, argv + 1);
-	if (!strcmp(argv[0], "wait"))
-		return do_wait(argc - 1, argv + 1);
-	if (!strcmp(argv[0], "inject"))
-		return do_inject(argc - 1, argv + 1);
-	if (!strcmp(argv[0], "drill"))
-		return do_drill(argc - 1, argv + 1);
-	if (!strcmp(argv[0], "epochs"))
-		return do_epochs(argc - 1, argv + 1);
-	if (!strcmp(argv[0], "capture"))
-		return do_capture(argc - 1, argv + 1);
-	if (!strcmp(argv[0], "config") && argc >= 2 && !strcmp(argv[1], "--dump-defaults")) {
-		rdb_config_dump_defaults(argc > 2 && !strcmp(argv[2], "vm") ?
-					 &rdb_vm_config_table : &rdb_daemon_config_table,
-					 stdout);
-		return 0;
+	/* config --dump-defaults talks to no daemon: it reads no file */
+	if (sock_path || !strcmp(argv[0], "config"))
+		return run(argc, argv);
+	rdb_config_defaults(&rdb_daemon_config_table, &dc);
+	rc = load_config(config_path, config_given, &dc);
+	if (rc == 0) {
+		sock_path = dc.control_socket;
+		rc = run(argc, argv);
 	}
-	usage(stderr);
-	return 2;
+	rdb_config_dispose(&rdb_daemon_config_table, &dc);
+	return rc;
 }
