@@ -158,7 +158,7 @@ static const struct rdb_option vm_opts[] = {
 	{ "name", RDB_OPT_STRING, OFF(rdb_vm_config, name), "", 0, 0, v_name,
 	  "VM name: [A-Za-z0-9_.-], 1-64 characters (required)" },
 	{ "hypervisor", RDB_OPT_STRING, OFF(rdb_vm_config, hypervisor), "qemu", 0, 0, v_hypervisor,
-	  "the VM's hypervisor backend: qemu (QEMU/KVM, its COLO migration stream and QMP) or xen (an x86 PV domain, through the remusdb-xen helper; qmp and watchdog_qmp name the domain, which is the VM's name; its vif (script=vif-remusdb) is relayed to net_socket by remusdb-xen vif; no disk yet)" },
+	  "the VM's hypervisor backend: qemu (QEMU/KVM, its COLO migration stream and QMP) or xen (an x86 PV domain, through the remusdb-xen helper; qmp and watchdog_qmp name the domain, which is the VM's name; its vif (script=vif-remusdb) is relayed to net_socket by remusdb-xen vif; its disk, a raw image, is served on disk_socket to the domain's disk line with script=block-remusdb and replicated as a QEMU VM's is; one disk and one NIC: no extra_disk, nvram or extra_nic)" },
 	{ "qmp", RDB_OPT_STRING, OFF(rdb_vm_config, qmp), "", 0, 0, NULL,
 	  "the VM's QMP unix socket (required)" },
 	{ "watchdog_qmp", RDB_OPT_STRING, OFF(rdb_vm_config, watchdog_qmp), "", 0, 0, NULL,
