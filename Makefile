@@ -25,8 +25,9 @@
 #   make fuzz       libFuzzer on the stream, protocol and NBD decoders
 #                   (FUZZ_SECONDS each, default 60)
 #   make deb        Debian packages -> build/deb/: remusdb (hosts),
-#                   remusdb-dkms and remusdb-guest (the guest); packaging
-#                   in tools/debian (tools/mkdeb.sh)
+#                   remusdb-xen (a Xen dom0, beside remusdb), remusdb-dkms
+#                   and remusdb-guest (the guest); packaging in
+#                   tools/debian (tools/mkdeb.sh)
 #   make check-packaging
 #                   make deb, then install them in a clean Debian root,
 #                   boot it with systemd and run the unit there; DKMS

@@ -48,7 +48,7 @@ void rdb_backup_teardown(struct rdb_vm *vm);
 /* Prometheus lines of the flow check (commit protection only). */
 void rdb_backup_metrics(const struct rdb_vm *vm, struct rdb_prom *p);
 void rdb_backup_status(const struct rdb_vm *vm, json_t *o);
-/* What a restored VM's new primary role takes over (reprotect.c). */
+/* What a restored VM's new primary role takes over (role.c). */
 /*
  * The restored VM is protected again from this host: its NICs go to
  * dst[0..ndst) (one for each, in order: -EINVAL otherwise), the replica's disk

@@ -14,8 +14,8 @@
  * of the pipeline (is protection on, which epoch is open, what the backup
  * granted) it reads from struct rdb_ckpt, which the role keeps.
  *
- * Primary-side epoch timeline, for a device (ARCHITECTURE.md, "The
- * epoch"):
+ * Primary-side epoch timeline, for a device (docs/architecture.md, "The
+ * epoch, on the primary"):
  *   start        the link to the backup is up: record from now on, queue
  *                setup frames; initial work (the disk copy) may follow,
  *                the device says so by returning 1 and calls ready() once

@@ -158,7 +158,7 @@ static const struct rdb_option vm_opts[] = {
 	{ "name", RDB_OPT_STRING, OFF(rdb_vm_config, name), "", 0, 0, v_name,
 	  "VM name: [A-Za-z0-9_.-], 1-64 characters (required)" },
 	{ "hypervisor", RDB_OPT_STRING, OFF(rdb_vm_config, hypervisor), "qemu", 0, 0, v_hypervisor,
-	  "the VM's hypervisor backend: qemu (QEMU/KVM, its COLO migration stream and QMP) or xen (an x86 PV domain, through the remusdb-xen helper; qmp and watchdog_qmp name the domain, which is the VM's name; its vif (script=vif-remusdb) is relayed to net_socket by remusdb-xen vif; no disk yet)" },
+	  "the VM's hypervisor backend: qemu (QEMU/KVM, its COLO migration stream and QMP) or xen (an x86 PV domain, through the remusdb-xen helper; qmp and watchdog_qmp name the domain, which is the VM's name; its vif (script=vif-remusdb) is relayed to net_socket by remusdb-xen vif; its disk, a raw image, is served on disk_socket to the domain's disk line with script=block-remusdb and replicated as a QEMU VM's is; one disk and one NIC: no extra_disk, nvram or extra_nic)" },
 	{ "qmp", RDB_OPT_STRING, OFF(rdb_vm_config, qmp), "", 0, 0, NULL,
 	  "the VM's QMP unix socket (required)" },
 	{ "watchdog_qmp", RDB_OPT_STRING, OFF(rdb_vm_config, watchdog_qmp), "", 0, 0, NULL,
@@ -370,7 +370,9 @@ int rdb_config_load_file(const struct rdb_config_table *t, const char *path,
 			 void *cfg, char *err, size_t errlen)
 {
 	FILE *f = fopen(path, "r");
-	char line[4096], e2[512];
+	char *line = NULL, e2[512];
+	size_t cap = 0;
+	ssize_t n;
 	bool seen[64] = { false };
 	int lineno = 0, rc = 0;
 
@@ -378,17 +380,18 @@ int rdb_config_load_file(const struct rdb_config_table *t, const char *path,
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		return -errno;
 	}
-	while (fgets(line, sizeof(line), f)) {
+	while ((n = getline(&line, &cap, f)) > 0) {
 		size_t len = strlen(line);
 		char *s, *eq;
 		const struct rdb_option *o;
 
 		lineno++;
-		/* fgets stops at a NUL too: a line is whole only if it ends in
-		 * '\n' or at the end of the file. */
-		if ((len == 0 || line[len - 1] != '\n') && !feof(f)) {
-			snprintf(err, errlen, "%s:%d: line longer than %zu bytes or "
-				 "with a NUL byte", path, lineno, sizeof(line) - 2);
+		/* a NUL would end the line early, unseen: the whole line is
+		 * refused, the last one too (no '\n' there) */
+		if (len != (size_t)n ||
+		    len - (line[len - 1] == '\n') > RDB_CONFIG_LINE_MAX) {
+			snprintf(err, errlen, "%s:%d: line longer than %d bytes or "
+				 "with a NUL byte", path, lineno, RDB_CONFIG_LINE_MAX);
 			rc = -EINVAL;
 			break;
 		}
@@ -422,6 +425,7 @@ int rdb_config_load_file(const struct rdb_config_table *t, const char *path,
 			break;
 		}
 	}
+	free(line);
 	fclose(f);
 	return rc;
 }

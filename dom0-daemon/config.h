@@ -131,7 +131,11 @@ void rdb_strlist_clear(struct rdb_strlist *l);	/* empty again */
 void rdb_config_dispose(const struct rdb_config_table *t, void *cfg);
 int rdb_config_set(const struct rdb_config_table *t, void *cfg,
 		   const char *key, const char *value, char *err, size_t errlen);
-/* A missing file is an error; call only for files that should exist. */
+/* A missing file is an error; call only for files that should exist.  A
+ * line holds at most RDB_CONFIG_LINE_MAX bytes besides its '\n' and no NUL
+ * byte, or the load fails naming file:line; a line never continues on the
+ * next. */
+#define RDB_CONFIG_LINE_MAX 4094
 int rdb_config_load_file(const struct rdb_config_table *t, const char *path,
 			 void *cfg, char *err, size_t errlen);
 /* Prints every option with its default and doc, as a config file. */

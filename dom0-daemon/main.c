@@ -34,6 +34,7 @@
 #include <grp.h>
 #include "sdnotify.h"
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,22 @@ static void usage(FILE *f)
 		"  -c CONFIG   daemon configuration (default %s; missing file = defaults)\n"
 		"  -o KEY=VAL  override one option (see remusdbctl config --dump-defaults)\n",
 		DEFAULT_CONFIG);
+}
+
+/* Why it does not start, on stderr before it exits: under systemd with
+ * the priority the log's lines carry (log.h), so an error, not info. */
+static void startup_error(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
+static void startup_error(const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "%sremusdbd: %s\n", rdb_log_journal_prefix(RDB_LOG_ERROR),
+		msg);
 }
 
 /* ---- control commands ---- */
@@ -710,7 +727,7 @@ static int placement_setup(struct rdb_daemon *d)
 	char a[256], b[256];
 
 	if (sched_getaffinity(0, sizeof(started), &started) < 0) {
-		fprintf(stderr, "remusdbd: reading its CPU affinity: %s\n",
+		startup_error("reading its CPU affinity: %s",
 			strerror(errno));
 		return -1;
 	}
@@ -719,8 +736,8 @@ static int placement_setup(struct rdb_daemon *d)
 		rdb_cpulist_parse(d->cfg.guest_cpus, &d->guest_cpus);
 		CPU_AND(&d->guest_cpus, &d->guest_cpus, &started);
 		if (CPU_COUNT(&d->guest_cpus) == 0) {
-			fprintf(stderr, "remusdbd: guest_cpus = %s: none of "
-				"them is a CPU it may use (%s)\n",
+			startup_error("guest_cpus = %s: none of "
+				"them is a CPU it may use (%s)",
 				d->cfg.guest_cpus,
 				rdb_cpulist_format(&started, a, sizeof(a)));
 			return -1;
@@ -729,8 +746,8 @@ static int placement_setup(struct rdb_daemon *d)
 	if (d->cfg.cpus[0]) {
 		rdb_cpulist_parse(d->cfg.cpus, &d->cpus);
 		if (sched_setaffinity(0, sizeof(d->cpus), &d->cpus) < 0) {
-			fprintf(stderr, "remusdbd: cpus = %s: %s (CPUs it may "
-				"use: %s)\n", d->cfg.cpus, strerror(errno),
+			startup_error("cpus = %s: %s (CPUs it may "
+				"use: %s)", d->cfg.cpus, strerror(errno),
 				rdb_cpulist_format(&started, a, sizeof(a)));
 			return -1;
 		}
@@ -771,14 +788,14 @@ static int qemu_group_setup(struct rdb_daemon *d)
 		errno = 0;
 		gr = getgrnam(g);
 		if (!gr) {
-			fprintf(stderr, "remusdbd: qemu_group = %s: %s\n", g,
+			startup_error("qemu_group = %s: %s", g,
 				errno ? strerror(errno) : "no such group on this "
 				"host (a name from /etc/group, or a number)");
 			return -EINVAL;
 		}
 		if (gr->gr_gid == 0) {
-			fprintf(stderr, "remusdbd: qemu_group = %s is root's group: "
-				"leave qemu_group empty for QEMU as root\n", g);
+			startup_error("qemu_group = %s is root's group: "
+				"leave qemu_group empty for QEMU as root", g);
 			return -EINVAL;
 		}
 		d->qemu_gid = gr->gr_gid;
@@ -869,7 +886,7 @@ int main(int argc, char **argv)
 	if (config_given || access(config_path, F_OK) == 0) {
 		if (rdb_config_load_file(&rdb_daemon_config_table, config_path,
 					 &d.cfg, err, sizeof(err)) < 0) {
-			fprintf(stderr, "remusdbd: %s\n", err);
+			startup_error("%s", err);
 			rdb_config_dispose(&rdb_daemon_config_table, &d.cfg);
 			return 2;
 		}
@@ -882,14 +899,14 @@ int main(int argc, char **argv)
 		if (opt != 'o')
 			continue;
 		if (!eq) {
-			fprintf(stderr, "remusdbd: -o wants KEY=VALUE, got %s\n", optarg);
+			startup_error("-o wants KEY=VALUE, got %s", optarg);
 			rdb_config_dispose(&rdb_daemon_config_table, &d.cfg);
 			return 2;
 		}
 		*eq = 0;
 		if (rdb_config_set(&rdb_daemon_config_table, &d.cfg, optarg,
 				   eq + 1, err, sizeof(err)) < 0) {
-			fprintf(stderr, "remusdbd: %s\n", err);
+			startup_error("%s", err);
 			rdb_config_dispose(&rdb_daemon_config_table, &d.cfg);
 			return 2;
 		}
@@ -898,7 +915,7 @@ int main(int argc, char **argv)
 		rdb_log_setup("remusdbd", lvl);
 	if (rdb_linksec_create(d.cfg.link_security, d.cfg.link_psk_file,
 			       &d.linksec, err, sizeof(err)) < 0) {
-		fprintf(stderr, "remusdbd: replication link: %s\n", err);
+		startup_error("replication link: %s", err);
 		rdb_config_dispose(&rdb_daemon_config_table, &d.cfg);
 		return 2;
 	}

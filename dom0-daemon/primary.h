@@ -2,7 +2,8 @@
 /*
  * The primary role: one protected VM running on this host.
  *
- * Per checkpoint N (Remus epoch, see ARCHITECTURE.md):
+ * Per checkpoint N (Remus epoch; docs/architecture.md, "The epoch, on the
+ * primary"):
  *   QEMU ──REQUEST──►            we answer REPLY, the VM stops
  *   QEMU ──pages, devstate──►    parsed into memory, queued for the backup
  *   epoch_end(N)                 frames read from now on are epoch N+1;

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The Debian packages -> build/deb/*.deb: remusdb (the hosts: remusdbd,
 # remusdbctl, the systemd unit, manual pages, a commented configuration),
-# remusdb-dkms (the guest: remusdb.ko's source for DKMS) and remusdb-guest
-# (the guest: remusdb-eventd).  The top level has no debian/: the tree's
-# files (tracked, plus new ones git does not ignore, as they are in the
-# working tree) are copied to build/deb/remusdb-VERSION/, tools/debian
+# remusdb-xen (a Xen dom0, beside remusdb: the helper remusdb-xen and its
+# device scripts), remusdb-dkms (the guest: remusdb.ko's source for DKMS)
+# and remusdb-guest (the guest: remusdb-eventd).  The top level has no
+# debian/: the tree's files (tracked, plus new ones git does not ignore,
+# as they are in the working tree) are copied to build/deb/remusdb-VERSION/, tools/debian
 # becomes its debian/, and dpkg-buildpackage builds the binary packages
 # there (the copy is removed once it built).  Build dependencies: tools/setup-deps.sh (make deb runs it).
 #   tools/mkdeb.sh            (from anywhere; writes ROOT/build/deb/)

@@ -7,6 +7,13 @@
  * operator can grep one VM's history:
  *
  *   2026-11-22T12:00:00.123Z remusdbd[42] WARN ckpt vm=pg1: epoch 17 overran its deadline
+ *
+ * When stderr is journald's stream (under systemd: JOURNAL_STREAM names
+ * it), a line starts with its syslog priority instead of the time, which
+ * the journal records itself; ERROR is <3> (alarms are ERRORs), WARN <4>,
+ * INFO <6>, DEBUG <7>:
+ *
+ *   <4>remusdbd[42] WARN ckpt vm=pg1: epoch 17 overran its deadline
  */
 #ifndef RDB_LOG_H
 #define RDB_LOG_H
@@ -21,9 +28,13 @@ enum rdb_log_level {
 	RDB_LOG__MAX
 };
 
-/* Lines below min_level are dropped; ident is the program name. */
+/* Lines below min_level are dropped; ident is the program name.  Looks
+ * at stderr for the journal: call it once stderr is where lines go. */
 void rdb_log_setup(const char *ident, enum rdb_log_level min_level);
 int rdb_log_level_parse(const char *s, enum rdb_log_level *level_out);
+/* level's "<N>" when stderr is the journal, "" otherwise: for the lines a
+ * program prints on stderr itself (a configuration error it exits on). */
+const char *rdb_log_journal_prefix(enum rdb_log_level level);
 
 /* vm may be NULL. Unit tests replace this with -Wl,--wrap=rdb_log_write. */
 void rdb_log_write(enum rdb_log_level level, const char *component,

@@ -27,6 +27,67 @@ static const char *write_tmp(const char *text)
 	return path;
 }
 
+static const char *write_tmp_bytes(const char *bytes, size_t n)
+{
+	static char path[64];
+	FILE *f;
+
+	strcpy(path, "/tmp/rdb-conf-XXXXXX");
+	close(mkstemp(path));
+	f = fopen(path, "w");
+	fwrite(bytes, 1, n, f);
+	fclose(f);
+	return path;
+}
+
+/* Loads "qemu_group = " plus fill bytes of 'a', then tail (n bytes) on a
+ * second line; 0 or the load's error. */
+static int load_line(size_t fill, const char *tail, size_t n, char *err,
+		     size_t errlen)
+{
+	static char text[2 * RDB_CONFIG_LINE_MAX];
+	struct rdb_daemon_config c;
+	size_t len = 0;
+	const char *p;
+	int rc;
+
+	len += sprintf(text, "# a line of %zu bytes follows\nqemu_group = ", fill + 13);
+	memset(text + len, 'a', fill);
+	len += fill;
+	memcpy(text + len, tail, n);
+	p = write_tmp_bytes(text, len + n);
+	rdb_config_defaults(&rdb_daemon_config_table, &c);
+	rc = rdb_config_load_file(&rdb_daemon_config_table, p, &c, err, errlen);
+	if (rc == 0)
+		assert_int_equal(strlen(c.qemu_group), fill);
+	rdb_config_dispose(&rdb_daemon_config_table, &c);
+	unlink(p);
+	return rc;
+}
+
+/* What docs/config.md says of a line: at most RDB_CONFIG_LINE_MAX bytes
+ * besides its newline, no NUL byte (the last line's too), refused naming
+ * its own line; no continuation. */
+static void test_line_limits(void **state)
+{
+	const size_t fill = RDB_CONFIG_LINE_MAX - 13;	/* "qemu_group = " */
+	char err[512];
+
+	assert_int_equal(load_line(fill, "\n", 1, err, sizeof(err)), 0);
+	assert_int_equal(load_line(fill, "", 0, err, sizeof(err)), 0);
+	assert_int_equal(load_line(fill + 1, "\n", 1, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, ":2: line longer than 4094 bytes"));
+	assert_int_equal(load_line(fill + 1, "", 0, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, ":2: line longer than 4094 bytes"));
+	assert_int_equal(load_line(2, "\0b\n", 3, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, ":2: line longer than 4094 bytes or with a NUL byte"));
+	assert_int_equal(load_line(2, "\0b", 2, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, ":2: line longer than 4094 bytes or with a NUL byte"));
+	/* a trailing backslash is the value's; the next line is a line */
+	assert_int_equal(load_line(2, " \\\nrun_dir\n", 11, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, ":3: expected key = value"));
+}
+
 static void test_defaults_work_out_of_the_box(void **state)
 {
 	struct rdb_daemon_config d;
@@ -511,6 +572,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_defaults_work_out_of_the_box),
+		cmocka_unit_test(test_line_limits),
 		cmocka_unit_test(test_link_security_values),
 		cmocka_unit_test(test_cpu_lists),
 		cmocka_unit_test(test_vm_file_with_lists_and_errors),
