@@ -40,6 +40,9 @@ void rdb_primary_status(const struct rdb_vm *vm, json_t *o)
 		return;
 	json_object_set_new(o, "peer", json_string(vm->cfg.peer));
 	json_object_set_new(o, "mode", json_string(vm->cfg.mode ? vm->cfg.mode : "plain"));
+	/* re-adopted as protected: protect starts once the witness answers
+	 * (remusdbctl wait ... protected waits through it) */
+	json_object_set_new(o, "protect_pending", json_boolean(p->readopt_protect));
 	json_object_set_new(o, "open_epoch", json_integer((json_int_t)p->ck.open_epoch));
 	/* the last protection's start, until epoch 0 was committed: the
 	 * disk copy (queued), then the memory copy (COLO start to ACK 0) */

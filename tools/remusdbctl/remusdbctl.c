@@ -1055,10 +1055,14 @@ static int do_wait(int argc, char **argv)
 			/* protect works in the background (the witness, the
 			 * connect): unprotected while awaiting protected is
 			 * its failure, with the reason */
+			/* (a VM re-adopted at the daemon's start is
+			 * unprotected until the witness answers, its protect
+			 * pending: not a failure yet) */
 			if ((!strcmp(st, "failed") || !strcmp(st, "degraded") ||
 			     !strcmp(st, "fenced") ||
 			     (!strcmp(st, "unprotected") &&
-			      !strcmp(want, "protected"))) &&
+			      !strcmp(want, "protected") &&
+			      !json_is_true(json_object_get(vm, "protect_pending")))) &&
 			    strcmp(want, st)) {
 				fprintf(stderr, "remusdbctl: %s is %s (%s), not %s\n",
 					name, st, json_string_value(json_object_get(vm, "state_reason")),
