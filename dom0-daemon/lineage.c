@@ -4,7 +4,6 @@
 #include "fileio.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -183,25 +182,13 @@ int rdb_lineage_load(const char *state_dir, const char *vm,
 	return rc;
 }
 
-static int sync_dir(const char *dir)
-{
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (fsync(fd) < 0)
-		rc = -errno;
-	close(fd);
-	return rc;
-}
-
 int rdb_lineage_save(const char *state_dir, const char *vm,
 		     const struct rdb_lineage *l, char *err, size_t errlen)
 {
-	char dir[512], file[540], tmp[560], gen[17];
+	char dir[512], file[540], gen[17];
 	json_t *o;
 	char *text = NULL;
-	int fd = -1, rc;
+	int rc;
 
 	rc = paths(state_dir, vm, dir, sizeof(dir), file, sizeof(file));
 	if (rc < 0)
@@ -251,29 +238,9 @@ int rdb_lineage_save(const char *state_dir, const char *vm,
 		snprintf(err, errlen, "lineage record: out of memory");
 		return -ENOMEM;
 	}
-	snprintf(tmp, sizeof(tmp), "%s.tmp", file);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		rc = -errno;
-		goto out;
-	}
-	rc = rdb_write_all(fd, text, strlen(text));
-	if (rc == 0)
-		rc = rdb_write_all(fd, "\n", 1);
-	if (rc == 0 && fsync(fd) < 0)
-		rc = -errno;
-	if (close(fd) < 0 && rc == 0)
-		rc = -errno;
-	fd = -1;
-	if (rc == 0 && rename(tmp, file) < 0)
-		rc = -errno;
-	if (rc == 0)
-		rc = sync_dir(dir);
-out:
-	if (rc < 0) {
+	rc = rdb_replace_file(dir, file, text);
+	if (rc < 0)
 		snprintf(err, errlen, "writing %s: %s", file, strerror(-rc));
-		unlink(tmp);
-	}
 	free(text);
 	return rc;
 }
@@ -285,7 +252,5 @@ int rdb_lineage_remove(const char *state_dir, const char *vm)
 
 	if (rc < 0)
 		return rc;
-	if (unlink(file) < 0)
-		return errno == ENOENT ? 0 : -errno;
-	return sync_dir(dir);
+	return rdb_remove_file(dir, file);
 }

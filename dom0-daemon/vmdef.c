@@ -5,13 +5,11 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #define FORMAT 1
 #define FILE_NAME "definition.json"
@@ -19,18 +17,6 @@
 const char *rdb_vmdef_intent_name(enum rdb_vmdef_intent i)
 {
 	return i == RDB_VMDEF_PROTECTED ? "protected" : "attached";
-}
-
-static int sync_dir(const char *dir)
-{
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (fsync(fd) < 0)
-		rc = -errno;
-	close(fd);
-	return rc;
 }
 
 static int name_ok(const char *name)
@@ -43,12 +29,12 @@ int rdb_vmdef_save(const char *state_dir, const char *name,
 		   enum rdb_vmdef_intent intent, json_t *config, char *err,
 		   size_t errlen)
 {
-	char dir[512], file[540], tmp[560], when[40];
+	char dir[512], file[540], when[40];
 	time_t now = time(NULL);
 	struct tm tm;
 	char *text = NULL;
 	json_t *o;
-	int fd = -1, rc = 0, n;
+	int rc, n;
 
 	if (!name_ok(name) || !json_is_object(config)) {
 		snprintf(err, errlen, "VM definition: bad name or config");
@@ -60,7 +46,6 @@ int rdb_vmdef_save(const char *state_dir, const char *name,
 		return -ENAMETOOLONG;
 	}
 	snprintf(file, sizeof(file), "%s/" FILE_NAME, dir);
-	snprintf(tmp, sizeof(tmp), "%s.tmp", file);
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
 		rc = -errno;
 		snprintf(err, errlen, "%s: %s", dir, strerror(-rc));
@@ -77,25 +62,9 @@ int rdb_vmdef_save(const char *state_dir, const char *name,
 		snprintf(err, errlen, "VM definition: out of memory");
 		return -ENOMEM;
 	}
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0)
-		rc = -errno;
-	if (rc == 0)
-		rc = rdb_write_all(fd, text, strlen(text));
-	if (rc == 0)
-		rc = rdb_write_all(fd, "\n", 1);
-	if (rc == 0 && fsync(fd) < 0)
-		rc = -errno;
-	if (fd >= 0 && close(fd) < 0 && rc == 0)
-		rc = -errno;
-	if (rc == 0 && rename(tmp, file) < 0)
-		rc = -errno;
-	if (rc == 0)
-		rc = sync_dir(dir);
-	if (rc < 0) {
+	rc = rdb_replace_file(dir, file, text);
+	if (rc < 0)
 		snprintf(err, errlen, "writing %s: %s", file, strerror(-rc));
-		unlink(tmp);
-	}
 	free(text);
 	return rc;
 }
@@ -111,9 +80,7 @@ int rdb_vmdef_remove(const char *state_dir, const char *name)
 	if (n < 0 || (size_t)n >= sizeof(dir))
 		return -ENAMETOOLONG;
 	snprintf(file, sizeof(file), "%s/" FILE_NAME, dir);
-	if (unlink(file) < 0)
-		return errno == ENOENT ? 0 : -errno;
-	return sync_dir(dir);
+	return rdb_remove_file(dir, file);
 }
 
 /* One definition file: 0 and *def filled (config to be decref'd), or

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -103,4 +104,49 @@ int rdb_zero_range(int fd, uint64_t off, uint64_t len, bool punch)
 		len -= n;
 	}
 	return 0;
+}
+
+int rdb_sync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+int rdb_replace_file(const char *dir, const char *file, const char *text)
+{
+	char tmp[4096];
+	int fd, rc, n = snprintf(tmp, sizeof(tmp), "%s.tmp", file);
+
+	if (n < 0 || (size_t)n >= sizeof(tmp))
+		return -ENAMETOOLONG;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -errno;
+	rc = rdb_write_all(fd, text, strlen(text));
+	if (rc == 0)
+		rc = rdb_write_all(fd, "\n", 1);
+	if (rc == 0 && fsync(fd) < 0)
+		rc = -errno;
+	if (close(fd) < 0 && rc == 0)
+		rc = -errno;
+	if (rc == 0 && rename(tmp, file) < 0)
+		rc = -errno;
+	if (rc == 0)
+		rc = rdb_sync_dir(dir);
+	if (rc < 0)
+		unlink(tmp);
+	return rc;
+}
+
+int rdb_remove_file(const char *dir, const char *file)
+{
+	if (unlink(file) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	return rdb_sync_dir(dir);
 }

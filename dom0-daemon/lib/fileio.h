@@ -16,4 +16,13 @@ int rdb_pread_all(int fd, void *p, uint64_t len, uint64_t off);
  * then to writing zeroes, where the filesystem cannot. */
 int rdb_zero_range(int fd, uint64_t off, uint64_t len, bool punch);
 
+/* The directory's entries on disk (after a rename or an unlink). */
+int rdb_sync_dir(const char *dir);
+/* dir/file replaced whole by text and a newline, durably: written to
+ * file.tmp (0600, not through a link), synced, renamed over file, dir
+ * synced; on failure file is as it was and no .tmp is left. */
+int rdb_replace_file(const char *dir, const char *file, const char *text);
+/* dir/file gone, durably (dir synced); none there: 0. */
+int rdb_remove_file(const char *dir, const char *file);
+
 #endif
