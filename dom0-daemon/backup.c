@@ -2644,10 +2644,7 @@ static void on_pending(struct rdb_evloop *loop, int fd, unsigned ev,
 	}
 	/* This host backs the VM up now: a definition of it as this host's
 	 * to run (vmdef.h, a copy it ran before) must not be re-adopted. */
-	if ((rc = rdb_vmdef_remove(d->cfg.state_dir, name)) < 0)
-		LOGVM(ERROR, name, "its old definition here could not be removed "
-		      "(%s): a restart of remusdbd would try to run it here",
-		      strerror(-rc));
+	rdb_vmdef_forget(d->cfg.state_dir, name);
 	b = backup_new(d, name);
 	if (!b) {
 		refuse(pc, "backup out of memory");

@@ -132,16 +132,6 @@ static void record_def(struct rdb_daemon *d, const char *name,
 		json_object_set_new(*reply_out, "message", json_string(msg));
 }
 
-static void forget_def(struct rdb_daemon *d, const char *name)
-{
-	int rc = rdb_vmdef_remove(d->cfg.state_dir, name);
-
-	if (rc < 0)
-		LOGVM(ERROR, name, "its definition could not be removed (%s): "
-		      "a restart of remusdbd would re-adopt it",
-		      strerror(-rc));
-}
-
 /*
  * An attach or protect that asks for what already is (the VM attached
  * here; protected or on its way, in this mode): done, nothing changes.  So a runbook's attach and protect after a restart
@@ -310,18 +300,17 @@ static int ctl_unprotect(void *opaque, json_t *req, json_t **reply_out)
 
 static int ctl_detach(void *opaque, json_t *req, json_t **reply_out)
 {
+	struct rdb_daemon *d = opaque;
+	/* (the request outlives the VM it names) */
 	const char *name = json_string_value(json_object_get(
 				json_object_get(req, "args"), "name"));
-	char copy[65];
-	int rc;
+	int rc = primary_forced_op(opaque, req, reply_out,
+				   "detach is for a VM attached on this host "
+				   "(this host backs it up: unprotect it on its "
+				   "primary's host)", rdb_primary_detach);
 
-	snprintf(copy, sizeof(copy), "%s", name ? name : "");
-	rc = primary_forced_op(opaque, req, reply_out,
-			       "detach is for a VM attached on this host (this "
-			       "host backs it up: unprotect it on its primary's "
-			       "host)", rdb_primary_detach);
-	if (rc == 0 && copy[0])
-		forget_def(opaque, copy);
+	if (rc == 0 && name)
+		rdb_vmdef_forget(d->cfg.state_dir, name);
 	return rc;
 }
 

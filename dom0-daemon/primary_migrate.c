@@ -54,18 +54,6 @@
 /* A killed QEMU that is not our child: how long to watch it go. */
 #define KILL_WAIT_NS (2 * RDB_NS_PER_S)
 
-/* The VM runs on the other host now: this host's definition of it
- * (vmdef.h) must not be re-adopted at the next start. */
-static void forget_def(struct rdb_primary *p)
-{
-	int rc = rdb_vmdef_remove(p->d->cfg.state_dir, p->vm->name);
-
-	if (rc < 0)
-		LOGVM(ERROR, p->vm->name, "its definition here could not be "
-		      "removed (%s): a restart of remusdbd would try to run it "
-		      "here", strerror(-rc));
-}
-
 static const char *const ho_phase_names[RDB_HO__MAX] = {
 	[RDB_HO_NONE] = "none",
 	[RDB_HO_PREPARING] = "preparing",
@@ -389,7 +377,8 @@ static void migrated(struct rdb_primary *p)
 		for (unsigned k = 0; k < RDB_NICS_MAX; k++)
 			rdb_buf_reset(&p->ho.frames[k]);  /* the backup sends them */
 		ho_reset(p, RDB_HO_NONE);
-		forget_def(p);
+		/* (it runs on the other host now: not re-adopted here) */
+		rdb_vmdef_forget(p->d->cfg.state_dir, vm->name);
 		rdb_vm_set_state(vm, RDB_VM_MIGRATED, "handed over to %s at epoch "
 				 "%llu; this host's stopped QEMU (pid %d) could not "
 				 "be killed: %s", vm->cfg.peer,
@@ -405,7 +394,7 @@ static void migrated(struct rdb_primary *p)
 		LOGVM(ERROR, vm->name, "this host's disk image could not be "
 		      "synced after the handover: protecting the VM back here "
 		      "will copy the whole disk");
-	forget_def(p);
+	rdb_vmdef_forget(p->d->cfg.state_dir, vm->name);
 	rdb_vm_set_state(vm, RDB_VM_MIGRATED, "the VM runs on %s from epoch %llu "
 			 "(taken %.1f ms after its guest stopped here); this host's QEMU "
 			 "(pid %d) is killed (gone in %.1f ms)", vm->cfg.peer,

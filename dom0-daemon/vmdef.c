@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
+#define RDB_COMPONENT "vmdef"
 #include "vmdef.h"
 
 #include "fileio.h"
+#include "log.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -81,6 +83,16 @@ int rdb_vmdef_remove(const char *state_dir, const char *name)
 		return -ENAMETOOLONG;
 	snprintf(file, sizeof(file), "%s/" FILE_NAME, dir);
 	return rdb_remove_file(dir, file);
+}
+
+void rdb_vmdef_forget(const char *state_dir, const char *name)
+{
+	int rc = rdb_vmdef_remove(state_dir, name);
+
+	if (rc < 0)
+		LOGVM(ERROR, name, "its definition here could not be removed "
+		      "(%s): a restart of remusdbd would try to run it here",
+		      strerror(-rc));
 }
 
 /* One definition file: 0 and *def filled (config to be decref'd), or

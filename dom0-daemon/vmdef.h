@@ -39,6 +39,10 @@ int rdb_vmdef_save(const char *state_dir, const char *name,
 
 /* Forgets NAME (no definition: 0). */
 int rdb_vmdef_remove(const char *state_dir, const char *name);
+/* The same where the caller goes on regardless (a detach, a switchover's
+ * end, this host becoming the VM's backup): a failure is logged, with
+ * what it means (the next start would re-adopt the VM). */
+void rdb_vmdef_forget(const char *state_dir, const char *name);
 
 struct rdb_vmdef {
 	char name[65];
