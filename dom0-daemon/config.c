@@ -901,3 +901,16 @@ int rdb_vm_config_from_json(json_t *obj, struct rdb_vm_config *c, char *err,
 		rc = rdb_vm_config_supported(c, err, errlen);
 	return rc;
 }
+
+int rdb_vm_config_copy(const struct rdb_vm_config *src,
+		       struct rdb_vm_config *dst, char *err, size_t errlen)
+{
+	json_t *j;
+	int rc;
+
+	rdb_config_defaults(&rdb_vm_config_table, dst);
+	j = rdb_vm_config_to_json(src);
+	rc = j ? rdb_vm_config_from_json(j, dst, err, errlen) : -ENOMEM;
+	json_decref(j);
+	return rc;
+}

@@ -177,5 +177,9 @@ int rdb_vm_config_write_file(const struct rdb_vm_config *c, const char *path,
  * rdb_vm_config_supported. */
 int rdb_vm_config_from_json(json_t *obj, struct rdb_vm_config *c, char *err,
 			    size_t errlen);
+/* dst (not initialised) an owned copy of src, through its JSON: the
+ * defaults, then every key of src; dispose of dst either way. */
+int rdb_vm_config_copy(const struct rdb_vm_config *src,
+		       struct rdb_vm_config *dst, char *err, size_t errlen);
 
 #endif

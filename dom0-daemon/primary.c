@@ -1919,7 +1919,6 @@ void rdb_primary_readopt_tick(struct rdb_vm *vm)
 	struct rdb_primary *p = vm->pri;
 	struct rdb_vm_config cfg;
 	char err[512] = "";
-	json_t *j;
 	int rc;
 
 	if (!p || !p->readopt_protect)
@@ -1935,10 +1934,7 @@ void rdb_primary_readopt_tick(struct rdb_vm *vm)
 		return;
 	}
 	/* its own config, as attached: protect takes an owned copy */
-	rdb_config_defaults(&rdb_vm_config_table, &cfg);
-	j = rdb_vm_config_to_json(&vm->cfg);
-	rc = j ? rdb_vm_config_from_json(j, &cfg, err, sizeof(err)) : -ENOMEM;
-	json_decref(j);
+	rc = rdb_vm_config_copy(&vm->cfg, &cfg, err, sizeof(err));
 	LOGVM(INFO, vm->name, "re-adopted: the witness says this host runs the "
 	      "VM; protecting it again, as recorded");
 	if (rc == 0)
@@ -2307,14 +2303,11 @@ static int survivor_config(struct rdb_daemon *d, struct rdb_vm *vm,
 		vm->cfg.backup_tap : vm->cfg.tap;
 	char path[600], old_tap[64];
 	const char *key;
-	json_t *j, *v;
+	json_t *v;
 	int rc;
 
 	snprintf(old_tap, sizeof(old_tap), "%s", vm->cfg.tap ? vm->cfg.tap : "");
-	rdb_config_defaults(&rdb_vm_config_table, cfg);
-	j = rdb_vm_config_to_json(&vm->cfg);
-	rc = j ? rdb_vm_config_from_json(j, cfg, err, errlen) : -ENOMEM;
-	json_decref(j);
+	rc = rdb_vm_config_copy(&vm->cfg, cfg, err, errlen);
 	if (rc < 0)
 		return rc;
 	json_object_foreach(set, key, v) {
