@@ -111,6 +111,23 @@ static int sub_getopt(int argc, char **argv, const struct option *opts)
 	return 1;
 }
 
+/* --timeout's seconds, in (0, max], or [0, max] with zero_ok: false,
+ * said why, when s is not that. */
+static bool seconds_arg(const char *s, bool zero_ok, double max, double *out)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	if (end == s || *end || !isfinite(v) || v < 0 || (v == 0 && !zero_ok) ||
+	    v > max) {
+		fprintf(stderr, "remusdbctl: --timeout %s: want seconds in 0..%g\n",
+			s, max);
+		return false;
+	}
+	*out = v;
+	return true;
+}
+
 /* Exit code 2: the usage, unless getopt has already said what is wrong
  * (o == '?') in one line that the usage would bury. */
 static int usage_error(int o)
@@ -787,12 +804,8 @@ static int do_drill(int argc, char **argv)
 	FILE *f;
 
 	while ((o = sub_getopt(argc, argv, opts)) != -1) {
-		char *end;
-
 		if (o == 't') {
-			timeout = strtod(optarg, &end);
-			if (*end || !isfinite(timeout) || timeout <= 0 || timeout > 86400) {
-				fprintf(stderr, "remusdbctl: --timeout: want seconds in 0..86400\n");
+			if (!seconds_arg(optarg, false, 86400, &timeout)) {
 				json_decref(states);
 				return 2;
 			}
@@ -947,16 +960,9 @@ static int do_migrate(int argc, char **argv)
 	int ex = 0, o;
 
 	while ((o = sub_getopt(argc, argv, opts)) != -1) {
-		char *end;
-
 		if (o == 't') {
-			timeout = strtod(optarg, &end);
-			if (end == optarg || *end || !isfinite(timeout) || timeout <= 0 ||
-			    timeout > 3600) {
-				fprintf(stderr, "remusdbctl: --timeout %s: want seconds in "
-					"0..3600\n", optarg);
+			if (!seconds_arg(optarg, false, 3600, &timeout))
 				return 2;
-			}
 		} else if (o == 1 && !name) {
 			name = optarg;
 		} else {
@@ -1016,16 +1022,9 @@ static int do_wait(int argc, char **argv)
 	int o;
 
 	while ((o = sub_getopt(argc, argv, opts)) != -1) {
-		char *end;
-
 		if (o == 't') {
-			timeout = strtod(optarg, &end);
-			if (end == optarg || *end || !isfinite(timeout) || timeout < 0 ||
-			    timeout > 86400) {
-				fprintf(stderr, "remusdbctl: --timeout %s: want seconds in "
-					"0..86400\n", optarg);
+			if (!seconds_arg(optarg, true, 86400, &timeout))
 				return 2;
-			}
 		} else if (o == 1 && !name) {
 			name = optarg;
 		} else if (o == 1 && !want) {
