@@ -65,16 +65,19 @@ kill_ms=$stop_ms kill_prot=$((prot_ms - start_ms))
 [ "$(grep -c "re-adopting the VM as recorded (protected" "$CL_DIR/pri/remusdbd.log")" -ge 2 ] ||
 	rdb_fail "the log does not say the VM was re-adopted twice"
 sleep 5
+pre_pull_ms=$(date +%s%3N)
 cluster_pull_power "$run"
 pull_ms=$(date +%s%3N)
 cl_ctl bak wait "$CL_VM" failed-over --timeout 30 || rdb_fail "no failover"
 wait_pid 150 "$led"
-# each restart's gap: the longest gap that began at most 1 s before its stop
+# each restart's gap: the longest that began within 1 s before its stop
+# and before the next event (the other restart, the power pull)
 for r in term kill; do
 	eval "at=\$${r}_ms"
+	[ "$r" = term ] && until=$kill_ms || until=$pre_pull_ms
 	clix "$RDB_ROOT/build/workload/ledger" check --host "$CL_GUEST_IP" --clients 3 \
-		--journal "$CL_DIR/ledger" --pull-ms "$at" --json "$CL_DIR/ledger-$r.json" \
-		2>"$CL_DIR/ledger-check-$r.log"
+		--journal "$CL_DIR/ledger" --pull-ms "$at" --gap-before-ms "$until" \
+		--json "$CL_DIR/ledger-$r.json" 2>"$CL_DIR/ledger-check-$r.log"
 done
 clix "$RDB_ROOT/build/workload/ledger" check --host "$CL_GUEST_IP" --clients 3 \
 	--journal "$CL_DIR/ledger" --pull-ms "$pull_ms" --json "$CL_DIR/ledger.json" \

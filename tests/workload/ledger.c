@@ -10,7 +10,8 @@
  *                --pull-file F] [--readers R [--reader-host H2]] [--base B]
  *   ledger check --host H [--dbms ...] [--port P] [--db D] [--user U]
  *                --journal DIR [--clients N] [--items K] [--speculators K]
- *                [--pull-ms T] [--restore-ms T] [--json FILE] [--base B]
+ *                [--pull-ms T] [--gap-before-ms T2] [--restore-ms T]
+ *                [--json FILE] [--base B]
  *
  * --base B numbers a run's transactions from B + 1 (per client), and
  * check then leaves the table's rows numbered B or below to earlier runs:
@@ -63,7 +64,9 @@
  *   errors, reconnects, failed_commits
  *   max_gap_ms     longest time without any acknowledged commit
  *   failover_gap_ms the longest gap ending after --pull-ms that began at
- *                  most 1 s before it: the outage clients saw
+ *                  most 1 s before it (and before --gap-before-ms, when
+ *                  a later event's gap must not count): the outage
+ *                  clients saw
  *   max_client_wait_ms  with --restore-ms: the longest any client waited
  *                  after the restore for its next answer (an
  *                  acknowledgement or an error); stalled_clients: those
@@ -104,7 +107,7 @@ static const char *reader_host;
 static const char *journal_dir, *stop_file, *json_path, *pull_file;
 static int nclients = 4, items = 3, rollback_every = 10, nspec, nreaders;
 static double duration_s = 10, wait_timeout_s = 30;
-static int64_t pull_ms = -1, restore_ms = -1;
+static int64_t pull_ms = -1, restore_ms = -1, gap_before_ms = -1;
 /* --base B: this run's transactions are numbered from B + 1, and check
  * leaves rows numbered B or below to the runs before (several runs on
  * one table: tests/soak) */
@@ -642,7 +645,9 @@ static int do_check(void)
 		 * be acknowledged between reading the clock and the links going
 		 * down, so "the gap around pull_ms" alone can be a short one). */
 		if (pull_ms >= 0 && i && acks[i] > pull_ms &&
-		    acks[i - 1] >= pull_ms - 1000 && acks[i] - acks[i - 1] > fo_gap) {
+		    acks[i - 1] >= pull_ms - 1000 &&
+		    (gap_before_ms < 0 || acks[i - 1] < gap_before_ms) &&
+		    acks[i] - acks[i - 1] > fo_gap) {
 			fo_gap = acks[i] - acks[i - 1];
 			gap_end = acks[i];
 		}
@@ -705,7 +710,8 @@ static void usage(void)
 		"       ledger check --host H [--dbms ...] [--port P] [--db D] [--user U]\n"
 		"                  --journal DIR [--clients N] [--items K] [--speculators K]\n"
 		"                  [--readers R]\n"
-		"                  [--reconnect] [--pull-ms T] [--restore-ms T] [--json FILE]\n"
+		"                  [--reconnect] [--pull-ms T] [--gap-before-ms T2]\n"
+		"                  [--restore-ms T] [--json FILE]\n"
 		"                  [--base B]\n");
 	exit(2);
 }
@@ -731,6 +737,7 @@ int main(int argc, char **argv)
 		{ "reader-host", required_argument, NULL, 'H' },
 		{ "pull-file", required_argument, NULL, 'F' },
 		{ "pull-ms", required_argument, NULL, 'P' },
+		{ "gap-before-ms", required_argument, NULL, 'G' },
 		{ "restore-ms", required_argument, NULL, 'T' },
 		{ "json", required_argument, NULL, 'J' },
 		{ "base", required_argument, NULL, 'B' },
@@ -770,6 +777,7 @@ int main(int argc, char **argv)
 		case 'H': reader_host = optarg; break;
 		case 'F': pull_file = optarg; break;
 		case 'P': pull_ms = strtoll(optarg, NULL, 10); break;
+		case 'G': gap_before_ms = strtoll(optarg, NULL, 10); break;
 		case 'T': restore_ms = strtoll(optarg, NULL, 10); break;
 		case 'J': json_path = optarg; break;
 		case 'B': base_n = strtoll(optarg, NULL, 10); break;
