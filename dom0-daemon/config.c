@@ -128,6 +128,8 @@ static const struct rdb_option daemon_opts[] = {
 	  "silence after which a backup fails over (and a primary drops its backup)" },
 	{ "ack_timeout_ms", RDB_OPT_U32, OFF(rdb_daemon_config, ack_timeout_ms), "0", 0, 3600000, NULL,
 	  "longest a protected VM's oldest checkpoint may wait for the backup's acknowledgement (its output held all the while) before the primary raises an alarm and treats the backup as lost (the failover decision), as for silence; a backup that answers heartbeats but cannot commit (its disk stuck, say) is caught by this bound; 0: 5 x failover_timeout_ms" },
+	{ "auto_reprotect_s", RDB_OPT_U32, OFF(rdb_daemon_config, auto_reprotect_s), "600", 0, 86400, NULL,
+	  "after a backup's remusdbd went away while its host stayed up (it closed the replication link: a restart, an upgrade, a crash), the primary protects the VM to it again on its own, retrying 1 s, 2 s, 4 s ... up to every 30 s for this long; not after a host or link loss (silence), a refusal, or the operator's unprotect; 0: never (protect by hand)" },
 	{ "qemu_binary", RDB_OPT_STRING, OFF(rdb_daemon_config, qemu_binary), "qemu-system-x86_64", 0, 0, NULL,
 	  "QEMU started on failover" },
 	{ "metrics_file", RDB_OPT_STRING, OFF(rdb_daemon_config, metrics_file), "", 0, 0, NULL,

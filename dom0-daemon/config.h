@@ -51,6 +51,7 @@ struct rdb_daemon_config {
 	uint32_t heartbeat_ms;
 	uint32_t failover_timeout_ms;
 	uint32_t ack_timeout_ms;
+	uint32_t auto_reprotect_s;
 	char *qemu_binary;
 	char *metrics_file;
 	bool allow_fault_injection;

@@ -640,11 +640,15 @@ static uint64_t on_housekeeping(struct rdb_evloop *loop, uint64_t id, void *opaq
 	uint64_t now = rdb_now_ns();
 
 	rdb_watchdog_beat(d->wd);
-	/* re-adopted VMs waiting for the witness's word to be protected
-	 * (a tick may protect, which never removes a VM from the list) */
+	/* re-adopted VMs waiting for the witness's word to be protected,
+	 * VMs to protect again after their backup's daemon went away (a
+	 * tick may protect, which never removes a VM from the list) */
 	for (struct rdb_vm *vm = d->vms; vm; vm = vm->next)
-		if (vm->role == RDB_ROLE_PRIMARY && vm->readopted)
-			rdb_primary_readopt_tick(vm);
+		if (vm->role == RDB_ROLE_PRIMARY) {
+			if (vm->readopted)
+				rdb_primary_readopt_tick(vm);
+			rdb_primary_auto_tick(vm);
+		}
 	{
 		/* the watchdog process did not run for a while (watchdog.h) */
 		static uint64_t seen;

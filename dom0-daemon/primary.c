@@ -804,6 +804,7 @@ static void on_peer_msg(struct rdb_primary *p, const struct rdb_frame *f)
 			rdb_vm_set_state(vm, RDB_VM_PROTECTED, "backup committed "
 					 "the initial state%s", vm->st.resynced ?
 					 " (a resync)" : "");
+			rdb_pri_auto_protected(p);
 		}
 		break;
 	}
@@ -876,6 +877,9 @@ static void peer_failed(struct rdb_primary *p, int rc)
 		 rc == -EPROTO ? rdb_proto_decoder_error(&p->dec) :
 		 rc == -ECONNRESET ? "backup closed the connection" :
 		 strerror(-rc));
+	/* FIN or RST: the backup's host is up, its remusdbd went away (a
+	 * restart): protected to it again on its own (primary_auto.c) */
+	p->arp.gone = rc == -ECONNRESET || rc == -EPIPE;
 	rdb_pri_drop_protection(p, why);
 }
 
@@ -1117,9 +1121,10 @@ static bool end_replication(struct rdb_primary *p)
 static void drop(struct rdb_primary *p, const char *why, bool backup_stopped)
 {
 	struct rdb_vm *vm = p->vm;
-	bool durable, decide;
+	bool durable, decide, gone = p->arp.gone;
 	int rc;
 
+	p->arp.gone = false;
 	if (!p->ck.active)
 		return;
 	/* Handing over: the guest is stopped, and may stay so. */
@@ -1129,7 +1134,14 @@ static void drop(struct rdb_primary *p, const char *why, bool backup_stopped)
 	if (vm->wd_slot >= 0 && rdb_watchdog_tripped(p->d->wd, vm->wd_slot)) {
 		vm->st.watchdog_trips++;
 		why = "the watchdog dropped protection while remusdbd was stalled";
+		gone = false;
 	}
+	/* only the backup's remusdbd going away is protected again on its
+	 * own; any other cause ends a window of attempts (primary_auto.c) */
+	if (gone)
+		rdb_pri_auto_arm(p, why);
+	else
+		rdb_pri_auto_cancel(p, why);
 	p->ck.active = false;
 	p->ck.in_pause = false;
 	p->stop_waits = false;
@@ -1211,6 +1223,7 @@ struct connect_job {
 	struct rdb_bgjob *job;
 	/* results */
 	int rc, fd;
+	bool refused;			/* the backup answered HELLO with no */
 	uint32_t features;
 	struct rdb_proto_decoder dec;	/* what followed HELLO_ACK stays here */
 	char err[600], link[256];
@@ -1290,6 +1303,7 @@ static void connect_run(void *opaque)
 				 "for %s with %s, not HELLO_ACK", j->peer, j->name,
 				 rdb_msg_name(f.type));
 		rc = -ECONNREFUSED;
+		j->refused = true;
 		goto done;
 	}
 	rc = rdb_proto_check_hello_ack_features(&f, j->offered, &j->features);
@@ -1646,6 +1660,12 @@ bool rdb_pri_protection_cleanup(struct rdb_primary *p)
 	return durable;
 }
 
+static int protect_again(struct rdb_primary *p, struct rdb_vm_config *cfg,
+			 char *err, size_t errlen)
+{
+	return rdb_primary_protect(p->d, cfg, err, errlen);
+}
+
 /* A primary for vm, nothing open yet. */
 /* The lifecycle the primary's parts ask things of (primary_int.h). */
 static const struct rdb_pri_life life = {
@@ -1656,6 +1676,7 @@ static const struct rdb_pri_life life = {
 	.encoded = pri_encoded,
 	.protect_registered = rdb_pri_protect_registered,
 	.protect_failed = rdb_pri_protect_failed,
+	.protect = protect_again,
 };
 
 static struct rdb_primary *primary_alloc(struct rdb_daemon *d, struct rdb_vm *vm)
@@ -2088,6 +2109,7 @@ static void connected(struct rdb_primary *p, struct connect_job *j)
 	if (rc < 0) {
 		if (!err[0])
 			snprintf(err, sizeof(err), "%s", strerror(-rc));
+		p->arp.refused = j->refused;
 		rdb_pri_protect_failed(p, err);
 	}
 	/* logged once connected (connected()) */
@@ -2121,6 +2143,8 @@ static int begin_protection(struct rdb_vm *vm, enum rdb_peer_loss peer_loss,
 static void protect_failed_state(struct rdb_primary *p, const char *err)
 {
 	struct rdb_vm *vm = p->vm;
+	double next_s = 0;
+	bool again = rdb_pri_auto_failed(p, err, &next_s);
 
 	if (!rdb_pri_protection_cleanup(p))
 		rdb_vm_set_state(vm, RDB_VM_FAILED, "protect failed: %s; the disk "
@@ -2130,6 +2154,11 @@ static void protect_failed_state(struct rdb_primary *p, const char *err)
 		rdb_vm_set_state(vm, RDB_VM_UNPROTECTED, "protect failed: %s; "
 				 "output held until the witness says who owns "
 				 "the VM", err);
+	else if (again)
+		/* (degraded: unprotected by no one's wish) */
+		rdb_vm_set_state(vm, RDB_VM_DEGRADED, "re-protect attempt %u "
+				 "failed: %s; the next in %.0f s", p->arp.attempts,
+				 err, next_s);
 	else
 		rdb_vm_set_state(vm, RDB_VM_UNPROTECTED, "protect failed: %s", err);
 	rdb_pri_owner_check(p);
@@ -2232,8 +2261,13 @@ int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 			return rc;
 		}
 		rdb_pri_protection_cleanup(vm->pri);
-		rdb_vm_set_state(vm, RDB_VM_PROTECTING, "operator protect%s",
-				 again ? " (again, after it was dropped)" : "");
+		if (vm->pri->arp.attempting)
+			rdb_vm_set_state(vm, RDB_VM_PROTECTING, "protecting again "
+					 "on its own (attempt %u): the backup's "
+					 "remusdbd went away", vm->pri->arp.attempts);
+		else
+			rdb_vm_set_state(vm, RDB_VM_PROTECTING, "operator protect%s",
+					 again ? " (again, after it was dropped)" : "");
 	}
 	return begin_protection(vm, peer_loss, attached, err, errlen);
 }
@@ -2526,8 +2560,10 @@ int rdb_primary_unprotect(struct rdb_vm *vm, bool force, char *msg,
 
 	if (!p)
 		return -ENOENT;
-	/* the operator's word now: no protect from the re-adoption */
+	/* the operator's word now: no protect from the re-adoption, nor
+	 * again on its own */
 	p->readopt_protect = false;
+	rdb_pri_auto_cancel(p, "operator unprotect");
 	if (rdb_pri_deciding(p) && !force) {
 		snprintf(msg, msglen, "%s is deciding which host runs it (%s); "
 			 "`remusdbctl unprotect --force %s` runs it here now, "

@@ -74,6 +74,13 @@ int rdb_primary_protect(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 int rdb_primary_readopt(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 			bool protect, char *err, size_t errlen);
 void rdb_primary_readopt_tick(struct rdb_vm *vm);
+/*
+ * After the backup's remusdbd went away (it closed the replication link:
+ * a restart, an upgrade, a crash), the VM is protected to it again on its
+ * own, retried with a growing interval for auto_reprotect_s; remusdbd
+ * calls this for every primary VM from its housekeeping (primary_auto.c).
+ */
+void rdb_primary_auto_tick(struct rdb_vm *vm);
 /* Operator unprotect: COLO stops cleanly, held output is released. */
 /* force: also when a decision is pending (runs here now) or was lost
  * (resumes the fenced guest).  msg: why not, or what happens next. */

@@ -87,6 +87,10 @@ struct rdb_pri_life {
 	 * not, and the VM is left unprotected */
 	void (*protect_registered)(struct rdb_primary *p);
 	void (*protect_failed)(struct rdb_primary *p, const char *err);
+	/* protect again, as the operator's protect of cfg (owned by the
+	 * caller) would: 0, or why not in err */
+	int (*protect)(struct rdb_primary *p, struct rdb_vm_config *cfg,
+		       char *err, size_t errlen);
 };
 
 /*
@@ -179,6 +183,20 @@ struct rdb_primary {
 	/* re-adopted at start as protected (vmdef.h): protect once the
 	 * witness has said this host owns the VM (rdb_primary_readopt_tick) */
 	bool readopt_protect;
+	/* protected again on its own after the backup's remusdbd went away
+	 * (primary_auto.c); gone: the drop under way is that */
+	struct rdb_pri_auto {
+		bool pending;		/* attempts to come, within the window */
+		bool attempting;	/* the protection under way is one */
+		bool gone;		/* set by the link's end, read by drop */
+		bool refused;		/* the attempt's backup said no */
+		unsigned attempts;
+		uint64_t since_ns, next_ns;
+		char why[200];		/* what dropped protection */
+		/* counters: protected again, attempts that failed, windows
+		 * given up, refusals */
+		uint64_t protected, failed, gave_up, refusals;
+	} arp;
 
 	/* The checkpoint devices, in the pipeline's order (disks, then
 	 * NICs), and the same by kind; devs_pending: devices whose initial
@@ -314,6 +332,18 @@ struct rdb_primary {
 
 /* primary.c (the parts call these through p->life) */
 void rdb_pri_drop_protection(struct rdb_primary *p, const char *why);
+
+/* primary_auto.c: protecting again on its own after the backup's
+ * remusdbd went away (auto_reprotect_s).  arm: a drop whose cause was
+ * that (the link closed by the backup's host); cancel: any other drop,
+ * the operator's unprotect; protected: the initial state committed;
+ * failed: a protection that did not start, returns true when another
+ * attempt is scheduled (the VM stays degraded, next_in_s says when). */
+void rdb_pri_auto_arm(struct rdb_primary *p, const char *why);
+void rdb_pri_auto_cancel(struct rdb_primary *p, const char *why);
+void rdb_pri_auto_protected(struct rdb_primary *p);
+bool rdb_pri_auto_failed(struct rdb_primary *p, const char *err,
+			 double *next_in_s);
 
 /* primary_output.c */
 /* Every NIC's held output of epochs <= upto leaves. */

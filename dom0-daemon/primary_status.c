@@ -42,7 +42,21 @@ void rdb_primary_status(const struct rdb_vm *vm, json_t *o)
 	json_object_set_new(o, "mode", json_string(vm->cfg.mode ? vm->cfg.mode : "plain"));
 	/* re-adopted as protected: protect starts once the witness answers
 	 * (remusdbctl wait ... protected waits through it) */
-	json_object_set_new(o, "protect_pending", json_boolean(p->readopt_protect));
+	json_object_set_new(o, "protect_pending", json_boolean(p->readopt_protect ||
+							      p->arp.pending));
+	/* protected again on its own after the backup's remusdbd went
+	 * away (primary_auto.c): the attempts so far, the next's time */
+	if (p->arp.pending) {
+		uint64_t now = rdb_now_ns();
+
+		json_object_set_new(o, "auto_reprotect", json_pack(
+			"{s:s, s:i, s:f, s:f, s:b}", "why", p->arp.why,
+			"attempts", (int)p->arp.attempts,
+			"since_seconds", (double)(now - p->arp.since_ns) / RDB_NS_PER_S,
+			"next_in_seconds", p->arp.attempting || p->arp.next_ns <= now ?
+			0.0 : (double)(p->arp.next_ns - now) / RDB_NS_PER_S,
+			"attempting", p->arp.attempting));
+	}
 	json_object_set_new(o, "open_epoch", json_integer((json_int_t)p->ck.open_epoch));
 	/* the last protection's start, until epoch 0 was committed: the
 	 * disk copy (queued), then the memory copy (COLO start to ACK 0) */
@@ -188,6 +202,20 @@ void rdb_primary_metrics(const struct rdb_vm *vm, struct rdb_prom *prom)
 		     "Bytes queued for the backup, not yet written to the link.",
 		     (double)p->out.len, NULL);
 	rdb_ckdevs_metrics(&p->devs, prom);
+	{
+		static const char help[] = "Protecting the VM again on its own "
+			"after its backup's remusdbd went away (auto_reprotect_s): "
+			"protected again, attempts that failed, windows given up, "
+			"attempts the backup refused.";
+		const struct { const char *r; uint64_t n; } a[] = {
+			{ "protected", p->arp.protected }, { "failed", p->arp.failed },
+			{ "gave_up", p->arp.gave_up }, { "refused", p->arp.refusals },
+		};
+
+		for (size_t i = 0; i < sizeof(a) / sizeof(a[0]); i++)
+			rdb_prom_add(prom, "remusdb_auto_reprotects_total", C, help,
+				     (double)a[i].n, "result", a[i].r, NULL);
+	}
 	if (p->ridx) {
 		struct rdb_readidx_stats rs;
 

@@ -1057,11 +1057,15 @@ static int do_wait(int argc, char **argv)
 			/* (a VM re-adopted at the daemon's start is
 			 * unprotected until the witness answers, its protect
 			 * pending: not a failure yet) */
-			if ((!strcmp(st, "failed") || !strcmp(st, "degraded") ||
-			     !strcmp(st, "fenced") ||
-			     (!strcmp(st, "unprotected") &&
-			      !strcmp(want, "protected") &&
-			      !json_is_true(json_object_get(vm, "protect_pending")))) &&
+			/* (nor one degraded whose backup's remusdbd went
+			 * away: it is protected again on its own) */
+			bool pending = !strcmp(want, "protected") &&
+				json_is_true(json_object_get(vm, "protect_pending"));
+
+			if ((!strcmp(st, "failed") || !strcmp(st, "fenced") ||
+			     (!strcmp(st, "degraded") && !pending) ||
+			     (!strcmp(st, "unprotected") && !pending &&
+			      !strcmp(want, "protected"))) &&
 			    strcmp(want, st)) {
 				fprintf(stderr, "remusdbctl: %s is %s (%s), not %s\n",
 					name, st, json_string_value(json_object_get(vm, "state_reason")),
