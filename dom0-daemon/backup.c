@@ -2553,7 +2553,7 @@ static void on_pending(struct rdb_evloop *loop, int fd, unsigned ev,
 	struct rdb_vm *old;
 	struct rdb_frame f;
 	uint32_t features;
-	int rc;
+	int rc, version;
 
 	rc = rdb_proto_decoder_read_fd(&pc->dec, fd);
 	if (rc < 0 && rc != -EAGAIN) {
@@ -2580,6 +2580,7 @@ static void on_pending(struct rdb_evloop *loop, int fd, unsigned ev,
 	}
 	rc = rdb_msg_hello_parse(&f, name, sizeof(name));
 	features = rdb_msg_hello_features(&f);	/* f dies with the decoder */
+	version = rc == 0 ? rdb_msg_hello_version(&f) : 0;
 	if (rc < 0) {
 		refuse(pc, rc == -EPROTONOSUPPORT ?
 		       "no common protocol version" : "malformed HELLO");
@@ -2657,15 +2658,16 @@ static void on_pending(struct rdb_evloop *loop, int fd, unsigned ev,
 	heard(b);
 	/* Every page encoding we know of is granted if offered. */
 	b->st.features = features & RDB_FEATURES_KNOWN;
-	if (rdb_proto_put_hello_ack_features(&b->out, b->st.features) < 0 ||
+	if (rdb_proto_put_hello_ack_version(&b->out, (unsigned)version,
+					    b->st.features) < 0 ||
 	    rdb_evloop_add_fd(d->loop, fd, RDB_EV_READ | RDB_EV_WRITE, on_link, b) < 0 ||
 	    rdb_evloop_add_timer(d->loop, (uint64_t)d->cfg.heartbeat_ms * RDB_NS_PER_MS,
 				 on_heartbeat, b, &b->hb_timer) < 0) {
 		link_lost(b, "cannot set up the replication link");
 		return;
 	}
-	LOGVM(INFO, name, "primary %s connected (%s): backing up%s%s%s%s%s",
-	      from, rdb_linksec_describe(d->linksec),
+	LOGVM(INFO, name, "primary %s connected (%s, protocol v%d): backing "
+	      "up%s%s%s%s%s", from, rdb_linksec_describe(d->linksec), version,
 	      b->st.features & RDB_FEATURE_XORRLE ? ", XOR+RLE deltas" : "",
 	      b->st.features & RDB_FEATURE_LZ4 ? ", LZ4" : "",
 	      b->st.features & RDB_FEATURE_DISKREF ? ", disk references" : "",

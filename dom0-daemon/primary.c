@@ -1314,8 +1314,9 @@ static void connect_run(void *opaque)
 	}
 	if (!relay || rdb_tlsrelay_status(relay, why, sizeof(why)) != 1)
 		why[0] = 0;
-	snprintf(j->link, sizeof(j->link), "%s%s%.200s",
-		 rdb_linksec_describe(j->ls), why[0] ? ", " : "", why);
+	snprintf(j->link, sizeof(j->link), "%s%s%.200s, protocol v%u",
+		 rdb_linksec_describe(j->ls), why[0] ? ", " : "", why,
+		 rdb_msg_hello_ack_version(&f));
 done:
 	rdb_tlsrelay_put(relay);
 	rdb_buf_dispose(&out);

@@ -149,8 +149,8 @@ int rdb_proto_put_hello_features(struct rdb_buf *out, const char *vm_name,
 
 	if (n > 255)
 		return -ENAMETOOLONG;
-	be16(b, RDB_PROTO_VERSION);
-	be16(b + 2, RDB_PROTO_VERSION);
+	be16(b, RDB_PROTO_VERSION_MIN);
+	be16(b + 2, RDB_PROTO_VERSION_MAX);
 	be32(b + 4, features);
 	be16(b + 8, (uint16_t)n);
 	memcpy(b + 10, vm_name, n);
@@ -164,9 +164,18 @@ int rdb_proto_put_hello_ack(struct rdb_buf *out)
 
 int rdb_proto_put_hello_ack_features(struct rdb_buf *out, uint32_t features)
 {
+	return rdb_proto_put_hello_ack_version(out, RDB_PROTO_VERSION_MAX,
+					       features);
+}
+
+int rdb_proto_put_hello_ack_version(struct rdb_buf *out, unsigned version,
+				    uint32_t features)
+{
 	uint8_t b[6];
 
-	be16(b, RDB_PROTO_VERSION);
+	if (version < RDB_PROTO_VERSION_MIN || version > RDB_PROTO_VERSION_MAX)
+		return -EINVAL;
+	be16(b, (uint16_t)version);
 	be32(b + 2, features);
 	return put1(out, RDB_MSG_HELLO_ACK, 0, b, sizeof(b));
 }
@@ -735,21 +744,32 @@ int rdb_msg_hello_parse(const struct rdb_frame *f, char *name, size_t namelen)
 {
 	struct rd r = { f->payload, f->payload + f->len };
 	const uint8_t *h, *s;
-	uint16_t vmin, vmax, n;
+	uint16_t n;
 
 	if (f->type != RDB_MSG_HELLO || !take(&r, 10, &h))
 		return -EPROTO;
-	vmin = get16(h);
-	vmax = get16(h + 2);
 	n = get16(h + 8);
 	if (!take(&r, n, &s) || r.p != r.end || n == 0 || n >= namelen ||
 	    memchr(s, 0, n))
 		return -EPROTO;
-	if (vmin > RDB_PROTO_VERSION || vmax < RDB_PROTO_VERSION)
+	if (rdb_msg_hello_version(f) < 0)
 		return -EPROTONOSUPPORT;
 	memcpy(name, s, n);
 	name[n] = 0;
 	return 0;
+}
+
+int rdb_msg_hello_version(const struct rdb_frame *f)
+{
+	unsigned vmin, vmax, lo, hi;
+
+	if (f->type != RDB_MSG_HELLO || f->len < 4)
+		return -EPROTO;
+	vmin = get16(f->payload);
+	vmax = get16(f->payload + 2);
+	lo = vmin > RDB_PROTO_VERSION_MIN ? vmin : RDB_PROTO_VERSION_MIN;
+	hi = vmax < RDB_PROTO_VERSION_MAX ? vmax : RDB_PROTO_VERSION_MAX;
+	return lo <= hi ? (int)hi : -EPROTONOSUPPORT;
 }
 
 uint32_t rdb_msg_hello_features(const struct rdb_frame *f)
@@ -764,7 +784,9 @@ int rdb_proto_check_hello_ack_features(const struct rdb_frame *f,
 
 	if (f->type != RDB_MSG_HELLO_ACK || f->len != 6)
 		return -EPROTO;
-	if (get16(f->payload) != RDB_PROTO_VERSION)
+	/* one of those HELLO offered */
+	if (get16(f->payload) < RDB_PROTO_VERSION_MIN ||
+	    get16(f->payload) > RDB_PROTO_VERSION_MAX)
 		return -EPROTONOSUPPORT;
 	/* A peer granting what was not offered is confused. */
 	g = get32(f->payload + 2);
@@ -772,6 +794,12 @@ int rdb_proto_check_hello_ack_features(const struct rdb_frame *f,
 		return -EPROTO;
 	*granted = g;
 	return 0;
+}
+
+unsigned rdb_msg_hello_ack_version(const struct rdb_frame *f)
+{
+	return f->type == RDB_MSG_HELLO_ACK && f->len == 6 ?
+		get16(f->payload) : 0;
 }
 
 int rdb_proto_check_hello_ack(const struct rdb_frame *f)

@@ -115,7 +115,18 @@
 #include "ramblock.h"
 
 #define RDB_PROTO_MAGIC 0x52444231u	/* "RDB1" */
-#define RDB_PROTO_VERSION 1
+#define RDB_PROTO_VERSION 1		/* the frame layout's (header) */
+/*
+ * The replication protocol's versions this build speaks: HELLO offers
+ * MIN..MAX, the backup answers with the highest both speak (HELLO_ACK),
+ * or HELLO_NAK.  Policy (docs/protocol.md, "Compatibility"): a release
+ * that changes the protocol incompatibly makes its version MAX + 1 and
+ * keeps speaking the one before, so that either host of a pair may be
+ * upgraded first (tests/e2e/upgrade-rolling.sh); compatible additions
+ * travel behind feature bits instead and keep the version.
+ */
+#define RDB_PROTO_VERSION_MIN 1
+#define RDB_PROTO_VERSION_MAX 1
 #define RDB_PROTO_HEADER_LEN 32
 #define RDB_PROTO_MAX_PAYLOAD (16u << 20)
 /* Larger guest writes travel as several DISK_WRITE frames. */
@@ -206,6 +217,9 @@ int rdb_proto_put_hello_features(struct rdb_buf *out, const char *vm_name,
 				 uint32_t features);
 int rdb_proto_put_hello_ack(struct rdb_buf *out);
 int rdb_proto_put_hello_ack_features(struct rdb_buf *out, uint32_t features);
+/* HELLO_ACK naming the version agreed (rdb_msg_hello_version) */
+int rdb_proto_put_hello_ack_version(struct rdb_buf *out, unsigned version,
+				    uint32_t features);
 int rdb_proto_put_hello_nak(struct rdb_buf *out, const char *reason);
 int rdb_proto_put_vm_setup(struct rdb_buf *out,
 			   const struct rdb_ram_block *blocks, size_t n,
@@ -295,7 +309,11 @@ int rdb_proto_decoder_next(struct rdb_proto_decoder *d, struct rdb_frame *f);
 const char *rdb_proto_decoder_error(const struct rdb_proto_decoder *d);
 
 /* ---- payload parsers: every length checked, -EPROTO on bad input ---- */
+/* -EPROTONOSUPPORT: no version both speak (answer HELLO_NAK) */
 int rdb_msg_hello_parse(const struct rdb_frame *f, char *name, size_t namelen);
+/* The version a (valid) HELLO and this build agree on: the highest
+ * both speak, or -EPROTONOSUPPORT. */
+int rdb_msg_hello_version(const struct rdb_frame *f);
 /* The features a (valid) HELLO offers. */
 uint32_t rdb_msg_hello_features(const struct rdb_frame *f);
 int rdb_proto_check_hello_ack(const struct rdb_frame *f);
@@ -309,6 +327,8 @@ int rdb_proto_ack_check(uint64_t epoch, uint64_t sent, bool have_last,
  * the grant must be a subset; it is returned in *granted. */
 int rdb_proto_check_hello_ack_features(const struct rdb_frame *f,
 				       uint32_t offered, uint32_t *granted);
+/* The version a valid HELLO_ACK names (one this build offered). */
+unsigned rdb_msg_hello_ack_version(const struct rdb_frame *f);
 
 struct rdb_vm_setup {
 	struct rdb_ram_block *blocks;

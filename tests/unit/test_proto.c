@@ -795,10 +795,45 @@ static void test_versions_are_negotiated(void **state)
 	/* A primary that speaks only v2..v3 */
 	assert_int_equal(rdb_msg_hello_parse(&f, name, sizeof(name)),
 			 -EPROTONOSUPPORT);
-	/* v1..v3 includes ours */
+	assert_int_equal(rdb_msg_hello_version(&f), -EPROTONOSUPPORT);
+	/* v1..v3 includes ours: the highest both speak */
 	hello[1] = 1;
 	assert_int_equal(rdb_msg_hello_parse(&f, name, sizeof(name)), 0);
 	assert_string_equal(name, "vm-1");
+	assert_int_equal(rdb_msg_hello_version(&f), RDB_PROTO_VERSION_MAX);
+	/* a peer of the release before (v0 .. our MIN): ours MIN */
+	hello[1] = 0;
+	hello[3] = RDB_PROTO_VERSION_MIN;
+	assert_int_equal(rdb_msg_hello_version(&f), RDB_PROTO_VERSION_MIN);
+	/* older than anything we speak */
+	hello[3] = RDB_PROTO_VERSION_MIN - 1;
+	assert_int_equal(rdb_msg_hello_version(&f), -EPROTONOSUPPORT);
+	hello[1] = 1;
+	hello[3] = 3;
+	{
+		/* what we offer, and the answer naming the agreed version */
+		struct rdb_buf b;
+		struct rdb_proto_decoder dd;
+		struct rdb_frame g;
+
+		rdb_buf_init(&b);
+		assert_int_equal(rdb_proto_put_hello_features(&b, "vm-1", 0), 0);
+		assert_int_equal(rdb_proto_put_hello_ack_version(&b,
+				 RDB_PROTO_VERSION_MAX, 0), 0);
+		assert_int_equal(rdb_proto_put_hello_ack_version(&b,
+				 RDB_PROTO_VERSION_MAX + 1, 0), -EINVAL);
+		rdb_proto_decoder_init(&dd);
+		assert_int_equal(rdb_proto_decoder_feed(&dd, b.data, b.len), 0);
+		assert_int_equal(rdb_proto_decoder_next(&dd, &g), 1);
+		assert_int_equal(g.payload[1], RDB_PROTO_VERSION_MIN);
+		assert_int_equal(g.payload[3], RDB_PROTO_VERSION_MAX);
+		assert_int_equal(rdb_msg_hello_version(&g), RDB_PROTO_VERSION_MAX);
+		assert_int_equal(rdb_proto_decoder_next(&dd, &g), 1);
+		assert_int_equal(rdb_msg_hello_ack_version(&g), RDB_PROTO_VERSION_MAX);
+		assert_int_equal(rdb_proto_check_hello_ack(&g), 0);
+		rdb_proto_decoder_dispose(&dd);
+		rdb_buf_dispose(&b);
+	}
 	f.type = RDB_MSG_HELLO_ACK;
 	f.payload = ack;
 	f.len = sizeof(ack);
