@@ -171,12 +171,15 @@ fault_linkcut() {
 	extra_outcome="winner $winner"
 }
 fault_bakdaemon() {
+	local n0
+	n0=$(grep -c "protected again on its own" "$CL_DIR/$P/remusdbd.log")
 	kill -9 "$(cat "$CL_DIR/$S/remusdbd.pid")"
 	waitst "$P" degraded 20 "the primary after its backup's remusdbd died"
 	cl_start_daemon "$S" || rdb_fail "cycle $k: $S's remusdbd did not start"
-	cl_ctl "$P" protect "$(vmfile "$P")" >/dev/null ||
-		rdb_fail "cycle $k: protect again on $P refused"
+	# no command: the primary protects again on its own (auto_reprotect_s)
 	protected_both
+	[ "$(grep -c "protected again on its own" "$CL_DIR/$P/remusdbd.log")" -gt "$n0" ] ||
+		rdb_fail "cycle $k: $P did not say it protected the VM again on its own"
 }
 fault_pridaemon() {
 	local f
