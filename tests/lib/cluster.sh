@@ -236,8 +236,12 @@ cl_witness_get() {
 
 # cl_start_daemon pri|bak: (re)starts that host's remusdbd; its log is
 # appended to, so a restart keeps the history.
+#   CL_REMUSDBD_pri, CL_REMUSDBD_bak: that host's remusdbd binary
+#   (an earlier release: tests/lib/oldbuild.sh); default $RDB_BUILD's
 cl_start_daemon() {
-	local side=$1 port ns
+	local side=$1 port ns bin
+	bin=CL_REMUSDBD_$side
+	bin=${!bin:-$RDB_BUILD/remusdbd}
 	ns=$(netns_name "$CL_RUN" "$side")
 	port=$(sed -n 's/^listen = .*:\([0-9]*\)$/\1/p' "$CL_DIR/$side/remusdbd.conf")
 	# A daemon killed just before may still hold its replication port:
@@ -249,7 +253,7 @@ cl_start_daemon() {
 		bash -c "[ -z \"\$(ip netns exec $ns ss -Hltn 'sport = :$port')\" ]" ||
 		return 1
 	rm -f "$CL_DIR/$side/ctl.sock"
-	ip netns exec "$(netns_name "$CL_RUN" "$side")" "$RDB_BUILD/remusdbd" \
+	ip netns exec "$(netns_name "$CL_RUN" "$side")" "$bin" \
 		-c "$CL_DIR/$side/remusdbd.conf" >>"$CL_DIR/$side/remusdbd.log" 2>&1 &
 	echo $! > "$CL_DIR/$side/remusdbd.pid"
 	disown $!	# killed on purpose later: no job notices
