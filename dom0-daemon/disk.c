@@ -423,6 +423,11 @@ int rdb_disk_open(struct rdb_disk *dk, struct rdb_evloop *loop,
 	if (logs && logs->written_map)
 		snprintf(dk->wmap_path, sizeof(dk->wmap_path), "%s", logs->written_map);
 	dk->al_max = logs ? logs->activity_log_max : 0;
+	/* one server per image (disksrv.h): say it here, not as a server
+	 * that died at its start */
+	rc = rdb_disk_image_free(image, 0, err, errlen);
+	if (rc < 0)
+		return rc;
 	rc = rdb_disk_open_image(image, &dk->img_fd, &dk->size, err, errlen);
 	if (rc < 0)
 		return rc;
@@ -514,6 +519,10 @@ int rdb_disk_serve_child(const char *vm, const char *image,
 			 const char *sock_path, const char *written_map,
 			 int *pid_out, char *err, size_t errlen)
 {
+	int rc = rdb_disk_image_free(image, 0, err, errlen);
+
+	if (rc < 0)
+		return rc;
 	return spawn(vm, image, sock_path, -1, -1, NULL, 0, written_map, NULL,
 		     pid_out, err, errlen);
 }

@@ -661,6 +661,50 @@ static void stop_log(struct rdb_disksrv *s)
 	s->has_al = false;
 }
 
+static const char busy_msg[] = "another disk server serves it (a remusdbd "
+	"--disk-server still running: a VM restored on this host before "
+	"remusdbd restarted, whose QEMU still uses it, or another daemon's): "
+	"stop that VM (or that server) first";
+
+int rdb_disk_image_lock(int fd, const char *image, char *err, size_t errlen)
+{
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+
+	if (fcntl(fd, F_OFD_SETLK, &fl) == 0)
+		return 0;
+	if (errno == EAGAIN || errno == EACCES) {
+		snprintf(err, errlen, "disk image %s: %s", image, busy_msg);
+		return -EBUSY;
+	}
+	snprintf(err, errlen, "disk image %s: locking it: %s", image,
+		 strerror(errno));
+	return -errno;
+}
+
+int rdb_disk_image_free(const char *image, uint64_t wait_ns, char *err,
+			size_t errlen)
+{
+	uint64_t until = rdb_now_ns() + wait_ns;
+	int fd = open(image, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 0;	/* (opening it says what is wrong) */
+	for (;;) {
+		struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+
+		if (fcntl(fd, F_OFD_GETLK, &fl) < 0 || fl.l_type == F_UNLCK)
+			break;
+		if (rdb_now_ns() >= until) {
+			close(fd);
+			snprintf(err, errlen, "disk image %s: %s", image, busy_msg);
+			return -EBUSY;
+		}
+		usleep(20000);
+	}
+	close(fd);
+	return 0;
+}
+
 int rdb_disk_open_image(const char *image, int *fd_out, uint64_t *size_out,
 			char *err, size_t errlen)
 {
@@ -737,6 +781,9 @@ int rdb_disksrv_start(struct rdb_disksrv *s, struct rdb_evloop *loop,
 		s->ring.sh = &s->own;
 	}
 	rc = rdb_disk_open_image(image, &s->img_fd, &s->size, err, errlen);
+	if (rc < 0)
+		return rc;
+	rc = rdb_disk_image_lock(s->img_fd, image, err, errlen);
 	if (rc < 0)
 		return rc;
 	if (logs && logs->written_map) {

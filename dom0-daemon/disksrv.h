@@ -83,6 +83,22 @@ int rdb_disk_open_image(const char *image, int *fd_out, uint64_t *size_out,
 			char *err, size_t errlen);
 
 /*
+ * One disk server per image.  A server holds a write lock (an open file
+ * description's, F_OFD_SETLK) on its image for as long as it runs, and
+ * refuses to start on an image another holds: a server left running (a
+ * VM restored on this host before the daemon restarted: its replica's
+ * server outlives the daemon) keeps serving its QEMU, and a second one
+ * on the same image would take writes nobody replicates.
+ * rdb_disk_image_lock: that lock on fd (0, or -EBUSY / an errno with
+ * err).  rdb_disk_image_free: 0 when no server holds image's lock
+ * (waiting up to wait_ns for one on its way out), -EBUSY with err
+ * otherwise.
+ */
+int rdb_disk_image_lock(int fd, const char *image, char *err, size_t errlen);
+int rdb_disk_image_free(const char *image, uint64_t wait_ns, char *err,
+			size_t errlen);
+
+/*
  * Serves image (opened here read-write; its size, a non-zero multiple of
  * 512, is the disk's) to clients of listen_fd, which it takes over.
  * ring_map: an initialised ring mapping (diskring.h), or NULL to serve

@@ -511,6 +511,18 @@ static void readopt_one(void *opaque, const struct rdb_vmdef *def)
 		d->readopt_failed++;
 		goto out;
 	}
+	/* the disk servers of the daemon before this one end with it: one
+	 * still on its way out is waited for (disksrv.h), a few seconds */
+	for (unsigned k = 0; k < rdb_vm_config_ndisks(&cfg); k++) {
+		rc = rdb_disk_image_free(rdb_vm_config_disk_image(&cfg, k),
+					 3 * RDB_NS_PER_S, err, sizeof(err));
+		if (rc < 0) {
+			LOGVM(ERROR, def->name, "not re-adopted (%s, %s): %s",
+			      intent, def->saved, err);
+			d->readopt_failed++;
+			goto out;
+		}
+	}
 	LOGVM(INFO, def->name, "re-adopting the VM as recorded (%s, %s)%s",
 	      intent, def->saved, def->intent == RDB_VMDEF_PROTECTED ?
 	      ": attached now, protected once the witness says this host "

@@ -967,9 +967,32 @@ static void test_logs_through_processes(void **state)
 	assert_int_equal(marked(), 2);
 	close(cfd);
 	cfd = -1;
+	/* one server per image: while it runs, neither another server nor
+	 * a primary's disk opens it, each saying why */
+	{
+		int pid2 = 0;
+
+		assert_int_equal(rdb_disk_image_free(img, 50 * RDB_NS_PER_MS,
+						     err, sizeof(err)), -EBUSY);
+		assert_non_null(strstr(err, "another disk server serves it"));
+		assert_int_equal(rdb_disk_serve_child("vmR", img, sock, wmpath,
+						      &pid2, err, sizeof(err)),
+				 -EBUSY);
+		assert_int_equal(rdb_evloop_create(&loop), 0);
+		rdb_disk_init(&dk);
+		assert_int_equal(rdb_disk_open(&dk, loop, "vmR", img, sock,
+					       4u << 20, 100 * RDB_NS_PER_MS,
+					       &logs, hook, lost, NULL, err,
+					       sizeof(err)), -EBUSY);
+		rdb_disk_close(&dk);
+		rdb_evloop_destroy(loop);
+		loop = NULL;
+	}
 	kill(pid, SIGKILL);
 	waitpid(pid, &status, 0);
 	unlink(sock);
+	/* gone: the image is free */
+	assert_int_equal(rdb_disk_image_free(img, 0, err, sizeof(err)), 0);
 
 	assert_int_equal(rdb_evloop_create(&loop), 0);
 	rdb_disk_init(&dk);
