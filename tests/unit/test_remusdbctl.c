@@ -79,9 +79,22 @@ static int h_failover(void *opaque, json_t *req, json_t **reply)
 	return 0;
 }
 
+/* protect: taken (the VM's state is then f->vms') */
+static int h_protect(void *opaque, json_t *req, json_t **reply)
+{
+	struct fix *f = opaque;
+
+	f->calls++;
+	json_decref(f->last_args);
+	f->last_args = json_incref(json_object_get(req, "args"));
+	*reply = json_pack("{s:s}", "state", "protecting");
+	return 0;
+}
+
 static const struct rdb_ctl_handler handlers[] = {
 	{ "status", h_status },
 	{ "failover", h_failover },
+	{ "protect", h_protect },
 };
 
 static int setup(void **state)
@@ -96,7 +109,7 @@ static int setup(void **state)
 	snprintf(f->sock, sizeof(f->sock), "%s/ctl.sock", f->dir);
 	f->vms = "[]";
 	if (rdb_evloop_create(&f->loop) < 0 ||
-	    rdb_ctl_listen(f->sock, f->loop, handlers, 2, f, &f->ctl) < 0)
+	    rdb_ctl_listen(f->sock, f->loop, handlers, 3, f, &f->ctl) < 0)
 		return -1;
 	*state = f;
 	return 0;
@@ -289,6 +302,38 @@ static void test_unknown_option_is_a_usage_error(void **state)
 	assert_int_equal(f->calls, 5);
 }
 
+/* protect --wait: the request, then the VM's state until protected or
+ * why not; a bad SECONDS or --wait on attach is a usage error */
+static void test_protect_wait(void **state)
+{
+	struct fix *f = *state;
+	char conf[160];
+
+	write_file(f, "vm1.conf", "name = vm1\nqmp = /run/vm1.qmp\n"
+		   "net_socket = /run/vm1.net\npeer = 10.0.0.2:7788\n"
+		   "on_peer_loss = manual\nqemu_arg = -m 256\n", conf,
+		   sizeof(conf));
+	f->vms = "[" VM("vm1", "primary", "protected") "]";
+	assert_int_equal(run_ctl(f, "-s", f->sock, "protect", conf, "--wait=5", NULL), 0);
+	want_in("stdout", f->out, "vm1: protecting");
+	want_in("stdout", f->out, "vm1: protected\n");
+	assert_string_equal(json_string_value(json_object_get(f->last_args, "name")), "vm1");
+	/* the protect failed: its reason, exit 1 */
+	f->vms = "[{\"name\":\"vm1\",\"role\":\"primary\",\"state\":"
+		 "\"unprotected\",\"state_reason\":\"protect failed: backup "
+		 "unreachable\"}]";
+	assert_int_equal(run_ctl(f, "-s", f->sock, "protect", "--wait", conf, NULL), 1);
+	want_in("stderr", f->err, "protect failed: backup unreachable");
+	/* still protecting when SECONDS run out: exit 1, says so */
+	f->vms = "[" VM("vm1", "primary", "protecting") "]";
+	assert_int_equal(run_ctl(f, "-s", f->sock, "protect", conf, "--wait=0.3", NULL), 1);
+	want_in("stderr", f->err, "still protecting");
+	f->calls = 0;
+	assert_int_equal(run_ctl(f, "-s", f->sock, "protect", conf, "--wait=soon", NULL), 2);
+	assert_int_equal(run_ctl(f, "-s", f->sock, "attach", conf, "--wait", NULL), 2);
+	assert_int_equal(f->calls, 0);
+}
+
 static void test_socket_from_the_config_file(void **state)
 {
 	struct fix *f = *state;
@@ -334,6 +379,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_status_exit_code_is_protection, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unknown_option_is_a_usage_error, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_socket_from_the_config_file, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_protect_wait, setup, teardown),
 	};
 	const char *env = getenv("REMUSDBCTL");
 	char self[PATH_MAX];

@@ -46,7 +46,9 @@ static void usage(FILE *f)
 		"                                  its QEMU starts (VMs with a disk)\n"
 		"  attach DOMAIN peer=HOST:PORT [KEY=VALUE]... [--connect URI]\n"
 		"                                  the same for an enrolled libvirt domain\n"
-		"  protect VMCONF [KEY=VALUE]...   start protecting a VM (on its host)\n"
+		"  protect VMCONF [KEY=VALUE]... [--wait[=S]]\n"
+		"                                  start protecting a VM (on its host);\n"
+		"                                  --wait: until protected, or why not\n"
 		"  protect NAME peer=HOST:PORT [KEY=VALUE]... [--connect URI]\n"
 		"                                  protect again the VM that failed over to\n"
 		"                                  this host (to its old primary: a resync);\n"
@@ -342,14 +344,20 @@ bad:
 }
 
 /* protect / attach VMCONF|NAME [KEY=VALUE]... [--connect URI] */
+static int wait_state(const char *name, const char *want, double timeout);
+
+/* protect [--wait[=SECONDS]] / attach: the request, then (--wait) the
+ * VM's state until protected or why not */
 static int do_protect(const char *what, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "connect", required_argument, NULL, 'C' },
+		{ "wait", optional_argument, NULL, 'w' },
 		{ 0 }
 	};
 	const char *uri = NULL;
 	char **op = calloc((size_t)argc, sizeof(*op));	/* VMCONF|NAME, KEY=VALUE... */
+	double wait_s = -1;
 	int nop = 0, o, rc;
 
 	if (!op)
@@ -357,6 +365,12 @@ static int do_protect(const char *what, int argc, char **argv)
 	while ((o = sub_getopt(argc, argv, opts)) != -1) {
 		if (o == 'C') {
 			uri = optarg;
+		} else if (o == 'w' && !strcmp(what, "protect")) {
+			wait_s = 600;
+			if (optarg && !seconds_arg(optarg, false, 86400, &wait_s)) {
+				free(op);
+				return 2;
+			}
 		} else if (o == 1) {
 			op[nop++] = optarg;
 		} else {
@@ -365,6 +379,22 @@ static int do_protect(const char *what, int argc, char **argv)
 		}
 	}
 	rc = nop < 1 ? usage_error(0) : protect_vm(what, uri, nop, op);
+	if (rc == 0 && wait_s >= 0) {
+		/* the name the daemon knows: the VM file's, or NAME itself */
+		struct rdb_vm_config c;
+		char err[600], name[80];
+
+		rdb_config_defaults(&rdb_vm_config_table, &c);
+		snprintf(name, sizeof(name), "%s", op[0]);
+		if ((strchr(op[0], '/') || access(op[0], F_OK) == 0) &&
+		    rdb_config_load_file(&rdb_vm_config_table, op[0], &c, err,
+					 sizeof(err)) == 0 && c.name)
+			snprintf(name, sizeof(name), "%s", c.name);
+		rdb_config_dispose(&rdb_vm_config_table, &c);
+		rc = wait_state(name, "protected", wait_s);
+		if (rc == 0)
+			printf("%s: protected\n", name);
+	}
 	free(op);
 	return rc;
 }
@@ -1009,32 +1039,16 @@ static int do_migrate(int argc, char **argv)
 	}
 }
 
-static int do_wait(int argc, char **argv)
+/*
+ * Polls NAME's status until its state is want (0), a state it cannot
+ * leave for want (1, the reason on stderr), or timeout seconds (1; 3 if
+ * the daemon could not be asked).
+ */
+static int wait_state(const char *name, const char *want, double timeout)
 {
-	static const struct option opts[] = {
-		{ "timeout", required_argument, NULL, 't' },
-		{ 0 }
-	};
-	const char *name = NULL, *want = NULL;
-	double timeout = 60;
 	uint64_t deadline;
 	char last[64] = "unknown";
-	int o;
 
-	while ((o = sub_getopt(argc, argv, opts)) != -1) {
-		if (o == 't') {
-			if (!seconds_arg(optarg, true, 86400, &timeout))
-				return 2;
-		} else if (o == 1 && !name) {
-			name = optarg;
-		} else if (o == 1 && !want) {
-			want = optarg;
-		} else {
-			return usage_error(o);
-		}
-	}
-	if (!want)
-		return usage_error(0);
 	deadline = rdb_now_ns() + (uint64_t)(timeout * RDB_NS_PER_S);
 	quiet = true;
 	for (;;) {
@@ -1090,6 +1104,33 @@ static int do_wait(int argc, char **argv)
 		}
 		usleep(50000);
 	}
+}
+
+static int do_wait(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "timeout", required_argument, NULL, 't' },
+		{ 0 }
+	};
+	const char *name = NULL, *want = NULL;
+	double timeout = 60;
+	int o;
+
+	while ((o = sub_getopt(argc, argv, opts)) != -1) {
+		if (o == 't') {
+			if (!seconds_arg(optarg, true, 86400, &timeout))
+				return 2;
+		} else if (o == 1 && !name) {
+			name = optarg;
+		} else if (o == 1 && !want) {
+			want = optarg;
+		} else {
+			return usage_error(o);
+		}
+	}
+	if (!want)
+		return usage_error(0);
+	return wait_state(name, want, timeout);
 }
 
 /* config --dump-defaults [vm]: reads no file, asks no daemon. */
