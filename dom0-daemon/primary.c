@@ -1559,7 +1559,15 @@ static int start_colo(struct rdb_primary *p, char *err, size_t errlen)
 		return rc;
 	/* Armed before QEMU may connect its stream (on_mig_accept hands the
 	 * watchdog its duplicate): the initial state's stop is bounded too. */
-	if (vm->cfg.watchdog_qmp && vm->cfg.watchdog_qmp[0]) {
+	if (vm->cfg.watchdog_qmp && vm->cfg.watchdog_qmp[0] &&
+	    !strcmp(p->hv->name, "qemu") && access(vm->cfg.watchdog_qmp, F_OK) < 0) {
+		/* (a socket QEMU was not started with: it would fail only
+		 * when the guest needs it) */
+		LOGVM(WARN, vm->name, "watchdog_qmp %s: %s: no watchdog for this "
+		      "guest, a stalled remusdbd could freeze it (QEMU needs "
+		      "-qmp unix:%s,server=on,wait=off)", vm->cfg.watchdog_qmp,
+		      strerror(errno), vm->cfg.watchdog_qmp);
+	} else if (vm->cfg.watchdog_qmp && vm->cfg.watchdog_qmp[0]) {
 		rc = rdb_watchdog_arm(p->d->wd, vm->name, p->hv, vm->cfg.watchdog_qmp,
 				      (uint64_t)vm->cfg.checkpoint_deadline_ms *
 				      RDB_NS_PER_MS);

@@ -91,10 +91,22 @@ static int h_protect(void *opaque, json_t *req, json_t **reply)
 	return 0;
 }
 
+/* info: the daemon's run_dir (the fixture's directory) */
+static int h_info(void *opaque, json_t *req, json_t **reply)
+{
+	struct fix *f = opaque;
+
+	(void)req;
+	*reply = json_pack("{s:s, s:s}", "run_dir", f->dir, "qemu_binary",
+			   "qemu-system-x86_64");
+	return 0;
+}
+
 static const struct rdb_ctl_handler handlers[] = {
 	{ "status", h_status },
 	{ "failover", h_failover },
 	{ "protect", h_protect },
+	{ "info", h_info },
 };
 
 static int setup(void **state)
@@ -109,7 +121,7 @@ static int setup(void **state)
 	snprintf(f->sock, sizeof(f->sock), "%s/ctl.sock", f->dir);
 	f->vms = "[]";
 	if (rdb_evloop_create(&f->loop) < 0 ||
-	    rdb_ctl_listen(f->sock, f->loop, handlers, 3, f, &f->ctl) < 0)
+	    rdb_ctl_listen(f->sock, f->loop, handlers, 4, f, &f->ctl) < 0)
 		return -1;
 	*state = f;
 	return 0;
@@ -334,6 +346,31 @@ static void test_protect_wait(void **state)
 	assert_int_equal(f->calls, 0);
 }
 
+/* A VM file without its sockets: remusdbd's run_dir/NAME.* (as enroll
+ * names a domain's); one it names stays */
+static void test_vm_file_default_sockets(void **state)
+{
+	struct fix *f = *state;
+	char conf[160], want[200];
+	json_t *a;
+
+	write_file(f, "vm1.conf", "name = vm1\npeer = 10.0.0.2:7788\n"
+		   "disk = /var/lib/images/vm1.raw\n"
+		   "net_socket = /elsewhere/vm1.net\n"
+		   "on_peer_loss = manual\nqemu_arg = -m 256\n", conf,
+		   sizeof(conf));
+	assert_int_equal(run_ctl(f, "-s", f->sock, "protect", conf, NULL), 0);
+	a = f->last_args;
+	snprintf(want, sizeof(want), "%s/vm1.qmp", f->dir);
+	assert_string_equal(json_string_value(json_object_get(a, "qmp")), want);
+	snprintf(want, sizeof(want), "%s/vm1.wd.qmp", f->dir);
+	assert_string_equal(json_string_value(json_object_get(a, "watchdog_qmp")), want);
+	snprintf(want, sizeof(want), "%s/vm1.disk", f->dir);
+	assert_string_equal(json_string_value(json_object_get(a, "disk_socket")), want);
+	assert_string_equal(json_string_value(json_object_get(a, "net_socket")),
+			    "/elsewhere/vm1.net");
+}
+
 static void test_socket_from_the_config_file(void **state)
 {
 	struct fix *f = *state;
@@ -380,6 +417,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_unknown_option_is_a_usage_error, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_socket_from_the_config_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_protect_wait, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_vm_file_default_sockets, setup, teardown),
 	};
 	const char *env = getenv("REMUSDBCTL");
 	char self[PATH_MAX];

@@ -277,6 +277,54 @@ static bool failed_over_here(const char *name)
 }
 
 /*
+ * A VM file needs only what differs: its sockets, when it does not name
+ * them, are remusdbd's run_dir/NAME.qmp, NAME.wd.qmp, NAME.net and
+ * NAME.disk (with a disk), as enroll names a libvirt domain's.  The
+ * run_dir is the daemon's (asked only when one is missing).
+ */
+static int default_sockets(struct rdb_vm_config *c, char *err, size_t errlen)
+{
+	static const struct { const char *key, *suffix; } socks[] = {
+		{ "qmp", "qmp" }, { "watchdog_qmp", "wd.qmp" },
+		{ "net_socket", "net" }, { "disk_socket", "disk" },
+	};
+	char *const now[] = { c->qmp, c->watchdog_qmp, c->net_socket,
+			      c->disk_socket };
+	char run[256] = "", path[400];
+	bool xen = c->hypervisor && !strcmp(c->hypervisor, "xen");
+
+	if (xen || !c->name || !c->name[0])
+		return 0;	/* (a Xen domain's qmp is its name; check says) */
+	for (size_t i = 0; i < sizeof(socks) / sizeof(socks[0]); i++) {
+		if ((now[i] && now[i][0]) ||
+		    (i == 3 && (!c->disk || !c->disk[0])))
+			continue;
+		if (!run[0]) {
+			int ex = 0;
+			json_t *reply = call(cmd("info", NULL), &ex);
+			const char *r = reply ? json_string_value(json_object_get(
+				json_object_get(reply, "result"), "run_dir")) : NULL;
+
+			snprintf(run, sizeof(run), "%s", r ? r : "");
+			json_decref(reply);
+			if (!run[0]) {
+				snprintf(err, errlen, "%s sets no %s: it defaults to "
+					 "remusdbd's run_dir/%s.%s, and remusdbd did "
+					 "not say its run_dir", c->name, socks[i].key,
+					 c->name, socks[i].suffix);
+				return -EINVAL;
+			}
+		}
+		snprintf(path, sizeof(path), "%s/%s.%s", run, c->name,
+			 socks[i].suffix);
+		if (rdb_config_set(&rdb_vm_config_table, c, socks[i].key, path,
+				   err, errlen) < 0)
+			return -EINVAL;
+	}
+	return 0;
+}
+
+/*
  * protect / attach VMCONF or NAME.  A NAME (no '/', no such file here) is,
  * for protect, the VM that failed over to this host if the daemon has
  * one (a re-protect), otherwise a libvirt domain of that name that is
@@ -327,6 +375,8 @@ static int protect_vm(const char *what, const char *uri, int argc, char **argv)
 				   sizeof(err)) < 0)
 			goto bad;
 	}
+	if (!domain && default_sockets(&c, err, sizeof(err)) < 0)
+		goto bad;
 	if (rdb_vm_config_check(&c, err, sizeof(err)) < 0)
 		goto bad;
 	reply = call(cmd(what, rdb_vm_config_to_json(&c)), &ex);
