@@ -860,6 +860,41 @@ static int handle_output(struct rdb_backup *b, const struct rdb_frame *f);
 static void prepared(struct rdb_backup *b, int rc);
 static int handover_prepare(struct rdb_backup *b);
 
+/*
+ * The primary's TIMING (proto.h): refused when its heartbeats would be
+ * judged silence here (the link refused, the primary told why), a
+ * warning when the two hosts' silence limits differ; then ours.
+ */
+static int handle_timing(struct rdb_backup *b, const struct rdb_frame *f)
+{
+	const struct rdb_daemon_config *c = &b->d->cfg;
+	struct rdb_timing mine = {
+		.heartbeat_ms = c->heartbeat_ms,
+		.failover_timeout_ms = c->failover_timeout_ms,
+		.ack_timeout_ms = c->ack_timeout_ms ? c->ack_timeout_ms :
+			5 * c->failover_timeout_ms,
+	}, peer;
+	char why[400];
+	int rc;
+
+	if (!(b->st.features & RDB_FEATURE_TIMING) ||
+	    rdb_msg_timing_parse(f, &peer) < 0)
+		return -EPROTO;
+	rc = rdb_timing_check(&mine, &peer, "primary", why, sizeof(why));
+	if (rc < 0) {
+		snprintf(b->st.err, sizeof(b->st.err), "timing refused: %.140s",
+			 why);
+		LOGVM(ERROR, b->vm->name, "timing refused: %s", why);
+		return -EINVAL;
+	}
+	if (rc > 0)
+		LOGVM(WARN, b->vm->name, "timing: %s", why);
+	rc = rdb_proto_put_timing(&b->out, &mine);
+	if (rc == 0)
+		want_write(b);
+	return rc;
+}
+
 static int handle_msg(struct rdb_backup *b, const struct rdb_frame *f)
 {
 	int rc;
@@ -905,6 +940,8 @@ static int handle_msg(struct rdb_backup *b, const struct rdb_frame *f)
 		return handle_epoch_end(b, f);
 	case RDB_MSG_HANDOVER:
 		return handle_handover(b, f);
+	case RDB_MSG_TIMING:
+		return handle_timing(b, f);
 	case RDB_MSG_OUTPUT:
 		return handle_output(b, f);
 	case RDB_MSG_HEARTBEAT:

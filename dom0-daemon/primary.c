@@ -770,6 +770,42 @@ static void resync_committed(struct rdb_primary *p)
 	}
 }
 
+/* This daemon's failure timing, as TIMING says it (proto.h) */
+static struct rdb_timing my_timing(const struct rdb_daemon *d)
+{
+	return (struct rdb_timing){
+		.heartbeat_ms = d->cfg.heartbeat_ms,
+		.failover_timeout_ms = d->cfg.failover_timeout_ms,
+		.ack_timeout_ms = d->cfg.ack_timeout_ms ? d->cfg.ack_timeout_ms :
+			5 * d->cfg.failover_timeout_ms,
+	};
+}
+
+/* The backup's TIMING, checked against ours: refused (protection
+ * dropped, saying why), a warning, or nothing to say. */
+static void on_timing(struct rdb_primary *p, const struct rdb_frame *f)
+{
+	struct rdb_timing mine = my_timing(p->d), peer;
+	char why[400];
+	int rc;
+
+	if (!(p->ck.features & RDB_FEATURE_TIMING) ||
+	    rdb_msg_timing_parse(f, &peer) < 0) {
+		rdb_pri_drop_protection(p, "the backup's TIMING is malformed or "
+					"was not agreed");
+		return;
+	}
+	rc = rdb_timing_check(&mine, &peer, "backup", why, sizeof(why));
+	if (rc < 0) {
+		char w[500];
+
+		snprintf(w, sizeof(w), "timing refused: %s", why);
+		rdb_pri_drop_protection(p, w);
+	} else if (rc > 0) {
+		LOGVM(WARN, p->vm->name, "timing: %s", why);
+	}
+}
+
 static void on_peer_msg(struct rdb_primary *p, const struct rdb_frame *f)
 {
 	struct rdb_vm *vm = p->vm;
@@ -823,6 +859,9 @@ static void on_peer_msg(struct rdb_primary *p, const struct rdb_frame *f)
 	}
 	case RDB_MSG_HANDOVER:
 		rdb_pri_handover_answer(p, f);
+		break;
+	case RDB_MSG_TIMING:
+		on_timing(p, f);
 		break;
 	case RDB_MSG_ERROR: {
 		char text[256], why[300];
@@ -1204,7 +1243,7 @@ static uint32_t offered_features(const struct rdb_primary *p)
 		RDB_FEATURE_DISKREF | RDB_FEATURE_DISKREF_DEVS : 0) |
 	       (p->vm->cfg.verify_pages ? RDB_FEATURE_VERIFY : 0) |
 	       (p->ndisks ? RDB_FEATURE_RESYNC : 0) |
-	       RDB_FEATURE_HANDOVER |
+	       RDB_FEATURE_HANDOVER | RDB_FEATURE_TIMING |
 	       (p->ck.cp ? RDB_FEATURE_FLOWS : 0);
 }
 
@@ -2085,6 +2124,16 @@ static int link_up(struct rdb_primary *p, struct connect_job *j, char *err,
 					  on_heartbeat, p, &p->hb_timer);
 	if (rc < 0)
 		return rc;
+	/* our failure timing first: the backup checks it, and answers with
+	 * its own (proto.h, TIMING) */
+	if (p->ck.features & RDB_FEATURE_TIMING) {
+		struct rdb_timing t = my_timing(d);
+
+		rc = rdb_proto_put_timing(&p->out, &t);
+		if (rc < 0)
+			return rc;
+		rdb_pri_peer_want_write(p);
+	}
 	p->ck.active = true;
 	p->initial_open = true;
 	/* Every device records from here on: a disk's changes reach the

@@ -32,6 +32,7 @@ static const char *const msg_names[RDB_MSG__MAX] = {
 	[RDB_MSG_HANDOVER] = "HANDOVER",
 	[RDB_MSG_OUTPUT] = "OUTPUT",
 	[RDB_MSG_INPUT] = "INPUT",
+	[RDB_MSG_TIMING] = "TIMING",
 };
 
 const char *rdb_msg_name(enum rdb_msg_type t)
@@ -1180,6 +1181,50 @@ int rdb_msg_epoch_end_parse(const struct rdb_frame *f, uint64_t *pages,
 		return -EPROTO;
 	*pages = get64(f->payload);
 	*bytes = get64(f->payload + 8);
+	return 0;
+}
+
+int rdb_proto_put_timing(struct rdb_buf *out, const struct rdb_timing *t)
+{
+	uint8_t b[12];
+
+	be32(b, t->heartbeat_ms);
+	be32(b + 4, t->failover_timeout_ms);
+	be32(b + 8, t->ack_timeout_ms);
+	return put1(out, RDB_MSG_TIMING, 0, b, sizeof(b));
+}
+
+int rdb_msg_timing_parse(const struct rdb_frame *f, struct rdb_timing *t)
+{
+	if (f->type != RDB_MSG_TIMING || f->len != 12)
+		return -EPROTO;
+	t->heartbeat_ms = get32(f->payload);
+	t->failover_timeout_ms = get32(f->payload + 4);
+	t->ack_timeout_ms = get32(f->payload + 8);
+	if (!t->heartbeat_ms || !t->failover_timeout_ms)
+		return -EPROTO;
+	return 0;
+}
+
+int rdb_timing_check(const struct rdb_timing *mine,
+		     const struct rdb_timing *peer, const char *peer_role,
+		     char *why, size_t whylen)
+{
+	if ((uint64_t)peer->heartbeat_ms * 2 > mine->failover_timeout_ms) {
+		snprintf(why, whylen, "the %s's heartbeat_ms %u is over half "
+			 "this host's failover_timeout_ms %u (silent between "
+			 "heartbeats)", peer_role, peer->heartbeat_ms,
+			 mine->failover_timeout_ms);
+		return -EINVAL;
+	}
+	if (peer->failover_timeout_ms != mine->failover_timeout_ms) {
+		snprintf(why, whylen, "the %s's failover_timeout_ms = %u, this "
+			 "host's %u: the two hosts judge silence differently "
+			 "(the backup fails over after its own, the primary drops "
+			 "its backup after its own); make them equal", peer_role,
+			 peer->failover_timeout_ms, mine->failover_timeout_ms);
+		return 1;
+	}
 	return 0;
 }
 

@@ -159,6 +159,7 @@ enum rdb_msg_type {
 	RDB_MSG_HANDOVER,	/* feature HANDOVER: a planned switchover */
 	RDB_MSG_OUTPUT,		/* feature HANDOVER: held output handed over */
 	RDB_MSG_INPUT,		/* feature HANDOVER: input the old copy caught */
+	RDB_MSG_TIMING,		/* feature TIMING: each daemon's failure timing */
 	RDB_MSG__MAX
 };
 
@@ -180,10 +181,12 @@ enum rdb_page_enc {
 #define RDB_FEATURE_RESYNC (1u << 5)	/* DISK_SETUP's base, DISK_BASE */
 #define RDB_FEATURE_HANDOVER (1u << 6)	/* HANDOVER frames (migrate) */
 #define RDB_FEATURE_DISKREF_DEVS (1u << 7)	/* DISKREF names its disk */
+#define RDB_FEATURE_TIMING (1u << 8)	/* TIMING frames, both ways */
 #define RDB_FEATURES_KNOWN (RDB_FEATURE_XORRLE | RDB_FEATURE_LZ4 | \
 			    RDB_FEATURE_FLOWS | RDB_FEATURE_DISKREF | \
 			    RDB_FEATURE_VERIFY | RDB_FEATURE_RESYNC | \
-			    RDB_FEATURE_HANDOVER | RDB_FEATURE_DISKREF_DEVS)
+			    RDB_FEATURE_HANDOVER | RDB_FEATURE_DISKREF_DEVS | \
+			    RDB_FEATURE_TIMING)
 /* Body bounds of the length-prefixed encodings. */
 #define RDB_PAGE_XORRLE_MAX RDB_PAGE_SIZE
 #define RDB_PAGE_LZ4_MAX (RDB_PAGE_SIZE + RDB_PAGE_SIZE / 255 + 16)
@@ -361,6 +364,25 @@ int rdb_msg_pages_begin(const struct rdb_frame *f, struct rdb_pages_iter *it);
 int rdb_msg_pages_next(struct rdb_pages_iter *it, struct rdb_page_rec *rec);
 int rdb_msg_epoch_end_parse(const struct rdb_frame *f, uint64_t *pages,
 			    uint64_t *bytes);
+/*
+ * TIMING (feature TIMING): a daemon's failure timing, the primary's
+ * right after HELLO_ACK and the backup's in answer.  Each side checks
+ * the other's against its own (rdb_timing_check): a peer whose
+ * heartbeats come further apart than half this side's silence limit
+ * would be judged lost between two of them (refused: the protection
+ * does not start, both logs say why); different silence limits (the
+ * backup fails over after its own, the primary drops its backup after
+ * its own) are said in both logs (1: a warning, in why).
+ */
+struct rdb_timing {
+	uint32_t heartbeat_ms, failover_timeout_ms, ack_timeout_ms;
+};
+int rdb_proto_put_timing(struct rdb_buf *out, const struct rdb_timing *t);
+int rdb_msg_timing_parse(const struct rdb_frame *f, struct rdb_timing *t);
+int rdb_timing_check(const struct rdb_timing *mine,
+		     const struct rdb_timing *peer, const char *peer_role,
+		     char *why, size_t whylen);
+
 int rdb_msg_verify_parse(const struct rdb_frame *f, uint64_t *digest,
 			 uint64_t *pages);
 int rdb_msg_heartbeat_parse(const struct rdb_frame *f, uint64_t *seq_out,

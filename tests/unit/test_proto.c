@@ -1006,6 +1006,11 @@ static int parse_all(const struct rdb_frame *f)
 	ok += rdb_msg_epoch_end_parse(f, &a, &b) == 0;
 	ok += rdb_msg_heartbeat_parse(f, &a, &b) == 0;
 	ok += rdb_msg_text_parse(f, name, sizeof(name)) == 0;
+	{
+		struct rdb_timing t;
+
+		ok += rdb_msg_timing_parse(f, &t) == 0;
+	}
 	return ok;
 }
 
@@ -1014,6 +1019,50 @@ static int parse_all(const struct rdb_frame *f)
  * by one byte too many, is refused.  Each copy sits in a buffer of its
  * exact size so ASan sees any read past it.
  */
+/* TIMING: the round trip, and what each side makes of the other's */
+static void test_timing(void **state)
+{
+	const struct rdb_timing mine = { 100, 1000, 5000 };
+	struct rdb_timing t;
+	struct rdb_proto_decoder d;
+	struct rdb_buf wire;
+	struct rdb_frame f;
+	char why[300];
+
+	rdb_buf_init(&wire);
+	assert_int_equal(rdb_proto_put_timing(&wire, &mine), 0);
+	rdb_proto_decoder_init(&d);
+	assert_int_equal(rdb_proto_decoder_feed(&d, wire.data, wire.len), 0);
+	assert_int_equal(rdb_proto_decoder_next(&d, &f), 1);
+	assert_int_equal(rdb_msg_timing_parse(&f, &t), 0);
+	assert_int_equal(t.heartbeat_ms, 100);
+	assert_int_equal(t.failover_timeout_ms, 1000);
+	assert_int_equal(t.ack_timeout_ms, 5000);
+	rdb_proto_decoder_dispose(&d);
+	rdb_buf_dispose(&wire);
+	/* the same: nothing to say */
+	assert_int_equal(rdb_timing_check(&mine, &mine, "primary", why, sizeof(why)), 0);
+	/* heartbeats at half the limit still pass; over it, refused */
+	t = (struct rdb_timing){ 500, 1000, 5000 };
+	assert_int_equal(rdb_timing_check(&mine, &t, "primary", why, sizeof(why)), 0);
+	t.heartbeat_ms = 501;
+	assert_int_equal(rdb_timing_check(&mine, &t, "primary", why, sizeof(why)), -EINVAL);
+	assert_non_null(strstr(why, "primary's heartbeat_ms 501"));
+	assert_non_null(strstr(why, "failover_timeout_ms 1000"));
+	/* another silence limit: a warning naming both */
+	t = (struct rdb_timing){ 100, 3000, 5000 };
+	assert_int_equal(rdb_timing_check(&mine, &t, "backup", why, sizeof(why)), 1);
+	assert_non_null(strstr(why, "backup's failover_timeout_ms = 3000"));
+	assert_non_null(strstr(why, "host's 1000"));
+	/* zero values are malformed */
+	{
+		uint8_t z[12] = { 0 };
+		struct rdb_frame g = { .type = RDB_MSG_TIMING, .payload = z, .len = 12 };
+
+		assert_int_equal(rdb_msg_timing_parse(&g, &t), -EPROTO);
+	}
+}
+
 static void test_truncated_and_padded_payloads(void **state)
 {
 	struct rdb_ram_block blocks[2] = { { "pc.ram", 1 << 20 }, { "/rom@etc/acpi/tables", 8192 } };
@@ -1034,6 +1083,7 @@ static void test_truncated_and_padded_payloads(void **state)
 	rdb_proto_put_pages(&wire, 1, 0, 3, rec.data, rec.len);
 	rdb_proto_put_epoch_end(&wire, 1, 3, 8193);
 	rdb_proto_put_heartbeat(&wire, 1, 2);
+	rdb_proto_put_timing(&wire, &(struct rdb_timing){ 50, 1000, 5000 });
 	rdb_proto_decoder_init(&d);
 	rdb_proto_decoder_feed(&d, wire.data, wire.len);
 	while (rdb_proto_decoder_next(&d, &f) == 1) {
@@ -1055,7 +1105,7 @@ static void test_truncated_and_padded_payloads(void **state)
 			free(copy);
 		}
 	}
-	assert_int_equal(frames, 6);
+	assert_int_equal(frames, 7);
 	rdb_proto_decoder_dispose(&d);
 	rdb_buf_dispose(&wire);
 	rdb_buf_dispose(&rec);
@@ -1169,6 +1219,7 @@ int main(void)
 		cmocka_unit_test(test_versions_are_negotiated),
 		cmocka_unit_test(test_header_fields_checked),
 		cmocka_unit_test(test_truncated_and_padded_payloads),
+		cmocka_unit_test(test_timing),
 		cmocka_unit_test(test_mutated_frames_never_crash),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
