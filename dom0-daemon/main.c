@@ -19,6 +19,7 @@
 #include "daemon.h"
 #include "disksrv.h"
 #include "filepub.h"
+#include "history.h"
 #include "linksec.h"
 #include "log.h"
 #include "primary.h"
@@ -447,8 +448,37 @@ static int ctl_info(void *opaque, json_t *req, json_t **reply_out)
 	return *reply_out ? 0 : -ENOMEM;
 }
 
+/* history NAME [count]: the VM's state changes on this host, oldest
+ * first (history.h); kept for a VM this daemon no longer knows too */
+static int ctl_history(void *opaque, json_t *req, json_t **reply_out)
+{
+	struct rdb_daemon *d = opaque;
+	json_t *args = json_object_get(req, "args");
+	const char *name = json_string_value(json_object_get(args, "name"));
+	json_int_t count = json_integer_value(json_object_get(args, "count"));
+	json_t *list;
+	char err[400] = "";
+	size_t bad = 0;
+	int rc;
+
+	if (!name || count < 0) {
+		*reply_out = json_string("history wants a VM name (and a count >= 0)");
+		return -EINVAL;
+	}
+	rc = rdb_history_read(d->cfg.state_dir, name, (size_t)count, &list,
+			      &bad, err, sizeof(err));
+	if (rc < 0) {
+		*reply_out = json_string(err[0] ? err : strerror(-rc));
+		return rc;
+	}
+	*reply_out = json_pack("{s:o, s:I}", "changes", list, "unreadable_lines",
+			       (json_int_t)bad);
+	return *reply_out ? 0 : -ENOMEM;
+}
+
 static const struct rdb_ctl_handler handlers[] = {
 	{ "capture", ctl_capture },
+	{ "history", ctl_history },
 	{ "epochs", ctl_epochs },
 	{ "info", ctl_info },
 	{ "status", ctl_status },

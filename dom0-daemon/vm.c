@@ -3,6 +3,7 @@
 #include "vm.h"
 #include "clock.h"
 #include "daemon.h"
+#include "history.h"
 #include "log.h"
 
 #include <stdarg.h>
@@ -203,6 +204,23 @@ void rdb_vm_set_state(struct rdb_vm *vm, enum rdb_vm_state s,
 		      rdb_vm_state_name(vm->state), rdb_vm_state_name(s),
 		      (double)(now - vm->state_since_ns) / RDB_NS_PER_S,
 		      vm->state_reason);
+	/* and for `remusdbctl history` (history.h); a failure is said once
+	 * per VM (the state change itself is logged above) */
+	if (vm->d && vm->d->cfg.state_dir && vm->d->cfg.state_dir[0]) {
+		char err[300];
+
+		if (rdb_history_append(vm->d->cfg.state_dir, vm->name,
+				       rdb_vm_state_name(vm->state),
+				       rdb_vm_state_name(s),
+				       rdb_vm_role_name(vm->role),
+				       (double)(now - vm->state_since_ns) /
+				       RDB_NS_PER_S, vm->state_reason, err,
+				       sizeof(err)) < 0 && !vm->history_failed) {
+			vm->history_failed = true;
+			rdb_log_write(RDB_LOG_WARN, RDB_COMPONENT, vm->name,
+				      "its state history is not kept: %s", err);
+		}
+	}
 	vm->state = s;
 	vm->state_since_ns = now;
 	vm->st.transitions[s]++;

@@ -144,6 +144,7 @@ struct rdb_vm {
 	int wd_slot;			/* watchdog slot, -1 if none */
 	enum rdb_peer_loss peer_loss;	/* as resolved at protect / setup */
 	bool readopted;			/* from its definition at start (vmdef.h) */
+	bool history_failed;		/* said once: history.h */
 	struct rdb_vm *next;
 };
 

@@ -83,6 +83,15 @@ tail -n +$((mark + 1)) "$CL_DIR/pri/remusdbd.log" | grep -q "state protecting ->
 tail -n +$((mark + 1)) "$CL_DIR/pri/remusdbd.log" | grep -q "protected again on its own" ||
 	rdb_fail "2: the primary's log does not say it protected again on its own"
 echo "2: protected again on its own $bak_ms ms after the backup's new daemon started"
+# the primary's history outlived its daemon: the killed one's protect,
+# the re-adoption's, and the protection again on its own, in order
+cl_ctl pri history "$CL_VM" --count 0 --json > "$CL_DIR/history.json" ||
+	rdb_fail "remusdbctl history failed"
+jq -e '[.changes[] | select(.to == "protecting")] | length >= 3' "$CL_DIR/history.json" >/dev/null &&
+jq -e '[.changes[].reason] | (map(test("^operator protect")) | index(true)) <
+	(map(test("protecting again on its own")) | index(true))' "$CL_DIR/history.json" >/dev/null ||
+	rdb_fail "the primary's history does not show both daemons' changes in order: $(jq -c '[.changes[] | "\(.from)->\(.to)"]' "$CL_DIR/history.json")"
+cl_ctl pri history "$CL_VM" --count 4
 sleep 3
 
 cluster_pull_power "$run"

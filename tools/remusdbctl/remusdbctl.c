@@ -78,6 +78,9 @@ static void usage(FILE *f)
 		"                                  on the backup's host: arm, then record the\n"
 		"                                  failover when the operator pulls the\n"
 		"                                  primary's power (a JSON report)\n"
+		"  history NAME [--count N] [--json]\n"
+		"                                  the VM's state changes on this host,\n"
+		"                                  oldest first (default the last 50; 0: all)\n"
 		"  epochs NAME [--count N] [--json]\n"
 		"                                  the last N checkpoints (default 40, at most\n"
 		"                                  4096) on the primary: time, guest pause,\n"
@@ -776,6 +779,75 @@ static int do_capture(int argc, char **argv)
 }
 
 /* epochs NAME [--count N] [--json]: the primary's last checkpoints. */
+/* history NAME [--count N] [--json]: the VM's state changes on this
+ * host, oldest first, from the daemon's record (history.h) */
+static int do_history(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "count", required_argument, NULL, 'n' },
+		{ "json", no_argument, NULL, 'j' },
+		{ 0 }
+	};
+	const char *name = NULL;
+	bool as_json = false;
+	long n = 50;
+	json_t *reply, *r, *c;
+	size_t i;
+	int ex = 0, o;
+
+	while ((o = sub_getopt(argc, argv, opts)) != -1) {
+		char *end;
+
+		if (o == 'j') {
+			as_json = true;
+		} else if (o == 'n') {
+			n = strtol(optarg, &end, 10);
+			if (*end || n < 0 || n > 100000) {
+				fprintf(stderr, "remusdbctl: --count: want 0..100000 "
+					"(0: all that are kept)\n");
+				return 2;
+			}
+		} else if (o == 1 && !name) {
+			name = optarg;
+		} else {
+			return usage_error(o);
+		}
+	}
+	if (!name)
+		return usage_error(0);
+	reply = call(cmd("history", json_pack("{s:s, s:I}", "name", name,
+					      "count", (json_int_t)n)), &ex);
+	if (!reply)
+		return ex;
+	r = json_object_get(reply, "result");
+	if (as_json) {
+		json_dumpf(r, stdout, JSON_COMPACT);
+		putchar('\n');
+		json_decref(reply);
+		return 0;
+	}
+	printf("%-24s %-8s %-13s    %-13s %9s  %s\n", "TIME (UTC)", "ROLE",
+	       "FROM", "TO", "AFTER s", "REASON");
+	json_array_foreach(json_object_get(r, "changes"), i, c) {
+		const char *s_time = json_string_value(json_object_get(c, "time"));
+		const char *role = json_string_value(json_object_get(c, "role"));
+		const char *from = json_string_value(json_object_get(c, "from"));
+		const char *to = json_string_value(json_object_get(c, "to"));
+		const char *why = json_string_value(json_object_get(c, "reason"));
+
+		printf("%-24s %-8s %-13s -> %-13s %9.3f  %s\n", s_time ?: "?",
+		       role ?: "?", from ?: "?", to ?: "?",
+		       json_number_value(json_object_get(c, "after_s")),
+		       why ?: "");
+	}
+	if (json_integer_value(json_object_get(r, "unreadable_lines")))
+		fprintf(stderr, "remusdbctl: %lld line(s) of the record could not "
+			"be read\n", (long long)json_integer_value(
+			json_object_get(r, "unreadable_lines")));
+	json_decref(reply);
+	return 0;
+}
+
 static int do_epochs(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -1234,6 +1306,8 @@ static int run(int argc, char **argv)
 				"detached (its disk and NIC no longer served)");
 	if (!strcmp(c, "migrate"))
 		return do_migrate(argc, argv);
+	if (!strcmp(c, "history"))
+		return do_history(argc, argv);
 	if (!strcmp(c, "wait"))
 		return do_wait(argc, argv);
 	if (!strcmp(c, "inject"))
