@@ -719,13 +719,125 @@ const char *rdb_witness_endpoints(const struct rdb_witness *w)
 	return w->endpoints_text;
 }
 
+/* endpoints ("http://a:2379,http://b:2379") into w's list: 0, -EINVAL
+ * (none, or one that is not http(s)://), -ENOMEM */
+static int parse_endpoints(struct rdb_witness *w, const char *endpoints)
+{
+	char *save = NULL, *tok, *copy = strdup(endpoints);
+	int rc = 0;
+
+	if (!copy)
+		return -ENOMEM;
+	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		char **nv;
+		size_t n = strlen(tok);
+
+		while (n && tok[n - 1] == '/')
+			tok[--n] = 0;	/* "http://h:2379/" works too */
+		if (strncmp(tok, "http://", 7) != 0 && strncmp(tok, "https://", 8) != 0) {
+			rc = -EINVAL;
+			break;
+		}
+		nv = realloc(w->endpoints, (w->nendpoints + 1) * sizeof(*nv));
+		if (!nv) {
+			rc = -ENOMEM;
+			break;
+		}
+		w->endpoints = nv;
+		if (!(w->endpoints[w->nendpoints] = strdup(tok))) {
+			rc = -ENOMEM;
+			break;
+		}
+		w->nendpoints++;
+	}
+	free(copy);
+	if (rc == 0 && w->nendpoints == 0)
+		rc = -EINVAL;
+	return rc;
+}
+
+int rdb_witness_list(const char *endpoints, const char *prefix,
+		     uint32_t timeout_ms, json_t **out, char *err,
+		     size_t errlen)
+{
+	struct rdb_witness w = { .timeout_ms = timeout_ms, .pipe_rd = -1,
+				 .pipe_wr = -1 };
+	struct req r = { .w = &w };
+	char from[300], to[300];
+	json_t *q = NULL, *a = NULL, *kvs, *kv, *list = NULL;
+	size_t i;
+	int rc;
+
+	*out = NULL;
+	rc = parse_endpoints(&w, endpoints);
+	if (rc < 0) {
+		snprintf(err, errlen, "witness %s: %s", endpoints, rc == -EINVAL ?
+			 "not http(s)://HOST:PORT[,...]" : strerror(-rc));
+		goto out;
+	}
+	/* every key PREFIX/vm/...: the range up to PREFIX/vm0 */
+	snprintf(from, sizeof(from), "%s/vm/", prefix);
+	snprintf(to, sizeof(to), "%s/vm0", prefix);
+	q = json_pack("{s:o, s:o}", "key", b64_str(from), "range_end", b64_str(to));
+	rc = q ? post(&r, "/v3/kv/range", q, &a) : -ENOMEM;
+	if (rc < 0) {
+		snprintf(err, errlen, "witness %s: %s", endpoints,
+			 r.res.error[0] ? r.res.error : strerror(-rc));
+		goto out;
+	}
+	list = json_array();
+	kvs = json_object_get(a, "kvs");
+	json_array_foreach(kvs, i, kv) {
+		const char *k = json_string_value(json_object_get(kv, "key"));
+		const char *v = json_string_value(json_object_get(kv, "value"));
+		char key[300], value[RDB_WITNESS_VALUE_MAX];
+		struct rdb_witness_value wv;
+		size_t kn, vn = 0;
+		json_t *o;
+
+		if (!k || rdb_base64_decode(k, (uint8_t *)key, sizeof(key) - 1,
+					    &kn) < 0 ||
+		    (v && rdb_base64_decode(v, (uint8_t *)value, sizeof(value) - 1,
+					    &vn) < 0))
+			continue;
+		key[kn] = value[vn] = 0;
+		if (kn <= strlen(from) || memchr(key, 0, kn))
+			continue;
+		for (size_t c = 0; c < vn; c++)
+			if ((uint8_t)value[c] < 0x20 || (uint8_t)value[c] >= 0x7f)
+				value[c] = '?';
+		o = json_pack("{s:s, s:s}", "name", key + strlen(from), "value", value);
+		if (o && rdb_witness_value_parse(value, vn, &wv) == 0) {
+			char gen[20];
+
+			snprintf(gen, sizeof(gen), "%016" PRIx64, wv.generation);
+			json_object_set_new(o, "owner", json_string(wv.owner));
+			json_object_set_new(o, "state", json_string(
+				wv.state == RDB_WITNESS_RUNNING ? "running" : "protected"));
+			json_object_set_new(o, "generation", json_string(gen));
+		}
+		if (o)
+			json_array_append_new(list, o);
+	}
+	*out = list;
+	list = NULL;
+	rc = 0;
+out:
+	json_decref(q);
+	json_decref(a);
+	json_decref(list);
+	for (size_t e = 0; e < w.nendpoints; e++)
+		free(w.endpoints[e]);
+	free(w.endpoints);
+	return rc;
+}
+
 int rdb_witness_create(struct rdb_evloop *loop, const char *endpoints,
 		       const char *prefix, uint32_t timeout_ms,
 		       struct rdb_witness **w_out)
 {
 	struct rdb_witness *w = calloc(1, sizeof(*w));
 	int fds[2] = { -1, -1 };
-	char *save = NULL, *tok, *copy = NULL;
 	int rc = -ENOMEM;
 
 	if (!w)
@@ -735,31 +847,12 @@ int rdb_witness_create(struct rdb_evloop *loop, const char *endpoints,
 	w->timeout_ms = timeout_ms;
 	w->endpoints_text = strdup(endpoints);
 	w->prefix = strdup(prefix);
-	copy = strdup(endpoints);
-	if (!w->endpoints_text || !w->prefix || !copy)
+	if (!w->endpoints_text || !w->prefix)
 		goto fail;
-	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		char **nv;
-		size_t n = strlen(tok);
-
-		while (n && tok[n - 1] == '/')
-			tok[--n] = 0;	/* "http://h:2379/" works too */
-		if (strncmp(tok, "http://", 7) != 0 && strncmp(tok, "https://", 8) != 0) {
-			rc = -EINVAL;
-			goto fail;
-		}
-		nv = realloc(w->endpoints, (w->nendpoints + 1) * sizeof(*nv));
-		if (!nv)
-			goto fail;
-		w->endpoints = nv;
-		if (!(w->endpoints[w->nendpoints] = strdup(tok)))
-			goto fail;
-		w->nendpoints++;
-	}
-	if (w->nendpoints == 0) {
-		rc = -EINVAL;
+	rc = parse_endpoints(w, endpoints);
+	if (rc < 0)
 		goto fail;
-	}
+	rc = -ENOMEM;
 	if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) < 0) {
 		rc = -errno;
 		goto fail;
@@ -772,11 +865,9 @@ int rdb_witness_create(struct rdb_evloop *loop, const char *endpoints,
 	rc = rdb_evloop_add_fd(loop, w->pipe_rd, RDB_EV_READ, on_pipe, w);
 	if (rc < 0)
 		goto fail;
-	free(copy);
 	*w_out = w;
 	return 0;
 fail:
-	free(copy);
 	rdb_witness_destroy(w);
 	return rc;
 }

@@ -37,6 +37,8 @@
 
 #include "evloop.h"
 
+#include <jansson.h>
+
 #define RDB_WITNESS_VALUE_MAX 256
 
 enum rdb_witness_outcome {
@@ -63,6 +65,16 @@ struct rdb_witness;
 int rdb_witness_create(struct rdb_evloop *loop, const char *endpoints,
 		       const char *prefix, uint32_t timeout_ms,
 		       struct rdb_witness **w_out);
+/*
+ * Every VM's key under prefix, asked now (blocking, each endpoint in
+ * turn within timeout_ms: for remusdbctl status --cluster, never the
+ * daemon's loop): *out a JSON array, by name, of {"name", "value"} and,
+ * for a value this code reads, "owner", "state" (protected | running)
+ * and "generation".  0, or a negative errno with err.
+ */
+int rdb_witness_list(const char *endpoints, const char *prefix,
+		     uint32_t timeout_ms, json_t **out, char *err,
+		     size_t errlen);
 /* Joins the threads still asking (each bounded by its timeout). */
 void rdb_witness_destroy(struct rdb_witness *w);	/* NULL ok */
 

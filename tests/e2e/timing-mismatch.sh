@@ -6,7 +6,9 @@
 #      heartbeats.  The backup refuses, protect fails, and both logs and
 #      the VM's state say why;
 #   2. the backup's failover_timeout_ms (3000) differs from the primary's
-#      (1000): protected, and each log warns, naming both values.
+#      (1000): protected, and each log warns, naming both values; and
+#      `remusdbctl status --cluster` shows the witness's key for the VM,
+#      owned by the primary, protected there and on both hosts.
 set -u
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/netns.sh"
@@ -55,4 +57,13 @@ grep -q "WARN.*timing: the primary's failover_timeout_ms = 1000, this host's 300
 	"$CL_DIR/bak/remusdbd.log" || rdb_fail "2: no warning in the backup's log"
 grep -q "WARN.*timing: the backup's failover_timeout_ms = 3000, this host's 1000" \
 	"$CL_DIR/pri/remusdbd.log" || rdb_fail "2: no warning in the primary's log"
+# the cluster's view: the witness's key for the VM, owned by the
+# primary, protected there and here (remusdbctl status --cluster)
+cl_ctl pri -c "$CL_DIR/pri/remusdbd.conf" status --cluster --json > "$CL_DIR/cluster.json" ||
+	rdb_fail "status --cluster: not every VM protected: $(cat "$CL_DIR/cluster.json")"
+jq -e --arg vm "$CL_VM" '.daemon_answered and ([.vms[] | select(.name == $vm and
+	.owner == "pri" and .state == "protected" and .here.state == "protected" and
+	.here.role == "primary")] | length == 1)' "$CL_DIR/cluster.json" >/dev/null ||
+	rdb_fail "status --cluster does not show $CL_VM owned by pri, protected: $(jq -c . "$CL_DIR/cluster.json")"
+cl_ctl bak -c "$CL_DIR/bak/remusdbd.conf" status --cluster
 echo "PASS: a backup that would judge the primary silent between heartbeats refuses it (both logs, the VM's state, say why); different silence limits protect with a warning on both hosts"

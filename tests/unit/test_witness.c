@@ -254,6 +254,59 @@ static void test_return(void **state)
 	rdb_evloop_destroy(loop);
 }
 
+/* Every VM's key, as status --cluster lists them: owner, state,
+ * generation; an unreachable witness is an error saying so. */
+static void test_list(void **state)
+{
+	struct rdb_evloop *loop;
+	struct rdb_witness *w;
+	char reg[RDB_WITNESS_VALUE_MAX], err[400];
+	struct got c = { 0 };
+	json_t *list = NULL, *v;
+	size_t i;
+	int seen = 0;
+
+	assert_int_equal(rdb_evloop_create(&loop), 0);
+	w = witness(loop, etcd_url);
+	wait_etcd(loop, w);
+	register_ok(loop, w, "vm-list-a", "hostA", 0xa1, reg);
+	register_ok(loop, w, "vm-list-b", "hostA", 0xb2, reg);
+	rdb_witness_claim(w, "vm-list-b", reg, "hostB", on_result, &c);
+	pump(loop, &c, 1);
+	assert_int_equal(c.r.outcome, RDB_WITNESS_WON);
+	assert_int_equal(rdb_witness_list(etcd_url, "/rdbtest", 1000, &list, err,
+					  sizeof(err)), 0);
+	json_array_foreach(list, i, v) {
+		const char *name = json_string_value(json_object_get(v, "name"));
+
+		if (!strcmp(name, "vm-list-a")) {
+			seen++;
+			assert_string_equal(json_string_value(json_object_get(v, "owner")), "hostA");
+			assert_string_equal(json_string_value(json_object_get(v, "state")), "protected");
+			assert_string_equal(json_string_value(json_object_get(v, "generation")),
+					    "00000000000000a1");
+		} else if (!strcmp(name, "vm-list-b")) {
+			seen++;
+			assert_string_equal(json_string_value(json_object_get(v, "owner")), "hostB");
+			assert_string_equal(json_string_value(json_object_get(v, "state")), "running");
+		}
+	}
+	assert_int_equal(seen, 2);
+	json_decref(list);
+	/* another prefix: none of these */
+	assert_int_equal(rdb_witness_list(etcd_url, "/rdbtest-other", 1000, &list,
+					  err, sizeof(err)), 0);
+	assert_int_equal(json_array_size(list), 0);
+	json_decref(list);
+	/* nobody there */
+	assert_int_equal(rdb_witness_list("http://127.0.0.1:9", "/rdbtest", 300,
+					  &list, err, sizeof(err)), -EHOSTUNREACH);
+	assert_null(list);
+	assert_non_null(strstr(err, "127.0.0.1:9"));
+	rdb_witness_destroy(w);
+	rdb_evloop_destroy(loop);
+}
+
 /* Many racing pairs: never two winners, never none. */
 static void test_races(void **state)
 {
@@ -533,6 +586,7 @@ int main(void)
 		cmocka_unit_test(test_cancel),
 		cmocka_unit_test(test_one_claim_wins),
 		cmocka_unit_test(test_return),
+		cmocka_unit_test(test_list),
 		cmocka_unit_test(test_races),
 		cmocka_unit_test(test_register_tries_again),
 	};

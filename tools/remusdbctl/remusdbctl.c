@@ -11,6 +11,7 @@
 #include "config.h"
 #include "sockutil.h"
 #include "virt.h"
+#include "witness.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -30,6 +31,9 @@
 
 /* --socket, else control_socket from the daemon's configuration */
 static const char *sock_path;
+/* remusdbd's configuration file (--config) and whether it was named */
+static const char *config_path = DEFAULT_CONFIG;
+static bool config_given;
 /* `wait` polls: it reports the last failure once, not every 50 ms. */
 static bool quiet;
 
@@ -61,6 +65,8 @@ static void usage(FILE *f)
 		"                                  give it back its own disk and NIC\n"
 		"  status [NAME] [--json]          VMs, roles, states, checkpoint numbers;\n"
 		"                                  exit 1 if one listed is not protected\n"
+		"  status --cluster [--json]       every VM the witness knows: owner, its\n"
+		"                                  state there, and this host's view\n"
 		"  failover NAME [--force]         fail over now (on the backup's host); with a\n"
 		"                                  witness it decides first; --force skips it:\n"
 		"                                  the operator's word that the primary is dead\n"
@@ -647,25 +653,133 @@ static void print_status(json_t *vms)
 	}
 }
 
+static int load_config(const char *path, bool given, struct rdb_daemon_config *c);
+
+/*
+ * status --cluster: every VM the witness knows (remusdbd.conf's witness
+ * and witness_prefix, asked from here), with its owner, the witness's
+ * state (protected: registered by its primary; running: a failover
+ * decision's winner runs it) and generation, and what this host's
+ * daemon says of it, like patronictl list.  Exit 0 when every one is
+ * protected at the witness and, where this daemon knows it, here; 1
+ * otherwise; 3 when the witness cannot be asked.
+ */
+static int cluster_status(bool as_json)
+{
+	struct rdb_daemon_config dc;
+	json_t *list = NULL, *reply, *here, *v, *out;
+	char err[600];
+	int rc, ex = 0, result = 0;
+	size_t i;
+
+	rdb_config_defaults(&rdb_daemon_config_table, &dc);
+	rc = load_config(config_path, config_given, &dc);
+	if (rc) {
+		rdb_config_dispose(&rdb_daemon_config_table, &dc);
+		return rc;
+	}
+	if (!dc.witness || !dc.witness[0]) {
+		fprintf(stderr, "remusdbctl: %s names no witness: --cluster lists "
+			"the VMs the witness knows\n", config_path);
+		rdb_config_dispose(&rdb_daemon_config_table, &dc);
+		return 3;
+	}
+	rc = rdb_witness_list(dc.witness, dc.witness_prefix, dc.witness_timeout_ms,
+			      &list, err, sizeof(err));
+	rdb_config_dispose(&rdb_daemon_config_table, &dc);
+	if (rc < 0) {
+		fprintf(stderr, "remusdbctl: %s\n", err);
+		return 3;
+	}
+	/* this host's view (no daemon: the witness's alone) */
+	quiet = true;
+	reply = call(cmd("status", json_object()), &ex);
+	quiet = false;
+	here = json_object_get(json_object_get(reply, "result"), "vms");
+	json_array_foreach(list, i, v) {
+		const char *name = json_string_value(json_object_get(v, "name"));
+		json_t *h;
+		size_t k;
+
+		if (strcmp(json_string_value(json_object_get(v, "state")) ?: "",
+			   "protected"))
+			result = 1;
+		json_array_foreach(here, k, h)
+			if (!strcmp(json_string_value(json_object_get(h, "name")) ?: "",
+				    name ?: "")) {
+				json_object_set_new(v, "here", json_pack(
+					"{s:O?, s:O?, s:O?, s:O?}",
+					"role", json_object_get(h, "role"),
+					"state", json_object_get(h, "state"),
+					"peer", json_object_get(h, "peer"),
+					"state_reason", json_object_get(h, "state_reason")));
+				if (strcmp(json_string_value(json_object_get(h, "state")) ?: "",
+					   "protected"))
+					result = 1;
+			}
+	}
+	if (as_json) {
+		out = json_pack("{s:O, s:b}", "vms", list, "daemon_answered",
+				json_is_array(here));
+		json_dumpf(out, stdout, JSON_INDENT(2));
+		putchar('\n');
+		json_decref(out);
+	} else {
+		printf("%-20s %-16s %-10s %-16s | %-8s %-13s %s\n", "NAME", "OWNER",
+		       "WITNESS", "GENERATION", "HERE", "STATE", "PEER");
+		json_array_foreach(list, i, v) {
+			json_t *h = json_object_get(v, "here");
+
+			printf("%-20s %-16s %-10s %-16s | %-8s %-13s %s\n",
+			       json_string_value(json_object_get(v, "name")) ?: "?",
+			       json_string_value(json_object_get(v, "owner")) ?: "?",
+			       json_string_value(json_object_get(v, "state")) ?:
+			       "unreadable",
+			       json_string_value(json_object_get(v, "generation")) ?: "-",
+			       h ? json_string_value(json_object_get(h, "role")) ?: "?" :
+			       "-", h ? json_string_value(json_object_get(h, "state")) ?: "?" :
+			       "-", h ? json_string_value(json_object_get(h, "peer")) ?: "-" :
+			       "-");
+		}
+		if (!json_is_array(here))
+			fprintf(stderr, "remusdbctl: this host's remusdbd did not "
+				"answer: the witness's view only\n");
+	}
+	json_decref(reply);
+	json_decref(list);
+	return result;
+}
+
 static int do_status(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, 'j' },
+		{ "cluster", no_argument, NULL, 'C' },
 		{ 0 }
 	};
 	const char *name = NULL;
 	json_t *args, *reply, *vms, *v;
-	bool as_json = false;
+	bool as_json = false, cluster = false;
 	int ex = 0, rc = 0, o;
 	size_t i;
 
 	while ((o = sub_getopt(argc, argv, opts)) != -1) {
 		if (o == 'j')
 			as_json = true;
+		else if (o == 'C')
+			cluster = true;
 		else if (o == 1 && !name)
 			name = optarg;
 		else
 			return usage_error(o);
+	}
+	if (cluster) {
+		if (name) {
+			fprintf(stderr, "remusdbctl: status --cluster lists every "
+				"VM: no NAME\n");
+			return 2;
+		}
+		return cluster_status(as_json);
 	}
 	args = name ? json_pack("{s:s}", "name", name) : json_object();
 	reply = call(cmd("status", args), &ex);
@@ -1352,9 +1466,7 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
-	const char *config_path = DEFAULT_CONFIG;
 	struct rdb_daemon_config dc;
-	bool config_given = false;
 	int o, rc;
 
 	while ((o = getopt_long(argc, argv, "+s:c:h", lopts, NULL)) != -1) {
