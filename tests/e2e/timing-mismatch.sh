@@ -58,12 +58,19 @@ grep -q "WARN.*timing: the primary's failover_timeout_ms = 1000, this host's 300
 grep -q "WARN.*timing: the backup's failover_timeout_ms = 3000, this host's 1000" \
 	"$CL_DIR/pri/remusdbd.log" || rdb_fail "2: no warning in the primary's log"
 # the cluster's view: the witness's key for the VM, owned by the
-# primary, protected there and here (remusdbctl status --cluster)
-cl_ctl pri -c "$CL_DIR/pri/remusdbd.conf" status --cluster --json > "$CL_DIR/cluster.json" ||
-	rdb_fail "status --cluster: not every VM protected: $(cat "$CL_DIR/cluster.json")"
+# primary, protected there and here (remusdbctl status --cluster, run
+# on the host: the witness is reached from its namespace)
+ctl_ns() {
+	local side=$1
+	shift
+	_nsx "$run" "$side" "$RDB_BUILD/remusdbctl" --socket "$CL_DIR/$side/ctl.sock" \
+		-c "$CL_DIR/$side/remusdbd.conf" "$@"
+}
+ctl_ns pri status --cluster --json > "$CL_DIR/cluster.json" 2>"$CL_DIR/cluster.err" ||
+	rdb_fail "status --cluster: not every VM protected: $(cat "$CL_DIR/cluster.json" "$CL_DIR/cluster.err")"
 jq -e --arg vm "$CL_VM" '.daemon_answered and ([.vms[] | select(.name == $vm and
 	.owner == "pri" and .state == "protected" and .here.state == "protected" and
 	.here.role == "primary")] | length == 1)' "$CL_DIR/cluster.json" >/dev/null ||
 	rdb_fail "status --cluster does not show $CL_VM owned by pri, protected: $(jq -c . "$CL_DIR/cluster.json")"
-cl_ctl bak -c "$CL_DIR/bak/remusdbd.conf" status --cluster
+ctl_ns bak status --cluster || rdb_fail "status --cluster on the backup's host: not 0"
 echo "PASS: a backup that would judge the primary silent between heartbeats refuses it (both logs, the VM's state, say why); different silence limits protect with a warning on both hosts"
