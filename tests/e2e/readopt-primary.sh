@@ -71,7 +71,7 @@ pull_ms=$(date +%s%3N)
 cl_ctl bak wait "$CL_VM" failed-over --timeout 30 || rdb_fail "no failover"
 wait_pid 150 "$led"
 # each restart's gap: the longest that began within 1 s before its stop
-# and before the next event (the other restart, the power pull)
+# and ended before the next event (the other restart, the power pull)
 for r in term kill; do
 	eval "at=\$${r}_ms"
 	[ "$r" = term ] && until=$kill_ms || until=$pre_pull_ms

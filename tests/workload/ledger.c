@@ -64,8 +64,8 @@
  *   errors, reconnects, failed_commits
  *   max_gap_ms     longest time without any acknowledged commit
  *   failover_gap_ms the longest gap ending after --pull-ms that began at
- *                  most 1 s before it (and before --gap-before-ms, when
- *                  a later event's gap must not count): the outage
+ *                  most 1 s before it (and ended before --gap-before-ms,
+ *                  when a later event's gap must not count): the outage
  *                  clients saw
  *   max_client_wait_ms  with --restore-ms: the longest any client waited
  *                  after the restore for its next answer (an
@@ -646,7 +646,7 @@ static int do_check(void)
 		 * down, so "the gap around pull_ms" alone can be a short one). */
 		if (pull_ms >= 0 && i && acks[i] > pull_ms &&
 		    acks[i - 1] >= pull_ms - 1000 &&
-		    (gap_before_ms < 0 || acks[i - 1] < gap_before_ms) &&
+		    (gap_before_ms < 0 || acks[i] < gap_before_ms) &&
 		    acks[i] - acks[i - 1] > fo_gap) {
 			fo_gap = acks[i] - acks[i - 1];
 			gap_end = acks[i];
