@@ -666,9 +666,17 @@ static const char busy_msg[] = "another disk server serves it (a remusdbd "
 	"remusdbd restarted, whose QEMU still uses it, or another daemon's): "
 	"stop that VM (or that server) first";
 
+/*
+ * The byte a disk server locks: far past any image's end, and apart from
+ * the bytes QEMU's own image locking uses (file-posix: 100.. and 200..),
+ * so that qemu-img (check, info -U) still opens an image being served.
+ */
+#define SERVER_LOCK_BYTE ((off_t)1 << 62)
+
 int rdb_disk_image_lock(int fd, const char *image, char *err, size_t errlen)
 {
-	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
+			    .l_start = SERVER_LOCK_BYTE, .l_len = 1 };
 
 	if (fcntl(fd, F_OFD_SETLK, &fl) == 0)
 		return 0;
@@ -690,7 +698,8 @@ int rdb_disk_image_free(const char *image, uint64_t wait_ns, char *err,
 	if (fd < 0)
 		return 0;	/* (opening it says what is wrong) */
 	for (;;) {
-		struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+		struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET,
+				    .l_start = SERVER_LOCK_BYTE, .l_len = 1 };
 
 		if (fcntl(fd, F_OFD_GETLK, &fl) < 0 || fl.l_type == F_UNLCK)
 			break;

@@ -84,7 +84,8 @@ int rdb_disk_open_image(const char *image, int *fd_out, uint64_t *size_out,
 
 /*
  * One disk server per image.  A server holds a write lock (an open file
- * description's, F_OFD_SETLK) on its image for as long as it runs, and
+ * description's, F_OFD_SETLK, on one byte at 2^62: not QEMU's image
+ * locking bytes, so qemu-img still opens it) for as long as it runs, and
  * refuses to start on an image another holds: a server left running (a
  * VM restored on this host before the daemon restarted: its replica's
  * server outlives the daemon) keeps serving its QEMU, and a second one

@@ -975,6 +975,19 @@ static void test_logs_through_processes(void **state)
 		assert_int_equal(rdb_disk_image_free(img, 50 * RDB_NS_PER_MS,
 						     err, sizeof(err)), -EBUSY);
 		assert_non_null(strstr(err, "another disk server serves it"));
+		/* QEMU's own image locking (qemu-img check -U: shared locks
+		 * on bytes 100.. and 200..) is not in the way */
+		{
+			int qfd = open(img, O_RDONLY | O_CLOEXEC);
+			struct flock q = { .l_type = F_RDLCK, .l_whence = SEEK_SET,
+					   .l_start = 100, .l_len = 1 };
+
+			assert_true(qfd >= 0);
+			assert_int_equal(fcntl(qfd, F_OFD_SETLK, &q), 0);
+			q.l_start = 200;
+			assert_int_equal(fcntl(qfd, F_OFD_SETLK, &q), 0);
+			close(qfd);
+		}
 		assert_int_equal(rdb_disk_serve_child("vmR", img, sock, wmpath,
 						      &pid2, err, sizeof(err)),
 				 -EBUSY);
