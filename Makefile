@@ -3,6 +3,8 @@
 #   make            build remusdbd, remusdbctl and the tools (build/)
 #   make check      install deps, build with ASan+UBSan, run unit + e2e
 #                   tests, the manual pages' and packaging checks
+#   make check-long the e2e tests too long for make check's budget
+#                   (marked "# check-long:") and make check-xen
 #   make demo       install deps, build, run a protected VM and a failover drill
 #   make drill      the power-pull drill -> build/drill/report.json
 #   make drill-pg   DRILLS=K power pulls of a PostgreSQL VM under load
@@ -38,7 +40,7 @@
 #                   backend checkpoints and restores it, then the
 #                   failover drill: remusdbd protecting the domU in dom0,
 #                   a power pull; times as JSON (the last step of make
-#                   check; tests/xen/boot-smoke.sh, docs/xen-host.md)
+#                   check-long; tests/xen/boot-smoke.sh, docs/xen-host.md)
 #
 # Conventions: every .c under dom0-daemon/ and hypervisor/ except main files
 # goes into librdb.a.  A unit test is tests/unit/test_NAME.c; a line
@@ -87,7 +89,7 @@ KMOD_KDIR := /usr/src/linux-headers-$(KMOD_KVER)
 # Workloads run on the host against the guest's DBMS (libpq: dynamic).
 WORKLOAD_BINS := build/workload/ledger
 
-.PHONY: all setup qemu guest check unit e2e demo drill drill-pg soak bench fuzz clean kmod dbms man \
+.PHONY: all setup qemu guest check check-long unit e2e demo drill drill-pg soak bench fuzz clean kmod dbms man \
 	deb check-packaging xenhost check-xen
 
 all: $(B)/remusdbd $(B)/remusdbctl $(HELPER_BINS) $(BENCH_BINS) $(WORKLOAD_BINS) build/dbms/fakekmod.so \
@@ -224,6 +226,16 @@ check: setup
 	bash tests/run-dbms.sh
 	bash hypervisor/qemu/build-test-qemu.sh >/dev/null
 	RDB_BUILD=build/san bash tests/run-e2e.sh
+
+# What does not fit make check's budget (CI's 90 minutes on an empty
+# cache): the e2e tests marked "# check-long: WHY" (each says what covers
+# it in make check) and the Xen drill.  Run before an issue is resolved.
+check-long: setup
+	$(MAKE) SAN=1 all
+	$(MAKE) kmod
+	$(MAKE) dbms
+	bash hypervisor/qemu/build-test-qemu.sh >/dev/null
+	RDB_E2E_SET=long RDB_BUILD=build/san bash tests/run-e2e.sh
 	$(MAKE) check-xen
 
 # Only the server binaries the tests use; a cached build returns at once.

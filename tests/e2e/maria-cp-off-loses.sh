@@ -5,6 +5,8 @@
 # lost at the pull (the replication link is cut 400 ms before it: see
 # pg-cp-off-loses.sh),
 # and the flow check must reset the connections that saw them.
+# check-long: the MariaDB drill's power to see a loss (red without
+#   commit protection); make check runs the drill itself (maria-cp-all)
 set -u
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/netns.sh"

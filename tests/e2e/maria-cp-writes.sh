@@ -2,6 +2,9 @@
 # MariaDB under commit protection through a power pull, with
 # remusdb_commit_protection = writes: the drill of tests/lib/cpdrill.sh,
 # every invariant checked (CHECK TABLE for the database's own check).
+# check-long: MariaDB with commit_protection = writes; make check has
+#   the writes mode on PostgreSQL (pg-cp-writes) and MariaDB in mode all
+#   (maria-cp-all)
 set -u
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/netns.sh"

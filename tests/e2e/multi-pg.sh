@@ -37,6 +37,9 @@
 # the commit.
 #
 # Output: build/e2e/<run>/result.json.  Exit 0 pass, 1 fail.
+# check-long: the production-shaped VM through a pull; make check has
+#   the same VM under commit protection (multi-pg-cp) and each device kind
+#   alone (multi-disk, multi-nic)
 set -u
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/netns.sh"

@@ -14,6 +14,9 @@
 # silent for 1007 ms").  Shown red with the disk step run on the loop
 # again (commit_start calling commit_finish inline): the primary
 # degraded within the stall.
+# check-long: a slow backup disk; make check has the backup's other
+#   faults (backup-lost, backup-replica-eio, nemesis-backup-pull, ack-
+#   timeout)
 set -u
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/netns.sh"

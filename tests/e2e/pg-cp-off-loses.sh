@@ -9,6 +9,9 @@
 # never reach the backup.  Timing the pull against the epochs instead
 # (150 ms after an acknowledgement seen through remusdbctl, 300 ms
 # epochs) once let the pull land just after a checkpoint and expose none.
+# check-long: the drill's power to see a loss (red without commit
+#   protection); make check runs the drill itself (pg-cp-all, pg-cp-
+#   writes)
 set -u
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/netns.sh"

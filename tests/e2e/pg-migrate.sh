@@ -12,6 +12,9 @@
 # every client connection kept, pg_amcheck clean, the disks equal, the
 # resync far below a full copy, the old QEMU gone after each handover.
 # Output: build/e2e/<run>/result.json.
+# check-long: a switchover there and back under a database load; make
+#   check has the switchover (migrate) and its failures (migrate-restore-
+#   fail*)
 set -u
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/netns.sh"

@@ -6,6 +6,8 @@
 # guest only read), at most twice that, far below the disk's data; the
 # disks are equal afterwards.  The benchmark's scenario
 # (tests/bench/reprotect.sh) in its test mode, with a 256 MiB guest.
+# check-long: the resync's size on a 4 GiB disk; make check has the
+#   resync's correctness (pg-failback, reprotect)
 set -u
 . "$(dirname "$0")/../lib/common.sh"
 rdb_require_root
