@@ -2141,6 +2141,8 @@ static void failover_failed(struct rdb_backup *b, int rc)
 	}
 }
 
+static void record_restored_def(struct rdb_backup *b);
+
 /* The restore thread is done: the guest runs, or the failover failed. */
 static void on_restore_done(void *opaque)
 {
@@ -2179,6 +2181,36 @@ static void on_restore_done(void *opaque)
 			 "running from epoch %llu, restored in %.1f ms",
 			 (unsigned long long)vm->st.committed_epoch,
 			 (double)vm->st.failover_ns / RDB_NS_PER_MS);
+	record_restored_def(b);
+}
+
+/*
+ * The VM runs here now: a daemon that starts after this one re-adopts it
+ * (vmdef.h), from the primary's config as received, the replicas and
+ * their servers, and the protection and epoch it was restored from.
+ * Not recorded: logged (a restart of remusdbd would leave the restored
+ * guest's network unrelayed), the VM runs on.
+ */
+static void record_restored_def(struct rdb_backup *b)
+{
+	struct rdb_vm *vm = b->vm;
+	json_t *cfg = rdb_vm_config_to_json(&vm->cfg);
+	json_t *r = json_pack("{s:I, s:I, s:[], s:[]}", "generation",
+			      (json_int_t)b->generation, "epoch",
+			      (json_int_t)vm->st.committed_epoch, "disks",
+			      "servers");
+	char err[400] = "";
+	int rc = cfg && r ? rdb_bakdevs_restored(&b->devs, r) : -ENOMEM;
+
+	if (rc == 0)
+		rc = rdb_vmdef_save_restored(b->d->cfg.state_dir, vm->name, cfg,
+					     r, err, sizeof(err));
+	if (rc < 0)
+		LOGVM(ERROR, vm->name, "the restored VM's definition was not "
+		      "recorded (%s): a restart of remusdbd here will not "
+		      "re-adopt it", err[0] ? err : strerror(-rc));
+	json_decref(cfg);
+	json_decref(r);
 }
 
 static int restore_start(struct rdb_backup *b, uint64_t t0, bool prepare)

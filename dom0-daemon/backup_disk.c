@@ -440,6 +440,24 @@ static int disk_hand_over(struct rdb_bakdev *dev, const struct rdb_nic_dst *dst,
 	return 0;
 }
 
+/* The replica, and its server with when it started (the re-adoption
+ * stops that process, not a later one with its number). */
+static int disk_restored(const struct rdb_bakdev *dev, json_t *o)
+{
+	const struct bak_disk *dk = disk_of(dev);
+	json_t *disks = json_object_get(o, "disks");
+	json_t *servers = json_object_get(o, "servers");
+	uint64_t start = dk->pid > 0 ? rdb_hv_proc_start(dk->pid) : 0;
+
+	if (!json_is_array(disks) || !json_is_array(servers) ||
+	    json_array_append_new(disks, json_string(dk->path)) < 0)
+		return -ENOMEM;
+	if (start && json_array_append_new(servers, json_pack("{s:i, s:I}",
+			"pid", (int)dk->pid, "start", (json_int_t)start)) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
 static void disk_poll(struct rdb_bakdev *dev)
 {
 	struct bak_disk *dk = disk_of(dev);
@@ -529,6 +547,7 @@ const struct rdb_bakdev_ops rdb_bak_disk_ops = {
 	.unserve = disk_unserve,
 	.restore = disk_restore,
 	.hand_over = disk_hand_over,
+	.restored = disk_restored,
 	.poll = disk_poll,
 	.free = disk_free,
 	.status = disks_status,

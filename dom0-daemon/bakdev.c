@@ -52,6 +52,18 @@ struct rdb_bakdev *rdb_bakdevs_net(const struct rdb_bakdevs *t, unsigned n)
 	return NULL;
 }
 
+int rdb_bakdevs_restored(const struct rdb_bakdevs *t, json_t *o)
+{
+	for (unsigned i = 0; i < t->n; i++) {
+		const struct rdb_bakdev *d = t->v[i];
+		int rc = d->ops->restored ? d->ops->restored(d, o) : 0;
+
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
 int rdb_bakdevs_record(const struct rdb_bakdevs *t, struct rdb_lineage *l)
 {
 	for (unsigned i = 0; i < t->n; i++) {

@@ -184,6 +184,10 @@ struct rdb_bakdev_ops {
 			 size_t errlen);
 	void (*hand_back)(struct rdb_bakdev *dev, const struct rdb_nic_dst *dst,
 			  unsigned ndst);
+	/* What a new daemon re-adopting the restored VM needs of it
+	 * (vmdef.h): a disk appends its replica's path to o's "disks" and
+	 * its server to "servers". */
+	int (*restored)(const struct rdb_bakdev *dev, json_t *o);
 	/* Periodic, while the restored guest runs: a server of it that
 	 * exited fails the VM (host->fail). */
 	void (*poll)(struct rdb_bakdev *dev);
@@ -247,6 +251,9 @@ int rdb_bakdevs_add(struct rdb_bakdevs *t, struct rdb_bakdev *dev);
  * frame whose device field is n names (OUTPUT, INPUT); NULL: none. */
 struct rdb_bakdev *rdb_bakdevs_net(const struct rdb_bakdevs *t, unsigned n);
 
+/* Every device's part of a restored VM's definition (o: its "restored"
+ * object, with "disks" and "servers" arrays); the first error. */
+int rdb_bakdevs_restored(const struct rdb_bakdevs *t, json_t *o);
 /* Every device's entry; the first error (the rest are not called). */
 int rdb_bakdevs_record(const struct rdb_bakdevs *t, struct rdb_lineage *l);
 void rdb_bakdevs_recorded(struct rdb_bakdevs *t);

@@ -23,6 +23,7 @@
 #include "linksec.h"
 #include "log.h"
 #include "primary.h"
+#include "proc.h"
 #include "role.h"
 #include "vm.h"
 #include "vmdef.h"
@@ -494,21 +495,84 @@ static const struct rdb_ctl_handler handlers[] = {
 
 /* ---- re-adoption at start (vmdef.h) ---- */
 
-/* A QEMU answers on the VM's QMP socket: the VM runs here. */
-static bool qemu_runs(const struct rdb_vm_config *cfg)
+/* A QEMU answers on QMP socket path: the VM runs here. */
+static bool qmp_answers(const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int fd, rc;
 
-	if (!cfg->qmp || strlen(cfg->qmp) >= sizeof(sa.sun_path))
+	if (!path || strlen(path) >= sizeof(sa.sun_path))
 		return false;
-	strcpy(sa.sun_path, cfg->qmp);
+	strcpy(sa.sun_path, path);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return false;
 	rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
 	close(fd);
 	return rc == 0;
+}
+
+/*
+ * A VM a failover restored here: its QEMU and the replicas' disk servers
+ * outlived the daemon before this one; its network did not (the daemon
+ * relays it).  The old servers are stopped (those recorded, if still the
+ * same processes: QEMU holds the guest's disk requests meanwhile, up to
+ * its reconnect-delay) and the VM attached as this host's, each disk's
+ * written map recording on.
+ */
+static int readopt_restored(struct rdb_daemon *d, const struct rdb_vmdef *def,
+			    struct rdb_vm_config *cfg, char *err, size_t errlen)
+{
+	char qmp[300];
+	size_t i;
+	json_t *v;
+	int rc;
+
+	if ((cfg->hypervisor && strcmp(cfg->hypervisor, "qemu")) ||
+	    (cfg->libvirt_restore && cfg->libvirt_restore[0])) {
+		snprintf(err, errlen, "a VM restored %s is not re-adopted yet "
+			 "(only one this daemon's QEMU runs); its definition is "
+			 "kept", cfg->libvirt_restore && cfg->libvirt_restore[0] ?
+			 "into libvirt" : "as a Xen domain");
+		return -EOPNOTSUPP;
+	}
+	snprintf(qmp, sizeof(qmp), "%s/%s.qmp", d->cfg.run_dir, def->name);
+	if (!qmp_answers(qmp)) {
+		snprintf(err, errlen, "no QEMU answers on %s: the restored VM "
+			 "does not run any more; its definition is removed", qmp);
+		rdb_vmdef_forget(d->cfg.state_dir, def->name);
+		return -ENOENT;
+	}
+	json_array_foreach(json_object_get(def->restored, "servers"), i, v) {
+		json_int_t pid = json_integer_value(json_object_get(v, "pid"));
+		json_int_t start = json_integer_value(json_object_get(v, "start"));
+		struct rdb_hv_proc pr;
+
+		if (pid <= 0 || start <= 0 ||
+		    rdb_hv_proc_start((pid_t)pid) != (uint64_t)start)
+			continue;	/* gone (or another process now) */
+		if (rdb_hv_adopt((pid_t)pid, &pr) < 0)
+			continue;
+		LOGVM(INFO, def->name, "stopping the restored guest's disk "
+		      "server (pid %d) of the daemon before this one",
+		      (int)pid);
+		rdb_hv_kill(&pr, rdb_now_ns() + 3 * RDB_NS_PER_S);
+	}
+	json_array_foreach(json_object_get(def->restored, "disks"), i, v) {
+		rc = rdb_disk_image_free(json_string_value(v), 3 * RDB_NS_PER_S,
+					 err, errlen);
+		if (rc < 0)
+			return rc;
+	}
+	LOGVM(INFO, def->name, "re-adopting the VM restored here (%s, epoch "
+	      "%lld of protection %016llx): attached as this host's, its "
+	      "output held until the witness says this host runs it; "
+	      "`remusdbctl protect %s peer=HOST` protects it", def->saved,
+	      (long long)json_integer_value(json_object_get(def->restored,
+							     "epoch")),
+	      (unsigned long long)json_integer_value(json_object_get(
+		      def->restored, "generation")), def->name);
+	return rdb_primary_readopt_restored(d, cfg, def->restored, err, errlen);
 }
 
 static void readopt_one(void *opaque, const struct rdb_vmdef *def)
@@ -527,13 +591,24 @@ static void readopt_one(void *opaque, const struct rdb_vmdef *def)
 		d->readopt_failed++;
 		goto out;
 	}
+	if (def->intent == RDB_VMDEF_RESTORED) {
+		rc = readopt_restored(d, def, &cfg, err, sizeof(err));
+		if (rc < 0) {
+			LOGVM(ERROR, def->name, "not re-adopted (restored, %s): %s",
+			      def->saved, err[0] ? err : strerror(-rc));
+			d->readopt_failed++;
+		} else {
+			d->readopted++;
+		}
+		goto out;
+	}
 	/* Protected, its QEMU gone (the host restarted, the VM shut down or
 	 * handed over): nothing here to protect, and the VM may run on the
 	 * other host now; the operator's next protect or attach decides.
 	 * An attached VM is served before its QEMU starts, as attach does. */
 	if (def->intent == RDB_VMDEF_PROTECTED &&
 	    (!cfg.hypervisor || !strcmp(cfg.hypervisor, "qemu")) &&
-	    !qemu_runs(&cfg)) {
+	    !qmp_answers(cfg.qmp)) {
 		LOGVM(WARN, def->name, "not re-adopted: recorded as protected "
 		      "(%s), but no QEMU answers on %s; its definition is kept "
 		      "for `remusdbctl protect %s`", def->saved,

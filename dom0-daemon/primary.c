@@ -1795,6 +1795,38 @@ static int add_nic(struct rdb_primary *p, struct rdb_pri_nic **out)
 	return 0;
 }
 
+/*
+ * Disk k of a VM attached here, when this host's lineage record says a
+ * failover restored the VM here from epoch E of protection G and the
+ * guest's writes since are in a written map (restored), or that a
+ * protection from that base has not committed its resync yet (primary
+ * with a base): that map, G and E, so the disk's server records on and a
+ * protect copies only what may differ (docs/resync.md).  Every disk has
+ * such a base, each on the same image as recorded, or none has: NULL.
+ */
+static const char *restored_base(const struct rdb_lineage *l,
+				 const struct rdb_vm_config *cfg, unsigned k,
+				 uint64_t *gen, uint64_t *epoch)
+{
+	unsigned n = rdb_vm_config_ndisks(cfg);
+	bool restored = l && l->role == RDB_LINEAGE_RESTORED;
+	bool based = l && l->role == RDB_LINEAGE_PRIMARY && l->has_base;
+
+	if ((!restored && !based) || l->ndisks != n || k >= n)
+		return NULL;
+	for (unsigned i = 0; i < n; i++) {
+		const struct rdb_lineage_disk *ld = &l->d[i];
+		const char *image = rdb_vm_config_disk_image(cfg, i);
+
+		if (!image || strcmp(ld->disk, image) != 0 ||
+		    !(restored ? ld->wmap : ld->base_wmap)[0])
+			return NULL;
+	}
+	*gen = restored ? l->generation : l->base_generation;
+	*epoch = restored ? l->epoch : l->base_epoch;
+	return restored ? l->d[k].wmap : l->d[k].base_wmap;
+}
+
 /* Serves the VM's next disk: the first is cfg.disk on cfg.disk_socket,
  * the others cfg.extra_disk, then cfg.nvram, on disk_socket with their
  * number appended;
@@ -1924,8 +1956,28 @@ static int attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 			snprintf(err, errlen, "%s for qemu_group: %s", sock,
 				 strerror(-rc));
 	}
-	for (unsigned k = 0; rc == 0 && k < rdb_vm_config_ndisks(&vm->cfg); k++)
-		rc = open_disk(p, NULL, 0, 0, err, errlen);
+	if (rc == 0) {
+		struct rdb_lineage l;
+		char e2[300] = "";
+		bool have = rdb_lineage_load(d->cfg.state_dir, vm->name, &l, e2,
+					     sizeof(e2)) == 0;
+
+		for (unsigned k = 0; rc == 0 && k < rdb_vm_config_ndisks(&vm->cfg);
+		     k++) {
+			uint64_t gen = 0, epoch = 0;
+			const char *wmap = restored_base(have ? &l : NULL, &vm->cfg,
+							 k, &gen, &epoch);
+
+			rc = open_disk(p, wmap, gen, epoch, err, errlen);
+		}
+		if (rc == 0 && p->ndisks && p->disks[0]->base_gen)
+			LOGVM(INFO, vm->name, "its disks are those restored here "
+			      "from epoch %llu of protection %016llx: what the guest "
+			      "wrote since is recorded on (a protect copies only "
+			      "what may differ)", (unsigned long long)
+			      p->disks[0]->base_epoch,
+			      (unsigned long long)p->disks[0]->base_gen);
+	}
 	if (rc < 0) {
 		if (!err[0])
 			snprintf(err, errlen, "%s", strerror(-rc));
@@ -2385,21 +2437,23 @@ static const char *const own_keys[] = {
 	"extra_disk", "extra_nic", "nvram", "qemu_arg",
 };
 
-/* The VM file of the restored VM as this host serves it: the primary's,
- * as the backup received it, with this host's sockets, disk and tap. */
-static int survivor_config(struct rdb_daemon *d, struct rdb_vm *vm,
-			   json_t *set, struct rdb_vm_config *cfg, char *err,
-			   size_t errlen)
+/* The VM file of the restored VM as this host serves it: the primary's
+ * (prim, as the backup received it), with this host's sockets and tap
+ * (its disks are set after: the replicas); need_peer: a protect's, which
+ * names the new backup. */
+static int survivor_config(struct rdb_daemon *d, const struct rdb_vm_config *prim,
+			   const char *name, json_t *set, bool need_peer,
+			   struct rdb_vm_config *cfg, char *err, size_t errlen)
 {
-	const char *own_tap = vm->cfg.backup_tap && vm->cfg.backup_tap[0] ?
-		vm->cfg.backup_tap : vm->cfg.tap;
+	const char *own_tap = prim->backup_tap && prim->backup_tap[0] ?
+		prim->backup_tap : prim->tap;
 	char path[600], old_tap[64];
 	const char *key;
 	json_t *v;
 	int rc;
 
-	snprintf(old_tap, sizeof(old_tap), "%s", vm->cfg.tap ? vm->cfg.tap : "");
-	rc = rdb_vm_config_copy(&vm->cfg, cfg, err, errlen);
+	snprintf(old_tap, sizeof(old_tap), "%s", prim->tap ? prim->tap : "");
+	rc = rdb_vm_config_copy(prim, cfg, err, errlen);
 	if (rc < 0)
 		return rc;
 	json_object_foreach(set, key, v) {
@@ -2425,9 +2479,9 @@ static int survivor_config(struct rdb_daemon *d, struct rdb_vm *vm,
 		if (rc < 0)						\
 			return rc;					\
 	} while (0)
-	SET("qmp", "%s/%s.qmp", d->cfg.run_dir, vm->name);
-	SET("watchdog_qmp", "%s/%s.wd.qmp", d->cfg.run_dir, vm->name);
-	SET("net_socket", "%s/%s.net", d->cfg.run_dir, vm->name);
+	SET("qmp", "%s/%s.qmp", d->cfg.run_dir, name);
+	SET("watchdog_qmp", "%s/%s.wd.qmp", d->cfg.run_dir, name);
+	SET("net_socket", "%s/%s.net", d->cfg.run_dir, name);
 	SET("tap", "%s", own_tap);
 	/* the new backup is the old primary, or a host like it: its tap is
 	 * the one the primary used */
@@ -2456,11 +2510,11 @@ static int survivor_config(struct rdb_daemon *d, struct rdb_vm *vm,
 			return rc;
 	}
 	if (cfg->disk && cfg->disk[0])
-		SET("disk_socket", "%s/%s.disk", d->cfg.run_dir, vm->name);
+		SET("disk_socket", "%s/%s.disk", d->cfg.run_dir, name);
 #undef SET
-	if (!cfg->peer || !cfg->peer[0]) {
+	if (need_peer && (!cfg->peer || !cfg->peer[0])) {
 		snprintf(err, errlen, "protecting the restored VM %s needs "
-			 "peer=HOST:PORT (its new backup)", vm->name);
+			 "peer=HOST:PORT (its new backup)", name);
 		return -EINVAL;
 	}
 	return rdb_vm_config_check(cfg, err, errlen);
@@ -2476,7 +2530,7 @@ int rdb_primary_restored_begin(struct rdb_daemon *d, struct rdb_vm *vm,
 	struct rdb_pri_nic *n = NULL;
 	int rc;
 
-	rc = survivor_config(d, vm, set, &cfg, err, errlen);
+	rc = survivor_config(d, &vm->cfg, vm->name, set, true, &cfg, err, errlen);
 	if (rc == 0) {
 		struct rdb_vm_config t = { .name = cfg.name,
 					   .on_peer_loss = cfg.on_peer_loss };
@@ -2521,6 +2575,26 @@ void rdb_primary_restored_abort(struct rdb_vm *vm)
 	vm->pri = NULL;
 }
 
+/* The replicas (paths, disk 0 first), as a restored VM's images on this
+ * host (the old primary's extra_disk and nvram named that host's); the
+ * variable store is the last of them. */
+static int replica_disks(struct rdb_vm_config *cfg, const char *const *paths,
+			 unsigned n, char *err, size_t errlen)
+{
+	bool nvram = cfg->nvram && cfg->nvram[0];
+	int rc = 0;
+
+	rdb_strlist_clear(&cfg->extra_disk);
+	if (n)
+		rc = rdb_config_set(&rdb_vm_config_table, cfg, "disk", paths[0],
+				    err, errlen);
+	for (unsigned k = 1; rc == 0 && k < n; k++)
+		rc = rdb_config_set(&rdb_vm_config_table, cfg,
+				    nvram && k == n - 1 ? "nvram" : "extra_disk",
+				    paths[k], err, errlen);
+	return rc;
+}
+
 int rdb_primary_restored_adopt(struct rdb_vm *vm, const struct rdb_handover *h,
 			       char *err, size_t errlen)
 {
@@ -2541,18 +2615,13 @@ int rdb_primary_restored_adopt(struct rdb_vm *vm, const struct rdb_handover *h,
 	 * extra_disk and nvram named that host's); the variable store is
 	 * the last of them */
 	{
-		bool nvram = cfg.nvram && cfg.nvram[0];
+		const char *paths[RDB_DISKS_MAX];
 
-		rdb_strlist_clear(&cfg.extra_disk);
-		if (h->ndisks) {
+		for (unsigned k = 0; k < h->ndisks; k++)
+			paths[k] = h->disk_paths[k];
+		if (h->ndisks)
 			snprintf(disk, sizeof(disk), "%s", h->disk_paths[0]);
-			rc = rdb_config_set(&rdb_vm_config_table, &cfg, "disk", disk,
-					    err, errlen);
-		}
-		for (unsigned k = 1; rc == 0 && k < h->ndisks; k++)
-			rc = rdb_config_set(&rdb_vm_config_table, &cfg,
-					    nvram && k == h->ndisks - 1 ? "nvram" :
-					    "extra_disk", h->disk_paths[k], err, errlen);
+		rc = replica_disks(&cfg, paths, h->ndisks, err, errlen);
 	}
 	rdb_config_dispose(&rdb_vm_config_table, &vm->cfg);
 	vm->cfg = cfg;
@@ -2589,6 +2658,85 @@ int rdb_primary_restored_adopt(struct rdb_vm *vm, const struct rdb_handover *h,
 	rdb_vm_set_state(vm, RDB_VM_PROTECTING, "operator protect: the VM "
 			 "restored here, to backup %s", vm->cfg.peer);
 	return begin_protection(vm, p->adopt_peer_loss, true, err, errlen);
+}
+
+int rdb_primary_readopt_restored(struct rdb_daemon *d,
+				 const struct rdb_vm_config *prim,
+				 json_t *restored, char *err, size_t errlen)
+{
+	json_t *disks = json_object_get(restored, "disks");
+	const char *paths[RDB_DISKS_MAX];
+	struct rdb_vm_config cfg;
+	unsigned n = 0;
+	size_t i;
+	json_t *v;
+	int rc;
+
+	json_array_foreach(disks, i, v) {
+		if (!json_is_string(v) || n == RDB_DISKS_MAX) {
+			snprintf(err, errlen, "its recorded replicas are malformed");
+			return -EINVAL;
+		}
+		paths[n++] = json_string_value(v);
+	}
+	rc = survivor_config(d, prim, prim->name, NULL, false, &cfg, err, errlen);
+	if (rc == 0)
+		rc = replica_disks(&cfg, paths, n, err, errlen);
+	if (rc == 0)
+		rc = rdb_vm_config_check(&cfg, err, errlen);
+	if (rc == 0)
+		rc = rdb_primary_readopt(d, &cfg, false, err, errlen);
+	rdb_config_dispose(&rdb_vm_config_table, &cfg);
+	return rc;
+}
+
+int rdb_primary_protect_named(struct rdb_daemon *d, struct rdb_vm *vm,
+			      json_t *set, char *err, size_t errlen)
+{
+	struct rdb_vm_config cfg;
+	const char *key;
+	json_t *v;
+	int rc;
+
+	if (vm->role != RDB_ROLE_PRIMARY || !vm->pri) {
+		snprintf(err, errlen, "VM %s is not this host's", vm->name);
+		return -EINVAL;
+	}
+	rc = rdb_vm_config_copy(&vm->cfg, &cfg, err, errlen);
+	if (rc < 0)
+		return rc;
+	json_object_foreach(set, key, v) {
+		const char *val = json_string_value(v);
+
+		for (size_t i = 0; rc == 0 && i < sizeof(own_keys) / sizeof(own_keys[0]);
+		     i++)
+			if (!strcmp(key, own_keys[i])) {
+				snprintf(err, errlen, "%s of an attached VM is as "
+					 "attached: protect its VM file to change "
+					 "it", key);
+				rc = -EINVAL;
+			}
+		if (rc == 0 && !val) {
+			snprintf(err, errlen, "%s: expected a string", key);
+			rc = -EINVAL;
+		}
+		if (rc == 0)
+			rc = rdb_config_set(&rdb_vm_config_table, &cfg, key, val,
+					    err, errlen);
+		if (rc < 0)
+			break;
+	}
+	if (rc == 0 && (!cfg.peer || !cfg.peer[0])) {
+		snprintf(err, errlen, "protecting %s needs peer=HOST:PORT (its "
+			 "backup)", vm->name);
+		rc = -EINVAL;
+	}
+	if (rc == 0)
+		rc = rdb_vm_config_check(&cfg, err, errlen);
+	if (rc == 0)
+		rc = rdb_primary_protect(d, &cfg, err, errlen);
+	rdb_config_dispose(&rdb_vm_config_table, &cfg);
+	return rc;
 }
 
 void rdb_pri_protect_failed(struct rdb_primary *p, const char *err)

@@ -75,6 +75,21 @@ int rdb_primary_readopt(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 			bool protect, char *err, size_t errlen);
 void rdb_primary_readopt_tick(struct rdb_vm *vm);
 /*
+ * Re-adoption of a VM a failover restored here (vmdef.h, restored): its
+ * QEMU runs on; it is attached as this host's, from the primary's config
+ * prim with this host's sockets and taps and the recorded replicas as
+ * its disks, each disk's written map recording on (the lineage record),
+ * its output held until the witness says this host owns it.  Protected
+ * by the operator's `remusdbctl protect NAME peer=HOST`.
+ */
+int rdb_primary_readopt_restored(struct rdb_daemon *d,
+				 const struct rdb_vm_config *prim,
+				 json_t *restored, char *err, size_t errlen);
+/* remusdbctl protect NAME KEY=VALUE...: an attached VM of this host
+ * protected with its config and set (peer at least). */
+int rdb_primary_protect_named(struct rdb_daemon *d, struct rdb_vm *vm,
+			      json_t *set, char *err, size_t errlen);
+/*
  * After the backup's remusdbd went away (it closed the replication link:
  * a restart, an upgrade, a crash), the VM is protected to it again on its
  * own, retried with a growing interval for auto_reprotect_s; remusdbd

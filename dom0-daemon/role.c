@@ -22,6 +22,11 @@ int rdb_role_reprotect(struct rdb_daemon *d, const char *name, json_t *set,
 		snprintf(err, errlen, "no VM named %s here", name);
 		return -ENOENT;
 	}
+	/* an attached VM of this host (a restored VM re-adopted after a
+	 * restart of remusdbd is one): protected as it is attached */
+	if (vm->role == RDB_ROLE_PRIMARY && (vm->state == RDB_VM_UNPROTECTED ||
+					     vm->state == RDB_VM_DEGRADED))
+		return rdb_primary_protect_named(d, vm, set, err, errlen);
 	if (vm->role != RDB_ROLE_BACKUP || vm->state != RDB_VM_FAILED_OVER) {
 		snprintf(err, errlen, "VM %s is %s here as %s: by name, only a VM "
 			 "that failed over to this host is protected (otherwise: "

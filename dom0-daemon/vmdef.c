@@ -18,7 +18,8 @@
 
 const char *rdb_vmdef_intent_name(enum rdb_vmdef_intent i)
 {
-	return i == RDB_VMDEF_PROTECTED ? "protected" : "attached";
+	return i == RDB_VMDEF_PROTECTED ? "protected" :
+	       i == RDB_VMDEF_RESTORED ? "restored" : "attached";
 }
 
 static int name_ok(const char *name)
@@ -27,9 +28,9 @@ static int name_ok(const char *name)
 	       !strchr(name, '/');
 }
 
-int rdb_vmdef_save(const char *state_dir, const char *name,
-		   enum rdb_vmdef_intent intent, json_t *config, char *err,
-		   size_t errlen)
+static int save(const char *state_dir, const char *name,
+		enum rdb_vmdef_intent intent, json_t *config, json_t *restored,
+		char *err, size_t errlen)
 {
 	char dir[512], file[540], when[40];
 	time_t now = time(NULL);
@@ -38,7 +39,8 @@ int rdb_vmdef_save(const char *state_dir, const char *name,
 	json_t *o;
 	int rc, n;
 
-	if (!name_ok(name) || !json_is_object(config)) {
+	if (!name_ok(name) || !json_is_object(config) ||
+	    (intent == RDB_VMDEF_RESTORED) != json_is_object(restored)) {
 		snprintf(err, errlen, "VM definition: bad name or config");
 		return -EINVAL;
 	}
@@ -58,6 +60,10 @@ int rdb_vmdef_save(const char *state_dir, const char *name,
 	o = json_pack("{s:i, s:s, s:s, s:s, s:O}", "format", FORMAT, "name", name,
 		      "intent", rdb_vmdef_intent_name(intent), "saved", when,
 		      "config", config);
+	if (o && restored && json_object_set(o, "restored", restored) < 0) {
+		json_decref(o);
+		o = NULL;
+	}
 	text = o ? json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
 	json_decref(o);
 	if (!text) {
@@ -69,6 +75,26 @@ int rdb_vmdef_save(const char *state_dir, const char *name,
 		snprintf(err, errlen, "writing %s: %s", file, strerror(-rc));
 	free(text);
 	return rc;
+}
+
+int rdb_vmdef_save(const char *state_dir, const char *name,
+		   enum rdb_vmdef_intent intent, json_t *config, char *err,
+		   size_t errlen)
+{
+	if (intent == RDB_VMDEF_RESTORED) {
+		snprintf(err, errlen, "VM definition: restored wants what the "
+			 "restore made");
+		return -EINVAL;
+	}
+	return save(state_dir, name, intent, config, NULL, err, errlen);
+}
+
+int rdb_vmdef_save_restored(const char *state_dir, const char *name,
+			    json_t *config, json_t *restored, char *err,
+			    size_t errlen)
+{
+	return save(state_dir, name, RDB_VMDEF_RESTORED, config, restored, err,
+		    errlen);
 }
 
 int rdb_vmdef_remove(const char *state_dir, const char *name)
@@ -103,7 +129,7 @@ static int load_one(const char *path, const char *dirname,
 	json_error_t je;
 	json_t *o = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
 	const char *name, *intent, *saved;
-	json_t *cfg;
+	json_t *cfg, *restored;
 
 	if (!o) {
 		snprintf(why, whylen, "not JSON (line %d: %s)", je.line, je.text);
@@ -113,6 +139,7 @@ static int load_one(const char *path, const char *dirname,
 	intent = json_string_value(json_object_get(o, "intent"));
 	saved = json_string_value(json_object_get(o, "saved"));
 	cfg = json_object_get(o, "config");
+	restored = json_object_get(o, "restored");
 	if (json_integer_value(json_object_get(o, "format")) != FORMAT) {
 		snprintf(why, whylen, "format is not %d (written by another "
 			 "version of remusdbd?)", FORMAT);
@@ -123,8 +150,15 @@ static int load_one(const char *path, const char *dirname,
 			 dirname);
 		goto bad;
 	}
-	if (!intent || (strcmp(intent, "attached") && strcmp(intent, "protected"))) {
-		snprintf(why, whylen, "intent is neither attached nor protected");
+	if (!intent || (strcmp(intent, "attached") && strcmp(intent, "protected") &&
+			strcmp(intent, "restored"))) {
+		snprintf(why, whylen, "intent is none of attached, protected, "
+			 "restored");
+		goto bad;
+	}
+	if ((strcmp(intent, "restored") == 0) != json_is_object(restored)) {
+		snprintf(why, whylen, "a restored VM's definition wants a "
+			 "\"restored\" object, and only it");
 		goto bad;
 	}
 	if (!json_is_object(cfg)) {
@@ -134,9 +168,11 @@ static int load_one(const char *path, const char *dirname,
 	memset(def, 0, sizeof(*def));
 	snprintf(def->name, sizeof(def->name), "%s", name);
 	def->intent = strcmp(intent, "protected") == 0 ? RDB_VMDEF_PROTECTED :
+		      strcmp(intent, "restored") == 0 ? RDB_VMDEF_RESTORED :
 		      RDB_VMDEF_ATTACHED;
 	snprintf(def->saved, sizeof(def->saved), "%s", saved ? saved : "");
 	def->config = json_incref(cfg);
+	def->restored = restored ? json_incref(restored) : NULL;
 	json_decref(o);
 	return 0;
 bad:
@@ -199,6 +235,7 @@ int rdb_vmdef_each(const char *state_dir,
 		} else {
 			each(opaque, &def);
 			json_decref(def.config);
+			json_decref(def.restored);
 			got++;
 		}
 		free(names[i]);

@@ -11,6 +11,10 @@
  *   unprotect         -> attached
  *   detach            -> removed
  *   a switchover's end (the VM runs on the other host) -> removed
+ *   a failover's restore here (backup.c) -> restored, the primary's config
+ *                     as this host received it, and what the restore
+ *                     made (the replicas, their servers: restored)
+ *   protect NAME of a restored VM -> protected, its config as served here
  *
  * The config is the VM's as the daemon holds it (rdb_vm_config_to_json),
  * so a re-adoption asks for exactly what the operator last asked for.
@@ -27,6 +31,7 @@
 enum rdb_vmdef_intent {
 	RDB_VMDEF_ATTACHED,
 	RDB_VMDEF_PROTECTED,
+	RDB_VMDEF_RESTORED,
 };
 
 const char *rdb_vmdef_intent_name(enum rdb_vmdef_intent i);
@@ -36,6 +41,14 @@ const char *rdb_vmdef_intent_name(enum rdb_vmdef_intent i);
 int rdb_vmdef_save(const char *state_dir, const char *name,
 		   enum rdb_vmdef_intent intent, json_t *config, char *err,
 		   size_t errlen);
+/* The same for a VM a failover restored here: restored (not taken) is
+ * what the re-adoption needs besides the config, { "generation",
+ * "epoch", "disks": [replica paths, disk 0 first], "servers": [{ "pid",
+ * "start" }] (the replicas' disk servers, which outlive the daemon:
+ * start is the process's start time in clock ticks, /proc/PID/stat) }. */
+int rdb_vmdef_save_restored(const char *state_dir, const char *name,
+			    json_t *config, json_t *restored, char *err,
+			    size_t errlen);
 
 /* Forgets NAME (no definition: 0). */
 int rdb_vmdef_remove(const char *state_dir, const char *name);
@@ -48,6 +61,7 @@ struct rdb_vmdef {
 	char name[65];
 	enum rdb_vmdef_intent intent;
 	json_t *config;		/* borrowed for the callback's duration */
+	json_t *restored;	/* RESTORED: what the restore made (ditto) */
 	char saved[40];		/* when it was written, UTC, as stored */
 };
 

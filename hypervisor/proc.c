@@ -7,7 +7,9 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,6 +30,37 @@ int rdb_hv_adopt(pid_t pid, struct rdb_hv_proc *out)
 	out->pid = pid;
 	out->pidfd = fd;
 	return 0;
+}
+
+uint64_t rdb_hv_proc_start(pid_t pid)
+{
+	char path[64], buf[1024], *rp, *tok, *save = NULL;
+	unsigned long long start = 0;
+	FILE *f;
+	size_t n;
+
+	if (pid <= 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	/* after the command's ")": field 3 (state) ... field 22 (starttime) */
+	rp = strrchr(buf, ')');
+	if (!rp)
+		return 0;
+	tok = strtok_r(rp + 1, " ", &save);
+	if (!tok || *tok == 'Z' || *tok == 'X')
+		return 0;
+	for (int field = 4; (tok = strtok_r(NULL, " ", &save)); field++)
+		if (field == 22) {
+			start = strtoull(tok, NULL, 10);
+			break;
+		}
+	return start;
 }
 
 static int place_thread(pid_t tid, void *opaque)

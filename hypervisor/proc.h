@@ -33,6 +33,10 @@ int rdb_hv_spawn(char *const *argv, const char *logpath,
  * killed like one of ours (its exit status is not ours to see: 0).
  * 0, or -errno of pidfd_open (-ESRCH: it is gone already). */
 int rdb_hv_adopt(pid_t pid, struct rdb_hv_proc *out);
+/* When process pid started, in clock ticks after boot (/proc/PID/stat's
+ * starttime): with the pid, a process told apart from a later one that
+ * reuses its number.  0: no such process (or a zombie). */
+uint64_t rdb_hv_proc_start(pid_t pid);
 /* Every thread of a running process (pid) onto cpus; threads it starts later
  * inherit it.  The number of threads placed, or -errno of the first that
  * refused (an affinity outside its cgroup's cpuset: -EINVAL). */

@@ -488,6 +488,22 @@ static void test_spawn_and_kill(void **state)
 	assert_int_equal(rdb_hv_spawn(sleeper, "/dev/null", NULL, &p), 0);
 	assert_true(p.pid > 0);
 	assert_int_equal(rdb_hv_poll_exit(&p, &st), 0);
+	/* its start time tells it from a later process with its number:
+	 * after this process's own, stable, and none once it is gone */
+	{
+		uint64_t s0 = rdb_hv_proc_start(p.pid);
+		pid_t pid = p.pid;
+
+		assert_true(s0 > 0);
+		assert_true(s0 >= rdb_hv_proc_start(getpid()));
+		assert_true(rdb_hv_proc_start(pid) == s0);
+		assert_int_equal(rdb_hv_proc_start(0), 0);
+		assert_int_equal(rdb_hv_proc_start(-1), 0);
+		t = rdb_now_ns();
+		assert_int_equal(rdb_hv_kill(&p, t + 2 * RDB_NS_PER_S), 0);
+		assert_int_equal(rdb_hv_proc_start(pid), 0);	/* reaped */
+		assert_int_equal(rdb_hv_spawn(sleeper, "/dev/null", NULL, &p), 0);
+	}
 	t = rdb_now_ns();
 	assert_int_equal(rdb_hv_kill(&p, t + 2 * RDB_NS_PER_S), 0);
 	assert_true(rdb_now_ns() - t < RDB_NS_PER_S);	/* SIGTERM did it */

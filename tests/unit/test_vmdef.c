@@ -24,6 +24,8 @@ struct seen {
 	char names[8][65];
 	enum rdb_vmdef_intent intent[8];
 	char disk[8][64];
+	long long restored_epoch[8];	/* -1: no restored object */
+	char restored_disk1[8][64];
 	char bad_path[4][600], bad_why[4][300];
 };
 
@@ -50,6 +52,15 @@ static void on_each(void *opaque, const struct rdb_vmdef *def)
 	snprintf(s->names[s->n], sizeof(s->names[0]), "%s", def->name);
 	s->intent[s->n] = def->intent;
 	snprintf(s->disk[s->n], sizeof(s->disk[0]), "%s", disk ? disk : "");
+	s->restored_epoch[s->n] = def->restored ? json_integer_value(
+		json_object_get(def->restored, "epoch")) : -1;
+	if (def->restored) {
+		const char *d1 = json_string_value(json_array_get(
+			json_object_get(def->restored, "disks"), 1));
+
+		snprintf(s->restored_disk1[s->n], sizeof(s->restored_disk1[0]),
+			 "%s", d1 ? d1 : "");
+	}
 	assert_true(def->saved[0] != 0);
 	s->n++;
 }
@@ -165,6 +176,55 @@ static void test_bad_files_reported_and_kept(void **state)
 	assert_string_equal(buf, texts[1]);
 }
 
+/* A VM a failover restored here: its definition carries what the restore
+ * made, and only a restored one does; a later protect replaces it. */
+static void test_restored(void **state)
+{
+	json_t *cfg = json_pack("{s:s, s:s}", "name", "vm1", "disk", "/srv/p.img");
+	json_t *r = json_pack("{s:I, s:I, s:[s, s], s:[{s:i, s:I}]}",
+			      "generation", (json_int_t)0x1234, "epoch",
+			      (json_int_t)77, "disks", "/st/vm1/disk.img",
+			      "/st/vm1/disk1.img", "servers", "pid", 4242,
+			      "start", (json_int_t)99);
+	struct seen s = { 0 };
+	char err[300] = "";
+
+	/* restored wants what the restore made; the others want none */
+	assert_int_equal(rdb_vmdef_save(dir, "vm1", RDB_VMDEF_RESTORED, cfg, err,
+					sizeof(err)), -EINVAL);
+	assert_int_equal(rdb_vmdef_save_restored(dir, "vm1", cfg, NULL, err,
+						 sizeof(err)), -EINVAL);
+	assert_int_equal(rdb_vmdef_save_restored(dir, "vm1", cfg, r, err,
+						 sizeof(err)), 0);
+	save("vm2", RDB_VMDEF_ATTACHED, "/srv/vm2.img");
+	assert_int_equal(rdb_vmdef_each(dir, on_each, on_bad, &s), 2);
+	assert_int_equal(s.bad, 0);
+	assert_int_equal(s.intent[0], RDB_VMDEF_RESTORED);
+	assert_string_equal(rdb_vmdef_intent_name(s.intent[0]), "restored");
+	assert_int_equal(s.restored_epoch[0], 77);
+	assert_string_equal(s.restored_disk1[0], "/st/vm1/disk1.img");
+	assert_string_equal(s.disk[0], "/srv/p.img");
+	assert_int_equal(s.restored_epoch[1], -1);
+	/* the operator's protect NAME of it: protected, nothing restored */
+	save("vm1", RDB_VMDEF_PROTECTED, "/st/vm1/disk.img");
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(rdb_vmdef_each(dir, on_each, on_bad, &s), 2);
+	assert_int_equal(s.intent[0], RDB_VMDEF_PROTECTED);
+	assert_int_equal(s.restored_epoch[0], -1);
+	/* files that mix them up are reported, not read */
+	put_file("vm3", "{ \"format\": 1, \"name\": \"vm3\", \"intent\": "
+		 "\"restored\", \"config\": {} }");
+	put_file("vm4", "{ \"format\": 1, \"name\": \"vm4\", \"intent\": "
+		 "\"attached\", \"config\": {}, \"restored\": {} }");
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(rdb_vmdef_each(dir, on_each, on_bad, &s), 2);
+	assert_int_equal(s.bad, 2);
+	assert_non_null(strstr(s.bad_why[0], "restored"));
+	assert_non_null(strstr(s.bad_why[1], "restored"));
+	json_decref(cfg);
+	json_decref(r);
+}
+
 static void test_bad_names_refused(void **state)
 {
 	json_t *cfg = json_object();
@@ -188,6 +248,7 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_files_reported_and_kept,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_restored, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_names_refused, setup,
 						teardown),
 	};
