@@ -871,8 +871,7 @@ static int handle_timing(struct rdb_backup *b, const struct rdb_frame *f)
 	struct rdb_timing mine = {
 		.heartbeat_ms = c->heartbeat_ms,
 		.failover_timeout_ms = c->failover_timeout_ms,
-		.ack_timeout_ms = c->ack_timeout_ms ? c->ack_timeout_ms :
-			5 * c->failover_timeout_ms,
+		.ack_timeout_ms = rdb_daemon_ack_timeout_ms(c),
 	}, peer;
 	char why[400];
 	int rc;

@@ -916,3 +916,8 @@ int rdb_vm_config_copy(const struct rdb_vm_config *src,
 	json_decref(j);
 	return rc;
 }
+
+uint32_t rdb_daemon_ack_timeout_ms(const struct rdb_daemon_config *c)
+{
+	return c->ack_timeout_ms ? c->ack_timeout_ms : 5 * c->failover_timeout_ms;
+}

@@ -107,6 +107,10 @@ struct rdb_vm_config {
 extern const struct rdb_config_table rdb_daemon_config_table;
 extern const struct rdb_config_table rdb_vm_config_table;
 
+/* ack_timeout_ms as it applies: 0 (the default) is 5 x
+ * failover_timeout_ms. */
+uint32_t rdb_daemon_ack_timeout_ms(const struct rdb_daemon_config *c);
+
 /* A VM's NICs: its first (net_socket, tap, backup_tap, mac) and up to
  * RDB_NICS_MAX - 1 more (extra_nic = tap=T[,backup_tap=B][,mac=M]). */
 #define RDB_NICS_MAX 4

@@ -776,8 +776,7 @@ static struct rdb_timing my_timing(const struct rdb_daemon *d)
 	return (struct rdb_timing){
 		.heartbeat_ms = d->cfg.heartbeat_ms,
 		.failover_timeout_ms = d->cfg.failover_timeout_ms,
-		.ack_timeout_ms = d->cfg.ack_timeout_ms ? d->cfg.ack_timeout_ms :
-			5 * d->cfg.failover_timeout_ms,
+		.ack_timeout_ms = rdb_daemon_ack_timeout_ms(&d->cfg),
 	};
 }
 
@@ -1000,8 +999,7 @@ static bool colo_never_started(struct rdb_primary *p, uint64_t now)
 static bool ack_overdue(struct rdb_primary *p, uint64_t now)
 {
 	struct rdb_vm *vm = p->vm;
-	uint64_t limit = p->d->cfg.ack_timeout_ms ? p->d->cfg.ack_timeout_ms :
-			 5ull * p->d->cfg.failover_timeout_ms;
+	uint64_t limit = rdb_daemon_ack_timeout_ms(&p->d->cfg);
 	uint64_t since, epoch = 0;
 	char why[200];
 
@@ -1708,10 +1706,16 @@ bool rdb_pri_protection_cleanup(struct rdb_primary *p)
 	return durable;
 }
 
-static int protect_again(struct rdb_primary *p, struct rdb_vm_config *cfg,
-			 char *err, size_t errlen)
+static int protect_again(struct rdb_primary *p, char *err, size_t errlen)
 {
-	return rdb_primary_protect(p->d, cfg, err, errlen);
+	struct rdb_vm_config cfg;
+	/* its own config, as it runs: protect takes an owned copy */
+	int rc = rdb_vm_config_copy(&p->vm->cfg, &cfg, err, errlen);
+
+	if (rc == 0)
+		rc = rdb_primary_protect(p->d, &cfg, err, errlen);
+	rdb_config_dispose(&rdb_vm_config_table, &cfg);
+	return rc;
 }
 
 /* A primary for vm, nothing open yet. */
@@ -2038,7 +2042,6 @@ int rdb_primary_readopt(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 void rdb_primary_readopt_tick(struct rdb_vm *vm)
 {
 	struct rdb_primary *p = vm->pri;
-	struct rdb_vm_config cfg;
 	char err[512] = "";
 	int rc;
 
@@ -2054,13 +2057,9 @@ void rdb_primary_readopt_tick(struct rdb_vm *vm)
 		      vm->state_reason);
 		return;
 	}
-	/* its own config, as attached: protect takes an owned copy */
-	rc = rdb_vm_config_copy(&vm->cfg, &cfg, err, sizeof(err));
 	LOGVM(INFO, vm->name, "re-adopted: the witness says this host runs the "
 	      "VM; protecting it again, as recorded");
-	if (rc == 0)
-		rc = rdb_primary_protect(p->d, &cfg, err, sizeof(err));
-	rdb_config_dispose(&rdb_vm_config_table, &cfg);
+	rc = p->life->protect(p, err, sizeof(err));
 	if (rc < 0)
 		LOGVM(ERROR, vm->name, "re-adopted, but protecting it again "
 		      "failed: %s", err[0] ? err : strerror(-rc));

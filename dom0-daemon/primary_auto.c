@@ -150,7 +150,6 @@ void rdb_primary_auto_tick(struct rdb_vm *vm)
 {
 	struct rdb_primary *p = vm->pri;
 	struct rdb_pri_auto *a = p ? &p->arp : NULL;
-	struct rdb_vm_config cfg;
 	char err[512] = "";
 	uint64_t now;
 	int rc;
@@ -179,11 +178,7 @@ void rdb_primary_auto_tick(struct rdb_vm *vm)
 	LOGVM(INFO, vm->name, "re-protect attempt %u, %.1f s after the backup's "
 	      "remusdbd went away: protecting to %s again", a->attempts,
 	      since_s(p, now), vm->cfg.peer);
-	/* its own config, as protected: protect takes an owned copy */
-	rc = rdb_vm_config_copy(&vm->cfg, &cfg, err, sizeof(err));
-	if (rc == 0)
-		rc = p->life->protect(p, &cfg, err, sizeof(err));
-	rdb_config_dispose(&rdb_vm_config_table, &cfg);
+	rc = p->life->protect(p, err, sizeof(err));
 	if (rc < 0 && a->attempting) {
 		double next = 0;
 

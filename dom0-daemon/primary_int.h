@@ -87,10 +87,9 @@ struct rdb_pri_life {
 	 * not, and the VM is left unprotected */
 	void (*protect_registered)(struct rdb_primary *p);
 	void (*protect_failed)(struct rdb_primary *p, const char *err);
-	/* protect again, as the operator's protect of cfg (owned by the
-	 * caller) would: 0, or why not in err */
-	int (*protect)(struct rdb_primary *p, struct rdb_vm_config *cfg,
-		       char *err, size_t errlen);
+	/* protect again as configured (the VM's own config, as the
+	 * operator's protect of it would): 0, or why not in err */
+	int (*protect)(struct rdb_primary *p, char *err, size_t errlen);
 };
 
 /*

@@ -37,10 +37,9 @@ struct fix {
 
 static struct fix *F;
 
-static int fake_protect(struct rdb_primary *p, struct rdb_vm_config *cfg,
-			char *err, size_t errlen)
+static int fake_protect(struct rdb_primary *p, char *err, size_t errlen)
 {
-	assert_string_equal(cfg->name, "vm1");
+	assert_string_equal(p->vm->name, "vm1");
 	F->protects++;
 	if (F->protect_rc < 0) {
 		snprintf(err, errlen, "cannot reach backup: refused");

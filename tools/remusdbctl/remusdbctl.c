@@ -237,9 +237,35 @@ static json_t *cmd(const char *name, json_t *args)
 	return json_pack("{s:s, s:o}", "cmd", name, "args", args ? args : json_object());
 }
 
-/* protect NAME [KEY=VALUE...]: the VM that failed over to this host,
- * protected again from here (its VM file is the daemon's). */
-static int do_reprotect(int argc, char **argv)
+/* Whether the daemon has a VM NAME that failed over to this host (what
+ * `protect NAME` without a file meant before libvirt domains): what it
+ * is, for the message; NULL: no such VM.  (A VM attached here and not
+ * protected is protected by name too, when no libvirt domain has the
+ * name: the daemon takes it as attached.) */
+static const char *failed_over_here(const char *name)
+{
+	bool was = quiet;
+	const char *what = NULL, *role, *state;
+	json_t *reply, *vm;
+	int ex = 0;
+
+	quiet = true;
+	reply = call(cmd("status", json_pack("{s:s}", "name", name)), &ex);
+	quiet = was;
+	vm = reply ? json_array_get(json_object_get(json_object_get(reply, "result"),
+						    "vms"), 0) : NULL;
+	role = vm ? json_string_value(json_object_get(vm, "role")) : NULL;
+	state = vm ? json_string_value(json_object_get(vm, "state")) : NULL;
+	if (role && state && !strcmp(role, "backup") && !strcmp(state, "failed-over"))
+		what = "the VM restored on this host";
+	json_decref(reply);
+	return what;
+}
+
+/* protect NAME [KEY=VALUE...]: the daemon's VM NAME (one that failed
+ * over here, or one attached here), protected from here with its VM
+ * file as the daemon holds it; what: what it is, for the message. */
+static int do_reprotect(int argc, char **argv, const char *what)
 {
 	json_t *set = json_object(), *reply;
 	int ex = 0;
@@ -258,31 +284,10 @@ static int do_reprotect(int argc, char **argv)
 	reply = call(cmd("reprotect", json_pack("{s:s, s:o}", "name", argv[0],
 						 "set", set)), &ex);
 	if (reply)
-		printf("%s: protecting (the VM restored on this host)\n", argv[0]);
+		printf("%s: protecting (%s)\n", argv[0],
+		       what ? what : "as this host's remusdbd holds it");
 	json_decref(reply);
 	return ex;
-}
-
-/* Whether the daemon has a VM NAME that failed over to this host (what
- * `protect NAME` without a file meant before libvirt domains). */
-static bool failed_over_here(const char *name)
-{
-	bool was = quiet, yes = false;
-	json_t *reply, *vm;
-	int ex = 0;
-
-	quiet = true;
-	reply = call(cmd("status", json_pack("{s:s}", "name", name)), &ex);
-	quiet = was;
-	vm = reply ? json_array_get(json_object_get(json_object_get(reply, "result"),
-						    "vms"), 0) : NULL;
-	if (vm)
-		yes = !strcmp(json_string_value(json_object_get(vm, "role")) ?: "",
-			      "backup") &&
-		      !strcmp(json_string_value(json_object_get(vm, "state")) ?: "",
-			      "failed-over");
-	json_decref(reply);
-	return yes;
 }
 
 /*
@@ -349,15 +354,18 @@ static int protect_vm(const char *what, const char *uri, int argc, char **argv)
 
 	rdb_config_defaults(&rdb_vm_config_table, &c);
 	if (!strchr(argv[0], '/') && access(argv[0], F_OK) < 0) {
-		if (!strcmp(what, "protect") && failed_over_here(argv[0])) {
+		const char *here = !strcmp(what, "protect") ?
+			failed_over_here(argv[0]) : NULL;
+
+		if (here) {
 			rdb_config_dispose(&rdb_vm_config_table, &c);
-			return do_reprotect(argc, argv);
+			return do_reprotect(argc, argv, here);
 		}
 		rc = rdb_virt_vm_config(uri, argv[0], &c, err, sizeof(err));
 		if (rc == -ENOENT && !strcmp(what, "protect")) {
 			/* no such domain: the daemon says what it knows */
 			rdb_config_dispose(&rdb_vm_config_table, &c);
-			return do_reprotect(argc, argv);
+			return do_reprotect(argc, argv, NULL);
 		}
 		if (rc == -ENOENT)
 			snprintf(err, sizeof(err), "%s: no such VM file, and no "
@@ -895,40 +903,57 @@ static int do_capture(int argc, char **argv)
 /* epochs NAME [--count N] [--json]: the primary's last checkpoints. */
 /* history NAME [--count N] [--json]: the VM's state changes on this
  * host, oldest first, from the daemon's record (history.h) */
-static int do_history(int argc, char **argv)
+/*
+ * NAME [--count N] [--json], the arguments of history and epochs: N in
+ * lo..hi (what_lo: what lo means, said in the error), *n left as it is
+ * when not given.  0, or the exit code of a usage error.
+ */
+static int name_count_json(int argc, char **argv, long lo, long hi,
+			   const char *what_lo, const char **name, long *n,
+			   bool *as_json)
 {
 	static const struct option opts[] = {
 		{ "count", required_argument, NULL, 'n' },
 		{ "json", no_argument, NULL, 'j' },
 		{ 0 }
 	};
-	const char *name = NULL;
-	bool as_json = false;
-	long n = 50;
-	json_t *reply, *r, *c;
-	size_t i;
-	int ex = 0, o;
+	int o;
 
 	while ((o = sub_getopt(argc, argv, opts)) != -1) {
 		char *end;
 
 		if (o == 'j') {
-			as_json = true;
+			*as_json = true;
 		} else if (o == 'n') {
-			n = strtol(optarg, &end, 10);
-			if (*end || n < 0 || n > 100000) {
-				fprintf(stderr, "remusdbctl: --count: want 0..100000 "
-					"(0: all that are kept)\n");
+			*n = strtol(optarg, &end, 10);
+			if (*end || *n < lo || *n > hi) {
+				fprintf(stderr, "remusdbctl: --count: want %ld..%ld%s%s%s\n",
+					lo, hi, what_lo ? " (" : "",
+					what_lo ? what_lo : "", what_lo ? ")" : "");
 				return 2;
 			}
-		} else if (o == 1 && !name) {
-			name = optarg;
+		} else if (o == 1 && !*name) {
+			*name = optarg;
 		} else {
 			return usage_error(o);
 		}
 	}
-	if (!name)
-		return usage_error(0);
+	return *name ? 0 : usage_error(0);
+}
+
+static int do_history(int argc, char **argv)
+{
+	const char *name = NULL;
+	bool as_json = false;
+	long n = 50;
+	json_t *reply, *r, *c;
+	size_t i;
+	int ex = 0;
+
+	ex = name_count_json(argc, argv, 0, 100000, "0: all that are kept",
+			     &name, &n, &as_json);
+	if (ex)
+		return ex;
 	reply = call(cmd("history", json_pack("{s:s, s:I}", "name", name,
 					      "count", (json_int_t)n)), &ex);
 	if (!reply)
@@ -964,37 +989,16 @@ static int do_history(int argc, char **argv)
 
 static int do_epochs(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "count", required_argument, NULL, 'n' },
-		{ "json", no_argument, NULL, 'j' },
-		{ 0 }
-	};
 	const char *name = NULL;
 	bool as_json = false;
 	long n = 40;
 	json_t *reply, *r, *ep;
 	size_t i;
-	int ex = 0, o;
+	int ex = 0;
 
-	while ((o = sub_getopt(argc, argv, opts)) != -1) {
-		char *end;
-
-		if (o == 'j') {
-			as_json = true;
-		} else if (o == 'n') {
-			n = strtol(optarg, &end, 10);
-			if (*end || n < 1 || n > 4096) {
-				fprintf(stderr, "remusdbctl: --count: want 1..4096\n");
-				return 2;
-			}
-		} else if (o == 1 && !name) {
-			name = optarg;
-		} else {
-			return usage_error(o);
-		}
-	}
-	if (!name)
-		return usage_error(0);
+	ex = name_count_json(argc, argv, 1, 4096, NULL, &name, &n, &as_json);
+	if (ex)
+		return ex;
 	reply = call(cmd("epochs", json_pack("{s:s, s:i}", "name", name, "count", (int)n)), &ex);
 	if (!reply)
 		return ex;
