@@ -70,7 +70,12 @@ static int save(const char *state_dir, const char *name,
 		snprintf(err, errlen, "VM definition: out of memory");
 		return -ENOMEM;
 	}
-	rc = rdb_replace_file(dir, file, text);
+	/* A restored VM's definition matters only while its QEMU runs, in
+	 * this boot (a new daemon re-adopts it; after a reboot it is
+	 * removed unread): written at the failover's end on the event
+	 * loop, it waits for no disk. */
+	rc = intent == RDB_VMDEF_RESTORED ? rdb_replace_file_nosync(file, text) :
+		rdb_replace_file(dir, file, text);
 	if (rc < 0)
 		snprintf(err, errlen, "writing %s: %s", file, strerror(-rc));
 	free(text);

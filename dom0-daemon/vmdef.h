@@ -41,7 +41,8 @@ const char *rdb_vmdef_intent_name(enum rdb_vmdef_intent i);
 int rdb_vmdef_save(const char *state_dir, const char *name,
 		   enum rdb_vmdef_intent intent, json_t *config, char *err,
 		   size_t errlen);
-/* The same for a VM a failover restored here: restored (not taken) is
+/* The same for a VM a failover restored here (atomic, not synced: it
+ * matters only while its QEMU runs in this boot): restored (not taken) is
  * what the re-adoption needs besides the config, { "generation",
  * "epoch", "disks": [replica paths, disk 0 first], "servers": [{ "pid",
  * "start" }] (the replicas' disk servers, which outlive the daemon:

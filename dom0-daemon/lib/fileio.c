@@ -118,7 +118,21 @@ int rdb_sync_dir(const char *dir)
 	return rc;
 }
 
+static int replace_file(const char *dir, const char *file, const char *text,
+			bool durable);
+
 int rdb_replace_file(const char *dir, const char *file, const char *text)
+{
+	return replace_file(dir, file, text, true);
+}
+
+int rdb_replace_file_nosync(const char *file, const char *text)
+{
+	return replace_file(NULL, file, text, false);
+}
+
+static int replace_file(const char *dir, const char *file, const char *text,
+			bool durable)
 {
 	char tmp[4096];
 	int fd, rc, n = snprintf(tmp, sizeof(tmp), "%s.tmp", file);
@@ -131,13 +145,13 @@ int rdb_replace_file(const char *dir, const char *file, const char *text)
 	rc = rdb_write_all(fd, text, strlen(text));
 	if (rc == 0)
 		rc = rdb_write_all(fd, "\n", 1);
-	if (rc == 0 && fsync(fd) < 0)
+	if (rc == 0 && durable && fsync(fd) < 0)
 		rc = -errno;
 	if (close(fd) < 0 && rc == 0)
 		rc = -errno;
 	if (rc == 0 && rename(tmp, file) < 0)
 		rc = -errno;
-	if (rc == 0)
+	if (rc == 0 && durable)
 		rc = rdb_sync_dir(dir);
 	if (rc < 0)
 		unlink(tmp);

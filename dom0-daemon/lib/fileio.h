@@ -22,6 +22,9 @@ int rdb_sync_dir(const char *dir);
  * file.tmp (0600, not through a link), synced, renamed over file, dir
  * synced; on failure file is as it was and no .tmp is left. */
 int rdb_replace_file(const char *dir, const char *file, const char *text);
+/* The same, atomic but not durable (nothing synced: no disk wait), for
+ * what only matters while this boot lasts. */
+int rdb_replace_file_nosync(const char *file, const char *text);
 /* dir/file gone, durably (dir synced); none there: 0. */
 int rdb_remove_file(const char *dir, const char *file);
 
