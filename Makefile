@@ -231,7 +231,7 @@ check: setup
 # What does not fit make check's budget (CI's 90 minutes on an empty
 # cache, builds included): the tests marked "# check-long: WHY" (each
 # says what covers it in make check), e2e and DBMS host tests, among them
-# every MariaDB test (the MariaDB build alone took 26 min cold here), and
+# every MariaDB test (the MariaDB build alone took 30 min cold here), and
 # the Xen drill.  Run before an issue is resolved.
 check-long: setup
 	$(MAKE) SAN=1 all

@@ -26,7 +26,7 @@
 # FAKEKMOD_ABSENT=1 one warning and clients unaffected.
 # One PASS/FAIL line per case; exit 1 if any failed, 77 if it cannot run.
 # KEEP=1 keeps the temporary directory (logs, fakekmod.log).
-# check-long: the MariaDB patch needs the MariaDB build (26 min on an
+# check-long: the MariaDB patch needs the MariaDB build (30 min on an
 #   empty cache here, a third of make check's budget); make check has the
 #   PostgreSQL patch's host tests (pg-host)
 set -uo pipefail

@@ -12,6 +12,8 @@
 # child).
 #
 # Output: build/e2e/<run>/result.json.  Exit 0 pass, 1 fail, 77 skipped.
+# check-long: the round trip through both hosts' libvirt; make check has
+#   failback (pg-failback) and the restore into libvirt (libvirt-restore)
 set -u
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/netns.sh"

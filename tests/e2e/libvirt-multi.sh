@@ -27,6 +27,9 @@
 #    striped over the three disks (record N on disk (N - 1) mod 3).
 #
 # Output: build/e2e/<run>/result.json.  Exit 0 pass, 1 fail, 77 skipped.
+# check-long: a database-shaped libvirt domain (UEFI, three disks); make
+#   check has each part: libvirt-drill, libvirt-restore, uefi-nvram,
+#   multi-disk
 set -u
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/netns.sh"

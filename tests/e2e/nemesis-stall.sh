@@ -10,6 +10,9 @@
 # reaction; stopped past the failover timeout, the primary loses the
 # witness's decision to the backup and stops its copy: one copy only, no
 # acknowledged commit lost (checks of nemesis.sh).
+# check-long: the daemon stopped inside a pause with the PostgreSQL
+#   guest's disk busy; make check has the stop inside a pause (stall-
+#   watchdog, stall-initial) and the kill (daemon-killed)
 set -u
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/netns.sh"

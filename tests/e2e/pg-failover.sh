@@ -15,6 +15,9 @@
 #   clients kept their connections (plain Remus mode)
 #
 # Output: build/e2e/<run>/result.json.  Exit 0 pass, 1 fail, 77 skipped.
+# check-long: the plain PostgreSQL drill; make check pulls the power
+#   under PostgreSQL in pg-cp-all, pg-readtrack, pg-failback and the
+#   readopt tests
 set -u
 . "$(dirname "$0")/../lib/common.sh"
 . "$(dirname "$0")/../lib/netns.sh"
