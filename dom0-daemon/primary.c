@@ -451,8 +451,10 @@ static int on_epoch_end(void *opaque, uint64_t epoch, const uint8_t *dev,
 	if (epoch == 0 && p->initial_stop_ns) {
 		vm->st.initial_stop_ns = now - p->initial_stop_ns;
 		LOGVM(INFO, vm->name, "initial state taken: %s stopped the guest "
-		      "%.1f ms for the last of it", p->hv->name,
-		      (double)vm->st.initial_stop_ns / RDB_NS_PER_MS);
+		      "%.1f ms for the last of it (%zu KiB queued for the "
+		      "backup at the stop)", p->hv->name,
+		      (double)vm->st.initial_stop_ns / RDB_NS_PER_MS,
+		      p->initial_stop_queued >> 10);
 	}
 	pause_ns = 0;
 	if (handover) {
@@ -507,6 +509,7 @@ static int on_initial_stop(void *opaque)
 	struct rdb_primary *p = opaque;
 
 	p->initial_stop_ns = rdb_now_ns();
+	p->initial_stop_queued = p->out.len;
 	rdb_watchdog_guest_stopped(p->d->wd, p->vm->wd_slot, p->initial_stop_ns);
 	return 0;
 }
@@ -619,6 +622,27 @@ static void close_mig(struct rdb_primary *p)
 
 static void on_mig(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque);
 
+/* What may wait for the backup before QEMU's stream is left unread
+ * (primary_int.h), and what lets it be read again. */
+static size_t high_water(const struct rdb_primary *p)
+{
+	return p->initial_open ? INITIAL_HIGH_WATER : PEER_HIGH_WATER;
+}
+
+static size_t low_water(const struct rdb_primary *p)
+{
+	return p->initial_open ? INITIAL_LOW_WATER : PEER_LOW_WATER;
+}
+
+/* QEMU stopped the guest for the last of the initial state: it is taken
+ * whole at once (QEMU bounds it by its downtime limit, at the pace it
+ * measured), so that the guest runs again; its output waits for the
+ * backup's commit of it anyway. */
+static bool initial_stopped(const struct rdb_primary *p)
+{
+	return p->initial_open && p->initial_stop_ns;
+}
+
 static bool mig_pending(const struct rdb_primary *p)
 {
 	return p->hv->stream_pending && p->stream &&
@@ -651,8 +675,8 @@ static void on_mig(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 
 		/* (An error or hangup is read at once: it is reported even
 		 * with no events asked for, and would spin the loop.) */
-		if (!p->ck.in_pause && p->out.len > PEER_HIGH_WATER &&
-		    !(ev & RDB_EV_ERROR)) {
+		if (!p->ck.in_pause && !initial_stopped(p) &&
+		    p->out.len > high_water(p) && !(ev & RDB_EV_ERROR)) {
 			if (!p->throttle_logged)
 				LOGVM(INFO, p->vm->name, "checkpoint stream "
 				      "throttled to the replication link's pace "
@@ -946,7 +970,7 @@ static void on_peer(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 			return;
 		}
 	}
-	if (p->mig_throttled && p->out.len < PEER_LOW_WATER && p->mig_fd >= 0) {
+	if (p->mig_throttled && p->out.len < low_water(p) && p->mig_fd >= 0) {
 		p->mig_throttled = false;
 		p->mig_unthrottled_ns = rdb_now_ns();
 		rdb_evloop_mod_fd(loop, p->mig_fd, RDB_EV_READ);

@@ -46,6 +46,14 @@ _Static_assert(PAGES_BATCH_PAGES <= RDB_PROTO_MAX_FRAME_PAGES,
  * the link's speed instead of filling our memory. */
 #define PEER_HIGH_WATER (64u << 20)
 #define PEER_LOW_WATER RDB_PRI_LOW_WATER
+/* ... and while the initial state is taken, far less: when QEMU stops
+ * the guest for the last of it, the guest's output waits for all that
+ * is queued to reach the backup (up to PEER_HIGH_WATER: 0.3-1 s of
+ * the link here).  Held to this, QEMU runs at the link's pace, its
+ * estimate of the bandwidth is the link's, and the stop finds little
+ * queued. */
+#define INITIAL_HIGH_WATER (4u << 20)
+#define INITIAL_LOW_WATER (2u << 20)
 #define SETUP_DEADLINE_NS (5 * RDB_NS_PER_S)
 /* Protection drops after this many pauses over checkpoint_deadline_ms
  * within PAUSE_OVERRUN_WINDOW_NS, or one of PAUSE_OVERRUN_FACTOR times
@@ -270,6 +278,7 @@ struct rdb_primary {
 	/* QEMU stopped the guest for the last of the initial state then
 	 * (0: not yet, or its stream does not show it) */
 	uint64_t initial_stop_ns;
+	size_t initial_stop_queued;	/* for the backup, at that stop */
 
 	/*
 	 * Compression (features granted by the backup): epoch N's records
