@@ -747,6 +747,9 @@ static int commit_take(struct rdb_backup *b, struct commit_job *j)
 		      "and sync took %.0f ms; its acknowledgement waited, the "
 		      "link was served meanwhile", (unsigned long long)j->epoch,
 		      (double)j->disk_ns / RDB_NS_PER_MS);
+	else if (j->rc == 0 && j->epoch == 0)
+		LOGVM(INFO, b->vm->name, "initial state: the disk replicas "
+		      "synced in %.0f ms", (double)j->disk_ns / RDB_NS_PER_MS);
 	rc = commit_finish(b, j->epoch, j->pages, j->bytes, j->t0, j->rc);
 	free(j);
 	return rc;

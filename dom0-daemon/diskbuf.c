@@ -156,6 +156,16 @@ int rdb_diskbuf_apply_one(struct rdb_diskbuf *db, enum rdb_disk_op op,
 	return 0;
 }
 
+void rdb_diskbuf_initial_written(struct rdb_diskbuf *db, uint64_t len)
+{
+	db->wb_pending += len;
+	if (db->fd < 0 || db->wb_pending < RDB_DISKBUF_WRITEBACK_BYTES)
+		return;
+	db->wb_pending = 0;
+	/* a hint: a write error shows in the commit's fdatasync */
+	(void)sync_file_range(db->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+}
+
 /* Writes the buffered records to the replica in order (not the sync,
  * not emptying the buffer).  0 or a negative errno, message in err. */
 static int replay(struct rdb_diskbuf *db)

@@ -478,6 +478,8 @@ int rdb_stage_add_disk(struct rdb_stage *st, const struct rdb_frame *f)
 			rc = rdb_diskbuf_apply_one(disk, op, off, len, data);
 			if (rc < 0)
 				return disk_fail(st, disk, rc);
+			if (op == RDB_DISK_WRITE)
+				rdb_diskbuf_initial_written(disk, len);
 		}
 	} else {
 		rc = rdb_diskbuf_add(disk, op, off, len, data);

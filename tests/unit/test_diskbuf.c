@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0-only
+/* RDB-WRAP: sync_file_range */
 /* The backup's epoch write buffer and replica, alone and through the
  * stage (epoch 0 written through, later epochs applied at commit). */
 #include <setjmp.h>
@@ -21,6 +22,18 @@
 #include "stage.h"
 
 #define DISK (1u << 20)
+
+/* sync_file_range: counted (the initial copy's writeback), then done */
+int __real_sync_file_range(int fd, off_t off, off_t n, unsigned flags);
+static int wb_calls;
+static unsigned wb_flags;
+
+int __wrap_sync_file_range(int fd, off_t off, off_t n, unsigned flags)
+{
+	wb_calls++;
+	wb_flags = flags;
+	return __real_sync_file_range(fd, off, n, flags);
+}
 
 static char dir[64], path[128];
 
@@ -321,6 +334,84 @@ static struct rdb_frame frame_of(struct rdb_buf *wire, struct rdb_proto_decoder 
 	rdb_buf_reset(wire);
 	assert_int_equal(rdb_proto_decoder_next(dec, &f), 1);
 	return f;
+}
+
+/* The initial copy (epoch 0, written through) starts the replica's
+ * writeback every RDB_DISKBUF_WRITEBACK_BYTES written, without waiting
+ * for it, so that epoch 0's sync finds little left; a later epoch's
+ * writes (applied at commit, often to the same blocks again) do not. */
+static void test_initial_copy_writeback(void **state)
+{
+	static const uint8_t dev[1] = { 0 };
+	const uint64_t chunk = RDB_PROTO_MAX_DISK_WRITE;
+	const uint64_t disk = 8 * chunk;
+	struct rdb_ramimage img;
+	struct rdb_diskbuf db;
+	struct rdb_stage st;
+	struct rdb_proto_decoder dec;
+	struct rdb_buf wire;
+	struct rdb_frame f;
+	uint8_t *a = malloc(chunk), *got = malloc(chunk);
+	uint64_t epoch, off;
+
+	(void)state;
+	assert_non_null(a);
+	assert_non_null(got);
+	fill(a, chunk, 9);
+	assert_int_equal(rdb_ramimage_open(dir, blocks, 1, &img), 0);
+	rdb_diskbuf_init(&db, 2 * disk);
+	assert_int_equal(rdb_diskbuf_create(&db, path, disk), 0);
+	rdb_stage_init(&st);
+	st.disks[0] = &db;
+	st.ndisks = 1;
+	rdb_proto_decoder_init(&dec);
+	rdb_buf_init(&wire);
+	for (epoch = 0; epoch < 2; epoch++) {
+		wb_calls = 0;
+		for (off = 0; off < disk; off += chunk) {
+			rdb_proto_put_disk_write(&wire, 0, epoch, off, a, chunk);
+			f = frame_of(&wire, &dec);
+			assert_int_equal(rdb_stage_add_disk(&st, &f), 0);
+			/* a zeroed range is no data to write back */
+			rdb_proto_put_disk_zero(&wire, 0, epoch, off, 4096);
+			f = frame_of(&wire, &dec);
+			assert_int_equal(rdb_stage_add_disk(&st, &f), 0);
+			rdb_proto_put_disk_write(&wire, 0, epoch, off, a, 4096);
+			f = frame_of(&wire, &dec);
+			assert_int_equal(rdb_stage_add_disk(&st, &f), 0);
+		}
+		if (epoch == 0) {
+			/* 8 chunks and 8 pages: a kick per 8 MiB, none waited */
+			assert_int_equal(wb_calls, (int)((8 * (chunk + 4096)) /
+						    RDB_DISKBUF_WRITEBACK_BYTES));
+			assert_int_equal(wb_flags, SYNC_FILE_RANGE_WRITE);
+		} else {
+			assert_int_equal(wb_calls, 0);
+		}
+		rdb_proto_put_devstate(&wire, epoch, dev, 1);
+		f = frame_of(&wire, &dec);
+		assert_int_equal(rdb_stage_set_devstate(&st, epoch, f.payload, f.len), 0);
+		assert_int_equal(rdb_stage_commit(&st, epoch, 24,
+						  8 * (chunk + 4096) + 1, &img), 0);
+		if (epoch > 0)
+			assert_int_equal(wb_calls, 0);
+	}
+	/* the replica holds the writes all the same */
+	{
+		int fd = open(path, O_RDONLY);
+
+		assert_true(fd >= 0);
+		assert_int_equal(pread(fd, got, chunk, 3 * chunk), (ssize_t)chunk);
+		assert_memory_equal(got, a, chunk);
+		close(fd);
+	}
+	rdb_buf_dispose(&wire);
+	rdb_proto_decoder_dispose(&dec);
+	rdb_stage_dispose(&st);
+	rdb_diskbuf_dispose(&db);
+	rdb_ramimage_close(&img);
+	free(a);
+	free(got);
 }
 
 static void test_stage_epochs(void **state)
@@ -637,6 +728,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_interrupted_apply_replays, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_write_error_reported, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stage_epochs, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_initial_copy_writeback, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stage_commit_disk_failure, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stage_several_disks, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_failed_replay_discarded_then_rebuilt, setup, teardown),
