@@ -441,7 +441,7 @@ int rdb_actlog_before(struct rdb_actlog *al, bool recording, uint64_t gen,
 	e0 = off >> al->shift;
 	e1 = (off + len - 1 < al->disk_size ? off + len - 1 :
 	      al->disk_size - 1) >> al->shift;
-	if (recording && gen && gen == al->gen)
+	if ((recording || al->keep) && gen && gen == al->gen)
 		return add(al, committed_pos, e0, e1);
 	if (recording && gen && gen > al->gen && gen > al->dead_gen &&
 	    !al->image_lost)
@@ -460,6 +460,21 @@ int rdb_actlog_before(struct rdb_actlog *al, bool recording, uint64_t gen,
 			   "for this generation, or armed for a later one, "
 			   "before (it never arms a generation twice)");
 	return rc;
+}
+
+void rdb_actlog_keep(struct rdb_actlog *al, bool keep)
+{
+	al->keep = keep;
+}
+
+void rdb_actlog_adopt(struct rdb_actlog *al, uint64_t pos)
+{
+	for (uint32_t i = 0; i < al->nslots; i++) {
+		struct rdb_actlog_slot *s = &al->slots[i];
+
+		if (s->pos == RDB_ACTLOG_NEVER && s->seq != UINT64_MAX)
+			s->pos = pos;
+	}
 }
 
 int rdb_actlog_arm_idle(struct rdb_actlog *al, bool recording, uint64_t gen)

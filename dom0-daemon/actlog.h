@@ -27,7 +27,11 @@
  *    (synced), the bitmap written with exactly the change's extents
  *    (synced), then the header with G (synced).
  *  - a change while not recording, or recording with al_gen 0, while the
- *    log is armed: the log is invalidated durably first.
+ *    log is armed: the log is invalidated durably first — unless the
+ *    ring's `al_keep` asks to keep it and al_gen is the armed generation
+ *    (a protection lost with the VM running here): then the change's
+ *    extents are set as a recorded change's are, and never retired
+ *    until adopted (rdb_actlog_keep, rdb_actlog_adopt).
  *  - retiring: an extent whose last change was put in the ring at a
  *    position <= committed_pos (the backup committed it) and completed
  *    before an fdatasync of the image started (durable here) is cleared
@@ -151,6 +155,8 @@ struct rdb_actlog {
 	uint64_t seq;			/* changes completed */
 	bool retiring;
 	uint64_t retire_gen, last_retire_ns;
+	/* a change while not recording keeps the log (rdb_actlog_keep) */
+	bool keep;
 	struct rdb_actlog_stats st;
 };
 
@@ -207,6 +213,29 @@ int rdb_actlog_before(struct rdb_actlog *al, bool recording, uint64_t gen,
  * on its tick.
  */
 int rdb_actlog_arm_idle(struct rdb_actlog *al, bool recording, uint64_t gen);
+/*
+ * Whether a change while not recording, for the generation the log is
+ * armed for (the ring's al_gen unchanged), keeps the log instead of
+ * invalidating it: its extents are set durably before it touches the
+ * image, like a recorded change's, and stay set (it never reaches the
+ * backup: nothing retires them but rdb_actlog_adopt).  The claim holds
+ * as it did: every extent not set still equals what the backup
+ * committed of that protection.  remusdbd asks for it when a protection
+ * is lost with the VM running on here (the backup silent, restarted, or
+ * its daemon restarting here), so that protecting it again to the same
+ * replica resyncs the log's extents instead of the whole disk.
+ */
+void rdb_actlog_keep(struct rdb_actlog *al, bool keep);
+/*
+ * The log's extents are being copied to the backup whole, in an epoch
+ * whose changes end at or after ring position pos (a resync from the
+ * log): every completed change that never reached the backup (position
+ * RDB_ACTLOG_NEVER: kept while not recording, or loaded from the file)
+ * counts as put at pos, so that the extent is retired once that epoch
+ * is committed and the image synced.  A change still in flight keeps
+ * its extent (it may complete after the copy read its range).
+ */
+void rdb_actlog_adopt(struct rdb_actlog *al, uint64_t pos);
 /* After the change completed (or failed: some of it may be in the image):
  * pos is the ring's head after its last record, RDB_ACTLOG_NEVER if it
  * was not put there whole. */

@@ -460,6 +460,10 @@ int rdb_disk_open(struct rdb_disk *dk, struct rdb_evloop *loop,
 	}
 	rdb_dring_init(&dk->ring, dk->map, dk->ring_bytes);
 	atomic_store(&dk->ring.sh->room_wait_ns, room_wait_ns);
+	if (logs && logs->keep_gen && dk->al_path[0]) {
+		atomic_store(&dk->ring.sh->al_gen, logs->keep_gen);
+		atomic_store(&dk->ring.sh->al_keep, 1);
+	}
 	dk->notify_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (dk->notify_fd < 0) {
 		rc = -errno;
@@ -531,6 +535,24 @@ void rdb_disk_set_log_generation(struct rdb_disk *dk, uint64_t gen)
 {
 	if (dk->ring.sh)
 		atomic_store(&dk->ring.sh->al_gen, gen);
+}
+
+void rdb_disk_keep_log(struct rdb_disk *dk, bool keep)
+{
+	if (dk->ring.sh)
+		atomic_store(&dk->ring.sh->al_keep, keep ? 1 : 0);
+}
+
+uint64_t rdb_disk_adopt_log(struct rdb_disk *dk)
+{
+	uint64_t pos;
+
+	if (!dk->ring.sh)
+		return 0;
+	pos = atomic_load(&dk->ring.sh->head);
+	atomic_store(&dk->ring.sh->al_adopt_pos, pos);
+	atomic_fetch_add(&dk->ring.sh->al_adopt_req, 1);
+	return pos;
 }
 
 void rdb_disk_set_committed_pos(struct rdb_disk *dk, uint64_t pos)

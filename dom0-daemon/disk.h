@@ -145,6 +145,16 @@ int rdb_disk_pread(struct rdb_disk *dk, uint64_t off, uint8_t *dst,
 void rdb_disk_set_log_generation(struct rdb_disk *dk, uint64_t gen);
 void rdb_disk_set_committed_pos(struct rdb_disk *dk, uint64_t pos);
 uint64_t rdb_disk_ring_pos(const struct rdb_disk *dk);
+/*
+ * keep_log: while not recording, the server keeps the log armed for the
+ * last generation set (each change's extents set, never retired) instead
+ * of invalidating it at the first change (actlog.h, rdb_actlog_keep).
+ * adopt_log: the log's extents go to the backup in the epoch being
+ * built (a resync from the log): what never reached it counts as put at
+ * the ring's head now, returned (rdb_actlog_adopt).
+ */
+void rdb_disk_keep_log(struct rdb_disk *dk, bool keep);
+uint64_t rdb_disk_adopt_log(struct rdb_disk *dk);
 /* The server's counters. */
 const struct rdb_dring_shared *rdb_disk_stats(const struct rdb_disk *dk);
 

@@ -81,6 +81,17 @@ struct rdb_dring_shared {
 	_Atomic uint64_t al_armed_gen, al_active;
 	_Atomic uint64_t al_adds, al_log_syncs, al_retired, al_image_syncs;
 	_Atomic uint64_t al_full_stalls, al_invalidations;
+	/*
+	 * remusdbd -> server: al_keep 1: a change while `record` is 0 keeps
+	 * the log armed for al_gen (its extents set, never retired) instead
+	 * of invalidating it (rdb_actlog_keep: a protection lost with the VM
+	 * running here, to be resynced from the log).  al_adopt_req, moved
+	 * after al_adopt_pos is set: the log's extents are being copied to
+	 * the backup in an epoch ending at or after ring position
+	 * al_adopt_pos (rdb_actlog_adopt).
+	 */
+	_Atomic uint32_t al_keep;
+	_Atomic uint64_t al_adopt_pos, al_adopt_req;
 };
 
 /* Why the server stopped putting changes in the ring (it then makes the

@@ -165,6 +165,20 @@ static void daemon_sync_failed(struct rdb_disksrv *s)
 	}
 }
 
+/* What remusdbd asks of the log besides recording (diskring.h): keep it
+ * while not recording, count what never reached the backup as copied. */
+static void al_requests(struct rdb_disksrv *s)
+{
+	struct rdb_dring_shared *sh = s->ring.sh;
+	uint64_t req = atomic_load(&sh->al_adopt_req);
+
+	rdb_actlog_keep(&s->al, atomic_load(&sh->al_keep) != 0);
+	if (req != s->al_adopt_seen) {
+		s->al_adopt_seen = req;
+		rdb_actlog_adopt(&s->al, atomic_load(&sh->al_adopt_pos));
+	}
+}
+
 /*
  * The activity log takes a change of [off, off + len) before it reaches
  * the image (recording: `record` as read then), and again before it goes
@@ -181,6 +195,7 @@ static void log_change(struct rdb_disksrv *s, bool recording, uint64_t off,
 	if (!s->has_al)
 		return;
 	daemon_sync_failed(s);
+	al_requests(s);
 	rc = rdb_actlog_before(&s->al, recording, atomic_load(&sh->al_gen),
 			       atomic_load(&sh->committed_pos), off, len);
 	publish_al(s);
@@ -578,6 +593,7 @@ static uint64_t on_retire_tick(struct rdb_evloop *loop, uint64_t id,
 	(void)loop;
 	(void)id;
 	daemon_sync_failed(s);
+	al_requests(s);
 	if (rdb_actlog_arm_idle(&s->al, atomic_load(&s->ring.sh->record),
 				atomic_load(&s->ring.sh->al_gen)) < 0 &&
 	    atomic_load(&s->ring.sh->record))

@@ -50,6 +50,11 @@ struct rdb_disk_logs {
 	const char *activity_log;	/* actlog.h; needs a ring */
 	uint32_t activity_log_max;	/* extents; 0: RDB_ACTLOG_MAX_DEFAULT */
 	const char *written_map;	/* wmap.h */
+	/* keep the activity log armed for this generation from the first
+	 * change on (the ring's al_gen and al_keep set before the server
+	 * serves): a re-adopted primary's log, so that protecting the VM
+	 * again resyncs its extents (0: not) */
+	uint64_t keep_gen;
 };
 
 struct rdb_disksrv {
@@ -73,6 +78,7 @@ struct rdb_disksrv {
 	bool rt_started;
 	int rt_req[2], rt_done[2];
 	uint64_t rt_covered, rt_timer;
+	uint64_t al_adopt_seen;		/* the ring's al_adopt_req last done */
 };
 
 /* Opens a VM's disk image read-write: a regular file whose size, a

@@ -726,6 +726,75 @@ static void test_unrecorded_change_invalidates(void **state)
 }
 
 /*
+ * Kept (remusdbd's al_keep: a protection lost with the VM running here):
+ * a change while not recording, for the armed generation, sets its
+ * extents durably before it touches the image, and they are never
+ * retired — until adopted (copied to the backup in an epoch ending at or
+ * after the position given), after which that epoch's commit and an
+ * image sync retire them.  A change in flight at the adoption keeps its
+ * extent.  Not kept, or another generation: invalidated as before.
+ */
+static void test_keep_and_adopt(void **state)
+{
+	struct store st;
+	struct rdb_actlog al;
+	struct rdb_actlog_view v;
+	uint64_t covered;
+
+	(void)state;
+	store_init(&st, 9);
+	load(&al, &st, 8);
+	change(&al, &st, true, 7, 0, 0, 10, 10);	/* recorded, pos 10 */
+	rdb_actlog_keep(&al, true);
+	st.syncs = 0;
+	assert_int_equal(rdb_actlog_before(&al, false, 7, 10, 2 * MIB, 10), 0);
+	assert_int_equal(st.syncs, 1);			/* set durably first */
+	image_write(&st, 2 * MIB, 10, &next_id);
+	rdb_actlog_after(&al, 2 * MIB, 10, RDB_ACTLOG_NEVER);
+	durable_view(&st, &v);
+	assert_int_equal(v.generation, 7);
+	assert_true(rdb_actlog_view_test(&v, 0));
+	assert_true(rdb_actlog_view_test(&v, 2));
+	rdb_actlog_view_dispose(&v);
+	assert_int_equal(al.st.invalidations, 0);
+	/* never retired while it never reached the backup */
+	covered = rdb_actlog_retire_begin(&al, RDB_ACTLOG_RETIRE_NS);
+	sf_sync(&st.img);
+	rdb_actlog_retire_end(&al, covered, 0, 7, 1000);
+	assert_int_equal(al.st.active, 1);		/* extent 0 went */
+	assert_false(rdb_actlog_retire_due(&al, 5 * RDB_ACTLOG_RETIRE_NS, 7, 1000));
+	/* a change begun (not completed) when the copy adopts */
+	assert_int_equal(rdb_actlog_before(&al, false, 7, 10, 4 * MIB, 10), 0);
+	rdb_actlog_adopt(&al, 2000);
+	image_write(&st, 4 * MIB, 10, &next_id);
+	rdb_actlog_after(&al, 4 * MIB, 10, RDB_ACTLOG_NEVER);
+	assert_false(rdb_actlog_retire_due(&al, 5 * RDB_ACTLOG_RETIRE_NS, 7, 1999));
+	assert_true(rdb_actlog_retire_due(&al, 5 * RDB_ACTLOG_RETIRE_NS, 7, 2000));
+	covered = rdb_actlog_retire_begin(&al, 5 * RDB_ACTLOG_RETIRE_NS);
+	sf_sync(&st.img);
+	rdb_actlog_retire_end(&al, covered, 0, 7, 2000);
+	sf_sync(&st.log);
+	durable_view(&st, &v);
+	assert_false(rdb_actlog_view_test(&v, 2));	/* adopted, retired */
+	assert_true(rdb_actlog_view_test(&v, 4));	/* in flight: kept */
+	rdb_actlog_view_dispose(&v);
+	/* not kept: the next unrecorded change invalidates it */
+	rdb_actlog_keep(&al, false);
+	assert_int_equal(rdb_actlog_before(&al, false, 7, 10, 6 * MIB, 10), 0);
+	assert_int_equal(rdb_actlog_armed_gen(&al), 0);
+	assert_int_equal(al.st.invalidations, 1);
+	rdb_actlog_dispose(&al);
+	/* kept, but for a generation it is not armed for: invalidated */
+	load(&al, &st, 8);
+	assert_int_equal(rdb_actlog_before(&al, true, 9, 0, 0, 10), 0);
+	rdb_actlog_keep(&al, true);
+	assert_int_equal(rdb_actlog_before(&al, false, 8, 0, MIB, 10), 0);
+	assert_int_equal(rdb_actlog_armed_gen(&al), 0);
+	rdb_actlog_dispose(&al);
+	store_dispose(&st);
+}
+
+/*
  * The log cannot be written: invalidated, the change goes on (0).  It
  * cannot be invalidated either: the error comes back (the server gives
  * up on the replica), and every change retries until it can.
@@ -1186,6 +1255,7 @@ int main(void)
 		cmocka_unit_test(test_retire),
 		cmocka_unit_test(test_full),
 		cmocka_unit_test(test_unrecorded_change_invalidates),
+		cmocka_unit_test(test_keep_and_adopt),
 		cmocka_unit_test(test_write_failures),
 		cmocka_unit_test(test_load_foreign),
 		cmocka_unit_test(test_model),
