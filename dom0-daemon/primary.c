@@ -860,6 +860,8 @@ static void on_peer_msg(struct rdb_primary *p, const struct rdb_frame *f)
 					resync_committed(p);
 					break;
 				}
+			for (unsigned i = 0; i < p->ndisks; i++)
+				p->disks[i]->cont = false;
 			rdb_vm_set_state(vm, RDB_VM_PROTECTED, "backup committed "
 					 "the initial state%s", vm->st.resynced ?
 					 " (a resync)" : "");
@@ -1206,6 +1208,12 @@ static void drop(struct rdb_primary *p, const char *why, bool backup_stopped)
 	p->ck.active = false;
 	p->ck.in_pause = false;
 	p->stop_waits = false;
+	/* The VM runs on here: each disk's activity log is kept (before
+	 * recording stops) if the backup's replica is a base to resync to
+	 * (primary_dev.h) */
+	for (unsigned i = 0; i < p->ndisks; i++)
+		rdb_pri_disk_keep(p->disks[i], true, vm->st.initial_ns ?
+				  p->generation : 0, vm->st.committed_epoch);
 	rdb_ckdevs_stop(&p->devs);
 	rdb_pri_stop_pool(p);
 	if (vm->wd_slot >= 0) {
@@ -1862,8 +1870,8 @@ static const char *restored_base(const struct rdb_lineage *l,
  * ...) and, for a restored VM, the disk's written map (wmap, or
  * NULL).  base_gen, base_epoch: what the VM was restored from (0: not). */
 static int open_disk(struct rdb_primary *p, const char *wmap,
-		     uint64_t base_gen, uint64_t base_epoch, char *err,
-		     size_t errlen)
+		     uint64_t base_gen, uint64_t base_epoch,
+		     const struct rdb_lineage *l, char *err, size_t errlen)
 {
 	struct rdb_vm *vm = p->vm;
 	unsigned n = p->ndisks;
@@ -1892,6 +1900,18 @@ static int open_disk(struct rdb_primary *p, const char *wmap,
 	}
 	rdb_lineage_disk_file(al, sizeof(al), p->d->cfg.state_dir, vm->name, n,
 			      "disk", "al");
+	/* This host's image was the primary's of the recorded protection
+	 * (its daemon stopped, or the disk was detached): the log goes on
+	 * for it, kept from the first change, and protecting the VM again to
+	 * that backup resyncs what it sets (its replica's epoch is unknown
+	 * here: 0, the backup checks its own) */
+	if (!wmap && l && l->role == RDB_LINEAGE_PRIMARY && n < l->ndisks &&
+	    l->d[n].log_gen && strcmp(l->d[n].disk, image) == 0 &&
+	    strcmp(l->d[n].actlog, al) == 0) {
+		k->cont_gen = l->generation;
+		k->cont_epoch = 0;
+		k->cont_log_gen = k->log_gen = l->d[n].log_gen;
+	}
 	if (n)
 		snprintf(sock, sizeof(sock), "%s%u", vm->cfg.disk_socket, n);
 	else
@@ -1996,7 +2016,8 @@ static int attach(struct rdb_daemon *d, struct rdb_vm_config *cfg,
 			const char *wmap = restored_base(have ? &l : NULL, &vm->cfg,
 							 k, &gen, &epoch);
 
-			rc = open_disk(p, wmap, gen, epoch, err, errlen);
+			rc = open_disk(p, wmap, gen, epoch, have ? &l : NULL,
+				       err, errlen);
 		}
 		if (rc == 0 && p->ndisks && p->disks[0]->base_gen)
 			LOGVM(INFO, vm->name, "its disks are those restored here "
@@ -2124,7 +2145,7 @@ static void record_primary(struct rdb_primary *p)
 		/* the restored lineage the disks came from, all of them
 		 * restored together (a disk without a written map is copied
 		 * whole, and keeps no base) */
-		if (k->base_gen) {
+		if (k->base_gen && !k->cont) {
 			l.has_base = true;
 			l.base_generation = k->base_gen;
 			l.base_epoch = k->base_epoch;
@@ -2150,7 +2171,9 @@ static int start_protection(struct rdb_primary *p, char *err, size_t errlen)
 	 * generation before its first change is recorded (actlog.h); the
 	 * lineage record names every disk (lineage.h). */
 	for (unsigned i = 0; i < p->ndisks; i++)
-		p->disks[i]->log_gen = rdb_pri_disk_next_log_gen(p->disks[i]);
+		if (!rdb_pri_disk_continue(p->disks[i]))
+			p->disks[i]->log_gen =
+				rdb_pri_disk_next_log_gen(p->disks[i]);
 	if (p->ndisks)
 		record_primary(p);
 	/* Late checkpoints of an earlier protection are not this one's. */
@@ -2652,7 +2675,7 @@ int rdb_primary_restored_adopt(struct rdb_vm *vm, const struct rdb_handover *h,
 	 * without is copied whole to the new backup) */
 	for (unsigned k = 0; rc == 0 && k < h->ndisks; k++)
 		rc = open_disk(p, h->wmap_paths[k][0] ? h->wmap_paths[k] : NULL,
-			       h->generation, h->epoch, err, errlen);
+			       h->generation, h->epoch, NULL, err, errlen);
 	if (rc < 0) {
 		LOGVM(ERROR, vm->name, "the restored VM's disk %s could not be "
 		      "served by its new disk server: %s", disk, err);
@@ -2894,6 +2917,9 @@ int rdb_primary_unprotect(struct rdb_vm *vm, bool force, char *msg,
 		/* Tell the backup first: otherwise it would see a failure. */
 		rdb_pri_close_peer(p);
 		rdb_pri_drop_protection(p, "operator unprotect");
+		/* no protection to resync to: the logs go as before */
+		for (unsigned i = 0; i < p->ndisks; i++)
+			rdb_pri_disk_keep(p->disks[i], false, 0, 0);
 		if (rdb_pri_deciding(p)) {
 			/* the backup may not have heard us: it ends as decided */
 			p->unprotect_pending = true;

@@ -104,9 +104,21 @@ struct rdb_pri_disk {
 	 */
 	uint64_t base_gen, base_epoch;
 	char base_wmap[512];
+	/*
+	 * Or: this host's image was the primary's of protection cont_gen,
+	 * whose backup committed up to epoch cont_epoch, and its activity
+	 * log, armed for cont_log_gen, was kept since that protection was
+	 * lost (rdb_pri_disk_keep): the extents it has set are all that may
+	 * differ from that backup's replica.  Protecting again (cont: the
+	 * log goes on with the same generation) offers that replica as the
+	 * base; the backup takes it if it is whole (docs/resync.md).
+	 */
+	uint64_t cont_gen, cont_epoch, cont_log_gen;
+	bool cont;
 	bool awaiting_base;		/* DISK_SETUP sent, DISK_BASE not yet */
 	uint64_t *resync;		/* NULL: the whole disk (full copy) */
 	uint64_t resync_blocks, resync_wmap_blocks, resync_al_extents;
+	uint64_t resync_own_extents;	/* of this host's kept log (cont) */
 	uint64_t resync_zero_bytes;
 	uint32_t resync_al_shift;
 	/* the initial copy; the last one's kind and bytes, this disk's */
@@ -129,12 +141,26 @@ int rdb_pri_disk_new(struct rdb_pri_disk **out, unsigned index,
  * Serves image on sock_path (disk.h rdb_disk_open), its activity log at
  * actlog (holding at most al_max extents), and for a restored VM the
  * written map wmap (or NULL).  ring_bytes, room_wait_ns: rdb_disk_open's.
+ * With cont_gen, cont_epoch and cont_log_gen set before (a primary's
+ * disk re-adopted: the lineage record names its protection and log),
+ * the log is kept from the server's first change on.
  */
 int rdb_pri_disk_open(struct rdb_pri_disk *k, const char *image,
 		      const char *sock_path, const char *actlog, uint32_t al_max,
 		      const char *wmap, uint64_t ring_bytes,
 		      uint64_t room_wait_ns, char *err, size_t errlen);
 void rdb_pri_disk_free(struct rdb_pri_disk *k);
+/*
+ * A protection of this disk ended with the VM running on here: keep its
+ * activity log (committed: the backup had committed its initial state,
+ * up to epoch committed_epoch, so its replica is a base for a resync
+ * from the log) or not (invalidated at the next change, as before).
+ */
+void rdb_pri_disk_keep(struct rdb_pri_disk *k, bool keep, uint64_t gen,
+		       uint64_t committed_epoch);
+/* Protecting again: continue the kept log (true: the generation of the
+ * log and the base to offer are set), or start a new one. */
+bool rdb_pri_disk_continue(struct rdb_pri_disk *k);
 /* The activity log's generation for a new protection (above every one
  * the log was armed for, and the wall clock's nanoseconds). */
 uint64_t rdb_pri_disk_next_log_gen(const struct rdb_pri_disk *k);

@@ -258,7 +258,19 @@ static uint64_t on_copy(struct rdb_evloop *loop, uint64_t id, void *opaque)
 		return RDB_PRI_COPY_RETRY_NS;
 	k->copying = false;
 	k->copy_timer = 0;
-	if (k->resync)
+	if (k->resync && k->cont)
+		LOGVM(INFO, k->dev.vm, "%s: resync queued: %llu MiB of data and "
+		      "%llu MiB of zeroes in %llu blocks that may differ (%llu "
+		      "extent(s) of this host's activity log, %llu of the "
+		      "backup's), of a %llu MiB disk, %.1f s", k->dev.id,
+		      (unsigned long long)(k->copy_sent >> 20),
+		      (unsigned long long)(k->resync_zero_bytes >> 20),
+		      (unsigned long long)k->resync_blocks,
+		      (unsigned long long)k->resync_own_extents,
+		      (unsigned long long)k->resync_al_extents,
+		      (unsigned long long)(size >> 20),
+		      (double)(rdb_now_ns() - k->copy_start_ns) / RDB_NS_PER_S);
+	else if (k->resync)
 		LOGVM(INFO, k->dev.vm, "%s: resync queued: %llu MiB of data and "
 		      "%llu MiB of zeroes in %llu blocks that may differ (%llu "
 		      "written here since the restore, %llu extent(s) of the old "
@@ -298,6 +310,11 @@ static int copy_start(struct rdb_pri_disk *k)
 	k->copying = true;
 	k->copy_off = k->copy_sent = k->resync_zero_bytes = 0;
 	k->copy_start_ns = rdb_now_ns();
+	/* the kept log's extents go in this copy (all of the disk, or the
+	 * resync read them): the changes that never reached the backup are
+	 * retired once it has committed this epoch */
+	if (k->cont)
+		rdb_disk_adopt_log(&k->disk);
 	if (k->resync)
 		LOGVM(INFO, k->dev.vm, "%s: resync of %s (%llu MiB) to the "
 		      "backup's old image: %llu blocks of 4 KiB may differ",
@@ -334,6 +351,42 @@ static int read_wmap(struct rdb_pri_disk *k, char *err, size_t errlen)
 }
 
 /*
+ * Protecting again to the replica of the protection this disk's kept
+ * activity log speaks of (k->cont): the log's extents are what may
+ * differ.  Read now, with recording on: a change after this is in the
+ * ring, so a bit it sets that this read missed costs nothing.
+ */
+static int read_own_log(struct rdb_pri_disk *k, char *err, size_t errlen)
+{
+	struct rdb_actlog_view v;
+	uint64_t nblocks = k->disk.size / RDB_RESYNC_BLOCK;
+	int rc = rdb_actlog_read(k->actlog_path, k->disk.size, &v, err, errlen);
+
+	if (rc < 0)
+		return rc;
+	if (v.generation != k->log_gen) {
+		snprintf(err, errlen, "armed for %016llx, not %016llx",
+			 (unsigned long long)v.generation,
+			 (unsigned long long)k->log_gen);
+		rdb_actlog_view_dispose(&v);
+		return -ESTALE;
+	}
+	for (uint64_t x = 0; x < v.nr_extents; x++) {
+		uint64_t b0, b1;
+
+		if (!rdb_actlog_view_test(&v, x))
+			continue;
+		b0 = (x << v.extent_shift) / RDB_RESYNC_BLOCK;
+		b1 = ((x + 1) << v.extent_shift) / RDB_RESYNC_BLOCK;
+		for (uint64_t b = b0; b < b1 && b < nblocks; b++)
+			k->resync[b / 64] |= 1ull << (b % 64);
+	}
+	k->resync_own_extents = v.nr_set;
+	rdb_actlog_view_dispose(&v);
+	return 0;
+}
+
+/*
  * The backup said what its disk is (DISK_BASE).  The old primary's image
  * of the protection we were restored from: resync what may differ — the
  * blocks written here since the restore (our written map, read now that
@@ -364,13 +417,16 @@ static int handle_disk_base(struct rdb_pri_disk *k, const struct rdb_frame *f)
 	k->resync = calloc(words ? words : 1, sizeof(uint64_t));
 	if (!k->resync)
 		return -ENOMEM;
-	rc = read_wmap(k, err, sizeof(err));
+	k->resync_own_extents = 0;
+	rc = k->cont ? read_own_log(k, err, sizeof(err)) :
+		      read_wmap(k, err, sizeof(err));
 	if (rc < 0) {
 		/* Without it, nothing bounds what we wrote: fall back is not
 		 * possible (the backup's replica is its old image, not
 		 * zeroes), so every block goes. */
-		LOGVM(WARN, k->dev.vm, "written map %s: %s: resyncing every "
-		      "block", k->base_wmap, err);
+		LOGVM(WARN, k->dev.vm, "%s %s: %s: resyncing every block",
+		      k->cont ? "activity log" : "written map",
+		      k->cont ? k->actlog_path : k->base_wmap, err);
 		memset(k->resync, 0xff, words * sizeof(uint64_t));
 		if (nblocks % 64)
 			k->resync[words - 1] = (1ull << (nblocks % 64)) - 1;
@@ -412,7 +468,14 @@ static int disk_start(struct rdb_ckdev *dev, char *err, size_t errlen)
 	if (dev->ck->features & RDB_FEATURE_RESYNC) {
 		/* the copy waits for the backup's DISK_BASE */
 		k->awaiting_base = true;
-		if (k->base_gen)
+		if (k->cont)
+			LOGVM(INFO, dev->vm, "%s: offering the backup a resync: "
+			      "its replica of protection %016llx (committed up "
+			      "to epoch %llu at least) and this host's "
+			      "activity log since", dev->id,
+			      (unsigned long long)k->base_gen,
+			      (unsigned long long)k->base_epoch);
+		else if (k->base_gen)
 			LOGVM(INFO, dev->vm, "%s: offering the backup a resync: "
 			      "this VM was restored from epoch %llu of "
 			      "protection %016llx", dev->id,
@@ -691,6 +754,8 @@ int rdb_pri_disk_open(struct rdb_pri_disk *k, const char *image,
 		.activity_log = actlog,
 		.activity_log_max = al_max,
 		.written_map = wmap,
+		/* (a restored VM's written map comes first: no log kept) */
+		.keep_gen = wmap ? 0 : k->cont_log_gen,
 	};
 
 	snprintf(k->actlog_path, sizeof(k->actlog_path), "%s", actlog);
@@ -706,6 +771,63 @@ void rdb_pri_disk_free(struct rdb_pri_disk *k)
 	disk_reset(&k->dev);
 	rdb_disk_close(&k->disk);
 	free(k);
+}
+
+void rdb_pri_disk_keep(struct rdb_pri_disk *k, bool keep, uint64_t gen,
+		       uint64_t committed_epoch)
+{
+	if (keep && gen && k->log_gen) {
+		k->cont_gen = gen;
+		k->cont_epoch = committed_epoch;
+		k->cont_log_gen = k->log_gen;
+	}
+	/* a protection that went on with the kept log and ended before its
+	 * initial state committed keeps it too: the log still bounds what
+	 * differs from the older replica (which the backup will not offer if
+	 * that protection's resync began writing into it) */
+	if (!keep || !k->cont_gen || k->cont_log_gen != k->log_gen) {
+		k->cont_gen = k->cont_epoch = k->cont_log_gen = 0;
+		keep = false;
+	}
+	k->cont = false;
+	rdb_disk_keep_log(&k->disk, keep);
+	if (keep)
+		LOGVM(INFO, k->dev.vm, "%s: activity log kept for protection "
+		      "%016llx (committed up to epoch %llu): protecting again "
+		      "to its backup resyncs the extents it sets", k->dev.id,
+		      (unsigned long long)k->cont_gen,
+		      (unsigned long long)k->cont_epoch);
+}
+
+bool rdb_pri_disk_continue(struct rdb_pri_disk *k)
+{
+	const struct rdb_dring_shared *ds = k->disk.ring.sh;
+	uint64_t armed = ds ? atomic_load(&ds->al_armed_gen) : 0;
+
+	/* (a base of an earlier attempt that never committed: ours) */
+	if (k->base_gen && k->base_gen == k->cont_gen && !k->base_wmap[0])
+		k->base_gen = k->base_epoch = 0;
+	k->cont = false;
+	if (!k->cont_gen)
+		return false;
+	if (k->base_gen || armed != k->cont_log_gen) {
+		/* a restored VM's resync comes first; a log that was
+		 * invalidated meanwhile (full, a failed sync) bounds nothing */
+		if (!k->base_gen)
+			LOGVM(INFO, k->dev.vm, "%s: the activity log kept for "
+			      "protection %016llx is no longer valid for it: "
+			      "the backup gets the whole disk", k->dev.id,
+			      (unsigned long long)k->cont_gen);
+		k->cont_gen = k->cont_epoch = k->cont_log_gen = 0;
+		rdb_disk_keep_log(&k->disk, false);
+		return false;
+	}
+	k->log_gen = k->cont_log_gen;
+	k->base_gen = k->cont_gen;
+	k->base_epoch = k->cont_epoch;
+	k->base_wmap[0] = 0;
+	k->cont = true;
+	return true;
 }
 
 uint64_t rdb_pri_disk_next_log_gen(const struct rdb_pri_disk *k)
