@@ -98,15 +98,6 @@ cluster_pull_power "$run"
 pull_ms=$(date +%s%3N)
 cl_ctl bak wait "$CL_VM" failed-over --timeout 30 || rdb_fail "no failover"
 wait_pid 150 "$led"
-clix "$RDB_ROOT/build/workload/ledger" check --host "$CL_GUEST_IP" --clients 3 \
-	--journal "$CL_DIR/ledger" --pull-ms "$pull_ms" --json "$CL_DIR/ledger.json" \
-	2>"$CL_DIR/ledger-check.log"
-cat "$CL_DIR/ledger.json"
-jq -e '.lost_commits == 0 and .phantom_txns == 0 and .partial_txns == 0 and
-       .broken_connections == 0 and .acked_commits > 0' "$CL_DIR/ledger.json" >/dev/null ||
-	rdb_fail "ledger invariants (see $CL_DIR/ledger-check.log, $CL_DIR/ledger-run.log)"
-if grep -aiq "I/O error\|EXT4-fs error\|PANIC" "$CL_DIR/pri/console.log"; then
-	grep -ai "I/O error\|EXT4-fs error\|PANIC" "$CL_DIR/pri/console.log" | head -3
-	rdb_fail "the guest saw disk errors"
-fi
+cl_ledger_verdict "$pull_ms"
+cl_no_guest_disk_errors "$CL_DIR/pri/console.log"
 echo "PASS: remusdbd killed inside a protection's initial copy, on the primary (re-adopted, protected again $pri_ms ms after its start) and on the backup (protected again on its own $bak_ms ms after its start), no command typed; then a power pull: $(jq .acked_commits "$CL_DIR/ledger.json") commits acknowledged, none lost, every connection kept, no I/O error"

@@ -131,25 +131,9 @@ cl_ctl pri wait "$CL_VM" failed-over --timeout 30 ||
 	rdb_fail "the original host did not take the VM back (see $CL_DIR/pri/remusdbd.log)"
 wait_pid 200 "$led"
 
-for r in term kill; do
-	eval "at=\$${r}_ms"
-	[ "$r" = term ] && until=$kill_ms || until=$reprot_ms
-	clix "$RDB_ROOT/build/workload/ledger" check --host "$CL_GUEST_IP" --clients 3 \
-		--journal "$CL_DIR/ledger" --pull-ms "$at" --gap-before-ms "$until" \
-		--json "$CL_DIR/ledger-$r.json" 2>"$CL_DIR/ledger-check-$r.log"
-done
-clix "$RDB_ROOT/build/workload/ledger" check --host "$CL_GUEST_IP" --clients 3 \
-	--journal "$CL_DIR/ledger" --pull-ms "$pull_ms" --json "$CL_DIR/ledger.json" \
-	2>"$CL_DIR/ledger-check.log"
-cat "$CL_DIR/ledger.json"
-jq -e '.lost_commits == 0 and .phantom_txns == 0 and .partial_txns == 0 and
-       .broken_connections == 0 and .acked_commits > 0' "$CL_DIR/ledger.json" >/dev/null ||
-	rdb_fail "ledger invariants (see $CL_DIR/ledger-check.log, $CL_DIR/ledger-run.log)"
-for c in "$CL_DIR/pri/console.log" "$CL_DIR/bak/state/$CL_VM/console.log" "$CL_DIR/pri/state/$CL_VM/console.log"; do
-	[ -f "$c" ] || continue
-	if grep -aiq "I/O error\|EXT4-fs error\|PANIC" "$c"; then
-		grep -ai "I/O error\|EXT4-fs error\|PANIC" "$c" | head -3
-		rdb_fail "the guest saw disk errors ($c)"
-	fi
-done
+cl_ledger_gap term "$term_ms" "$kill_ms"
+cl_ledger_gap kill "$kill_ms" "$reprot_ms"
+cl_ledger_verdict "$pull_ms"
+cl_no_guest_disk_errors "$CL_DIR/pri/console.log" "$CL_DIR/bak/state/$CL_VM/console.log" \
+	"$CL_DIR/pri/state/$CL_VM/console.log"
 echo "PASS: the survivor's remusdbd stopped (SIGTERM, then SIGKILL) and started again under load, the restored VM re-adopted each time with no command: output let go $term_adopt ms / $kill_adopt ms after the new daemon's start, the clients' longest gap across each restart $(jq .failover_gap_ms "$CL_DIR/ledger-term.json") ms / $(jq .failover_gap_ms "$CL_DIR/ledger-kill.json") ms; protected back with a resync of $(jq '.vms[0].disk.initial_copy.bytes / 1048576 | floor' "$CL_DIR/bak-status-resync.json") MiB (full copy $((full_copy >> 20)) MiB), disks equal; the survivor's power pulled: $(jq .acked_commits "$CL_DIR/ledger.json") commits acknowledged, none lost, every connection kept, no I/O error"

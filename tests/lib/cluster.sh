@@ -672,6 +672,47 @@ cl_wait_pg() {
 		-h "$CL_GUEST_IP" -U postgres -d "${1:-postgres}" -t 2
 }
 
+# The ledger workload's verdicts (build/workload/ledger, its journal in
+# $CL_DIR/ledger, 3 clients).
+#
+# cl_ledger_gap NAME AT_MS UNTIL_MS: the clients' longest gap that began
+# within 1 s before AT_MS (ms since the epoch: a restart, a pull) and
+# ended before UNTIL_MS (the next event), in $CL_DIR/ledger-NAME.json
+# (.failover_gap_ms).
+cl_ledger_gap() {
+	ip netns exec "$(netns_name "$CL_RUN" cli)" "$RDB_ROOT/build/workload/ledger" \
+		check --host "$CL_GUEST_IP" --clients 3 --journal "$CL_DIR/ledger" \
+		--pull-ms "$2" --gap-before-ms "$3" --json "$CL_DIR/ledger-$1.json" \
+		2>"$CL_DIR/ledger-check-$1.log"
+}
+
+# cl_ledger_verdict PULL_MS: after a power pull at PULL_MS, no
+# acknowledged commit lost, no phantom or partial transaction, no
+# connection broken ($CL_DIR/ledger.json, printed); fails the test
+# otherwise.
+cl_ledger_verdict() {
+	ip netns exec "$(netns_name "$CL_RUN" cli)" "$RDB_ROOT/build/workload/ledger" \
+		check --host "$CL_GUEST_IP" --clients 3 --journal "$CL_DIR/ledger" \
+		--pull-ms "$1" --json "$CL_DIR/ledger.json" 2>"$CL_DIR/ledger-check.log"
+	cat "$CL_DIR/ledger.json"
+	jq -e '.lost_commits == 0 and .phantom_txns == 0 and .partial_txns == 0 and
+	       .broken_connections == 0 and .acked_commits > 0' "$CL_DIR/ledger.json" >/dev/null ||
+		rdb_fail "ledger invariants (see $CL_DIR/ledger-check.log, $CL_DIR/ledger-run.log)"
+}
+
+# cl_no_guest_disk_errors CONSOLE...: none of the guest's console logs
+# that exist shows a disk error; fails the test otherwise.
+cl_no_guest_disk_errors() {
+	local c
+	for c in "$@"; do
+		[ -f "$c" ] || continue
+		if grep -aiq "I/O error\|EXT4-fs error\|PANIC" "$c"; then
+			grep -ai "I/O error\|EXT4-fs error\|PANIC" "$c" | head -3
+			rdb_fail "the guest saw disk errors ($c)"
+		fi
+	done
+}
+
 # cl_use_maria_guest: the next cluster_vm_up runs the MariaDB guest
 # (tools/mkguest-maria.sh: Debian's MariaDB 10.11 with the patched
 # mariadbd from make dbms, remusdb.ko and its event helper, the ledger
