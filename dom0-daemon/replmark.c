@@ -148,6 +148,10 @@ bool rdb_replmark_vouches(const struct rdb_replmark_view *v, uint64_t gen,
 		snprintf(why, whylen, "the replica marker is from another boot "
 			 "of this host (%s): writes of the replicas that were in "
 			 "the page cache then may be lost", v->boot);
+	else if (v->state == RDB_REPLMARK_APPLYING && !v->epoch)
+		snprintf(why, whylen, "the replicas were being written when "
+			 "remusdbd stopped (a protection's initial copy): they "
+			 "are at no epoch");
 	else if (v->state == RDB_REPLMARK_APPLYING)
 		snprintf(why, whylen, "the replicas were being written when "
 			 "remusdbd stopped (epoch %llu of protection %016llx): "
@@ -210,6 +214,8 @@ int rdb_replmark_open(struct rdb_replmark *m, const char *path)
 
 	rdb_replmark_close(m);
 	if (snprintf(m->path, sizeof(m->path), "%s", path) >= (int)sizeof(m->path)) {
+		/* (no file can be named, so none can be removed: every
+		 * write is refused, -EBADF) */
 		snprintf(m->found.why, sizeof(m->found.why), "replica marker "
 			 "path too long");
 		snprintf(m->err, sizeof(m->err), "%s", m->found.why);

@@ -53,7 +53,7 @@ struct rdb_replmark_view {
 	enum rdb_replmark_state state;
 	uint64_t gen, epoch;
 	char boot[40];
-	char why[640];			/* !valid: why not */
+	char why[700];			/* !valid: why not */
 };
 
 struct rdb_replmark {
@@ -61,11 +61,11 @@ struct rdb_replmark {
 	/* A record could not be written: the file was removed (or that
 	 * was tried), and nothing is written any more. */
 	bool dead;
-	char path[400];			/* "": never opened */
+	char path[512];			/* "": never opened */
 	char boot[40];			/* this boot's id, in every record */
 	/* The record as open found it, before anything was written. */
 	struct rdb_replmark_view found;
-	char err[640];
+	char err[700];
 };
 
 /* This boot's id, "" trimmed of its newline; 0 or a negative errno. */

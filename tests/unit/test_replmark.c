@@ -80,6 +80,11 @@ static void test_round_trip(void **state)
 	assert_false(m.found.valid);
 	assert_non_null(strstr(m.found.why, "no replica marker"));
 
+	/* a new protection's replicas, made or kept: its initial copy */
+	assert_int_equal(rdb_replmark_applying(&m, 0, 0), 0);
+	assert_false(vouches(0, 0, why, sizeof(why)));
+	assert_non_null(strstr(why, "initial copy"));
+
 	/* applying: valid, this boot, not done, vouches for nothing */
 	assert_int_equal(rdb_replmark_applying(&m, G, 5), 0);
 	assert_int_equal(stat(path, &sb), 0);
