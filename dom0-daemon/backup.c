@@ -26,6 +26,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,6 +182,7 @@ struct rdb_backup {
 	bool fault_restore_fail_late;	/* ... after its guest ran 1 s */
 	bool fault_handover_cut;	/* the link cut as a handover arrives */
 	bool fault_slow_replica;	/* the next disk step 3 s late */
+	bool fault_kill_in_apply;	/* SIGKILL inside the next disk step */
 	struct restore_job *restore_job;	/* a restore under way */
 	/* A failover waits for an epoch's disk step or a handover's prepare
 	 * still running on their threads (never joined on the loop: a hung
@@ -717,6 +719,7 @@ struct commit_job {
 	struct rdb_bgjob *job;
 	uint64_t epoch, pages, bytes, t0;
 	uint64_t late_ns;		/* fault injection: slow-replica */
+	bool kill;			/* fault injection: kill-in-apply */
 	bool record;			/* first commit: record_replica first */
 	/* what status shows of the replica meanwhile (the thread changes it) */
 	struct rdb_bakdev_sum at;
@@ -732,9 +735,13 @@ static int record_replica(struct rdb_backup *b);
  * marked at DISK_SETUP, again here with the protection's generation),
  * whole at N once every write and sync of it succeeded on every disk.
  * A step that failed leaves them marked applying: torn, at no epoch.
+ * kill (fault injection kill-in-apply): one write of the epoch reaches
+ * a replica, then the daemon is killed, as a crash inside the replay
+ * would be.
  */
-static int disk_step(struct rdb_backup *b, uint64_t epoch)
+static int disk_step(struct rdb_backup *b, uint64_t epoch, bool kill)
 {
+	struct rdb_diskbuf *cut = NULL;
 	struct rdb_bakdev_sum s;
 	int rc;
 
@@ -744,7 +751,22 @@ static int disk_step(struct rdb_backup *b, uint64_t epoch)
 			 "could not be written");
 		return rc;
 	}
+	for (unsigned k = 0; kill && !cut && k < b->st.ndisks; k++)
+		if (b->st.disks[k]->data_bytes)
+			cut = b->st.disks[k];
+	if (cut)
+		cut->stop_after_write = true;
 	rc = rdb_stage_commit_disk(&b->st);
+	if (cut && !cut->stop_after_write) {
+		LOGVM(WARN, b->vm->name, "fault injection: remusdbd kills itself "
+		      "inside epoch %llu's replica writes, one write of it "
+		      "applied (%s): the replicas are torn, their marker says "
+		      "applying", (unsigned long long)epoch,
+		      rdb_diskbuf_error(cut));
+		raise(SIGKILL);
+	}
+	if (cut)
+		cut->stop_after_write = false;
 	rdb_bakdevs_counters(&b->devs, &s);
 	if (rc == 0 && s.consistent)
 		rdb_bak_disks_done(&b->host, b->generation, epoch);
@@ -774,7 +796,7 @@ static void commit_run(void *opaque)
 		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 			;
 	}
-	j->rc = disk_step(j->b, j->epoch);
+	j->rc = disk_step(j->b, j->epoch, j->kill);
 	j->disk_ns = rdb_now_ns() - t;
 }
 
@@ -843,11 +865,25 @@ static void on_commit_done(void *opaque)
 	link_frames(b, rc);
 }
 
+/* kill-in-apply fires on the first epoch with a write to replay. */
+static bool kill_now(struct rdb_backup *b)
+{
+	if (!b->fault_kill_in_apply)
+		return false;
+	for (unsigned k = 0; k < b->st.ndisks; k++)
+		if (b->st.disks[k]->data_bytes) {
+			b->fault_kill_in_apply = false;
+			return true;
+		}
+	return false;
+}
+
 /* 0: the disk step runs (or ran here, if no thread could); < 0: failed. */
 static int commit_start(struct rdb_backup *b, uint64_t epoch, uint64_t pages,
 			uint64_t bytes, uint64_t t0)
 {
 	struct commit_job *j = calloc(1, sizeof(*j));
+	bool kill = kill_now(b);
 	int rc = -ENOMEM;
 
 	if (j) {
@@ -857,6 +893,7 @@ static int commit_start(struct rdb_backup *b, uint64_t epoch, uint64_t pages,
 		j->bytes = bytes;
 		j->t0 = t0;
 		j->late_ns = b->fault_slow_replica ? FAULT_SLOW_REPLICA_NS : 0;
+		j->kill = kill;
 		j->record = !b->replica_recorded;
 		rdb_bakdevs_counters(&b->devs, &j->at);
 		/* (b->commit_job before the thread can end: done runs on
@@ -876,7 +913,7 @@ static int commit_start(struct rdb_backup *b, uint64_t epoch, uint64_t pages,
 	      strerror(-rc));
 	rc = record_replica(b);
 	return commit_finish(b, epoch, pages, bytes, t0, rc < 0 ? rc :
-			     disk_step(b, epoch));
+			     disk_step(b, epoch, kill));
 }
 
 static int handle_epoch_end(struct rdb_backup *b, const struct rdb_frame *f)
@@ -3084,6 +3121,13 @@ int rdb_backup_inject(struct rdb_vm *vm, const char *fault)
 	}
 	if (strcmp(fault, "slow-replica") == 0 && vm->bak->st.ndisks) {
 		vm->bak->fault_slow_replica = true;
+		return 0;
+	}
+	/* the next epoch with a write to replay: its first write reaches
+	 * a replica, then remusdbd is killed (SIGKILL) in the disk step:
+	 * torn replicas, their marker at applying */
+	if (strcmp(fault, "kill-in-apply") == 0 && vm->bak->st.ndisks) {
+		vm->bak->fault_kill_in_apply = true;
 		return 0;
 	}
 	/* the next epoch with a change on the VM's last disk fails its
