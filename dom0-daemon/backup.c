@@ -13,6 +13,7 @@
 #include "log.h"
 #include "proto.h"
 #include "ramimage.h"
+#include "replmark.h"
 #include "sockutil.h"
 #include "stage.h"
 #include "tlsrelay.h"
@@ -25,6 +26,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,6 +143,9 @@ struct rdb_backup {
 	struct rdb_bakdev_host host;	/* what they get of this role */
 	struct rdb_bakrun run;		/* a restore under way, as they see it */
 	bool replica_recorded;		/* lineage says "replica" of this one */
+	/* whether the replicas are whole at an epoch (replmark.h): opened
+	 * at the first DISK_SETUP, written by the disk steps */
+	struct rdb_replmark mark;
 	int event_fd;			/* after failover: the event port's socket */
 	struct rdb_buf event_in;	/* the guest's answers on it */
 
@@ -177,6 +182,7 @@ struct rdb_backup {
 	bool fault_restore_fail_late;	/* ... after its guest ran 1 s */
 	bool fault_handover_cut;	/* the link cut as a handover arrives */
 	bool fault_slow_replica;	/* the next disk step 3 s late */
+	bool fault_kill_in_apply;	/* SIGKILL inside the next disk step */
 	struct restore_job *restore_job;	/* a restore under way */
 	/* A failover waits for an epoch's disk step or a handover's prepare
 	 * still running on their threads (never joined on the loop: a hung
@@ -596,9 +602,22 @@ static int handle_setup(struct rdb_backup *b, const struct rdb_frame *f)
 }
 
 /* DISK_SETUP: the next disk's replica, a device of the VM's (its
- * kind: backup_disk.c). */
+ * kind: backup_disk.c).  The VM's replica marker is opened first: what
+ * it says before the first disk's setup marks the set applying is
+ * whether this host's replicas are whole. */
 static int handle_disk_setup(struct rdb_backup *b, const struct rdb_frame *f)
 {
+	if (b->mark.fd < 0 && !b->mark.dead) {
+		char dir[400], path[512];
+		int rc = vm_dir(b, dir, sizeof(dir));
+
+		if (rc < 0)
+			return rc;
+		snprintf(path, sizeof(path), "%s/%s", dir, RDB_REPLMARK_FILE);
+		if (rdb_replmark_open(&b->mark, path) < 0)
+			LOGVM(WARN, b->vm->name, "%s: this host's replicas of the "
+			      "VM are not kept for a resync", b->mark.err);
+	}
 	return rdb_bak_disk_setup(&b->devs, &b->st, f, consistent(b));
 }
 
@@ -700,6 +719,7 @@ struct commit_job {
 	struct rdb_bgjob *job;
 	uint64_t epoch, pages, bytes, t0;
 	uint64_t late_ns;		/* fault injection: slow-replica */
+	bool kill;			/* fault injection: kill-in-apply */
 	bool record;			/* first commit: record_replica first */
 	/* what status shows of the replica meanwhile (the thread changes it) */
 	struct rdb_bakdev_sum at;
@@ -708,6 +728,50 @@ struct commit_job {
 };
 
 static int record_replica(struct rdb_backup *b);
+
+/*
+ * Epoch N's disk step proper: the replicas are marked applying before
+ * any of N's writes reaches them (epoch 0's reached them as they came:
+ * marked at DISK_SETUP, again here with the protection's generation),
+ * whole at N once every write and sync of it succeeded on every disk.
+ * A step that failed leaves them marked applying: torn, at no epoch.
+ * kill (fault injection kill-in-apply): one write of the epoch reaches
+ * a replica, then the daemon is killed, as a crash inside the replay
+ * would be.
+ */
+static int disk_step(struct rdb_backup *b, uint64_t epoch, bool kill)
+{
+	struct rdb_diskbuf *cut = NULL;
+	struct rdb_bakdev_sum s;
+	int rc;
+
+	rc = rdb_bak_disks_applying(&b->host, b->generation, epoch);
+	if (rc < 0) {
+		snprintf(b->st.err, sizeof(b->st.err), "the replica marker "
+			 "could not be written");
+		return rc;
+	}
+	for (unsigned k = 0; kill && !cut && k < b->st.ndisks; k++)
+		if (b->st.disks[k]->data_bytes)
+			cut = b->st.disks[k];
+	if (cut)
+		cut->stop_after_write = true;
+	rc = rdb_stage_commit_disk(&b->st);
+	if (cut && !cut->stop_after_write) {
+		LOGVM(WARN, b->vm->name, "fault injection: remusdbd kills itself "
+		      "inside epoch %llu's replica writes, one write of it "
+		      "applied (%s): the replicas are torn, their marker says "
+		      "applying", (unsigned long long)epoch,
+		      rdb_diskbuf_error(cut));
+		raise(SIGKILL);
+	}
+	if (cut)
+		cut->stop_after_write = false;
+	rdb_bakdevs_counters(&b->devs, &s);
+	if (rc == 0 && s.consistent)
+		rdb_bak_disks_done(&b->host, b->generation, epoch);
+	return rc;
+}
 
 static void commit_run(void *opaque)
 {
@@ -732,7 +796,7 @@ static void commit_run(void *opaque)
 		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 			;
 	}
-	j->rc = rdb_stage_commit_disk(&j->b->st);
+	j->rc = disk_step(j->b, j->epoch, j->kill);
 	j->disk_ns = rdb_now_ns() - t;
 }
 
@@ -801,11 +865,25 @@ static void on_commit_done(void *opaque)
 	link_frames(b, rc);
 }
 
+/* kill-in-apply fires on the first epoch with a write to replay. */
+static bool kill_now(struct rdb_backup *b)
+{
+	if (!b->fault_kill_in_apply)
+		return false;
+	for (unsigned k = 0; k < b->st.ndisks; k++)
+		if (b->st.disks[k]->data_bytes) {
+			b->fault_kill_in_apply = false;
+			return true;
+		}
+	return false;
+}
+
 /* 0: the disk step runs (or ran here, if no thread could); < 0: failed. */
 static int commit_start(struct rdb_backup *b, uint64_t epoch, uint64_t pages,
 			uint64_t bytes, uint64_t t0)
 {
 	struct commit_job *j = calloc(1, sizeof(*j));
+	bool kill = kill_now(b);
 	int rc = -ENOMEM;
 
 	if (j) {
@@ -815,6 +893,7 @@ static int commit_start(struct rdb_backup *b, uint64_t epoch, uint64_t pages,
 		j->bytes = bytes;
 		j->t0 = t0;
 		j->late_ns = b->fault_slow_replica ? FAULT_SLOW_REPLICA_NS : 0;
+		j->kill = kill;
 		j->record = !b->replica_recorded;
 		rdb_bakdevs_counters(&b->devs, &j->at);
 		/* (b->commit_job before the thread can end: done runs on
@@ -834,7 +913,7 @@ static int commit_start(struct rdb_backup *b, uint64_t epoch, uint64_t pages,
 	      strerror(-rc));
 	rc = record_replica(b);
 	return commit_finish(b, epoch, pages, bytes, t0, rc < 0 ? rc :
-			     rdb_stage_commit_disk(&b->st));
+			     disk_step(b, epoch, kill));
 }
 
 static int handle_epoch_end(struct rdb_backup *b, const struct rdb_frame *f)
@@ -2326,6 +2405,9 @@ static int handover_prepare(struct rdb_backup *b)
 		LOGVM(WARN, vm->name, "no written map (%s): protecting the "
 		      "VM again after the handover copies every disk "
 		      "whole", err);
+	/* (the replicas' marker still says whole: the QEMU prepared waits
+	 * for its state and writes nothing, epochs go on committing into
+	 * them; failover_go marks them served before a guest runs) */
 	rc = rdb_bakdevs_serve(&b->devs);
 	if (rc == 0)
 		rc = rdb_bakdevs_open(&b->devs);
@@ -2363,6 +2445,11 @@ static int failover_go(struct rdb_backup *b)
 	}
 	/* The epoch in flight never committed: it must leave no trace. */
 	rdb_stage_discard(&b->st);
+	/* The replicas are the restored guest's from here on, written by
+	 * it: never a resync base for the primary again. */
+	if (b->st.ndisks)
+		rdb_bak_disks_served(&b->host, b->generation,
+				     vm->st.committed_epoch);
 	/* A handover lost no epoch: nothing to roll back (under commit
 	 * protection, every NIC's flows checked through that NIC). */
 	if (b->ho_phase != BAK_HO_PLANNED)
@@ -2559,6 +2646,8 @@ static struct rdb_backup *backup_new(struct rdb_daemon *d, const char *name)
 		.tick_soon = dev_tick_soon,
 		.owned = dev_owned,
 	};
+	rdb_replmark_init(&b->mark);
+	b->host.mark = &b->mark;
 	rdb_bakdevs_init(&b->devs, &b->host);
 	/* (the order of the kinds' fields in status) */
 	rdb_bakdevs_kind(&b->devs, &rdb_bak_nic_ops);
@@ -2859,6 +2948,8 @@ void rdb_backup_teardown(struct rdb_vm *vm)
 		rdb_evloop_del_timer(loop, b->dev_timer);
 	rdb_buf_dispose(&b->event_in);
 	rdb_bakdevs_free(&b->devs);
+	/* (what it says stays: whole at the last epoch, or not) */
+	rdb_replmark_close(&b->mark);
 	/* (both safe on what was never opened, or opened in part) */
 	rdb_ramimage_close(&b->img);
 	rdb_vm_setup_dispose(&b->setup);
@@ -3030,6 +3121,13 @@ int rdb_backup_inject(struct rdb_vm *vm, const char *fault)
 	}
 	if (strcmp(fault, "slow-replica") == 0 && vm->bak->st.ndisks) {
 		vm->bak->fault_slow_replica = true;
+		return 0;
+	}
+	/* the next epoch with a write to replay: its first write reaches
+	 * a replica, then remusdbd is killed (SIGKILL) in the disk step:
+	 * torn replicas, their marker at applying */
+	if (strcmp(fault, "kill-in-apply") == 0 && vm->bak->st.ndisks) {
+		vm->bak->fault_kill_in_apply = true;
 		return 0;
 	}
 	/* the next epoch with a change on the VM's last disk fails its

@@ -15,6 +15,7 @@
 #include "lineage.h"
 #include "log.h"
 #include "qcow2.h"
+#include "replmark.h"
 #include "role.h"
 #include "vm.h"
 #include "wmap.h"
@@ -58,22 +59,52 @@ static const char *vm_name(const struct bak_disk *dk)
 	return dk->dev.host->vm->name;
 }
 
+/* path, of size bytes, opened in place as the replica (never
+ * truncated: what it holds is the base). */
+static int attach_copy(struct bak_disk *dk, const char *path, const char *what,
+		       uint64_t size, char *why, size_t whylen)
+{
+	struct stat sb = { .st_size = -1 };
+	int rc, fd;
+
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		snprintf(why, whylen, "%s %s: %s", what, path, strerror(errno));
+		return rc;
+	}
+	if (fstat(fd, &sb) < 0 || (uint64_t)sb.st_size != size) {
+		snprintf(why, whylen, "%s %s is %lld bytes, the disk %llu", what,
+			 path, (long long)sb.st_size, (unsigned long long)size);
+		close(fd);
+		return -EINVAL;
+	}
+	rdb_diskbuf_attach_fd(&dk->db, fd, size);
+	return 0;
+}
+
 /*
- * May this host's old image of the VM stand in for a fresh replica?  Only
- * if it was the primary's image of exactly the protection the primary
- * names (base_gen), and its activity log is still valid for it: then it
- * differs from that protection's committed state only in the log's
- * extents (actlog.h), which go back in *view.  why says why not.
+ * May this host's copy of the VM's disk k stand in for a fresh replica?
+ * On 0, l says which copy it is:
+ *  - primary: its old image as the primary of exactly the protection the
+ *    primary names (base_gen), its activity log still valid for it: it
+ *    differs from that protection's committed state only in the log's
+ *    extents (actlog.h), which go back in *view;
+ *  - replica: its replica of that protection, which the marker found
+ *    whole at a committed epoch at or past base_epoch, in this boot
+ *    (replmark.h; read before the first disk's setup marked the set
+ *    applying): it differs from the primary's disk only where the
+ *    primary wrote since base_epoch, which the primary's own log knows.
+ * why says why not.
  */
 static int try_base(struct bak_disk *dk, unsigned k, uint64_t size,
-		    uint64_t base_gen, struct rdb_lineage *l,
+		    uint64_t base_gen, uint64_t base_epoch, struct rdb_lineage *l,
 		    struct rdb_actlog_view *view, char *why, size_t whylen)
 {
 	const struct rdb_bakdev_host *h = dk->dev.host;
 	const struct rdb_lineage_disk *ld;
-	char err[300] = "";
-	struct stat sb;
-	int rc, fd;
+	char err[700] = "";
+	int rc;
 
 	rc = rdb_lineage_load(h->d->cfg.state_dir, h->vm->name, l, err,
 			      sizeof(err));
@@ -86,9 +117,10 @@ static int try_base(struct bak_disk *dk, unsigned k, uint64_t size,
 		snprintf(why, whylen, "%s", err);
 		return rc;
 	}
-	if (l->role != RDB_LINEAGE_PRIMARY || l->generation != base_gen) {
+	if ((l->role != RDB_LINEAGE_PRIMARY && l->role != RDB_LINEAGE_REPLICA) ||
+	    l->generation != base_gen) {
 		snprintf(why, whylen, "this host's copy is the %s of protection "
-			 "%016llx, not the primary's of %016llx",
+			 "%016llx, not the primary's or a replica of %016llx",
 			 rdb_lineage_role_name(l->role),
 			 (unsigned long long)l->generation,
 			 (unsigned long long)base_gen);
@@ -100,6 +132,15 @@ static int try_base(struct bak_disk *dk, unsigned k, uint64_t size,
 		return -ESTALE;
 	}
 	ld = &l->d[k];
+	if (l->role == RDB_LINEAGE_REPLICA) {
+		if (!rdb_replmark_vouches(&h->mark->found, base_gen, base_epoch,
+					  err, sizeof(err))) {
+			snprintf(why, whylen, "this host's replica of it is not "
+				 "known whole: %s", err);
+			return -ESTALE;
+		}
+		return attach_copy(dk, ld->disk, "replica", size, why, whylen);
+	}
 	rc = rdb_actlog_read(ld->actlog, size, view, err, sizeof(err));
 	if (rc < 0 || !view->generation || view->generation != ld->log_gen) {
 		snprintf(why, whylen, "activity log %s is not valid for "
@@ -109,26 +150,90 @@ static int try_base(struct bak_disk *dk, unsigned k, uint64_t size,
 			rdb_actlog_view_dispose(view);
 		return rc < 0 ? rc : -ESTALE;
 	}
-	fd = open(ld->disk, O_RDWR | O_CLOEXEC);
-	if (fd < 0) {
-		rc = -errno;
-		snprintf(why, whylen, "old image %s: %s", ld->disk, strerror(errno));
+	rc = attach_copy(dk, ld->disk, "old image", size, why, whylen);
+	if (rc < 0)
 		rdb_actlog_view_dispose(view);
-		return rc;
-	}
-	if (fstat(fd, &sb) < 0 || (uint64_t)sb.st_size != size) {
-		snprintf(why, whylen, "old image %s is %lld bytes, the disk %llu",
-			 ld->disk, (long long)sb.st_size, (unsigned long long)size);
-		close(fd);
-		rdb_actlog_view_dispose(view);
-		return -EINVAL;
-	}
-	rdb_diskbuf_attach_fd(&dk->db, fd, size);
-	return 0;
+	return rc;
 }
 
-/* The replica: this host's old image of protection base_gen (the primary
- * is told which extents may differ), or a fresh one, all zeroes. */
+/* The old primary's image as the replica: the primary is told which
+ * extents of its activity log may differ. */
+static int base_primary(struct bak_disk *dk, uint32_t k, uint64_t base_gen,
+			uint64_t base_epoch, const struct rdb_lineage *l,
+			struct rdb_actlog_view *view)
+{
+	const struct rdb_bakdev_host *h = dk->dev.host;
+	const char *vm = h->vm->name;
+	uint64_t *ext;
+	uint32_t count = 0;
+	int rc;
+
+	ext = malloc((view->nr_set ? view->nr_set : 1) * sizeof(*ext));
+	if (!ext) {
+		rdb_actlog_view_dispose(view);
+		return -ENOMEM;
+	}
+	for (uint64_t x = 0; x < view->nr_extents; x++)
+		if (rdb_actlog_view_test(view, x) && count < view->nr_set)
+			ext[count++] = x;
+	snprintf(dk->path, sizeof(dk->path), "%s", l->d[k].disk);
+	dk->base_used = true;
+	snprintf(dk->base_actlog, sizeof(dk->base_actlog), "%s",
+		 l->d[k].actlog);
+	rc = rdb_proto_put_disk_base(h->link_out(h->opaque), k, base_gen,
+				     view->extent_shift, ext, count, NULL);
+	LOGVM(INFO, vm, "disk %u replica: this host's old image %s, "
+	      "the primary's of protection %016llx; %u extent(s) of "
+	      "%llu KiB in its activity log may differ, the primary "
+	      "sends those and what it wrote since epoch %llu", k, l->d[k].disk,
+	      (unsigned long long)base_gen, count,
+	      (unsigned long long)((1ull << view->extent_shift) >> 10),
+	      (unsigned long long)base_epoch);
+	{
+		char list[400] = "";
+		size_t at = 0;
+
+		for (uint32_t i = 0; i < count && at + 24 < sizeof(list); i++)
+			at += (size_t)snprintf(list + at, sizeof(list) - at,
+					       "%s%llu", i ? " " : "",
+					       (unsigned long long)ext[i]);
+		LOGVM(INFO, vm, "disk %u: activity log extents "
+		      "that may differ: %s%s", k, count ? list : "none",
+		      at + 24 >= sizeof(list) ? " ..." : "");
+	}
+	free(ext);
+	rdb_actlog_view_dispose(view);
+	return rc;
+}
+
+/*
+ * This host's replica of the protection, kept in place: the primary
+ * sends what its own log says it wrote since base_epoch, so no extent
+ * of ours goes back (the replica holds nothing the primary's disk did
+ * not, at an epoch it committed).  It goes on as a replica like one
+ * copied whole: no old image's activity log to retire (base_used stays
+ * false; disk_recorded).
+ */
+static int base_replica(struct bak_disk *dk, uint32_t k, uint64_t base_gen,
+			uint64_t base_epoch, const struct rdb_lineage *l)
+{
+	const struct rdb_bakdev_host *h = dk->dev.host;
+
+	snprintf(dk->path, sizeof(dk->path), "%s", l->d[k].disk);
+	LOGVM(INFO, h->vm->name, "disk %u replica: this host's replica %s of "
+	      "protection %016llx, whole at epoch %llu (this boot): the "
+	      "primary sends what may have changed since epoch %llu", k,
+	      dk->path, (unsigned long long)base_gen,
+	      (unsigned long long)h->mark->found.epoch,
+	      (unsigned long long)base_epoch);
+	/* (the shift is the activity log's, for a list that is empty) */
+	return rdb_proto_put_disk_base(h->link_out(h->opaque), k, base_gen,
+				       RDB_ACTLOG_SHIFT, NULL, 0, NULL);
+}
+
+/* The replica: this host's old image of protection base_gen or its
+ * replica of it, whole (the primary is told what may differ), or a
+ * fresh one, all zeroes. */
 static int setup(struct bak_disk *dk, const struct rdb_frame *f,
 		 uint32_t features)
 {
@@ -137,9 +242,8 @@ static int setup(struct bak_disk *dk, const struct rdb_frame *f,
 	struct rdb_actlog_view view = { 0 };
 	struct rdb_lineage l;
 	uint64_t size, base_gen, base_epoch;
-	char dir[400], why[400] = "no base offered";
-	uint64_t *ext = NULL;
-	uint32_t count = 0, k = f->device;
+	char dir[400], why[800] = "no base offered";
+	uint32_t k = f->device;
 	int rc;
 
 	rc = rdb_msg_disk_setup_parse(f, &size, &base_gen, &base_epoch);
@@ -150,43 +254,18 @@ static int setup(struct bak_disk *dk, const struct rdb_frame *f,
 	rc = h->vm_dir(h->opaque, dir, sizeof(dir));
 	if (rc < 0)
 		return rc;
-	if (base_gen && try_base(dk, k, size, base_gen, &l, &view, why,
-				 sizeof(why)) == 0) {
-		ext = malloc((view.nr_set ? view.nr_set : 1) * sizeof(*ext));
-		if (!ext) {
-			rdb_actlog_view_dispose(&view);
-			return -ENOMEM;
-		}
-		for (uint64_t x = 0; x < view.nr_extents; x++)
-			if (rdb_actlog_view_test(&view, x) && count < view.nr_set)
-				ext[count++] = x;
-		snprintf(dk->path, sizeof(dk->path), "%s", l.d[k].disk);
-		dk->base_used = true;
-		snprintf(dk->base_actlog, sizeof(dk->base_actlog), "%s",
-			 l.d[k].actlog);
-		rc = rdb_proto_put_disk_base(h->link_out(h->opaque), k, base_gen,
-					     view.extent_shift, ext, count, NULL);
-		LOGVM(INFO, vm, "disk %u replica: this host's old image %s, "
-		      "the primary's of protection %016llx; %u extent(s) of "
-		      "%llu KiB in its activity log may differ, the primary "
-		      "sends those and what it wrote since epoch %llu", k, l.d[k].disk,
-		      (unsigned long long)base_gen, count,
-		      (unsigned long long)((1ull << view.extent_shift) >> 10),
-		      (unsigned long long)base_epoch);
-		{
-			char list[400] = "";
-			size_t at = 0;
-
-			for (uint32_t i = 0; i < count && at + 24 < sizeof(list); i++)
-				at += (size_t)snprintf(list + at, sizeof(list) - at,
-						       "%s%llu", i ? " " : "",
-						       (unsigned long long)ext[i]);
-			LOGVM(INFO, vm, "disk %u: activity log extents "
-			      "that may differ: %s%s", k, count ? list : "none",
-			      at + 24 >= sizeof(list) ? " ..." : "");
-		}
-		free(ext);
-		rdb_actlog_view_dispose(&view);
+	/* From here on a replica is made, or kept and written by the
+	 * initial copy: the set is at no epoch until the first commit.
+	 * (Whether it was whole before is what the marker said when it
+	 * was opened: try_base reads that.) */
+	rc = rdb_bak_disks_applying(h, 0, 0);
+	if (rc < 0)
+		return rc;
+	if (base_gen && try_base(dk, k, size, base_gen, base_epoch, &l, &view,
+				 why, sizeof(why)) == 0) {
+		rc = l.role == RDB_LINEAGE_REPLICA ?
+			base_replica(dk, k, base_gen, base_epoch, &l) :
+			base_primary(dk, k, base_gen, base_epoch, &l, &view);
 		if (rc < 0)
 			return rc;
 		h->want_write(h->opaque);
@@ -223,6 +302,45 @@ static int setup(struct bak_disk *dk, const struct rdb_frame *f,
 		h->want_write(h->opaque);
 	}
 	return 0;
+}
+
+/* ---- the set's marker ---- */
+
+int rdb_bak_disks_applying(const struct rdb_bakdev_host *h, uint64_t gen,
+			   uint64_t epoch)
+{
+	struct rdb_replmark *m = h->mark;
+	int rc = rdb_replmark_applying(m, gen, epoch);
+
+	if (rc > 0)
+		LOGVM(WARN, h->vm->name, "%s; removed instead: this host's "
+		      "replicas will not be offered as a resync base", m->err);
+	else if (rc < 0)
+		LOGVM(ERROR, h->vm->name, "%s: the replicas are not written "
+		      "(epoch %llu), or they could pass for whole at an epoch "
+		      "they are not at", m->err, (unsigned long long)epoch);
+	return rc < 0 ? rc : 0;
+}
+
+void rdb_bak_disks_done(const struct rdb_bakdev_host *h, uint64_t gen,
+			uint64_t epoch)
+{
+	if (rdb_replmark_done(h->mark, gen, epoch) < 0)
+		LOGVM(WARN, h->vm->name, "%s: a resync from this host's "
+		      "replicas will copy every disk whole", h->mark->err);
+}
+
+void rdb_bak_disks_served(const struct rdb_bakdev_host *h, uint64_t gen,
+			  uint64_t epoch)
+{
+	int rc = rdb_replmark_served(h->mark, gen, epoch);
+
+	if (rc > 0)
+		LOGVM(WARN, h->vm->name, "%s; removed instead", h->mark->err);
+	else if (rc < 0)
+		LOGVM(ERROR, h->vm->name, "%s: only the lineage record "
+		      "(restored) keeps the replicas the restored guest writes "
+		      "from being taken for a resync base", h->mark->err);
 }
 
 /* ---- hooks ---- */

@@ -67,6 +67,7 @@ struct rdb_daemon;
 struct rdb_handover;
 struct rdb_lineage;
 struct rdb_nic_dst;
+struct rdb_replmark;
 struct rdb_vm;
 
 /* A restore under way, as devices read it (kept by the role). */
@@ -109,6 +110,11 @@ struct rdb_bakdev_host {
 	void (*want_write)(void *opaque);
 	/* The VM's directory in state_dir, made if it is not there. */
 	int (*vm_dir)(void *opaque, char *dir, size_t len);
+	/* The VM's replica marker (replmark.h), opened by the role before
+	 * the first DISK_SETUP and closed by it: what it said then (found)
+	 * tells whether this host's replicas are whole, and every write of
+	 * them is marked first (backup_dev.h rdb_bak_disks_applying). */
+	struct rdb_replmark *mark;
 	/* The restored guest lost a device: the VM failed (why: the
 	 * state's reason). */
 	void (*fail)(void *opaque, const char *why);

@@ -180,7 +180,8 @@ static int replay(struct rdb_diskbuf *db)
 
 		memcpy(&off, p + 1, 8);
 		memcpy(&len, p + 9, 8);
-		if (db->fail_at && ++i == db->fail_at) {
+		i++;
+		if (db->fail_at && i == db->fail_at) {
 			db->fail_at = 0;
 			return fail(db, -EIO, "injected failure before record %llu",
 				    (unsigned long long)i);
@@ -189,6 +190,11 @@ static int replay(struct rdb_diskbuf *db)
 			rc = rdb_diskbuf_apply_one(db, op, off, len, p + REC_HDR);
 			if (rc < 0)
 				return rc;
+		}
+		if (op == RDB_DISK_WRITE && db->stop_after_write) {
+			db->stop_after_write = false;
+			return fail(db, -EINTR, "injected stop after record %llu "
+				    "(a write)", (unsigned long long)i);
 		}
 		p += REC_HDR + (op == RDB_DISK_WRITE ? len : 0);
 	}

@@ -53,6 +53,9 @@ struct rdb_diskbuf {
 	 * fail_at (1-based) of the next apply; 0 disables. */
 	uint64_t fail_at;
 	bool fail_sync;		/* test hook: the next apply's sync fails */
+	/* Test hook: the next apply stops with -EINTR right after its
+	 * first WRITE reached the replica (what follows is not written). */
+	bool stop_after_write;
 	char err[200];
 };
 

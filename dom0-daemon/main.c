@@ -381,8 +381,9 @@ static int ctl_inject(void *opaque, json_t *req, json_t **reply_out)
 					 "slow-checkpoint on a primary, "
 					 "restore-fail, restore-fail-late, "
 					 "handover-cut, "
-					 "slow-replica and replica-eio (a VM "
-					 "with a disk) on a backup)");
+					 "slow-replica, replica-eio and "
+					 "kill-in-apply (a VM with a disk) "
+					 "on a backup)");
 		return -EINVAL;
 	}
 	return 0;

@@ -52,7 +52,9 @@
  *                the backup holds the old primary's image of protection
  *                generation; it may differ from that protection's
  *                committed state only in the extents listed, each
- *                2^shift bytes, ascending; or why there is no base)
+ *                2^shift bytes, ascending; or its replica of that
+ *                protection, whole at a committed epoch >= base_epoch,
+ *                with no extent listed; or why there is no base)
  *   HANDOVER   = verb:u8 reason:bytes         (feature HANDOVER; epoch in
  *                header: the last epoch of the protection.  verb 1,
  *                primary -> backup, after that epoch's EPOCH_END: the

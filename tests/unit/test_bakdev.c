@@ -9,7 +9,11 @@
  * device number.  And the disk kind (backup_disk.c): DISK_SETUP in
  * order only, a replica and its buffer in the stage, its entries in the
  * lineage records, written maps, and the status the backup has always
- * shown (the first replica, the set's state, one object per disk).
+ * shown (the first replica, the set's state, one object per disk); the
+ * set marked applying before a replica is made; and a replica of the
+ * protection the primary names kept in place as the resync's base only
+ * when its marker says it is whole, in this boot, at an epoch at or past
+ * the one the primary saw committed.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +22,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +33,7 @@
 #include "bakdev.h"
 #include "daemon.h"
 #include "lineage.h"
+#include "replmark.h"
 #include "role.h"
 #include "vm.h"
 
@@ -446,10 +452,12 @@ static void test_disk(void **state)
 	struct rdb_daemon d = { .loop = NULL };
 	struct rdb_vm vm = { .name = "vm1" };
 	struct rdb_bakrun run = { .held = false };
+	struct rdb_replmark mark;
+	struct rdb_replmark_view mv;
 	struct rdb_bakdev_host h = {
 		.d = &d, .vm = &vm, .run = &run, .link_out = h_link_out,
 		.want_write = h_want_write, .vm_dir = h_vm_dir,
-		.owned = h_owned,
+		.owned = h_owned, .mark = &mark,
 	};
 	struct rdb_bakdev_restore r;
 	struct rdb_bakdevs t;
@@ -470,6 +478,12 @@ static void test_disk(void **state)
 	rdb_stage_init(&st);
 	rdb_bakdevs_init(&t, &h);
 	assert_int_equal(rdb_bakdevs_kind(&t, &rdb_bak_disk_ops), 0);
+	/* the role opens the VM's marker before the first DISK_SETUP: it
+	 * says the set is whole at epoch 3 */
+	snprintf(path, sizeof(path), "%s/%s", vm_dir_path, RDB_REPLMARK_FILE);
+	rdb_replmark_init(&mark);
+	assert_int_equal(rdb_replmark_open(&mark, path), 0);
+	assert_int_equal(rdb_replmark_done(&mark, 1, 3), 0);
 
 	/* in order only: not disk 1 first */
 	assert_int_equal(disk_setup(&t, &st, 1, 1u << 20, false), -EPROTO);
@@ -485,6 +499,11 @@ static void test_disk(void **state)
 	assert_non_null(st.disks[0]);
 	assert_int_equal(st.disks[0]->max_bytes, 256u << 20);
 	assert_int_equal(link_frames.len, 0);
+	/* the set is at no epoch from the first replica made */
+	snprintf(path, sizeof(path), "%s/%s", vm_dir_path, RDB_REPLMARK_FILE);
+	assert_int_equal(rdb_replmark_read(path, &mv), 0);
+	assert_false(mv.done);
+	assert_int_equal(mv.state, RDB_REPLMARK_APPLYING);
 
 	/* with RESYNC, a DISK_BASE back (no base offered: a whole copy) */
 	st.features = RDB_FEATURE_RESYNC;
@@ -566,6 +585,7 @@ static void test_disk(void **state)
 
 	rdb_bakdevs_free(&t);
 	rdb_stage_dispose(&st);
+	rdb_replmark_close(&mark);
 	rdb_buf_dispose(&link_frames);
 	rdb_config_dispose(&rdb_vm_config_table, &vm.cfg);
 	{
@@ -576,6 +596,318 @@ static void test_disk(void **state)
 	}
 }
 
+/* ---- the replica as a resync base ---- */
+
+#define G 0x5eed5eed00000001ull
+#define MiB (1u << 20)
+
+static char rb_dir[64];
+static struct rdb_daemon rb_d;
+static struct rdb_vm rb_vm = { .name = "vm1" };
+static struct rdb_bakrun rb_run;
+
+static void replica_path(unsigned k, char *buf, size_t len)
+{
+	if (k == 0)
+		snprintf(buf, len, "%.200s/disk.img", vm_dir_path);
+	else
+		snprintf(buf, len, "%.200s/disk%u.img", vm_dir_path, k);
+}
+
+/* Disk k's replica as an earlier protection left it: size bytes, each
+ * 4 KiB block filled with its own byte. */
+static void put_replica(unsigned k, uint64_t size)
+{
+	static uint8_t blk[4096];
+	char p[300];
+	int fd;
+
+	replica_path(k, p, sizeof(p));
+	fd = open(p, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	for (uint64_t off = 0; off < size; off += sizeof(blk)) {
+		memset(blk, (int)(0x40 + k + off / sizeof(blk)), sizeof(blk));
+		assert_int_equal(pwrite(fd, blk, sizeof(blk), (off_t)off),
+				 (ssize_t)sizeof(blk));
+	}
+	close(fd);
+}
+
+/* Whether disk k's replica is still what put_replica wrote (kept), or
+ * all zeroes (made afresh), of size bytes. */
+static bool replica_kept(unsigned k, uint64_t size)
+{
+	static uint8_t blk[4096];
+	bool kept = true, zero = true;
+	struct stat sb;
+	char p[300];
+	int fd;
+
+	replica_path(k, p, sizeof(p));
+	fd = open(p, O_RDONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(fstat(fd, &sb), 0);
+	assert_int_equal(sb.st_size, size);
+	for (uint64_t off = 0; off < size; off += sizeof(blk)) {
+		assert_int_equal(pread(fd, blk, sizeof(blk), (off_t)off),
+				 (ssize_t)sizeof(blk));
+		for (size_t i = 0; i < sizeof(blk); i++) {
+			kept = kept && blk[i] == (uint8_t)(0x40 + k + off / sizeof(blk));
+			zero = zero && blk[i] == 0;
+		}
+	}
+	close(fd);
+	assert_true(kept != zero);
+	return kept;
+}
+
+/* This host's lineage: the replica of protection gen, n disks. */
+static void put_lineage(uint64_t gen, unsigned n)
+{
+	struct rdb_lineage l = { .role = RDB_LINEAGE_REPLICA, .generation = gen };
+	char err[300];
+
+	for (unsigned k = 0; k < n; k++)
+		replica_path(k, l.d[k].disk, sizeof(l.d[k].disk));
+	l.ndisks = n;
+	assert_int_equal(rdb_lineage_save(rb_dir, "vm1", &l, err, sizeof(err)), 0);
+}
+
+/* The marker as a daemon of this host left it: state of epoch of gen,
+ * written in this boot or another. */
+static void put_mark(enum rdb_replmark_state state, uint64_t gen,
+		     uint64_t epoch, bool this_boot)
+{
+	struct rdb_replmark m;
+	char p[300];
+
+	snprintf(p, sizeof(p), "%s/%s", vm_dir_path, RDB_REPLMARK_FILE);
+	rdb_replmark_init(&m);
+	assert_int_equal(rdb_replmark_open(&m, p), 0);
+	if (!this_boot)
+		snprintf(m.boot, sizeof(m.boot), "0badb007-0000-0000-0000-000000000000");
+	assert_int_equal(rdb_replmark_applying(&m, gen, epoch), 0);
+	if (state == RDB_REPLMARK_DONE)
+		assert_int_equal(rdb_replmark_done(&m, gen, epoch), 0);
+	if (state == RDB_REPLMARK_SERVED)
+		assert_int_equal(rdb_replmark_served(&m, gen, epoch), 0);
+	rdb_replmark_close(&m);
+}
+
+/*
+ * A new protection's DISK_SETUPs with feature RESYNC, as a new backup
+ * role takes them (its marker opened first), each disk k of sizes[k]
+ * offered (base_gen, base_epochs[k]); what went back for each in
+ * bases[k], the disks' lineage entries in rec.
+ */
+static void protect(unsigned n, const uint64_t *sizes, uint64_t base_gen,
+		    const uint64_t *base_epochs, struct rdb_disk_base *bases,
+		    struct rdb_lineage *rec)
+{
+	struct rdb_replmark mark;
+	struct rdb_bakdev_host h = {
+		.d = &rb_d, .vm = &rb_vm, .run = &rb_run, .link_out = h_link_out,
+		.want_write = h_want_write, .vm_dir = h_vm_dir,
+		.owned = h_owned, .mark = &mark,
+	};
+	struct rdb_proto_decoder dec;
+	struct rdb_bakdevs t;
+	struct rdb_stage st;
+	char p[300];
+
+	snprintf(p, sizeof(p), "%s/%s", vm_dir_path, RDB_REPLMARK_FILE);
+	rdb_replmark_init(&mark);
+	assert_int_equal(rdb_replmark_open(&mark, p), 0);
+	rdb_stage_init(&st);
+	st.features = RDB_FEATURE_RESYNC;
+	rdb_bakdevs_init(&t, &h);
+	assert_int_equal(rdb_bakdevs_kind(&t, &rdb_bak_disk_ops), 0);
+	for (unsigned k = 0; k < n; k++) {
+		struct rdb_proto_decoder in;
+		struct rdb_buf b;
+		struct rdb_frame f;
+
+		rdb_buf_init(&b);
+		rdb_proto_decoder_init(&in);
+		assert_int_equal(rdb_proto_put_disk_setup_base(&b, k, sizes[k],
+				 base_gen, base_epochs[k]), 0);
+		assert_int_equal(rdb_proto_decoder_feed(&in, b.data, b.len), 0);
+		assert_int_equal(rdb_proto_decoder_next(&in, &f), 1);
+		assert_int_equal(rdb_bak_disk_setup(&t, &st, &f, false), 0);
+		rdb_proto_decoder_dispose(&in);
+		rdb_buf_dispose(&b);
+	}
+	/* one DISK_BASE per disk, in order */
+	rdb_proto_decoder_init(&dec);
+	assert_int_equal(rdb_proto_decoder_feed(&dec, link_frames.data,
+						link_frames.len), 0);
+	for (unsigned k = 0; k < n; k++) {
+		struct rdb_frame f;
+
+		assert_int_equal(rdb_proto_decoder_next(&dec, &f), 1);
+		assert_int_equal(f.type, RDB_MSG_DISK_BASE);
+		assert_int_equal(f.device, k);
+		assert_int_equal(rdb_msg_disk_base_parse(&f, &bases[k]), 0);
+	}
+	rdb_proto_decoder_dispose(&dec);
+	rdb_buf_reset(&link_frames);
+	memset(rec, 0, sizeof(*rec));
+	rec->role = RDB_LINEAGE_REPLICA;
+	assert_int_equal(rdb_bakdevs_record(&t, rec), 0);
+	rdb_bakdevs_free(&t);
+	rdb_stage_dispose(&st);
+	rdb_replmark_close(&mark);
+}
+
+static int rb_setup(void **state)
+{
+	strcpy(rb_dir, "/tmp/test_bakdev_rbXXXXXX");
+	assert_non_null(mkdtemp(rb_dir));
+	snprintf(vm_dir_path, sizeof(vm_dir_path), "%s/vm1", rb_dir);
+	assert_int_equal(mkdir(vm_dir_path, 0700), 0);
+	rb_d.cfg.state_dir = rb_dir;
+	rdb_config_defaults(&rdb_vm_config_table, &rb_vm.cfg);
+	rdb_buf_init(&link_frames);
+	put_lineage(G, 2);
+	put_replica(0, MiB);
+	put_replica(1, 2 * MiB);
+	return 0;
+}
+
+static int rb_teardown(void **state)
+{
+	char cmd[300];
+
+	rdb_buf_dispose(&link_frames);
+	rdb_config_dispose(&rdb_vm_config_table, &rb_vm.cfg);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", rb_dir);
+	return system(cmd);
+}
+
+static const uint64_t sizes[2] = { MiB, 2 * MiB };
+
+/* Whole at epoch 7 of G in this boot: both replicas kept, in place, for
+ * an offer of epoch 5 and 7; the primary sends what it wrote since (no
+ * extent of ours).  The second disk is kept too: the marker the first
+ * disk's setup rewrote (applying) is not what decides. */
+static void test_replica_kept(void **state)
+{
+	const uint64_t epochs[2] = { 5, 7 };
+	struct rdb_disk_base base[2];
+	struct rdb_replmark_view v;
+	struct rdb_lineage rec;
+	char p[300], img[300];
+
+	put_mark(RDB_REPLMARK_DONE, G, 7, true);
+	protect(2, sizes, G, epochs, base, &rec);
+	for (unsigned k = 0; k < 2; k++) {
+		assert_true(base[k].generation == G);
+		assert_int_equal(base[k].shift, 20);
+		assert_int_equal(base[k].count, 0);
+		assert_true(replica_kept(k, sizes[k]));
+		replica_path(k, img, sizeof(img));
+		assert_string_equal(rec.d[k].disk, img);
+	}
+	/* from the setup on, the set is at no epoch: a daemon killed now
+	 * leaves replicas that must not be kept */
+	snprintf(p, sizeof(p), "%s/%s", vm_dir_path, RDB_REPLMARK_FILE);
+	assert_int_equal(rdb_replmark_read(p, &v), 0);
+	assert_int_equal(v.state, RDB_REPLMARK_APPLYING);
+	protect(2, sizes, G, epochs, base, &rec);
+	for (unsigned k = 0; k < 2; k++) {
+		assert_true(base[k].generation == 0);
+		assert_non_null(strstr(base[k].reason, "being written"));
+		assert_false(replica_kept(k, sizes[k]));
+	}
+}
+
+/* Each reason a replica of G is not a base: a whole copy (a fresh
+ * replica, zeroes), and why, to the primary. */
+static void refused(enum rdb_replmark_state state, uint64_t gen,
+		    uint64_t epoch, bool this_boot, uint64_t offer_epoch,
+		    const char *why)
+{
+	const uint64_t epochs[2] = { offer_epoch, offer_epoch };
+	struct rdb_disk_base base[2];
+	struct rdb_lineage rec;
+
+	put_replica(0, MiB);
+	put_replica(1, 2 * MiB);
+	put_mark(state, gen, epoch, this_boot);
+	protect(2, sizes, G, epochs, base, &rec);
+	for (unsigned k = 0; k < 2; k++) {
+		assert_true(base[k].generation == 0);
+		if (!strstr(base[k].reason, why))
+			fail_msg("disk %u: \"%s\" does not say \"%s\"", k,
+				 base[k].reason, why);
+		assert_false(replica_kept(k, sizes[k]));
+	}
+}
+
+static void test_replica_refused(void **state)
+{
+	char p[300];
+
+	/* killed inside an epoch's apply */
+	refused(RDB_REPLMARK_APPLYING, G, 8, true, 5, "being written when "
+		"remusdbd stopped (epoch 8");
+	/* whole, but before this boot: the page cache's writes are gone */
+	refused(RDB_REPLMARK_DONE, G, 7, false, 5, "another boot");
+	/* whole, at an epoch before the one the primary saw committed */
+	refused(RDB_REPLMARK_DONE, G, 4, true, 5, "before epoch 5");
+	/* whole, of another protection */
+	refused(RDB_REPLMARK_DONE, G + 1, 7, true, 5, "not of");
+	/* served to a restored guest */
+	refused(RDB_REPLMARK_SERVED, G, 7, true, 5, "restored");
+	/* no marker at all */
+	snprintf(p, sizeof(p), "%s/%s", vm_dir_path, RDB_REPLMARK_FILE);
+	put_replica(0, MiB);
+	put_mark(RDB_REPLMARK_DONE, G, 7, true);
+	assert_int_equal(unlink(p), 0);
+	{
+		const uint64_t epochs[2] = { 5, 5 };
+		struct rdb_disk_base base[2];
+		struct rdb_lineage rec;
+
+		protect(1, sizes, G, epochs, base, &rec);
+		assert_true(base[0].generation == 0);
+		assert_non_null(strstr(base[0].reason, "no replica marker"));
+	}
+}
+
+/* Whole, but not this disk: another size, or a disk the lineage does
+ * not name; the lineage of another protection.  Each disk on its own. */
+static void test_replica_mismatch(void **state)
+{
+	const uint64_t epochs[2] = { 5, 5 };
+	const uint64_t other[2] = { 2 * MiB, 2 * MiB };
+	struct rdb_disk_base base[2];
+	struct rdb_lineage rec;
+
+	put_mark(RDB_REPLMARK_DONE, G, 7, true);
+	protect(2, other, G, epochs, base, &rec);
+	assert_true(base[0].generation == 0);
+	assert_non_null(strstr(base[0].reason, "is 1048576 bytes"));
+	assert_true(base[1].generation == G);
+	assert_true(replica_kept(1, 2 * MiB));
+
+	put_replica(0, MiB);
+	put_lineage(G, 1);
+	put_mark(RDB_REPLMARK_DONE, G, 7, true);
+	protect(2, sizes, G, epochs, base, &rec);
+	assert_true(base[0].generation == G);
+	assert_true(base[1].generation == 0);
+	assert_non_null(strstr(base[1].reason, "names 1 disk(s), not disk 1"));
+
+	put_replica(0, MiB);
+	put_lineage(G + 2, 1);
+	put_mark(RDB_REPLMARK_DONE, G, 7, true);
+	protect(1, sizes, G, epochs, base, &rec);
+	assert_true(base[0].generation == 0);
+	assert_non_null(strstr(base[0].reason, "replica of protection"));
+	assert_false(replica_kept(0, MiB));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -584,6 +916,12 @@ int main(void)
 		cmocka_unit_test(test_kinds),
 		cmocka_unit_test(test_bound),
 		cmocka_unit_test(test_disk),
+		cmocka_unit_test_setup_teardown(test_replica_kept, rb_setup,
+						rb_teardown),
+		cmocka_unit_test_setup_teardown(test_replica_refused, rb_setup,
+						rb_teardown),
+		cmocka_unit_test_setup_teardown(test_replica_mismatch, rb_setup,
+						rb_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -193,6 +193,37 @@ static void test_interrupted_apply_replays(void **state)
 	}
 }
 
+/* The kill-in-apply fault's hook: one write of the epoch reaches the
+ * replica, then the apply stops (the epoch kept, the replica torn); the
+ * hook fires once. */
+static void test_stop_after_write(void **state)
+{
+	static uint8_t a[4096], b[4096], got[DISK];
+	struct rdb_diskbuf db;
+
+	(void)state;
+	fill(a, sizeof(a), 1);
+	fill(b, sizeof(b), 2);
+	rdb_diskbuf_init(&db, 0);
+	assert_int_equal(rdb_diskbuf_create(&db, path, DISK), 0);
+	assert_int_equal(rdb_diskbuf_add(&db, RDB_DISK_FLUSH, 0, 0, NULL), 0);
+	assert_int_equal(rdb_diskbuf_add(&db, RDB_DISK_WRITE, 0, sizeof(a), a), 0);
+	assert_int_equal(rdb_diskbuf_add(&db, RDB_DISK_WRITE, 8192, sizeof(b), b), 0);
+	db.stop_after_write = true;
+	assert_int_equal(rdb_diskbuf_apply(&db), -EINTR);
+	assert_false(db.stop_after_write);
+	assert_false(rdb_diskbuf_consistent(&db));
+	assert_non_null(strstr(rdb_diskbuf_error(&db), "record 2"));
+	read_replica(got);
+	assert_memory_equal(got, a, sizeof(a));
+	for (size_t i = 8192; i < 8192 + sizeof(b); i++)
+		assert_int_equal(got[i], 0);
+	assert_int_equal(rdb_diskbuf_apply(&db), 0);
+	read_replica(got);
+	assert_memory_equal(got + 8192, b, sizeof(b));
+	rdb_diskbuf_dispose(&db);
+}
+
 /*
  * Several disks' epoch (a VM's OS, data and WAL disks) is one commit: an
  * apply stopped at any record of any disk, or at any disk's sync, leaves
@@ -727,6 +758,7 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_interrupted_apply_replays, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_write_error_reported, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stop_after_write, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stage_epochs, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_initial_copy_writeback, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stage_commit_disk_failure, setup, teardown),
