@@ -801,8 +801,19 @@ void rdb_pri_disk_keep(struct rdb_pri_disk *k, bool keep, uint64_t gen,
 
 bool rdb_pri_disk_continue(struct rdb_pri_disk *k)
 {
-	const struct rdb_dring_shared *ds = k->disk.ring.sh;
-	uint64_t armed = ds ? atomic_load(&ds->al_armed_gen) : 0;
+	struct rdb_actlog_view v;
+	uint64_t armed = 0;
+	char err[300];
+
+	/* The log file's header, not the server's word in the ring: a
+	 * server just started (a re-adopted VM protected at once) has not
+	 * published it yet.  A server that invalidates the log later makes
+	 * the resync's own read of it fail, and every block go. */
+	if (k->cont_gen && rdb_actlog_read(k->actlog_path, k->disk.size, &v, err,
+					   sizeof(err)) == 0) {
+		armed = v.generation;
+		rdb_actlog_view_dispose(&v);
+	}
 
 	/* (a base of an earlier attempt that never committed: ours) */
 	if (k->base_gen && k->base_gen == k->cont_gen && !k->base_wmap[0])
