@@ -78,6 +78,7 @@ kill_ms=$stop_ms kill_prot=$((prot_ms - start_ms)) kill_copy=$copied
 [ "$(grep -c "re-adopting the VM as recorded (protected" "$CL_DIR/pri/remusdbd.log")" -ge 2 ] ||
 	rdb_fail "the log does not say the VM was re-adopted twice"
 sleep 3
+freeze_ms=$(date +%s%3N)	# (the freeze is a gap of its own)
 cl_frozen_disks_equal pri "$CL_DIR/pri/serial.sock" "$CL_DIR/pri/console.log" \
 	"$CL_DIR/pri/$CL_VM.disk.img" "$CL_DIR/bak/state/$CL_VM/disk.img"
 [ "$CL_DISK_EQUAL" = true ] || rdb_fail "the primary's disk and the backup's replica differ after the resyncs"
@@ -88,9 +89,9 @@ pull_ms=$(date +%s%3N)
 cl_ctl bak wait "$CL_VM" failed-over --timeout 30 || rdb_fail "no failover"
 wait_pid 150 "$led"
 # each restart's gap: the longest that began within 1 s before its stop
-# and ended before the next event (the other restart, the power pull)
+# and ended before the next event (the other restart, the freeze)
 cl_ledger_gap term "$term_ms" "$kill_ms"
-cl_ledger_gap kill "$kill_ms" "$pre_pull_ms"
+cl_ledger_gap kill "$kill_ms" "$freeze_ms"
 cl_ledger_verdict "$pull_ms"
 cl_no_guest_disk_errors "$CL_DIR/pri/console.log"
 echo "PASS: remusdbd stopped (SIGTERM, then SIGKILL) and started again under load, the VM re-adopted with no command each time: protected again $term_prot ms / $kill_prot ms after the start, the clients' longest gap across each restart $(jq .failover_gap_ms "$CL_DIR/ledger-term.json") ms / $(jq .failover_gap_ms "$CL_DIR/ledger-kill.json") ms; each a resync ($((term_copy >> 20)) MiB / $((kill_copy >> 20)) MiB; the whole disk $((full_copy >> 20)) MiB), the disks equal; then a power pull: $(jq .acked_commits "$CL_DIR/ledger.json") commits acknowledged, none lost, every connection kept, no I/O error"
