@@ -87,7 +87,7 @@ sleep 5
 restart KILL
 kill_ms=$stop_ms kill_prot=$prot_ms kill_copy="$copied bytes, resync $resync"
 if [ "$resync" != true ]; then
-	grep -q "was being written when" "$CL_DIR/bak/remusdbd.log" ||
+	grep -q "being written when remusdbd stopped" "$CL_DIR/bak/remusdbd.log" ||
 		rdb_fail "after the SIGKILL the whole disk was copied, and the backup does not say its replica was torn"
 fi
 sleep 3
