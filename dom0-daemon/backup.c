@@ -719,7 +719,7 @@ struct commit_job {
 	struct rdb_bgjob *job;
 	uint64_t epoch, pages, bytes, t0;
 	uint64_t late_ns;		/* fault injection: slow-replica */
-	bool kill;			/* fault injection: kill-in-apply */
+	struct rdb_diskbuf *kill_at;	/* fault injection: kill-in-apply */
 	bool record;			/* first commit: record_replica first */
 	/* what status shows of the replica meanwhile (the thread changes it) */
 	struct rdb_bakdev_sum at;
@@ -735,13 +735,13 @@ static int record_replica(struct rdb_backup *b);
  * marked at DISK_SETUP, again here with the protection's generation),
  * whole at N once every write and sync of it succeeded on every disk.
  * A step that failed leaves them marked applying: torn, at no epoch.
- * kill (fault injection kill-in-apply): one write of the epoch reaches
- * a replica, then the daemon is killed, as a crash inside the replay
- * would be.
+ * cut (fault injection kill-in-apply, kill_target): one write of the
+ * epoch reaches that replica, then the daemon is killed, as a crash
+ * inside the replay would be.
  */
-static int disk_step(struct rdb_backup *b, uint64_t epoch, bool kill)
+static int disk_step(struct rdb_backup *b, uint64_t epoch,
+		     struct rdb_diskbuf *cut)
 {
-	struct rdb_diskbuf *cut = NULL;
 	struct rdb_bakdev_sum s;
 	int rc;
 
@@ -751,9 +751,6 @@ static int disk_step(struct rdb_backup *b, uint64_t epoch, bool kill)
 			 "could not be written");
 		return rc;
 	}
-	for (unsigned k = 0; kill && !cut && k < b->st.ndisks; k++)
-		if (b->st.disks[k]->data_bytes)
-			cut = b->st.disks[k];
 	if (cut)
 		cut->stop_after_write = true;
 	rc = rdb_stage_commit_disk(&b->st);
@@ -796,7 +793,7 @@ static void commit_run(void *opaque)
 		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 			;
 	}
-	j->rc = disk_step(j->b, j->epoch, j->kill);
+	j->rc = disk_step(j->b, j->epoch, j->kill_at);
 	j->disk_ns = rdb_now_ns() - t;
 }
 
@@ -865,17 +862,19 @@ static void on_commit_done(void *opaque)
 	link_frames(b, rc);
 }
 
-/* kill-in-apply fires on the first epoch with a write to replay. */
-static bool kill_now(struct rdb_backup *b)
+/* kill-in-apply fires on the first epoch with a write to replay: the
+ * first replica that has one (taken on the loop, where the fault is
+ * armed; the disk step may run on its thread). */
+static struct rdb_diskbuf *kill_target(struct rdb_backup *b)
 {
 	if (!b->fault_kill_in_apply)
-		return false;
+		return NULL;
 	for (unsigned k = 0; k < b->st.ndisks; k++)
 		if (b->st.disks[k]->data_bytes) {
 			b->fault_kill_in_apply = false;
-			return true;
+			return b->st.disks[k];
 		}
-	return false;
+	return NULL;
 }
 
 /* 0: the disk step runs (or ran here, if no thread could); < 0: failed. */
@@ -883,7 +882,7 @@ static int commit_start(struct rdb_backup *b, uint64_t epoch, uint64_t pages,
 			uint64_t bytes, uint64_t t0)
 {
 	struct commit_job *j = calloc(1, sizeof(*j));
-	bool kill = kill_now(b);
+	struct rdb_diskbuf *kill_at = kill_target(b);
 	int rc = -ENOMEM;
 
 	if (j) {
@@ -893,7 +892,7 @@ static int commit_start(struct rdb_backup *b, uint64_t epoch, uint64_t pages,
 		j->bytes = bytes;
 		j->t0 = t0;
 		j->late_ns = b->fault_slow_replica ? FAULT_SLOW_REPLICA_NS : 0;
-		j->kill = kill;
+		j->kill_at = kill_at;
 		j->record = !b->replica_recorded;
 		rdb_bakdevs_counters(&b->devs, &j->at);
 		/* (b->commit_job before the thread can end: done runs on
@@ -913,7 +912,7 @@ static int commit_start(struct rdb_backup *b, uint64_t epoch, uint64_t pages,
 	      strerror(-rc));
 	rc = record_replica(b);
 	return commit_finish(b, epoch, pages, bytes, t0, rc < 0 ? rc :
-			     disk_step(b, epoch, kill));
+			     disk_step(b, epoch, kill_at));
 }
 
 static int handle_epoch_end(struct rdb_backup *b, const struct rdb_frame *f)

@@ -258,31 +258,31 @@ static uint64_t on_copy(struct rdb_evloop *loop, uint64_t id, void *opaque)
 		return RDB_PRI_COPY_RETRY_NS;
 	k->copying = false;
 	k->copy_timer = 0;
-	if (k->resync && k->cont)
+	if (k->resync) {
+		char why[160];
+
+		/* what bounded it: this host's kept log, or the written map
+		 * since the restore and the old primary's log */
+		if (k->cont)
+			snprintf(why, sizeof(why), "%llu extent(s) of this host's "
+				 "activity log, %llu of the backup's",
+				 (unsigned long long)k->resync_own_extents,
+				 (unsigned long long)k->resync_al_extents);
+		else
+			snprintf(why, sizeof(why), "%llu written here since the "
+				 "restore, %llu extent(s) of the old primary's "
+				 "activity log",
+				 (unsigned long long)k->resync_wmap_blocks,
+				 (unsigned long long)k->resync_al_extents);
 		LOGVM(INFO, k->dev.vm, "%s: resync queued: %llu MiB of data and "
-		      "%llu MiB of zeroes in %llu blocks that may differ (%llu "
-		      "extent(s) of this host's activity log, %llu of the "
-		      "backup's), of a %llu MiB disk, %.1f s", k->dev.id,
+		      "%llu MiB of zeroes in %llu blocks that may differ (%s), of "
+		      "a %llu MiB disk, %.1f s", k->dev.id,
 		      (unsigned long long)(k->copy_sent >> 20),
 		      (unsigned long long)(k->resync_zero_bytes >> 20),
-		      (unsigned long long)k->resync_blocks,
-		      (unsigned long long)k->resync_own_extents,
-		      (unsigned long long)k->resync_al_extents,
+		      (unsigned long long)k->resync_blocks, why,
 		      (unsigned long long)(size >> 20),
 		      (double)(rdb_now_ns() - k->copy_start_ns) / RDB_NS_PER_S);
-	else if (k->resync)
-		LOGVM(INFO, k->dev.vm, "%s: resync queued: %llu MiB of data and "
-		      "%llu MiB of zeroes in %llu blocks that may differ (%llu "
-		      "written here since the restore, %llu extent(s) of the old "
-		      "primary's activity log), of a %llu MiB disk, %.1f s",
-		      k->dev.id, (unsigned long long)(k->copy_sent >> 20),
-		      (unsigned long long)(k->resync_zero_bytes >> 20),
-		      (unsigned long long)k->resync_blocks,
-		      (unsigned long long)k->resync_wmap_blocks,
-		      (unsigned long long)k->resync_al_extents,
-		      (unsigned long long)(size >> 20),
-		      (double)(rdb_now_ns() - k->copy_start_ns) / RDB_NS_PER_S);
-	else
+	} else
 		LOGVM(INFO, k->dev.vm, "%s: initial disk copy queued: %llu of "
 		      "%llu MiB had data, %.1f s", k->dev.id,
 		      (unsigned long long)(k->copy_sent >> 20),
@@ -350,6 +350,17 @@ static int read_wmap(struct rdb_pri_disk *k, char *err, size_t errlen)
 	return 0;
 }
 
+/* Every resync block of extent x (2^shift bytes) may differ. */
+static void resync_extent(struct rdb_pri_disk *k, uint64_t x, uint32_t shift)
+{
+	uint64_t nblocks = k->disk.size / RDB_RESYNC_BLOCK;
+	uint64_t b0 = (x << shift) / RDB_RESYNC_BLOCK;
+	uint64_t b1 = ((x + 1) << shift) / RDB_RESYNC_BLOCK;
+
+	for (uint64_t b = b0; b < b1 && b < nblocks; b++)
+		k->resync[b / 64] |= 1ull << (b % 64);
+}
+
 /*
  * Protecting again to the replica of the protection this disk's kept
  * activity log speaks of (k->cont): the log's extents are what may
@@ -359,7 +370,6 @@ static int read_wmap(struct rdb_pri_disk *k, char *err, size_t errlen)
 static int read_own_log(struct rdb_pri_disk *k, char *err, size_t errlen)
 {
 	struct rdb_actlog_view v;
-	uint64_t nblocks = k->disk.size / RDB_RESYNC_BLOCK;
 	int rc = rdb_actlog_read(k->actlog_path, k->disk.size, &v, err, errlen);
 
 	if (rc < 0)
@@ -371,16 +381,9 @@ static int read_own_log(struct rdb_pri_disk *k, char *err, size_t errlen)
 		rdb_actlog_view_dispose(&v);
 		return -ESTALE;
 	}
-	for (uint64_t x = 0; x < v.nr_extents; x++) {
-		uint64_t b0, b1;
-
-		if (!rdb_actlog_view_test(&v, x))
-			continue;
-		b0 = (x << v.extent_shift) / RDB_RESYNC_BLOCK;
-		b1 = ((x + 1) << v.extent_shift) / RDB_RESYNC_BLOCK;
-		for (uint64_t b = b0; b < b1 && b < nblocks; b++)
-			k->resync[b / 64] |= 1ull << (b % 64);
-	}
+	for (uint64_t x = 0; x < v.nr_extents; x++)
+		if (rdb_actlog_view_test(&v, x))
+			resync_extent(k, x, v.extent_shift);
 	k->resync_own_extents = v.nr_set;
 	rdb_actlog_view_dispose(&v);
 	return 0;
@@ -433,14 +436,8 @@ static int handle_disk_base(struct rdb_pri_disk *k, const struct rdb_frame *f)
 	}
 	k->resync_al_shift = base.shift;
 	k->resync_al_extents = base.count;
-	for (uint32_t i = 0; i < base.count; i++) {
-		uint64_t x = rdb_disk_base_extent(&base, i);
-		uint64_t b0 = (x << base.shift) / RDB_RESYNC_BLOCK;
-		uint64_t b1 = ((x + 1) << base.shift) / RDB_RESYNC_BLOCK;
-
-		for (uint64_t b = b0; b < b1 && b < nblocks; b++)
-			k->resync[b / 64] |= 1ull << (b % 64);
-	}
+	for (uint32_t i = 0; i < base.count; i++)
+		resync_extent(k, rdb_disk_base_extent(&base, i), base.shift);
 	k->resync_blocks = 0;
 	for (uint64_t w = 0; w < words; w++)
 		k->resync_blocks += (uint64_t)__builtin_popcountll(k->resync[w]);
