@@ -144,12 +144,21 @@ build/helpers/xcstat: $(XCSTAT_SRCS) hypervisor/xen/xc_stream.h hypervisor/xen/x
 # Not static: a static xcstat once died in glibc's startup (__ctype_init,
 # its TLS) in dom0 under TCG, the next run of the same file did not.
 XENRECV_SRCS := tests/helpers/xenrecv.c hypervisor/xen/backend.c \
-	hypervisor/xen/xen_state.c hypervisor/xen/xc_stream.c hypervisor/proc.c \
+	hypervisor/xen/xen_state.c hypervisor/xen/xc_stream.c hypervisor/proc.c hypervisor/sdunit.c \
 	dom0-daemon/lib/buf.c dom0-daemon/lib/clock.c dom0-daemon/lib/log.c \
 	dom0-daemon/lib/cpulist.c dom0-daemon/lib/sockutil.c
 build/helpers/xenrecv: $(XENRECV_SRCS) hypervisor/hv.h hypervisor/xen/xen_state.h hypervisor/xen/xen_helper.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O2 $(INCS) -o $@ $(XENRECV_SRCS)
+
+# unitspawn (tests/helpers/unitspawn.c): hypervisor/sdunit.c under a real
+# systemd, in the packaging test's container (Debian 12 as this host:
+# libc only, as xenrecv)
+UNITSPAWN_SRCS := tests/helpers/unitspawn.c hypervisor/sdunit.c hypervisor/proc.c \
+	dom0-daemon/lib/clock.c dom0-daemon/lib/log.c dom0-daemon/lib/cpulist.c
+build/helpers/unitspawn: $(UNITSPAWN_SRCS) hypervisor/sdunit.h hypervisor/proc.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) -O2 $(INCS) -o $@ $(UNITSPAWN_SRCS)
 
 # The Xen backend's helper (hypervisor/xen/xen_helper.h): the one program
 # linked with Xen's libraries (libxen-dev), run in a Xen dom0.
@@ -311,7 +320,7 @@ deb: setup
 
 # The packages in a clean debootstrapped root (cached), systemd booted in
 # a container there (tests/run-packaging.sh)
-check-packaging: deb
+check-packaging: deb build/helpers/unitspawn
 	bash tests/run-packaging.sh
 
 # Xen 4.17 with a PV dom0 under QEMU's TCG (docs/xen-host.md)

@@ -104,6 +104,12 @@ static int v_link_security(const char *v)
 	return !strcmp(v, "psk") || !strcmp(v, "insecure") ? 0 : -EINVAL;
 }
 
+static int v_process_units(const char *v)
+{
+	return !strcmp(v, "auto") || !strcmp(v, "systemd") ||
+	       !strcmp(v, "none") ? 0 : -EINVAL;
+}
+
 static int v_cpulist(const char *v)
 {
 	cpu_set_t set;
@@ -152,6 +158,8 @@ static const struct rdb_option daemon_opts[] = {
 	  "CPUs remusdbd and its helpers (disk servers, watchdog, encoder threads) run on, as a list (0 or 0-1,4); empty: wherever it was started. Keep the guests' QEMU off them: a shared CPU lengthens every checkpoint pause (docs/performance.md)" },
 	{ "guest_cpus", RDB_OPT_STRING, OFF(rdb_daemon_config, guest_cpus), "", 0, 0, v_cpulist,
 	  "CPUs for the QEMU a backup starts on failover; empty: the CPUs remusdbd was started with (before `cpus` applied)" },
+	{ "process_units", RDB_OPT_STRING, OFF(rdb_daemon_config, process_units), "auto", 0, 0, v_process_units,
+	  "where the processes remusdbd leaves running go: systemd (transient units: a QEMU it starts on failover or migration is a service of its own, remusdb-VM-qemu-ID.service in machine.slice, started by systemd so none of remusdbd.service's sandboxing reaches it; a disk server or watch process is moved into a scope, remusdb-VM-disk-PID.scope; a stop or restart of remusdbd stops remusdbd alone), none (they stay in remusdbd's session and cgroup; KillMode=process keeps them alive), or auto (systemd when it runs this host and systemd-run and busctl are found, else none)" },
 	{ "qemu_group", RDB_OPT_STRING, OFF(rdb_daemon_config, qemu_group), "", 0, 0, NULL,
 	  "the group QEMU runs as when remusdbd does not start it (libvirt's qemu.conf `group`: libvirt-qemu on Debian), a name or a number: run_dir is made 0770 with it, the sockets QEMU connects to (disk, network, migration) 0660, a backup's RAM images 0660; empty: all root only, and QEMU must run as root" },
 };

@@ -64,6 +64,7 @@ struct rdb_daemon_config {
 	char *cpus;
 	char *guest_cpus;
 	char *qemu_group;
+	char *process_units;
 };
 
 struct rdb_vm_config {

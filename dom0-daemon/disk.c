@@ -5,6 +5,7 @@
 #include "clock.h"
 #include "fileio.h"
 #include "log.h"
+#include "sdunit.h"
 #include "sockutil.h"
 
 #include <errno.h>
@@ -75,7 +76,10 @@ static int spawn(const char *vm, const char *image, const char *sock_path,
 {
 	int listen_fd = -1, life[2] = { -1, -1 }, ep[2] = { -1, -1 }, hi[4];
 	int rc, child_errno = 0, argc = 0;
-	char *argv[16], max_arg[16];
+	char *argv[16], *full[16 + RDB_UNITS_PRE_MAX], max_arg[16], self_exe[32];
+	const char *exe = rdb_disk_server_exe;
+	struct rdb_unit_scope scope;
+	int npre;
 	ssize_t n;
 	pid_t pid;
 
@@ -102,6 +106,28 @@ static int spawn(const char *vm, const char *image, const char *sock_path,
 		argv[argc++] = (char *)wmap_path;
 	}
 	argv[argc] = NULL;
+	/* under systemd, in a scope of its own (sdunit.h): a stop or restart
+	 * of remusdbd.service stops remusdbd alone (a primary's disk server
+	 * still ends with the daemon, by its life socket), and its CPU and
+	 * memory are its own */
+	npre = rdb_units_scope_prefix(&scope, vm, "disk");
+	if (npre > 0) {
+		/* (systemd-run's own /proc/self/exe would be systemd-run:
+		 * this daemon's binary by its pid, the same file even after
+		 * an upgrade replaced it on disk) */
+		if (!strcmp(rdb_disk_server_exe, "/proc/self/exe")) {
+			snprintf(self_exe, sizeof(self_exe), "/proc/%d/exe",
+				 (int)getpid());
+			argv[0] = self_exe;
+		} else {
+			argv[0] = (char *)rdb_disk_server_exe;
+		}
+		memcpy(full, scope.pre, sizeof(char *) * (size_t)npre);
+		memcpy(full + npre, argv, sizeof(char *) * (size_t)(argc + 1));
+		exe = scope.pre[0];
+	} else {
+		memcpy(full, argv, sizeof(char *) * (size_t)(argc + 1));
+	}
 
 	rc = rdb_sock_listen_unix(sock_path, &listen_fd);
 	if (rc < 0) {
@@ -145,7 +171,7 @@ static int spawn(const char *vm, const char *image, const char *sock_path,
 			goto fail;
 		efd = 7;
 		close_range(8, ~0U, 0);
-		execv(rdb_disk_server_exe, argv);
+		execv(exe, full);
 fail:
 		e = errno;
 		if (write(efd, &e, sizeof(e)) < 0)
@@ -161,8 +187,8 @@ fail:
 	if (n > 0) {
 		waitpid(pid, NULL, 0);
 		rc = -child_errno;
-		snprintf(err, errlen, "disk server: exec %s: %s",
-			 rdb_disk_server_exe, strerror(child_errno));
+		snprintf(err, errlen, "disk server: exec %s: %s", exe,
+			 strerror(child_errno));
 		goto out;
 	}
 	*pid_out = (int)pid;

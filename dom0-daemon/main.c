@@ -25,6 +25,7 @@
 #include "primary.h"
 #include "proc.h"
 #include "role.h"
+#include "sdunit.h"
 #include "vm.h"
 #include "vmdef.h"
 #include "witness.h"
@@ -1031,6 +1032,13 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	/* Before any thread or child: they all inherit it. */
+	if (rdb_units_setup(d.cfg.process_units, err, sizeof(err)) < 0) {
+		startup_error("%s", err);
+		rdb_linksec_destroy(d.linksec);
+		rdb_config_dispose(&rdb_daemon_config_table, &d.cfg);
+		return 2;
+	}
+	LOG(INFO, "the processes it leaves running: %s", rdb_units_why());
 	if (qemu_group_setup(&d) < 0 || placement_setup(&d) < 0) {
 		rdb_linksec_destroy(d.linksec);
 		rdb_config_dispose(&rdb_daemon_config_table, &d.cfg);

@@ -12,7 +12,10 @@
 #    link key, saying so; with the key, `systemctl start` returns once
 #    remusdbd said READY=1 (Type=notify), the unit is active, its STATUS=
 #    and watchdog pings reach systemd, remusdbctl status answers on
-#    /run/remusdb; `systemctl stop` ends it cleanly; with qemu_group
+#    /run/remusdb; the processes it leaves running are in units of their
+#    own (a VM's disk server in a scope; a QEMU started as a failover's
+#    is, a service outside the sandbox; both outlive the unit that
+#    started them); `systemctl stop` ends it cleanly; with qemu_group
 #    /run/remusdb is 0770 with that group; removing the package
 #    stops it, purging it leaves the key and /var/lib/remusdb;
 #  - remusdb-dkms and remusdb-guest install; with the guest kernel's
@@ -197,6 +200,7 @@ out=$(chroot "$root" dpkg -P remusdb-xen 2>&1) || rdb_fail "dpkg -P remusdb-xen:
 rdb_log "remusdb-xen installed, its helper runs, purged ($(( $(date +%s) - t0 )) s)"
 
 # -- boot the root: systemd as PID 1 of a container ----------------------
+install -m 0755 build/helpers/unitspawn "$root/usr/local/bin/unitspawn" || rdb_fail "build/helpers/unitspawn (make check-packaging)"
 systemd-nspawn -q -D "$root" --register=no --keep-unit -M "$machine" -b \
 	--private-network --console=read-only > "$d/boot.log" 2>&1 &
 nspawn_pid=$!
@@ -248,6 +252,60 @@ wd_moved() { [ "$(wd)" != "$wd0" ]; }
 wait_for 8 "a watchdog ping after $wd0" wd_moved ||
 	rdb_fail "no WATCHDOG=1 reached systemd in 8 s"
 rdb_log "remusdbd active under systemd, ready, watchdog pinged ($(( $(date +%s) - t0 )) s)"
+
+# -- the processes remusdbd leaves running: units of their own -----------
+# (hypervisor/sdunit.h; process_units = auto chooses them under systemd)
+ct journalctl -b -u remusdbd --no-pager | grep -q 'the processes it leaves running: transient systemd units' ||
+	rdb_fail "remusdbd under systemd did not choose transient units: $(ct journalctl -b -u remusdbd --no-pager | grep 'processes it leaves')"
+# cg PID: its cgroup (the unified hierarchy's line); alive PID: it runs
+cg() { ct sed -n 's/^0:://p' "/proc/$1/cgroup" 2>/dev/null; }
+alive() { ct test -d "/proc/$1"; }
+# The daemon's own: a VM attached is served by a disk server in a scope.
+ct sh -c 'mkdir -p /var/lib/images && truncate -s 64M /var/lib/images/vm1.raw' || rdb_fail "no image for vm1"
+printf '%s\n' "name = vm1" "disk = /var/lib/images/vm1.raw" "tap = t0" "peer = 192.0.2.2:7788" \
+	"on_peer_loss = manual" "qemu_arg = -machine" "qemu_arg = pc" > "$root/etc/remusdb/vm1.conf"
+out=$(ct remusdbctl attach /etc/remusdb/vm1.conf 2>&1) || rdb_fail "remusdbctl attach vm1: $out"
+# (its second word is --disk-server: not the word in this shell's own line)
+dsrv() { ct sh -c 'for p in /proc/[0-9]*; do [ "$(tr "\0" "\n" < $p/cmdline 2>/dev/null | sed -n 2p)" = --disk-server ] && echo ${p#/proc/}; done' | head -1; }
+in_disk_scope() { p=$(dsrv); [ -n "$p" ] && cg "$p" | grep -qE '^/system\.slice/remusdb-vm1-disk-[0-9-]+\.scope$'; }
+wait_for 10 "vm1's disk server in a scope of its own" in_disk_scope ||
+	rdb_fail "vm1's disk server (pid $(dsrv)) is in $(cg "$(dsrv)"), not a remusdb-vm1-disk-*.scope"
+rdb_log "remusdbd's disk server for vm1 runs in $(cg "$(dsrv)")"
+out=$(ct remusdbctl detach vm1 2>&1) || rdb_fail "remusdbctl detach vm1: $out"
+# A failover's QEMU and a disk server as remusdbd starts them (unitspawn:
+# sdunit.c's two paths), from a unit sandboxed as remusdbd.service is
+# whose every process ends with it (KillMode=control-group): each must
+# outlive it in its own unit, the QEMU without the sandbox.
+# (oneshot: systemd-run returns when it has ended; --wait would want D-Bus)
+spawner() {
+	ct systemd-run --quiet --collect --service-type=oneshot --unit="$1" -p NoNewPrivileges=yes \
+		-p PrivateTmp=yes -p ProtectSystem=full -p KillMode=control-group \
+		-E UNITSPAWN_MODE="${UNITSPAWN_MODE:-systemd}" /usr/local/bin/unitspawn "${@:2}" ||
+		{ ct journalctl -b -u "$1" --no-pager | grep unitspawn | tail -3; return 1; }
+}
+out=$(spawner rdb-spawner-q service vmx /var/log/rdb-qemu.log /run/rdb-qemu.pid -- \
+	/bin/sh -c 'grep NoNewPrivs /proc/self/status; echo "tmp $(stat -c %i /tmp)"; exec sleep 600' 2>&1) ||
+	rdb_fail "unitspawn service: $out"
+qpid=$(ct cat /run/rdb-qemu.pid)
+qcg=$(cg "$qpid")
+alive "$qpid" || rdb_fail "the QEMU stand-in (pid $qpid) died with the unit that started it"
+grep -qE '^/machine\.slice/remusdb-vmx-qemu-[0-9-]+\.service$' <<<"$qcg" ||
+	rdb_fail "the QEMU stand-in is in $qcg, not a remusdb-vmx-qemu-*.service in machine.slice"
+qlog=$(ct cat /var/log/rdb-qemu.log)
+grep -qP '^NoNewPrivs:\t0$' <<<"$qlog" || rdb_fail "the sandbox reached the QEMU stand-in: $qlog"
+[ "$(sed -n 's/^tmp //p' <<<"$qlog")" = "$(ct stat -c %i /tmp)" ] ||
+	rdb_fail "the QEMU stand-in saw a private /tmp: $qlog"
+out=$(spawner rdb-spawner-d scope vmx /run/rdb-disk.pid -- \
+	/bin/sh -c 'read x <&3; echo "$x" > /run/rdb-fd3; exec sleep 600' 2>&1) ||
+	rdb_fail "unitspawn scope: $out"
+dpid=$(ct cat /run/rdb-disk.pid)
+alive "$dpid" || rdb_fail "the disk server stand-in (pid $dpid) died with the unit that started it"
+cg "$dpid" | grep -qE '^/system\.slice/remusdb-vmx-disk-[0-9-]+\.scope$' ||
+	rdb_fail "the disk server stand-in is in $(cg "$dpid"), not a remusdb-vmx-disk-*.scope"
+fd3() { [ "$(ct cat /run/rdb-fd3 2>/dev/null)" = fd3 ]; }
+wait_for 5 "the stand-in's read on its fd 3" fd3 || rdb_fail "the disk server stand-in lost its fd 3"
+ct kill "$qpid" "$dpid"
+rdb_log "processes outlive the unit that started them: a QEMU in $qcg unsandboxed, a disk server in a scope with its fds"
 
 out=$(ct systemctl stop remusdbd 2>&1) || rdb_fail "systemctl stop remusdbd: $out"
 show=$(ct systemctl show remusdbd -p ActiveState -p Result -p ExecMainStatus | sort | tr '\n' ' ')
@@ -329,6 +387,7 @@ fi
 echo "packaging: remusdb $ver installed with apt in a clean $suite root, every file in place"
 echo "  (and remusdb-xen: its helper runs with Xen's libraries from the mirror, purged);"
 echo "  remusdbd.service enabled, started at boot (refused without link key), active under systemd"
-echo "  (READY=1, STATUS=, watchdog), remusdbctl status answered, stopped cleanly, stopped by dpkg -r, purged$dkms_note"
+echo "  (READY=1, STATUS=, watchdog), remusdbctl status answered, its disk servers and QEMUs in units of their own,"
+echo "  stopped cleanly, stopped by dpkg -r, purged$dkms_note"
 echo "  in $(( $(date +%s) - t0 )) s.  systemctl status, as it was:"
 sed 's/^/    /' <<<"$status"

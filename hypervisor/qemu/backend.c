@@ -7,6 +7,7 @@
  */
 #define RDB_COMPONENT "qemu"
 #include "hv.h"
+#include "sdunit.h"
 #include "clock.h"
 #include "cpulist.h"
 #include "log.h"
@@ -259,6 +260,8 @@ static int restore_prepare(const struct rdb_hv_restore *req,
 		}
 	}
 	if (!out->via_libvirt) {
+		char e[400];
+
 		rc = rdb_restore_argv(req->binary, req->args, req->nargs,
 				      req->ram_image, req->ram_bytes, req->ctl_path,
 				      req->wd_ctl_path, req->net_path,
@@ -270,11 +273,12 @@ static int restore_prepare(const struct rdb_hv_restore *req,
 			snprintf(err, errlen, "QEMU's arguments: %s", strerror(-rc));
 			return rc;
 		}
-		rc = rdb_hv_spawn(argv, req->log_path, req->cpus, &out->proc);
+		rc = rdb_units_spawn_service(req->vm, "qemu", argv,
+					     req->log_path, req->cpus,
+					     &out->proc, e, sizeof(e));
 		rdb_restore_argv_free(argv);
 		if (rc < 0) {
-			snprintf(err, errlen, "starting %s: %s", req->binary,
-				 strerror(-rc));
+			snprintf(err, errlen, "starting %s: %s", req->binary, e);
 			return rc;
 		}
 	}

@@ -15,6 +15,7 @@
  */
 #define RDB_COMPONENT "xen"
 #include "hv.h"
+#include "sdunit.h"
 #include "clock.h"
 #include "le.h"
 #include "log.h"
@@ -527,8 +528,18 @@ static int restore_load(const struct rdb_hv_restore *req,
 	if (rc == 0) {
 		/* The domain is no process: `remusdb-xen watch` stands for
 		 * it, and ends with it (the daemon sees r->proc exit). */
-		char *wargv[] = { HELPER, "watch", (char *)req->vm, NULL };
-		int wrc = rdb_hv_spawn(wargv, req->log_path, NULL, &r->proc);
+		struct rdb_unit_scope scope;
+		int npre = rdb_units_scope_prefix(&scope, req->vm, "watch");
+		char *wargv[RDB_UNITS_PRE_MAX + 4];
+		int wrc;
+
+		memcpy(wargv, scope.pre, sizeof(char *) * (size_t)npre);
+		wargv[npre] = HELPER;
+		wargv[npre + 1] = "watch";
+		wargv[npre + 2] = (char *)req->vm;
+		wargv[npre + 3] = NULL;
+		/* (under systemd in a scope of its own: sdunit.h) */
+		wrc = rdb_hv_spawn(wargv, req->log_path, NULL, &r->proc);
 
 		/* the restored domain is the VM's only copy now: it runs on,
 		 * unwatched, rather than die for this */

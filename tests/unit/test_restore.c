@@ -19,6 +19,7 @@
 #include "hv.h"
 #include "proc.h"
 #include "qemu/restore.h"
+#include "sdunit.h"
 #include "watchdog.h"
 
 /* 0x07 len "pc": a configuration without subsections (QEMU 10.0 pc). */
@@ -839,6 +840,50 @@ static void test_watchdog_probe_blocked(void **state)
 	rdb_watchdog_stop(&wd);
 }
 
+/* sdunit.c's names and its choice; the units themselves run under a
+ * real systemd only (tests/run-packaging.sh). */
+static void test_units(void **state)
+{
+	char name[64], err[300];
+	char *sleeper[] = { "sleep", "5", NULL };
+	struct rdb_unit_scope scope;
+	struct rdb_hv_proc p;
+
+	assert_int_equal(rdb_unit_name("vm1", "qemu-17-1", "service", name,
+				       sizeof(name)), 0);
+	assert_string_equal(name, "remusdb-vm1-qemu-17-1.service");
+	/* what systemd-escape does to anything else, a leading dot too */
+	assert_int_equal(rdb_unit_name("a b/c", ".disk_x:y", "scope", name,
+				       sizeof(name)), 0);
+	assert_string_equal(name, "remusdb-a\\x20b\\x2fc-\\x2edisk_x:y.scope");
+	assert_int_equal(rdb_unit_name("vm1", "qemu", "service", name, 20),
+			 -ENAMETOOLONG);
+	assert_int_equal(rdb_unit_name("vm1", "qemu", "service", name, 26), 0);
+	assert_string_equal(name, "remusdb-vm1-qemu.service");
+
+	assert_int_equal(rdb_units_setup("sometimes", err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "auto, systemd or none"));
+	assert_int_equal(rdb_units_setup("none", err, sizeof(err)), 0);
+	assert_false(rdb_units_active());
+	assert_int_equal(rdb_units_scope_prefix(&scope, "vm1", "disk"), 0);
+	if (access("/run/systemd/system", F_OK) == 0)
+		skip();	/* (the rest is for a host without systemd) */
+	/* asked for and not there: an error naming what is missing */
+	assert_int_equal(rdb_units_setup("systemd", err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "systemd does not run this host"));
+	assert_int_equal(rdb_units_setup("auto", err, sizeof(err)), 0);
+	assert_false(rdb_units_active());
+	assert_non_null(strstr(rdb_units_why(), "processes stay in remusdbd's"));
+	/* without units a service is a child of ours, as before */
+	rdb_hv_proc_init(&p);
+	assert_int_equal(rdb_units_spawn_service("vm1", "qemu", sleeper,
+						 "/dev/null", NULL, &p, err,
+						 sizeof(err)), 0);
+	assert_true(p.pid > 0);
+	assert_int_equal(p.pidfd, -1);
+	assert_int_equal(rdb_hv_kill(&p, rdb_now_ns() + RDB_NS_PER_S), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -849,6 +894,7 @@ int main(void)
 		cmocka_unit_test(test_restore_argv),
 		cmocka_unit_test(test_spawn_and_kill),
 		cmocka_unit_test(test_spawn_on_cpus),
+		cmocka_unit_test(test_units),
 		cmocka_unit_test(test_place_running),
 		cmocka_unit_test(test_watchdog_trips_only_when_armed_and_late),
 		cmocka_unit_test(test_watchdog_bounds_the_guests_stop),
