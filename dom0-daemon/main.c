@@ -1031,7 +1031,7 @@ int main(int argc, char **argv)
 		rdb_config_dispose(&rdb_daemon_config_table, &d.cfg);
 		return 2;
 	}
-	/* Before any thread or child: they all inherit it. */
+	/* where the processes it starts go (sdunit.h), before the first */
 	if (rdb_units_setup(d.cfg.process_units, err, sizeof(err)) < 0) {
 		startup_error("%s", err);
 		rdb_linksec_destroy(d.linksec);
@@ -1039,6 +1039,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	LOG(INFO, "the processes it leaves running: %s", rdb_units_why());
+	/* Before any thread or child: they all inherit it. */
 	if (qemu_group_setup(&d) < 0 || placement_setup(&d) < 0) {
 		rdb_linksec_destroy(d.linksec);
 		rdb_config_dispose(&rdb_daemon_config_table, &d.cfg);
