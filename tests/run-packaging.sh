@@ -291,6 +291,9 @@ qcg=$(cg "$qpid")
 alive "$qpid" || rdb_fail "the QEMU stand-in (pid $qpid) died with the unit that started it"
 grep -qE '^/machine\.slice/remusdb-vmx-qemu-[0-9-]+\.service$' <<<"$qcg" ||
 	rdb_fail "the QEMU stand-in is in $qcg, not a remusdb-vmx-qemu-*.service in machine.slice"
+# (what it writes, it writes after systemd-run has returned)
+qlog_done() { ct grep -q '^tmp ' /var/log/rdb-qemu.log 2>/dev/null; }
+wait_for 5 "the QEMU stand-in's lines in its log" qlog_done || rdb_fail "the QEMU stand-in wrote no log"
 qlog=$(ct cat /var/log/rdb-qemu.log)
 grep -qP '^NoNewPrivs:\t0$' <<<"$qlog" || rdb_fail "the sandbox reached the QEMU stand-in: $qlog"
 [ "$(sed -n 's/^tmp //p' <<<"$qlog")" = "$(ct stat -c %i /tmp)" ] ||
