@@ -146,7 +146,7 @@ build/helpers/xcstat: $(XCSTAT_SRCS) hypervisor/xen/xc_stream.h hypervisor/xen/x
 XENRECV_SRCS := tests/helpers/xenrecv.c hypervisor/xen/backend.c \
 	hypervisor/xen/xen_state.c hypervisor/xen/xc_stream.c hypervisor/proc.c hypervisor/sdunit.c \
 	dom0-daemon/lib/buf.c dom0-daemon/lib/clock.c dom0-daemon/lib/log.c \
-	dom0-daemon/lib/cpulist.c dom0-daemon/lib/sockutil.c
+	dom0-daemon/lib/cpulist.c dom0-daemon/lib/sockutil.c dom0-daemon/lib/fileio.c
 build/helpers/xenrecv: $(XENRECV_SRCS) hypervisor/hv.h hypervisor/xen/xen_state.h hypervisor/xen/xen_helper.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O2 $(INCS) -o $@ $(XENRECV_SRCS)
@@ -155,7 +155,7 @@ build/helpers/xenrecv: $(XENRECV_SRCS) hypervisor/hv.h hypervisor/xen/xen_state.
 # systemd, in the packaging test's container (Debian 12 as this host:
 # libc only, as xenrecv)
 UNITSPAWN_SRCS := tests/helpers/unitspawn.c hypervisor/sdunit.c hypervisor/proc.c \
-	dom0-daemon/lib/clock.c dom0-daemon/lib/log.c dom0-daemon/lib/cpulist.c
+	dom0-daemon/lib/clock.c dom0-daemon/lib/log.c dom0-daemon/lib/cpulist.c dom0-daemon/lib/fileio.c
 build/helpers/unitspawn: $(UNITSPAWN_SRCS) hypervisor/sdunit.h hypervisor/proc.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) -O2 $(INCS) -o $@ $(UNITSPAWN_SRCS)

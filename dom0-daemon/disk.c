@@ -78,6 +78,7 @@ static int spawn(const char *vm, const char *image, const char *sock_path,
 	int rc, child_errno = 0, argc = 0;
 	char *argv[16], *full[16 + RDB_UNITS_PRE_MAX], max_arg[16], self_exe[32];
 	const char *exe = rdb_disk_server_exe;
+	char **args = argv;
 	struct rdb_unit_scope scope;
 	int npre;
 	ssize_t n;
@@ -125,8 +126,7 @@ static int spawn(const char *vm, const char *image, const char *sock_path,
 		memcpy(full, scope.pre, sizeof(char *) * (size_t)npre);
 		memcpy(full + npre, argv, sizeof(char *) * (size_t)(argc + 1));
 		exe = scope.pre[0];
-	} else {
-		memcpy(full, argv, sizeof(char *) * (size_t)(argc + 1));
+		args = full;
 	}
 
 	rc = rdb_sock_listen_unix(sock_path, &listen_fd);
@@ -171,7 +171,7 @@ static int spawn(const char *vm, const char *image, const char *sock_path,
 			goto fail;
 		efd = 7;
 		close_range(8, ~0U, 0);
-		execv(exe, full);
+		execv(exe, args);
 fail:
 		e = errno;
 		if (write(efd, &e, sizeof(e)) < 0)

@@ -3,6 +3,7 @@
 #include "sdunit.h"
 #include "clock.h"
 #include "cpulist.h"
+#include "fileio.h"
 #include "log.h"
 
 #include <errno.h>
@@ -20,26 +21,6 @@
 static bool units_on;
 static char units_why[200] = "not set up";
 static char run_exe[256];	/* systemd-run, found in PATH at setup */
-
-/* name as execvp would find it in PATH, into out; false if it is not. */
-static bool in_path(const char *name, char *out, size_t len)
-{
-	const char *path = getenv("PATH");
-
-	if (!path || !path[0])
-		path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-	while (*path) {
-		size_t n = strcspn(path, ":");
-
-		if (n && path[0] == '/' && n + strlen(name) + 2 <= len) {
-			snprintf(out, len, "%.*s/%s", (int)n, path, name);
-			if (access(out, X_OK) == 0)
-				return true;
-		}
-		path += n + (path[n] == ':');
-	}
-	return false;
-}
 
 /* A name of its own for each unit (libvirt's machine scopes count too):
  * the unit of a process still on its way out never holds the next one's
@@ -82,7 +63,7 @@ int rdb_units_setup(const char *mode, char *err, size_t errlen)
 		missing = "systemd does not run this host (no /run/systemd/system)";
 	else if (geteuid() != 0)
 		missing = "remusdbd is not root (the system manager's units are root's)";
-	else if (!in_path("systemd-run", run_exe, sizeof(run_exe)))
+	else if (!rdb_find_command("systemd-run", run_exe, sizeof(run_exe)))
 		missing = "no systemd-run in PATH";
 	if (missing && want) {
 		snprintf(err, errlen, "process_units = systemd: %s", missing);
@@ -151,6 +132,22 @@ int rdb_unit_name(const char *vm, const char *what, const char *suffix,
 	return 0;
 }
 
+/* systemd-run's words both kinds of unit start with, into w (the unit
+ * named unit, described by desc: "--description=..."); their count. */
+static int unit_words(char **w, char *unit, char *desc)
+{
+	int n = 0;
+
+	w[n++] = run_exe;
+	w[n++] = "--quiet";
+	w[n++] = "--no-ask-password";
+	w[n++] = "--collect";
+	w[n++] = "--unit";
+	w[n++] = unit;
+	w[n++] = desc;
+	return n;
+}
+
 /* Runs argv to its end within UNIT_CALL_NS; its output, trimmed, into
  * out (len > 0). */
 static int call(char *const *argv, char *out, size_t len)
@@ -203,15 +200,9 @@ int rdb_units_spawn_service(const char *vm, const char *what,
 		 "(started by remusdbd)", vm, what);
 	snprintf(prop_out, sizeof(prop_out), "StandardOutput=append:%s", logpath);
 	snprintf(prop_err, sizeof(prop_err), "StandardError=append:%s", logpath);
-	run[n++] = run_exe;
-	run[n++] = "--quiet";
-	run[n++] = "--no-ask-password";
-	run[n++] = "--collect";
+	n = unit_words(run, unit, desc);
 	run[n++] = "--service-type=exec";
 	run[n++] = "--slice=machine.slice";
-	run[n++] = "--unit";
-	run[n++] = unit;
-	run[n++] = desc;
 	run[n++] = "-p";
 	run[n++] = prop_out;
 	run[n++] = "-p";
@@ -264,7 +255,7 @@ int rdb_units_scope_prefix(struct rdb_unit_scope *s, const char *vm,
 			   const char *what)
 {
 	char id[64];
-	int n = 0;
+	int n;
 
 	if (!units_on)
 		return 0;
@@ -276,14 +267,8 @@ int rdb_units_scope_prefix(struct rdb_unit_scope *s, const char *vm,
 	}
 	snprintf(s->desc, sizeof(s->desc), "--description=RemusDB: VM %s's "
 		 "%s (started by remusdbd)", vm, what);
-	s->pre[n++] = run_exe;
-	s->pre[n++] = "--quiet";
-	s->pre[n++] = "--no-ask-password";
-	s->pre[n++] = "--collect";
+	n = unit_words(s->pre, s->unit, s->desc);
 	s->pre[n++] = "--scope";
-	s->pre[n++] = "--unit";
-	s->pre[n++] = s->unit;
-	s->pre[n++] = s->desc;
 	s->pre[n++] = "--";
 	s->pre[n] = NULL;
 	return n;

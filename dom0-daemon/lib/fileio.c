@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -163,4 +164,26 @@ int rdb_remove_file(const char *dir, const char *file)
 	if (unlink(file) < 0)
 		return errno == ENOENT ? 0 : -errno;
 	return rdb_sync_dir(dir);
+}
+
+bool rdb_find_command(const char *name, char *buf, size_t len)
+{
+	const char *path = getenv("PATH");
+
+	if (strchr(name, '/')) {
+		snprintf(buf, len, "%s", name);
+		return access(buf, X_OK) == 0;
+	}
+	for (const char *s = path ? path : "/usr/bin:/bin"; *s;) {
+		const char *e = strchr(s, ':');
+		size_t l = e ? (size_t)(e - s) : strlen(s);
+
+		snprintf(buf, len, "%.*s/%s", (int)l, s, name);
+		if (l && access(buf, X_OK) == 0)
+			return true;
+		s += l;
+		if (*s == ':')
+			s++;
+	}
+	return false;
 }

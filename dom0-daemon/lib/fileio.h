@@ -5,6 +5,7 @@
 #define RDB_FILEIO_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 int rdb_write_all(int fd, const void *p, uint64_t len);
@@ -27,5 +28,10 @@ int rdb_replace_file(const char *dir, const char *file, const char *text);
 int rdb_replace_file_nosync(const char *file, const char *text);
 /* dir/file gone, durably (dir synced); none there: 0. */
 int rdb_remove_file(const char *dir, const char *file);
+
+/* A command name as execvp would find it (a name with a '/' as it is;
+ * else the first executable in PATH, /usr/bin:/bin without one), into
+ * buf; false if there is none. */
+bool rdb_find_command(const char *name, char *buf, size_t len);
 
 #endif

@@ -9,6 +9,7 @@
  */
 #include "clock.h"
 #include "config.h"
+#include "fileio.h"
 #include "sockutil.h"
 #include "virt.h"
 #include "witness.h"
@@ -473,29 +474,6 @@ static bool is_dir(const char *p)
 	return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* A command name as execvp would find it, into buf. */
-static bool on_path(const char *cmdname, char *buf, size_t len)
-{
-	const char *path = getenv("PATH");
-
-	if (strchr(cmdname, '/')) {
-		snprintf(buf, len, "%s", cmdname);
-		return access(buf, X_OK) == 0;
-	}
-	for (const char *s = path ? path : "/usr/bin:/bin"; *s;) {
-		const char *e = strchr(s, ':');
-		size_t l = e ? (size_t)(e - s) : strlen(s);
-
-		snprintf(buf, len, "%.*s/%s", (int)l, s, cmdname);
-		if (l && access(buf, X_OK) == 0)
-			return true;
-		s += l;
-		if (*s == ':')
-			s++;
-	}
-	return false;
-}
-
 /*
  * enroll DOMAIN [--yes] [--connect URI] [--tap NAME]... [--emulator PATH]
  *        [--run-dir DIR] [--firmware-dir DIR]... [--event-port]
@@ -586,7 +564,7 @@ static int do_enroll(bool enroll, int argc, char **argv)
 		if (!emu) {
 			const char *q = json_string_value(json_object_get(r, "qemu_binary")) ?: "";
 
-			if (!on_path(q, emubuf, sizeof(emubuf))) {
+			if (!rdb_find_command(q, emubuf, sizeof(emubuf))) {
 				fprintf(stderr, "remusdbctl: remusdbd's qemu_binary %s "
 					"is not an executable here: say --emulator "
 					"PATH (the patched QEMU)\n", q);
