@@ -105,7 +105,6 @@ n=$(grep -c "protected again on its own" "$CL_DIR/pri/remusdbd.log")
 cl_ctl pri status "$CL_VM" --json | jq -e '.vms[0].protect_pending == false' >/dev/null ||
 	rdb_fail "protect still pending on a protected VM"
 sleep 5
-pre_pull_ms=$(date +%s%3N)
 cluster_pull_power "$run"
 pull_ms=$(date +%s%3N)
 cl_ctl bak wait "$CL_VM" failed-over --timeout 30 || rdb_fail "no failover"

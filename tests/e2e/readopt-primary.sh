@@ -83,7 +83,6 @@ cl_frozen_disks_equal pri "$CL_DIR/pri/serial.sock" "$CL_DIR/pri/console.log" \
 	"$CL_DIR/pri/$CL_VM.disk.img" "$CL_DIR/bak/state/$CL_VM/disk.img"
 [ "$CL_DISK_EQUAL" = true ] || rdb_fail "the primary's disk and the backup's replica differ after the resyncs"
 sleep 5
-pre_pull_ms=$(date +%s%3N)
 cluster_pull_power "$run"
 pull_ms=$(date +%s%3N)
 cl_ctl bak wait "$CL_VM" failed-over --timeout 30 || rdb_fail "no failover"

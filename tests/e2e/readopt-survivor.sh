@@ -123,7 +123,6 @@ cl_frozen_disks_equal bak "$CL_DIR/bak/run/$CL_VM.serial.sock" \
 sleep 4
 
 # 4. the survivor's power: back to the original host
-pre_pull_ms=$(date +%s%3N)
 netns_power_pull "$run" bak
 pull_ms=$(date +%s%3N)
 echo "pulled the survivor's power"
