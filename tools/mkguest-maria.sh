@@ -27,7 +27,10 @@
 # links Debian's paths (/usr/sbin/mariadbd, /usr/share/mysql,
 # /usr/lib/mysql) to it, starts mariadbd with /etc/mysql/my.cnf (port 3306
 # on 0.0.0.0, root from any host without a password: a test guest) and
-# prints REMUSDB-MARIADB-READY once root can connect over TCP.
+# prints REMUSDB-MARIADB-READY once root can connect over TCP.  With
+# remusdb.binlog=SERVER_ID on the kernel command line it starts mariadbd
+# as a replication node (binary log, row format, sync_binlog=1, relay
+# log, that server_id).
 set -euo pipefail
 
 VERSION=1:10.11.18-0+deb12u1	# the packages dbms-patches/mariadb-10.11 patches
@@ -176,7 +179,15 @@ for f in /maria/pkg/usr/bin/*; do ln -sf "$f" /usr/bin/; done
 ln -sfn /maria/pkg/usr/share/mysql /usr/share/mysql
 ln -sfn /maria/pkg/usr/lib/mysql /usr/lib/mysql
 chown mysql:mysql /run/mysqld
-/usr/sbin/mariadbd >/dev/ttyS0 2>&1 &
+# remusdb.binlog=SERVER_ID (kernel command line): a replication node, for
+# the semi-synchronous peer of the benchmarks (tests/lib/peer-maria.sh):
+# the binary log (row format, synced at every commit), a relay log, both
+# named here (their default names come from the host name, "(none)" here)
+set --
+sid=$(sed -n 's/.*remusdb\.binlog=\([0-9]*\).*/\1/p' /proc/cmdline)
+[ -n "$sid" ] && set -- --log-bin=rdb-bin --relay-log=rdb-relay \
+	--binlog-format=ROW --sync-binlog=1 --server-id="$sid"
+/usr/sbin/mariadbd "$@" >/dev/ttyS0 2>&1 &
 md=$!
 # Ready: root runs a query over TCP (60 s: TCG is slow)
 ready() {
