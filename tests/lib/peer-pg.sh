@@ -29,8 +29,8 @@
 #                                 host), or nothing and false
 #   peer_pg_timeline [IP]         that member's timeline (Patroni's
 #                                 /patroni; default the leader's)
-#   peer_pg_sync_state            pg_stat_replication.sync_state of the
-#                                 standby at PEER_PG_IP1, as its primary
+#   peer_pg_sync_state            pg_stat_replication.sync_state of pg2
+#                                 (PEER_PG_IP2) as pg1 (PEER_PG_IP1)
 #                                 reports it (empty: not streaming)
 #   peer_pg_write IP              one committed write on IP (bench's
 #                                 peer_probe table), within 3 s; false if
