@@ -88,9 +88,13 @@ bash "$here/mkguest-pg.sh" --out "$work/base" "${base_args[@]}" >&2
 base=$(dirname "$(readlink -f "$work/base/pgdata.img")")
 
 # ---- Debian's packages, unpacked once per set of versions ----
+# (one apt-cache call: each takes a second)
+declare -A cand=()
+while read -r p v; do cand[$p]=$v; done < <(apt-cache policy "${PKGS[@]}" 2>/dev/null |
+	awk '/^[^ ]/ { p = $1; sub(/:$/, "", p) } /^  Candidate:/ { print p, $2 }')
 vers=()
 for p in "${PKGS[@]}"; do
-	v=$(apt-cache policy "$p" | sed -n 's/^  Candidate: //p')
+	v=${cand[$p]:-}
 	[ -n "$v" ] && [ "$v" != "(none)" ] ||
 		{ echo "mkguest-pg-patroni: no candidate for $p (apt-get update?)" >&2; exit 1; }
 	vers+=("$p=$v")

@@ -29,8 +29,8 @@
 #                                 host), or nothing and false
 #   peer_pg_timeline [IP]         that member's timeline (Patroni's
 #                                 /patroni; default the leader's)
-#   peer_pg_sync_state            pg_stat_replication.sync_state of the
-#                                 standby at PEER_PG_IP1, as its primary
+#   peer_pg_sync_state            pg_stat_replication.sync_state of pg2
+#                                 (PEER_PG_IP2) as pg1 (PEER_PG_IP1)
 #                                 reports it (empty: not streaming)
 #   peer_pg_write IP              one committed write on IP (bench's
 #                                 peer_probe table), within 3 s; false if
@@ -38,9 +38,13 @@
 #                                 be cancelled waiting for a standby
 #   peer_pg_pull_failover RUN SECS  the primary's host (pri) loses power;
 #                                 then waits up to SECS for pg2 to lead
+#                                 (REST /primary 200), be out of recovery
 #                                 and take a write.  Sets PEER_PG_PULL_MS
-#                                 (ms since the epoch), PEER_PG_LEADER_MS
-#                                 and PEER_PG_WRITE_MS (ms after the pull)
+#                                 (ms since the epoch), and in ms after
+#                                 the pull PEER_PG_LEADER_MS,
+#                                 PEER_PG_PROMOTED_MS, PEER_PG_WRITE_MS
+#                                 (each left empty if not reached: strict
+#                                 mode takes no write with pg1 gone)
 #   peer_pg_cpu SOCK LOG          Patroni's CPU seconds (utime + stime)
 #                                 in a guest, read on its console
 #
@@ -68,6 +72,12 @@ _peer_rest() {
 # runs its command again each time: a $(...) in its arguments would not)
 _peer_rest_200() {
 	[ "$(_peer_rest "$1" "$2")" = 200 ]
+}
+
+# _peer_promoted IP: PostgreSQL at IP is out of recovery (a primary).
+_peer_promoted() {
+	[ "$(PGCONNECT_TIMEOUT=2 _peer_cli timeout 3 "$PGBIN/psql" -X -A -t -h "$1" -U postgres \
+		-d postgres -c "SELECT pg_is_in_recovery()" 2>/dev/null)" = f ]
 }
 
 _peer_is_sync() {
@@ -126,10 +136,10 @@ peer_pg_up() {
 	wait_for 120 "pg1 (10.77.0.100) the primary (REST /primary 200)" \
 		_peer_rest_200 "$PEER_PG_IP1" /primary ||
 		{ rdb_log "pg1 did not become the leader (see $CL_DIR/pri/console.log)"; return 1; }
-	# (/primary answers 200 from Patroni's promote call on: the
-	# promotion itself ends when PostgreSQL takes a write)
-	wait_for 60 "pg1 taking writes" peer_pg_write "$PEER_PG_IP1" ||
-		{ rdb_log "pg1 leads but takes no write (see $CL_DIR/pri/console.log)"; return 1; }
+	# (/primary answers 200 from Patroni's promote call on; a write is
+	# no test: strict mode holds every commit until a standby comes)
+	wait_for 60 "pg1 out of recovery (promoted)" _peer_promoted "$PEER_PG_IP1" ||
+		{ rdb_log "pg1 leads but is still in recovery (see $CL_DIR/pri/console.log)"; return 1; }
 	rdb_log "pg1 leads, timeline $(peer_pg_timeline "$PEER_PG_IP1")"
 	# pg2 boots its own copy of the same clean image: the same system
 	# identifier, so it follows pg1 onto timeline 2 from the image's
@@ -179,7 +189,7 @@ peer_pg_write() {
 
 peer_pg_pull_failover() {
 	local run=$1 secs=$2 deadline now
-	PEER_PG_LEADER_MS= PEER_PG_WRITE_MS=
+	PEER_PG_LEADER_MS= PEER_PG_PROMOTED_MS= PEER_PG_WRITE_MS=
 	PEER_PG_PULL_MS=$(date +%s%3N)
 	netns_power_pull "$run" pri
 	deadline=$((PEER_PG_PULL_MS + secs * 1000))
@@ -190,6 +200,13 @@ peer_pg_pull_failover() {
 		sleep 0.05
 	done
 	PEER_PG_LEADER_MS=$(( $(date +%s%3N) - PEER_PG_PULL_MS ))
+	until _peer_promoted "$PEER_PG_IP2"; do
+		now=$(date +%s%3N)
+		[ "$now" -lt "$deadline" ] ||
+			{ rdb_log "pg2 leads but is still in recovery ${secs}s after the pull"; return 1; }
+		sleep 0.05
+	done
+	PEER_PG_PROMOTED_MS=$(( $(date +%s%3N) - PEER_PG_PULL_MS ))
 	until peer_pg_write "$PEER_PG_IP2"; do
 		now=$(date +%s%3N)
 		[ "$now" -lt "$deadline" ] ||
