@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -551,6 +552,7 @@ static void *retire_worker(void *opaque)
 	struct rdb_disksrv *s = opaque;
 	char c;
 
+	pthread_setname_np(pthread_self(), "rdb-retire");
 	for (;;) {
 		ssize_t n = read(s->rt_req[0], &c, 1);
 		int rc;

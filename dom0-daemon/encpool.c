@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -142,7 +143,11 @@ static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
 	struct rdb_encpool *pool = w->pool;
+	char name[16];
 
+	/* named, for per-thread CPU (top -H, /proc/PID/task/TID/comm) */
+	snprintf(name, sizeof(name), "rdb-enc%u", w->idx);
+	pthread_setname_np(pthread_self(), name);
 	pthread_mutex_lock(&pool->mu);
 	for (;;) {
 		while (!pool->stop && w->seen_gen == pool->gen)

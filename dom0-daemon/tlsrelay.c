@@ -437,6 +437,7 @@ static void *relay_main(void *arg)
 	struct rdb_tlsrelay *r = arg;
 	sigset_t set;
 
+	pthread_setname_np(pthread_self(), "rdb-tls");
 	/* A write to a vanished peer must fail with EPIPE, not kill us. */
 	sigemptyset(&set);
 	sigaddset(&set, SIGPIPE);

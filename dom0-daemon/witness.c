@@ -596,6 +596,7 @@ static void *req_thread(void *opaque)
 	json_t *key;
 	ssize_t n;
 
+	pthread_setname_np(pthread_self(), "rdb-witness");
 	snprintf(path, sizeof(path), "%s/vm/%s", r->w->prefix, r->vm);
 	key = b64_str(path);
 	if (!key)

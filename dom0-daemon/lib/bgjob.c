@@ -21,6 +21,7 @@ static void *job_thread(void *opaque)
 	struct rdb_bgjob *j = opaque;
 	char one = 1;
 
+	pthread_setname_np(pthread_self(), "rdb-bgjob");
 	j->run(j->arg);
 	while (write(j->wr, &one, 1) < 0 && errno == EINTR)
 		;

@@ -59,6 +59,7 @@ static void *run(void *opaque)
 {
 	struct rdb_filepub *fp = opaque;
 
+	pthread_setname_np(pthread_self(), "rdb-filepub");
 	pthread_mutex_lock(&fp->mu);
 	for (;;) {
 		char *text;
