@@ -29,10 +29,12 @@
 # a row's ratio is to the mean of the unprotected rows before and after
 # its round (the host drifts), and the summary gives per row the median
 # over the rounds and the spread (min, max).  Placement: every round runs
-# placed (as docs/performance.md tells operators: the daemons and the
-# client on CPU 0, the guest's QEMU on CPU 1; the peer's standby QEMU,
-# another host's, on CPU 0) and then the same rows unplaced (names ending
-# -unplaced), unless SYSBENCH_PLACEMENTS says otherwise.
+# placed (as docs/performance.md tells operators: the primary's daemon
+# and the client on CPU 0, the guest's QEMU on CPU 1 with the backup's
+# daemon, another host's, as cluster.sh places it; the peer's standby
+# QEMU, another host's, on CPU 0) and in the first round the same rows
+# unplaced (names ending -unplaced), unless SYSBENCH_PLACEMENTS says
+# otherwise.
 #
 # Then the failover rows (tests/lib/benchfo.sh: the ledger's 4 clients,
 # reconnecting, a 5 s read deadline; the primary's power pulled under
@@ -45,7 +47,12 @@
 # Reported per throughput row: transactions/s, latency p50 (from
 # sysbench's latency histogram), mean and p99 (ms), the ratio to
 # unprotected, CPU shares, and for protected rows the guest's pause and
-# pause_share (pause p50 x epochs/s).  Nothing is asserted: a benchmark.
+# pause_share (pause p50 x epochs/s), the pause taken over the measured
+# run only (the daemon's per-epoch records whose pause ended inside it;
+# pause_ms_p50_ring: its status p50 over its last 4096 pauses, which
+# include the boot and the warm-up); daemon_cpu: where each host's
+# daemon CPU went, by role (tests/lib/benchcpu.sh), in shares of a CPU
+# and ms per epoch.  Nothing is asserted: a benchmark.
 #
 #   SYSBENCH_SECONDS (default 20), SYSBENCH_THREADS (default 8),
 #   SYSBENCH_REPEATS (3), SYSBENCH_PLACEMENTS ("placed unplaced"),
@@ -57,6 +64,7 @@ cd "$(dirname "$0")/../.."
 . tests/lib/cluster.sh
 . tests/lib/peer-maria.sh
 . tests/lib/benchfo.sh
+. tests/lib/benchcpu.sh
 rdb_require_root
 secs=${SYSBENCH_SECONDS:-20}
 threads=${SYSBENCH_THREADS:-8}
@@ -98,7 +106,8 @@ my_cli() {	# my_cli SQL: on the guest's server (at CL_GUEST_IP) from the client 
 #     ROUND PLACEMENT(placed|unplaced) [POLICY] [FLUSH]
 one() {
 	local name=$1 mode=$2 ckpt=$3 round=$4 place=$5 policy=${6:-} flush=${7:-1}
-	local dir s0 s1 k1 q d b q0 d0 b0 q1 d1 b1 ss0 ss1 rname=$1
+	local dir s0 s1 k1 q d b q0 d0 b0 q1 d1 b1 ss0 ss1 t0 t1 ep rname=$1
+	local c0p c0b c1p c1b dcpu=null epochs
 	[ "$place" = unplaced ] && rname=$name-unplaced
 	dir=$out/sysbench-$rname-r$round
 	export CL_COMPRESSION=true CL_MODE=$mode
@@ -137,10 +146,14 @@ one() {
 		b=$(cat "$CL_DIR/bak/remusdbd.pid")
 	fi
 	q0=$(cpu_ticks "$q") d0=$(cpu_ticks "$d") b0=$(cpu_ticks "$b")
+	c0p=$(bcpu_snap sysbench pri) c0b=$(bcpu_snap sysbench bak)
+	t0=$(date +%s.%N)
 	sb "$secs" --histogram=on run > "$dir/sysbench.out" 2>&1 ||
 		rdb_fail "sysbench failed ($rname): $(tail -3 "$dir/sysbench.out")"
+	t1=$(date +%s.%N)
 	q1=$(cpu_ticks "$q") d1=$(cpu_ticks "$d") b1=$(cpu_ticks "$b")
-	s1='{"vms":[{}]}' k1='{"vms":[{}]}' ss1='null'
+	c1p=$(bcpu_snap sysbench pri) c1b=$(bcpu_snap sysbench bak)
+	s1='{"vms":[{}]}' k1='{"vms":[{}]}' ss1='null' ep='{}'
 	if [ "$mode" = peer-semisync ]; then
 		# asynchronous meanwhile (a timeout): the row is not the peer's
 		ss1=$(jq -n --arg on "$(peer_my_status "$PEER_MARIA_PRI" Rpl_semi_sync_master_status)" \
@@ -154,20 +167,31 @@ one() {
 	elif [ "$mode" != none ]; then
 		s1=$(cl_ctl pri status "$CL_VM" --json)
 		k1=$(cl_status bak "$CL_VM" --json 2>/dev/null || echo '{"vms":[{}]}')
+		ep=$(cl_ctl pri epochs "$CL_VM" --count 4096 --json) || ep='{}'
+		epochs=$(( $(jq '.vms[0].checkpoints // 0' <<<"$s1") - $(jq '.vms[0].checkpoints // 0' <<<"$s0") ))
+		dcpu=$(jq -n --argjson p "$(bcpu_delta "$c0p" "$c1p" "$secs" "$epochs")" \
+			--argjson b "$(bcpu_delta "$c0b" "$c1b" "$secs" "$epochs")" \
+			'{ primary: $p, backup: $b }')
 	fi
 	jq -n --arg name "$rname" --arg base "$name" --arg mode "$mode" --argjson ckpt "$ckpt" \
 		--argjson round "$round" --arg place "$place" --argjson flush "$flush" \
 		--argjson k1 "$k1" --arg policy "${policy:-writes}" --argjson semisync "$ss1" \
 		--argjson s0 "$s0" --argjson s1 "$s1" --argjson secs "$secs" \
+		--argjson ep "$ep" --argjson t0 "$t0" --argjson t1 "$t1" --argjson dcpu "$dcpu" \
 		--argjson hz "$(getconf CLK_TCK)" \
 		--argjson qc $((q1 - q0)) --argjson dc $((d1 - d0)) --argjson bc $((b1 - b0)) \
 		--arg tps "$(sed -n 's/^ *transactions: *[0-9]* *(\([0-9.]*\) per sec.*/\1/p' "$dir/sysbench.out")" \
 		--arg p50 "$(hist_p50 "$dir/sysbench.out")" \
 		--arg avg "$(sed -n 's/^ *avg: *\([0-9.]*\).*/\1/p' "$dir/sysbench.out" | head -n 1)" \
 		--arg p99 "$(sed -n 's/^ *99th percentile: *\([0-9.]*\).*/\1/p' "$dir/sysbench.out" | head -n 1)" '
+		def pct($a; $p): ($a | sort) as $s | if ($s | length) == 0 then null
+			else $s[(($s | length) * $p | floor)] end;
 		($s0.vms[0]) as $a | ($s1.vms[0]) as $b |
 		($mode != "none" and ($mode | startswith("peer-") | not)) as $p |
 		(($b.checkpoints // 0) - ($a.checkpoints // 0)) as $epochs |
+		# the epochs whose pause ended inside the measured run
+		([range(0; ($ep.t // []) | length)] | map(select($ep.t[.] >= $t0 and $ep.t[.] <= $t1))) as $w |
+		($w | map($ep.pause_ms[.])) as $wp |
 		{ name: $name, row: $base, round: $round, placement: $place,
 		  mode: $mode, policy: $policy, innodb_flush_log_at_trx_commit: $flush,
 		  epoch_ms: (if $p then $ckpt else null end),
@@ -175,8 +199,13 @@ one() {
 		  latency_ms_mean: ($avg | tonumber),
 		  latency_ms_p99: ($p99 | tonumber),
 		  epochs_per_s: (if $p then $epochs / $secs else null end),
-		  pause_ms_p50: (if $p then $b.pause_ms_p50 else null end),
-		  pause_share: (if $p then ($b.pause_ms_p50 * $epochs / $secs / 1000) else null end),
+		  pause_ms_p50: (if $p then pct($wp; 0.5) else null end),
+		  pause_ms_p99: (if $p then pct($wp; 0.99) else null end),
+		  pause_epochs: (if $p then ($wp | length) else null end),
+		  pause_ms_p50_ring: (if $p then $b.pause_ms_p50 else null end),
+		  pause_share: (if $p and ($wp | length) > 0
+			then (pct($wp; 0.5) * $epochs / $secs / 1000) else null end),
+		  bytes_per_epoch_p50: (if $p then pct($w | map($ep.bytes[.]); 0.5) else null end),
 		  ack_ms_p50: (if $p then $b.ack_ms_p50 else null end),
 		  ack_ms_p99: (if $p then $b.ack_ms_p99 else null end),
 		  backup_commit_ms_p50: ($k1.vms[0].commit_ms_p50 // null),
@@ -184,6 +213,7 @@ one() {
 		  cpu_share: { guest_qemu: ($qc / $hz / $secs), primary_remusdbd: ($dc / $hz / $secs),
 			       (if $mode == "peer-semisync" then "standby_qemu" else "backup_remusdbd" end):
 				($bc / $hz / $secs) },
+		  daemon_cpu: $dcpu,
 		  semisync: $semisync }' \
 		> "$dir/row.json" || rdb_fail "no result for $rname"
 	cluster_down sysbench
@@ -246,6 +276,7 @@ fo() {	# fo NAME MODE(commit-protection|plain|peer-semisync)
 read -r -a places <<<"${SYSBENCH_PLACEMENTS-placed unplaced}"
 for ((r = 1; r <= repeats; r++)); do
 	for p in "${places[@]}"; do
+		[ "$p" = unplaced ] && [ "$r" != 1 ] && continue
 		one unprotected none 25 "$r" "$p"
 		one remus-25 plain 25 "$r" "$p"
 		one peer-semisync peer-semisync 25 "$r" "$p"
@@ -271,9 +302,11 @@ jq -n --argjson secs "$secs" --argjson threads "$threads" --argjson repeats "$re
 	def median: sort | if length == 0 then null
 		elif length % 2 == 1 then .[length / 2 | floor]
 		else (.[length / 2 - 1] + .[length / 2]) / 2 end;
-	# the unprotected rows of round r and r + 1 (the one closing the run)
-	def base($r; $p): $rows | map(select(.mode == "none" and .placement == $p
-					     and (.round == $r or .round == $r + 1)));
+	# the unprotected rows opening round r and the next round that has
+	# one (the row closing the run at the latest)
+	def base($r; $p): ($rows | map(select(.mode == "none" and .placement == $p))) as $u |
+		($u | map(select(.round > $r) | .round) | min) as $next |
+		$u | map(select(.round == $r or .round == $next));
 	($rows | map(. as $x | base($x.round; $x.placement) as $b |
 		($b | map(.tps) | add / length) as $bt |
 		($b | map(.latency_ms_p50) | add / length) as $bl |
@@ -281,8 +314,8 @@ jq -n --argjson secs "$secs" --argjson threads "$threads" --argjson repeats "$re
 		      latency_p50_ratio: (.latency_ms_p50 / $bl),
 		      baseline_drift: (($b | map(.tps) | max - min) / $bt) })) as $all |
 	{ workload: "sysbench oltp_read_write, \($threads) threads, \($secs) s per row after a 5 s warm-up, \($repeats) interleaved rounds; the guest under TCG; the patched server, remusdb_commit_protection = writes",
-	  baseline: "per round: the mean of the unprotected rows opening it and the next round (the last row of the run closes the last round); baseline_drift = (max - min) / mean of those two",
-	  placement: "placed: both remusdbd and sysbench on CPU 0, the guest QEMU on CPU 1, the peer standby QEMU on CPU 0; unplaced: nothing pinned",
+	  baseline: "per round: the mean of the unprotected rows opening it and the next round that has one (the last row of the run closes the last round); baseline_drift = (max - min) / mean of those two",
+	  placement: "placed: the primary remusdbd and sysbench on CPU 0, the guest QEMU and the backup remusdbd (another host) on CPU 1, the peer standby QEMU (another host) on CPU 0; unplaced: nothing pinned",
 	  rows: $all,
 	  summary: ($all | map(select(.name | endswith("-end") or endswith("-end-unplaced") | not)) |
 		group_by(.name) | map({ name: .[0].name, row: .[0].row, placement: .[0].placement,

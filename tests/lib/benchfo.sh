@@ -18,7 +18,7 @@
 # its links down and killing its processes took); AFTER_PULL (a command,
 # given the pull's epoch ms) then waits
 # for the failover to finish (it must return within its own deadline).
-# The ledger runs BFO_AFTER_S (15) s more; then `ledger check` against
+# The ledger runs BFO_AFTER_S (15) s after AFTER_PULL returned; then `ledger check` against
 # HOST (the survivor now) says what clients saw.  The row (OUT_JSON):
 #   outage_ms      the longest time without an acknowledged commit that
 #                  spans the pull (ledger's failover_gap_ms)
@@ -35,8 +35,11 @@ bfo_row() {
 	[ -x "$ledger" ] || { rdb_log "$ledger missing (make all)"; return 1; }
 	rm -rf "$dir"
 	mkdir -p "$dir"
+	# it runs until told to stop (at most 10 minutes): until BFO_AFTER_S
+	# after the failover finished, however long that took
+	rm -f "$dir.stop"
 	ip netns exec "$(netns_name "$CL_RUN" cli)" "$ledger" run --dbms "$dbms" --host "$host" \
-		--clients "$clients" --reconnect --duration $((before + after_s)) \
+		--clients "$clients" --reconnect --duration 600 --stop-file "$dir.stop" \
 		--journal "$dir" --wait-timeout "$wait_s" 2>"$dir.run.log" &
 	led=$!
 	sleep "$before"
@@ -47,7 +50,9 @@ bfo_row() {
 	took=$(( $(date +%s%3N) - pull_ms ))
 	rdb_log "bench: $name: pulled the primary's power (in $took ms)"
 	"$after" "$pull_ms" || { kill "$led" 2>/dev/null; rdb_log "$name: the failover did not finish"; return 1; }
-	wait_pid $((before + after_s + 60)) "$led"
+	sleep "$after_s"
+	touch "$dir.stop"
+	wait_pid $((wait_s + 30)) "$led"
 	rc=$?
 	[ "$rc" = 0 ] || rdb_log "$name: ledger run exited $rc ($dir.run.log)"
 	ip netns exec "$(netns_name "$CL_RUN" cli)" "$ledger" check --dbms "$dbms" --host "$host" \
