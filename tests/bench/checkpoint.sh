@@ -25,8 +25,9 @@
 # The link's own capacity with and without TLS: linkbench (link.json).
 #
 # placement (25 ms epochs): the same null destination and remusdbd runs
-# with the daemons on CPU 0 and the guest's QEMU on CPU 1 (remusdbd's
-# `cpus`, taskset; docs/performance.md), the deployment the pause goal
+# with the primary's daemon on CPU 0 and the guest's QEMU on CPU 1, the
+# backup's daemon (another host) with it (remusdbd's `cpus`, taskset,
+# cluster.sh; docs/performance.md), the deployment the pause goal
 # is stated for; goal_daemon_adds_at_most_10pct is checked there too.
 # breakdown: the same placed runs, and remusdbd unplaced, once more with
 # QEMU's trace events on (tests/bench/pausebreak.sh): where each part of
@@ -230,7 +231,7 @@ jq --slurpfile pn "$out/placed-null.json" --slurpfile pd "$out/placed-daemon.jso
 	--slurpfile bu "$out/traced-unplaced-daemon-breakdown.json" \
 	--slurpfile gu "$out/pg-unplaced-row.json" --slurpfile gp "$out/pg-placed-row.json" \
 	--slurpfile gb "$out/pg-traced-placed-breakdown.json" '
-	. + { placement: { cpus: "remusdbd (both hosts): CPU 0; the guest QEMU: CPU 1",
+	. + { placement: { cpus: "the primary remusdbd (and ckptbench): CPU 0; the guest QEMU and the backup remusdbd (another host): CPU 1",
 			   null_destination: $pn[0], remusdbd: $pd[0],
 			   pause_ratio_p50: ($pd[0].pause_ms_p50 / $pn[0].pause_ms_p50),
 			   goal_daemon_adds_at_most_10pct: (($pd[0].pause_ms_p50 / $pn[0].pause_ms_p50) <= 1.10) },

@@ -34,7 +34,12 @@ ev == "runstate_set" && args ~ /new_state [0-9]+ \(colo\)/ { t["stop0"] = now }
 ev == "vm_stop_flush_all" { t["flushed"] = now }
 ev == "colo_send_message" && args ~ /vmstate-send/ { t["vsend"] = now }
 ev == "migration_bitmap_sync_start" { t["bs0"] = now }
-ev == "migration_bitmap_sync_end" { t["bs1"] = now; n = split(args, w, " "); dirty = w[n] }
+# QEMU traces its num_dirty_pages_period, which adds up over the syncs
+# of up to a second and is reset after the sync that passes it: the
+# epoch's own pages are the growth since the last sync, or all of it
+# after a reset
+ev == "migration_bitmap_sync_end" { t["bs1"] = now; n = split(args, w, " ")
+	v = w[n] + 0; dirty = v >= lastv ? v - lastv : v; lastv = v }
 ev == "savevm_section_start" { name = args; sub(/,.*/, "", name); if (name != "ram") { sname = name; st = now } }
 ev == "savevm_section_end" { name = args; sub(/,.*/, "", name); if (name == sname) dev[name] += now - st; sname = "" }
 ev == "vmstate_downtime_checkpoint" && args ~ /src-iterable-saved/ { t["ram1"] = now }
