@@ -118,10 +118,6 @@ use_guest() {	# use_guest rdb|peer
 	fi
 }
 
-cpu_ticks() {	# utime + stime of a process and its threads
-	awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0
-}
-
 place() {	# place placed|unplaced: CPUs for the next cluster and client
 	unset CL_DAEMON_CPUS CL_GUEST_CPUS
 	pfx=()
@@ -146,7 +142,7 @@ peer_up() {
 one() {
 	local name=$1 mode=$2 ckpt=$3 clients=$4 round=$5 place=$6 sel=${7:-} policy=${8:-}
 	local setting=${9:-} rname=$1 dir s0 s1 k1 q d b q0 d0 b0 q1 d1 b1 t0 t1 opts=
-	local tl0=null tl1=null c0p c0b c1p c1b dcpu=null epochs
+	local tl0=null tl1=null c0p c0b c1p c1b dcpu=null
 	[ "$place" = unplaced ] && rname=$name-unplaced
 	dir=$out/pgbench-$rname-r$round
 	export CL_COMPRESSION=true CL_MODE=$mode
@@ -190,7 +186,7 @@ one() {
 	else
 		b=$(cat "$CL_DIR/bak/remusdbd.pid")
 	fi
-	q0=$(cpu_ticks "$q") d0=$(cpu_ticks "$d") b0=$(cpu_ticks "$b")
+	q0=$(bcpu_ticks "$q") d0=$(bcpu_ticks "$d") b0=$(bcpu_ticks "$b")
 	c0p=$(bcpu_snap pgbench pri) c0b=$(bcpu_snap pgbench bak)
 	t0=$(date +%s.%N)
 	(cd "$dir" && PGOPTIONS=$opts timeout $((secs + 60)) ip netns exec "$(netns_name pgbench cli)" \
@@ -198,7 +194,7 @@ one() {
 		-T "$secs" -l --log-prefix=txn bench > pgbench.out 2>&1) ||
 		rdb_fail "pgbench failed ($rname): $(tail -3 "$dir/pgbench.out")"
 	t1=$(date +%s.%N)
-	q1=$(cpu_ticks "$q") d1=$(cpu_ticks "$d") b1=$(cpu_ticks "$b")
+	q1=$(bcpu_ticks "$q") d1=$(bcpu_ticks "$d") b1=$(bcpu_ticks "$b")
 	c1p=$(bcpu_snap pgbench pri) c1b=$(bcpu_snap pgbench bak)
 	s1='{"vms":[{}]}' k1='{"vms":[{}]}'
 	echo '{}' > "$dir/epochs.json"
@@ -209,19 +205,12 @@ one() {
 			[ "$(peer_pg_sync_state)" = sync ] ||
 			rdb_log "WARNING: $rname round $round: the Patroni pair changed during the run (leader $(peer_pg_leader), timeline $tl0 -> $tl1, pg2 '$(peer_pg_sync_state)')"
 	elif [ "$mode" != none ]; then
-		s1=$(cl_ctl pri status "$CL_VM" --json)
-		k1=$(cl_status bak "$CL_VM" --json 2>/dev/null || echo '{"vms":[{}]}')
-		epochs=$(( $(jq '.vms[0].checkpoints // 0' <<<"$s1") - $(jq '.vms[0].checkpoints // 0' <<<"$s0") ))
-		# the run's epochs and a few more (a file: too long for jq's argv)
-		cl_ctl pri epochs "$CL_VM" --count $(( epochs + 64 > 4096 ? 4096 : epochs + 64 )) \
-			--json > "$dir/epochs.json" || echo '{}' > "$dir/epochs.json"
-		dcpu=$(jq -n --argjson p "$(bcpu_delta "$c0p" "$c1p" "$secs" "$epochs")" \
-			--argjson b "$(bcpu_delta "$c0b" "$c1b" "$secs" "$epochs")" \
-			'{ primary: $p, backup: $b }')
+		bcpu_protected_end "$dir" "$s0" "$c0p" "$c0b" "$c1p" "$c1b" "$secs"
+		s1=$BCPU_S1 k1=$BCPU_K1 dcpu=$BCPU_DCPU
 	fi
 	# field 3 of pgbench's log: the transaction's latency in microseconds
 	cat "$dir"/txn.* | awk '{print $3}' | sort -n > "$dir/lat.txt"
-	jq -n --arg name "$rname" --arg base "$name" --arg mode "$mode" --argjson ckpt "$ckpt" \
+	jq -n -L tests/lib --arg name "$rname" --arg base "$name" --arg mode "$mode" --argjson ckpt "$ckpt" \
 		--argjson clients "$clients" --arg sel "$sel" --argjson round "$round" \
 		--arg place "$place" --arg setting "$setting" \
 		--argjson s0 "$s0" --argjson s1 "$s1" --slurpfile ep "$dir/epochs.json" --rawfile lat "$dir/lat.txt" \
@@ -231,17 +220,12 @@ one() {
 		--argjson tl0 "$tl0" --argjson tl1 "$tl1" --argjson dcpu "$dcpu" \
 		--argjson qc $((q1 - q0)) --argjson dc $((d1 - d0)) --argjson bc $((b1 - b0)) \
 		--arg policy "${policy:-writes}" --argjson k1 "$k1" '
-		def pct($a; $p): ($a | sort) as $s | if ($s | length) == 0 then null
-			else $s[(($s | length) * $p | floor)] end;
+		include "bench";
 		($lat | split("\n") | map(select(length > 0) | tonumber)) as $l |
 		($l | length) as $n |
 		($s0.vms[0]) as $a | ($s1.vms[0]) as $b |
 		($mode != "none" and ($mode | startswith("peer-") | not)) as $p |
 		(($b.checkpoints // 0) - ($a.checkpoints // 0)) as $epochs |
-		# the epochs whose pause ended inside the measured run
-		($ep[0]) as $ep |
-		([range(0; ($ep.t // []) | length)] | map(select($ep.t[.] >= $t0 and $ep.t[.] <= $t1))) as $w |
-		($w | map($ep.pause_ms[.])) as $wp |
 		{ name: $name, row: $base, round: $round, placement: $place,
 		  mode: $mode, clients: $clients, policy: $policy,
 		  setting: (if $setting == "" then null else $setting end),
@@ -250,19 +234,8 @@ one() {
 		  tps: ($tps | tonumber), transactions: $n,
 		  latency_ms_p50: ($l[($n * 0.5 | floor)] / 1000),
 		  latency_ms_p99: ($l[($n * 0.99 | floor)] / 1000),
-		  latency_ms_mean: (($l | add) / $n / 1000),
-		  epochs_per_s: (if $p then $epochs / $secs else null end),
-		  pause_ms_p50: (if $p then pct($wp; 0.5) else null end),
-		  pause_ms_p99: (if $p then pct($wp; 0.99) else null end),
-		  pause_epochs: (if $p then ($wp | length) else null end),
-		  pause_ms_p50_ring: (if $p then $b.pause_ms_p50 else null end),
-		  pause_share: (if $p and ($wp | length) > 0
-			then (pct($wp; 0.5) * $epochs / $secs / 1000) else null end),
-		  bytes_per_epoch_p50: (if $p then pct($w | map($ep.bytes[.]); 0.5) else null end),
-		  ack_ms_p50: (if $p then $b.ack_ms_p50 else null end),
-		  ack_ms_p99: (if $p then $b.ack_ms_p99 else null end),
-		  backup_commit_ms_p50: ($k1.vms[0].commit_ms_p50 // null),
-		  backup_commit_ms_p99: ($k1.vms[0].commit_ms_p99 // null),
+		  latency_ms_mean: (($l | add) / $n / 1000) } +
+		checkpoint_fields($p; $s0; $s1; $k1; $ep[0]; $t0; $t1; $secs) + {
 		  cpu_share: { guest_qemu: ($qc / $hz / $secs), primary_remusdbd: ($dc / $hz / $secs),
 			       (if $mode == "peer-patroni" then "standby_qemu" else "backup_remusdbd" end):
 				($bc / $hz / $secs) },
@@ -285,25 +258,12 @@ one() {
 }
 
 # ---- failover rows ----
-fo_remus() {	# the backup has failed over; when, after the pull
-	local pull=$1 now age
-	cl_ctl bak wait "$CL_VM" failed-over --timeout 30 || return 1
-	now=$(date +%s%3N)
-	age=$(cl_ctl bak status "$CL_VM" --json | jq .vms[0].state_age_ms)
-	jq -n --argjson f $((now - age - pull)) '{ failed_over_after_ms: $f }' > "$CL_DIR/fo-extra.json"
-}
-
-fo_peer() {	# pg2 leads (REST /primary) and is out of recovery
-	local pull=$1 deadline=$(($1 + 120000)) led= prom=
-	while [ "$(date +%s%3N)" -lt "$deadline" ]; do
-		[ -z "$led" ] && _peer_rest_200 "$PEER_PG_IP2" /primary && led=$(date +%s%3N)
-		[ -n "$led" ] && _peer_promoted "$PEER_PG_IP2" && prom=$(date +%s%3N) && break
-		sleep 0.05
-	done
-	[ -n "$prom" ] || { rdb_log "pg2 did not take over within 120 s of the pull"; return 1; }
-	jq -n --argjson l $((led - pull)) --argjson p $((prom - pull)) --argjson ttl "$PEER_TTL" \
+fo_peer() {	# pg2 leads (REST /primary), is out of recovery, takes a write
+	peer_pg_takeover "$1" 120 || return 1
+	jq -n --argjson l "$PEER_PG_LEADER_MS" --argjson p "$PEER_PG_PROMOTED_MS" \
+		--argjson w "$PEER_PG_WRITE_MS" --argjson ttl "$PEER_TTL" \
 		--argjson lw "$PEER_LOOP_WAIT" --argjson rt "$PEER_RETRY" \
-		'{ leader_after_ms: $l, promoted_after_ms: $p,
+		'{ leader_after_ms: $l, promoted_after_ms: $p, write_after_ms: $w,
 		   patroni: { ttl: $ttl, loop_wait: $lw, retry_timeout: $rt } }' > "$CL_DIR/fo-extra.json"
 }
 
@@ -324,7 +284,7 @@ fo() {	# fo NAME MODE(commit-protection|plain|peer-patroni) [TTL LOOP_WAIT RETRY
 		use_guest rdb
 		{ cluster_hosts_up pgbench && cluster_vm_up 25; } || rdb_fail "setup failed"
 		cl_wait_pg ledger || rdb_fail "PostgreSQL not reachable"
-		bfo_row "$name" postgresql "$CL_GUEST_IP" "$dir/row.json" fo_remus "$CL_DIR/fo-extra.json" ||
+		bfo_row "$name" postgresql "$CL_GUEST_IP" "$dir/row.json" bfo_remus_after "$CL_DIR/fo-extra.json" ||
 			rdb_fail "$name failed (logs in $CL_DIR)"
 	fi
 	jq --arg mode "$mode" '. + { mode: $mode }' "$dir/row.json" > "$dir/row.json.tmp" &&
@@ -389,12 +349,9 @@ fi
 [ ${#rows[@]} -gt 0 ] || rows=(/dev/null)
 [ ${#fo_rows[@]} -gt 0 ] || fo_rows=(/dev/null)
 
-jq -n --argjson secs "$secs" --argjson repeats "$repeats" \
+jq -n -L tests/lib --argjson secs "$secs" --argjson repeats "$repeats" \
 	--slurpfile rows <(cat "${rows[@]}") --slurpfile fo <(cat "${fo_rows[@]}") '
-	def median: sort | if length == 0 then null
-		elif length % 2 == 1 then .[length / 2 | floor]
-		else (.[length / 2 - 1] + .[length / 2]) / 2 end;
-	def nmedian: map(select(. != null)) | median;
+	include "bench";
 	# the unprotected rows of the same kind opening round r and the next
 	# round that has one (the set closing the run at the latest)
 	def base($x): ($rows | map(select(.mode == "none" and .placement == $x.placement

@@ -79,10 +79,6 @@ rows=()
 fo_rows=()
 pfx=()	# the client's placement
 
-cpu_ticks() {	# utime + stime of a process and its threads
-	awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0
-}
-
 sb() {	# sb SECONDS ARGS...: sysbench oltp_read_write against the guest
 	local t=$1
 	shift
@@ -107,7 +103,7 @@ my_cli() {	# my_cli SQL: on the guest's server (at CL_GUEST_IP) from the client 
 one() {
 	local name=$1 mode=$2 ckpt=$3 round=$4 place=$5 policy=${6:-} flush=${7:-1}
 	local dir s0 s1 k1 q d b q0 d0 b0 q1 d1 b1 ss0 ss1 t0 t1 rname=$1
-	local c0p c0b c1p c1b dcpu=null epochs
+	local c0p c0b c1p c1b dcpu=null
 	[ "$place" = unplaced ] && rname=$name-unplaced
 	dir=$out/sysbench-$rname-r$round
 	export CL_COMPRESSION=true CL_MODE=$mode
@@ -145,13 +141,13 @@ one() {
 	else
 		b=$(cat "$CL_DIR/bak/remusdbd.pid")
 	fi
-	q0=$(cpu_ticks "$q") d0=$(cpu_ticks "$d") b0=$(cpu_ticks "$b")
+	q0=$(bcpu_ticks "$q") d0=$(bcpu_ticks "$d") b0=$(bcpu_ticks "$b")
 	c0p=$(bcpu_snap sysbench pri) c0b=$(bcpu_snap sysbench bak)
 	t0=$(date +%s.%N)
 	sb "$secs" --histogram=on run > "$dir/sysbench.out" 2>&1 ||
 		rdb_fail "sysbench failed ($rname): $(tail -3 "$dir/sysbench.out")"
 	t1=$(date +%s.%N)
-	q1=$(cpu_ticks "$q") d1=$(cpu_ticks "$d") b1=$(cpu_ticks "$b")
+	q1=$(bcpu_ticks "$q") d1=$(bcpu_ticks "$d") b1=$(bcpu_ticks "$b")
 	c1p=$(bcpu_snap sysbench pri) c1b=$(bcpu_snap sysbench bak)
 	s1='{"vms":[{}]}' k1='{"vms":[{}]}' ss1='null'
 	echo '{}' > "$dir/epochs.json"
@@ -166,17 +162,10 @@ one() {
 		[ "$(jq .async_commits <<<"$ss1")" = 0 ] && [ "$(jq -r .status <<<"$ss1")" = ON ] ||
 			rdb_log "WARNING: $rname round $round: semi-sync fell back to asynchronous ($ss1)"
 	elif [ "$mode" != none ]; then
-		s1=$(cl_ctl pri status "$CL_VM" --json)
-		k1=$(cl_status bak "$CL_VM" --json 2>/dev/null || echo '{"vms":[{}]}')
-		epochs=$(( $(jq '.vms[0].checkpoints // 0' <<<"$s1") - $(jq '.vms[0].checkpoints // 0' <<<"$s0") ))
-		# the run's epochs and a few more (a file: too long for jq's argv)
-		cl_ctl pri epochs "$CL_VM" --count $(( epochs + 64 > 4096 ? 4096 : epochs + 64 )) \
-			--json > "$dir/epochs.json" || echo '{}' > "$dir/epochs.json"
-		dcpu=$(jq -n --argjson p "$(bcpu_delta "$c0p" "$c1p" "$secs" "$epochs")" \
-			--argjson b "$(bcpu_delta "$c0b" "$c1b" "$secs" "$epochs")" \
-			'{ primary: $p, backup: $b }')
+		bcpu_protected_end "$dir" "$s0" "$c0p" "$c0b" "$c1p" "$c1b" "$secs"
+		s1=$BCPU_S1 k1=$BCPU_K1 dcpu=$BCPU_DCPU
 	fi
-	jq -n --arg name "$rname" --arg base "$name" --arg mode "$mode" --argjson ckpt "$ckpt" \
+	jq -n -L tests/lib --arg name "$rname" --arg base "$name" --arg mode "$mode" --argjson ckpt "$ckpt" \
 		--argjson round "$round" --arg place "$place" --argjson flush "$flush" \
 		--argjson k1 "$k1" --arg policy "${policy:-writes}" --argjson semisync "$ss1" \
 		--argjson s0 "$s0" --argjson s1 "$s1" --argjson secs "$secs" \
@@ -187,33 +176,15 @@ one() {
 		--arg p50 "$(hist_p50 "$dir/sysbench.out")" \
 		--arg avg "$(sed -n 's/^ *avg: *\([0-9.]*\).*/\1/p' "$dir/sysbench.out" | head -n 1)" \
 		--arg p99 "$(sed -n 's/^ *99th percentile: *\([0-9.]*\).*/\1/p' "$dir/sysbench.out" | head -n 1)" '
-		def pct($a; $p): ($a | sort) as $s | if ($s | length) == 0 then null
-			else $s[(($s | length) * $p | floor)] end;
-		($s0.vms[0]) as $a | ($s1.vms[0]) as $b |
+		include "bench";
 		($mode != "none" and ($mode | startswith("peer-") | not)) as $p |
-		(($b.checkpoints // 0) - ($a.checkpoints // 0)) as $epochs |
-		# the epochs whose pause ended inside the measured run
-		($ep[0]) as $ep |
-		([range(0; ($ep.t // []) | length)] | map(select($ep.t[.] >= $t0 and $ep.t[.] <= $t1))) as $w |
-		($w | map($ep.pause_ms[.])) as $wp |
 		{ name: $name, row: $base, round: $round, placement: $place,
 		  mode: $mode, policy: $policy, innodb_flush_log_at_trx_commit: $flush,
 		  epoch_ms: (if $p then $ckpt else null end),
 		  tps: ($tps | tonumber), latency_ms_p50: ($p50 | tonumber),
 		  latency_ms_mean: ($avg | tonumber),
-		  latency_ms_p99: ($p99 | tonumber),
-		  epochs_per_s: (if $p then $epochs / $secs else null end),
-		  pause_ms_p50: (if $p then pct($wp; 0.5) else null end),
-		  pause_ms_p99: (if $p then pct($wp; 0.99) else null end),
-		  pause_epochs: (if $p then ($wp | length) else null end),
-		  pause_ms_p50_ring: (if $p then $b.pause_ms_p50 else null end),
-		  pause_share: (if $p and ($wp | length) > 0
-			then (pct($wp; 0.5) * $epochs / $secs / 1000) else null end),
-		  bytes_per_epoch_p50: (if $p then pct($w | map($ep.bytes[.]); 0.5) else null end),
-		  ack_ms_p50: (if $p then $b.ack_ms_p50 else null end),
-		  ack_ms_p99: (if $p then $b.ack_ms_p99 else null end),
-		  backup_commit_ms_p50: ($k1.vms[0].commit_ms_p50 // null),
-		  backup_commit_ms_p99: ($k1.vms[0].commit_ms_p99 // null),
+		  latency_ms_p99: ($p99 | tonumber) } +
+		checkpoint_fields($p; $s0; $s1; $k1; $ep[0]; $t0; $t1; $secs) + {
 		  cpu_share: { guest_qemu: ($qc / $hz / $secs), primary_remusdbd: ($dc / $hz / $secs),
 			       (if $mode == "peer-semisync" then "standby_qemu" else "backup_remusdbd" end):
 				($bc / $hz / $secs) },
@@ -225,14 +196,6 @@ one() {
 }
 
 # ---- failover rows ----
-fo_remus() {	# the backup has failed over; its restore's duration
-	local pull=$1 now age
-	cl_ctl bak wait "$CL_VM" failed-over --timeout 30 || return 1
-	now=$(date +%s%3N)
-	age=$(cl_ctl bak status "$CL_VM" --json | jq .vms[0].state_age_ms)
-	jq -n --argjson f $((now - age - pull)) '{ failed_over_after_ms: $f }' > "$CL_DIR/fo-extra.json"
-}
-
 fo_peer() {	# the monitor promoted the replica and moved the address
 	local pull=$1
 	wait_pid 60 "$PEER_MON" || return 1
@@ -266,7 +229,7 @@ fo() {	# fo NAME MODE(commit-protection|plain|peer-semisync)
 	else
 		{ cluster_hosts_up sysbench && cluster_vm_up 25; } || rdb_fail "setup failed"
 		cl_wait_maria || rdb_fail "MariaDB not reachable"
-		bfo_row "$name" mariadb "$CL_GUEST_IP" "$dir/row.json" fo_remus "$CL_DIR/fo-extra.json" ||
+		bfo_row "$name" mariadb "$CL_GUEST_IP" "$dir/row.json" bfo_remus_after "$CL_DIR/fo-extra.json" ||
 			rdb_fail "$name failed (logs in $CL_DIR)"
 	fi
 	jq --arg mode "$mode" '. + { mode: $mode }' "$dir/row.json" > "$dir/row.json.tmp" &&
@@ -306,11 +269,9 @@ fi
 [ ${#rows[@]} -gt 0 ] || rows=(/dev/null)
 [ ${#fo_rows[@]} -gt 0 ] || fo_rows=(/dev/null)
 
-jq -n --argjson secs "$secs" --argjson threads "$threads" --argjson repeats "$repeats" \
+jq -n -L tests/lib --argjson secs "$secs" --argjson threads "$threads" --argjson repeats "$repeats" \
 	--slurpfile rows <(cat "${rows[@]}") --slurpfile fo <(cat "${fo_rows[@]}") '
-	def median: sort | if length == 0 then null
-		elif length % 2 == 1 then .[length / 2 | floor]
-		else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+	include "bench";
 	# the unprotected rows opening round r and the next round that has
 	# one (the row closing the run at the latest)
 	def base($r; $p): ($rows | map(select(.mode == "none" and .placement == $p))) as $u |
@@ -333,8 +294,8 @@ jq -n --argjson secs "$secs" --argjson threads "$threads" --argjson repeats "$re
 			ratio_min: (map(.ratio) | min), ratio_max: (map(.ratio) | max),
 			latency_ms_p50: (map(.latency_ms_p50) | median),
 			latency_ms_p99: (map(.latency_ms_p99) | median),
-			pause_ms_p50: (map(.pause_ms_p50) | if .[0] == null then null else median end),
-			pause_share: (map(.pause_share) | if .[0] == null then null else median end),
+			pause_ms_p50: (map(.pause_ms_p50) | nmedian),
+			pause_share: (map(.pause_share) | nmedian),
 			baseline_drift_max: (map(.baseline_drift) | max) })),
 	  failover: $fo }' > "$out/sysbench.json" || rdb_fail "could not write sysbench.json"
 jq -r '.summary[] | "\(.name): \(.tps | . * 10 | round / 10) tps, x\(.ratio | . * 100 | round / 100) (\(.ratio_min | . * 100 | round / 100)-\(.ratio_max | . * 100 | round / 100) over \(.rounds)), latency p50 \(.latency_ms_p50) ms, p99 \(.latency_ms_p99) ms\(if .pause_share then ", paused \(.pause_share * 1000 | round / 10)% of the time" else "" end)"' "$out/sysbench.json"

@@ -57,3 +57,26 @@ bcpu_delta() {
 		(if $epochs > 0 then { ms_per_epoch: (($d | add // 0) * $secs * 1000 / $epochs) }
 		 else {} end)'
 }
+
+# bcpu_ticks PID: utime + stime of a process and its threads (0 if gone)
+bcpu_ticks() {
+	awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0
+}
+
+# bcpu_protected_end DIR S0 C0P C0B C1P C1B SECS: after a protected row's
+# run, given the primary's status before it (S0) and both hosts'
+# bcpu_snap before and after: BCPU_S1 (the primary's status now),
+# BCPU_K1 (the backup's), DIR/epochs.json (the primary's per-epoch
+# records, the run's and a few more: a file, too long for jq's argv)
+# and BCPU_DCPU ({ primary, backup } of bcpu_delta, per epoch too).
+bcpu_protected_end() {
+	local dir=$1 s0=$2 c0p=$3 c0b=$4 c1p=$5 c1b=$6 secs=$7 epochs
+	BCPU_S1=$(cl_ctl pri status "$CL_VM" --json)
+	BCPU_K1=$(cl_status bak "$CL_VM" --json 2>/dev/null || echo '{"vms":[{}]}')
+	epochs=$(( $(jq '.vms[0].checkpoints // 0' <<<"$BCPU_S1") - $(jq '.vms[0].checkpoints // 0' <<<"$s0") ))
+	cl_ctl pri epochs "$CL_VM" --count $(( epochs + 64 > 4096 ? 4096 : epochs + 64 )) \
+		--json > "$dir/epochs.json" || echo '{}' > "$dir/epochs.json"
+	BCPU_DCPU=$(jq -n --argjson p "$(bcpu_delta "$c0p" "$c1p" "$secs" "$epochs")" \
+		--argjson b "$(bcpu_delta "$c0b" "$c1b" "$secs" "$epochs")" \
+		'{ primary: $p, backup: $b }')
+}

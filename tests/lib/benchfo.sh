@@ -71,3 +71,13 @@ bfo_row() {
 		  partial_txns: $l.partial_txns, tps_before: $l.tps_before,
 		  tps_after: $l.tps_after } + $x[0]' > "$outj"
 }
+
+# bfo_remus_after PULL_MS: an AFTER_PULL for a RemusDB row: the backup
+# failed over (30 s); writes $CL_DIR/fo-extra.json { failed_over_after_ms }
+bfo_remus_after() {
+	local pull=$1 now age
+	cl_ctl bak wait "$CL_VM" failed-over --timeout 30 || return 1
+	now=$(date +%s%3N)
+	age=$(cl_ctl bak status "$CL_VM" --json | jq .vms[0].state_age_ms)
+	jq -n --argjson f $((now - age - pull)) '{ failed_over_after_ms: $f }' > "$CL_DIR/fo-extra.json"
+}

@@ -45,6 +45,7 @@
 #                                 PEER_PG_PROMOTED_MS, PEER_PG_WRITE_MS
 #                                 (each left empty if not reached: strict
 #                                 mode takes no write with pg1 gone)
+#   peer_pg_takeover PULL_MS SECS  that wait alone, for a pull at PULL_MS
 #   peer_pg_cpu SOCK LOG          Patroni's CPU seconds (utime + stime)
 #                                 in a guest, read on its console
 #
@@ -187,33 +188,35 @@ peer_pg_write() {
 	! grep -qi "synchronous replication" <<<"$out"
 }
 
+# _peer_until DEADLINE_MS WHAT CMD...: CMD again every 50 ms until it
+# succeeds (true) or the clock passes DEADLINE_MS (false, WHAT logged)
+_peer_until() {
+	local deadline=$1 what=$2
+	shift 2
+	until "$@"; do
+		[ "$(date +%s%3N)" -lt "$deadline" ] || { rdb_log "$what"; return 1; }
+		sleep 0.05
+	done
+}
+
 peer_pg_pull_failover() {
-	local run=$1 secs=$2 deadline now
-	PEER_PG_LEADER_MS= PEER_PG_PROMOTED_MS= PEER_PG_WRITE_MS=
 	PEER_PG_PULL_MS=$(date +%s%3N)
-	netns_power_pull "$run" pri
-	deadline=$((PEER_PG_PULL_MS + secs * 1000))
-	until _peer_rest_200 "$PEER_PG_IP2" /primary; do
-		now=$(date +%s%3N)
-		[ "$now" -lt "$deadline" ] ||
-			{ rdb_log "pg2 not the leader ${secs}s after the pull (see $CL_DIR/pr2/vm2.console.log)"; return 1; }
-		sleep 0.05
-	done
-	PEER_PG_LEADER_MS=$(( $(date +%s%3N) - PEER_PG_PULL_MS ))
-	until _peer_promoted "$PEER_PG_IP2"; do
-		now=$(date +%s%3N)
-		[ "$now" -lt "$deadline" ] ||
-			{ rdb_log "pg2 leads but is still in recovery ${secs}s after the pull"; return 1; }
-		sleep 0.05
-	done
-	PEER_PG_PROMOTED_MS=$(( $(date +%s%3N) - PEER_PG_PULL_MS ))
-	until peer_pg_write "$PEER_PG_IP2"; do
-		now=$(date +%s%3N)
-		[ "$now" -lt "$deadline" ] ||
-			{ rdb_log "pg2 leads but took no write ${secs}s after the pull"; return 1; }
-		sleep 0.05
-	done
-	PEER_PG_WRITE_MS=$(( $(date +%s%3N) - PEER_PG_PULL_MS ))
+	netns_power_pull "$1" pri
+	peer_pg_takeover "$PEER_PG_PULL_MS" "$2"
+}
+
+peer_pg_takeover() {
+	local pull=$1 secs=$2 deadline=$(($1 + $2 * 1000))
+	PEER_PG_LEADER_MS= PEER_PG_PROMOTED_MS= PEER_PG_WRITE_MS=
+	_peer_until "$deadline" "pg2 not the leader ${secs}s after the pull (see $CL_DIR/pr2/vm2.console.log)" \
+		_peer_rest_200 "$PEER_PG_IP2" /primary || return 1
+	PEER_PG_LEADER_MS=$(( $(date +%s%3N) - pull ))
+	_peer_until "$deadline" "pg2 leads but is still in recovery ${secs}s after the pull" \
+		_peer_promoted "$PEER_PG_IP2" || return 1
+	PEER_PG_PROMOTED_MS=$(( $(date +%s%3N) - pull ))
+	_peer_until "$deadline" "pg2 leads but took no write ${secs}s after the pull" \
+		peer_pg_write "$PEER_PG_IP2" || return 1
+	PEER_PG_WRITE_MS=$(( $(date +%s%3N) - pull ))
 }
 
 peer_pg_cpu() {
