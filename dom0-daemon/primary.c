@@ -669,8 +669,12 @@ static void on_mig(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 	uint8_t buf[256 * 1024];
 	ssize_t r;
 	int rc, reads = 0;
+	bool drained = false;
 
-	for (int i = 0; reads < 8 && (i == 0 || rdb_now_ns() < until); i++) {
+	/* (A short read took all the socket had: the next read would find it
+	 * empty, and the loop's poll says when there is more.) */
+	for (int i = 0; reads < 8 && !drained &&
+	     (i == 0 || rdb_now_ns() < until); i++) {
 		uint64_t f0, pages0 = p->vm->st.pages, ckpts0 = p->vm->st.checkpoints;
 
 		/* (An error or hangup is read at once: it is reported even
@@ -704,6 +708,7 @@ static void on_mig(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 				return;
 			}
 			reads++;
+			drained = (size_t)r < sizeof(buf);
 			p->mig_rx_ns = rdb_now_ns();
 			rc = p->hv->stream_feed(p->stream, buf, (size_t)r);
 		}
