@@ -220,7 +220,7 @@ static const struct rdb_option vm_opts[] = {
 	{ "page_cache_percent", RDB_OPT_U32, OFF(rdb_vm_config, page_cache_percent), "10", 0, 100, NULL,
 	  "page cache for XOR deltas, as a share of guest RAM (0: LZ4 only)" },
 	{ "compress_threads", RDB_OPT_U32, OFF(rdb_vm_config, compress_threads), "2", 1, 64, NULL,
-	  "encoder threads per VM (they run while the guest runs, not in the pause)" },
+	  "encoder threads per VM, at most one per CPU remusdbd may run on (they run while the guest runs, not in the pause)" },
 	{ "read_tracking", RDB_OPT_BOOL, OFF(rdb_vm_config, read_tracking), "true", 0, 0, NULL,
 	  "disk read tracking: a dirty page holding a disk block the guest read (and nothing wrote since) goes as a reference to it, if the VM has a disk and the backup supports it" },
 	{ "read_index_mb", RDB_OPT_U32, OFF(rdb_vm_config, read_index_mb), "32", 1, 4096, NULL,

@@ -3,6 +3,7 @@
 #include "primary_int.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <sys/random.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -272,11 +273,28 @@ static int start_read_tracking(struct rdb_primary *p)
 	return 0;
 }
 
+/*
+ * compress_threads, but no more than the CPUs remusdbd may run on (its
+ * `cpus`, or the affinity it was started with): a second encoder on the
+ * one CPU only adds a wake-up and a second walk over every record of
+ * the epoch, and halves each one's page cache (issue 30).
+ */
+static unsigned encoder_threads(const struct rdb_vm *vm)
+{
+	unsigned n = vm->cfg.compress_threads, cpus = 0;
+	cpu_set_t set;
+
+	if (sched_getaffinity(0, sizeof(set), &set) == 0)
+		cpus = (unsigned)CPU_COUNT(&set);
+	return cpus && n > cpus ? cpus : n;
+}
+
 /* After the backup granted encodings and QEMU told us the RAM size. */
 int rdb_pri_start_pool(struct rdb_primary *p, uint64_t ram_bytes)
 {
 	struct rdb_vm *vm = p->vm;
 	uint64_t cache = ram_bytes / RDB_PAGE_SIZE * vm->cfg.page_cache_percent / 100;
+	unsigned threads = encoder_threads(vm);
 	int rc;
 
 	if (!(p->ck.features & POOL_FEATURES) || p->pool)
@@ -286,15 +304,19 @@ int rdb_pri_start_pool(struct rdb_primary *p, uint64_t ram_bytes)
 		return -errno;
 	rc = rdb_evloop_add_fd(p->d->loop, p->pool_fd, RDB_EV_READ, on_pool_done, p);
 	if (rc == 0)
-		rc = rdb_encpool_create(&p->pool, vm->cfg.compress_threads,
+		rc = rdb_encpool_create(&p->pool, threads,
 					cache > UINT32_MAX ? UINT32_MAX : (uint32_t)cache,
 					p->ck.features & POOL_ALLOWED, p->pool_fd);
 	if (rc == 0 && (p->ck.features & RDB_FEATURE_DISKREF))
 		rc = start_read_tracking(p);
 	if (rc < 0)
 		return rc;
+	if (threads < vm->cfg.compress_threads)
+		LOGVM(INFO, vm->name, "compress_threads %u: %u encoder thread%s, "
+		      "one per CPU remusdbd runs on", vm->cfg.compress_threads,
+		      threads, threads == 1 ? "" : "s");
 	LOGVM(INFO, vm->name, "compression on: %u encoder threads, page cache "
-	      "%llu pages (%u%% of %llu MiB RAM)%s%s", vm->cfg.compress_threads,
+	      "%llu pages (%u%% of %llu MiB RAM)%s%s", threads,
 	      (unsigned long long)cache, vm->cfg.page_cache_percent,
 	      (unsigned long long)(ram_bytes >> 20),
 	      p->ck.features & RDB_FEATURE_XORRLE ? ", XOR+RLE" : "",
