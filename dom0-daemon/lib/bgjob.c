@@ -3,8 +3,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <openssl/err.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 struct rdb_bgjob {
@@ -12,20 +15,125 @@ struct rdb_bgjob {
 	void (*run)(void *arg);
 	void (*done)(void *arg);
 	void *arg;
-	pthread_t thread;
 	int rd, wr;
 };
 
+/*
+ * The threads are kept: one that ran a job waits a while for the next
+ * (a backup starts one for every epoch's replica writes, 40 a second;
+ * a new thread and its join cost 116-169 us of CPU each on a test host,
+ * issue 30).  A kept thread waits on its own condition; more than
+ * KEEP_MAX idle, or KEEP_NS without a job, and it ends.
+ */
+#define KEEP_MAX 4
+#define KEEP_NS (10 * 1000000000ULL)
+
+struct worker {
+	pthread_cond_t cv;
+	struct rdb_bgjob *job;	/* the next, given while idle */
+	struct worker *next;	/* on the idle list */
+};
+
+static pthread_mutex_t idle_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct worker *idle;
+static unsigned nidle;
+
+static void unlink_idle(struct worker *w)
+{
+	for (struct worker **pp = &idle; *pp; pp = &(*pp)->next) {
+		if (*pp == w) {
+			*pp = w->next;
+			nidle--;
+			return;
+		}
+	}
+}
+
+/* Waits for the next job, or NULL: the thread is to end. */
+static struct rdb_bgjob *next_job(struct worker *w)
+{
+	struct rdb_bgjob *j = NULL;
+	struct timespec until;
+
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += (time_t)(KEEP_NS / 1000000000ULL);
+	pthread_mutex_lock(&idle_mu);
+	if (nidle < KEEP_MAX) {
+		w->job = NULL;
+		w->next = idle;
+		idle = w;
+		nidle++;
+		while (!w->job &&
+		       pthread_cond_timedwait(&w->cv, &idle_mu, &until) != ETIMEDOUT)
+			;
+		j = w->job;
+		if (!j)
+			unlink_idle(w);	/* (given one, it was taken off) */
+	}
+	pthread_mutex_unlock(&idle_mu);
+	return j;
+}
+
 static void *job_thread(void *opaque)
 {
-	struct rdb_bgjob *j = opaque;
+	struct worker *w = opaque;
+	struct rdb_bgjob *j = w->job;
 	char one = 1;
 
 	pthread_setname_np(pthread_self(), "rdb-bgjob");
-	j->run(j->arg);
-	while (write(j->wr, &one, 1) < 0 && errno == EINTR)
-		;
+	while (j) {
+		/* as on a new thread: no error left by an earlier job's TLS
+		 * (the link's handshake reads the queue's last entry) */
+		ERR_clear_error();
+		j->run(j->arg);
+		/* the last touch of the job: the loop (or a join) frees it
+		 * once this byte is there */
+		while (write(j->wr, &one, 1) < 0 && errno == EINTR)
+			;
+		j = next_job(w);
+	}
+	pthread_cond_destroy(&w->cv);
+	free(w);
 	return NULL;
+}
+
+/* The job on a kept thread, or on a new one. */
+static int dispatch(struct rdb_bgjob *j)
+{
+	struct worker *w;
+	pthread_condattr_t ca;
+	pthread_attr_t attr;
+	pthread_t th;
+	int rc;
+
+	pthread_mutex_lock(&idle_mu);
+	w = idle;
+	if (w) {
+		idle = w->next;
+		nidle--;
+		w->job = j;
+		pthread_cond_signal(&w->cv);
+	}
+	pthread_mutex_unlock(&idle_mu);
+	if (w)
+		return 0;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->job = j;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&w->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	rc = -pthread_create(&th, &attr, job_thread, w);
+	pthread_attr_destroy(&attr);
+	if (rc < 0) {
+		pthread_cond_destroy(&w->cv);
+		free(w);
+	}
+	return rc;
 }
 
 static void job_free(struct rdb_bgjob *j)
@@ -47,7 +155,6 @@ static void on_wake(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 	(void)ev;
 	if (read(fd, &c, 1) != 1)
 		return;		/* (a leftover event: see bgjob.h) */
-	pthread_join(j->thread, NULL);
 	job_free(j);
 	done(arg);
 }
@@ -69,7 +176,7 @@ int rdb_bgjob_start(struct rdb_evloop *loop, void (*run)(void *arg),
 				 .arg = arg, .rd = fds[0], .wr = fds[1] };
 	rc = rdb_evloop_add_fd(loop, j->rd, RDB_EV_READ, on_wake, j);
 	if (rc == 0) {
-		rc = -pthread_create(&j->thread, NULL, job_thread, j);
+		rc = dispatch(j);
 		if (rc < 0)
 			rdb_evloop_del_fd(loop, j->rd);
 	}
@@ -85,6 +192,19 @@ int rdb_bgjob_start(struct rdb_evloop *loop, void (*run)(void *arg),
 
 void rdb_bgjob_join(struct rdb_bgjob *j)
 {
-	pthread_join(j->thread, NULL);
+	struct pollfd pfd = { .fd = j->rd, .events = POLLIN };
+	char c;
+
+	/* the run's byte: the thread is done with the job */
+	for (;;) {
+		ssize_t n = read(j->rd, &c, 1);
+
+		if (n == 1 || (n < 0 && errno != EAGAIN && errno != EINTR))
+			break;
+		if (n == 0)
+			break;	/* (cannot be: the write end is ours) */
+		if (n < 0 && errno == EAGAIN)
+			poll(&pfd, 1, -1);
+	}
 	job_free(j);
 }

@@ -6,13 +6,14 @@
  * QEMU) runs there while the loop serves every VM's heartbeats.
  *
  *   rdb_bgjob_start(loop, run, done, arg, &job)
- *       run(arg) on a new thread; when it returns the loop is woken (a
- *       non-blocking pipe), joins the thread, frees the job and calls
- *       done(arg) there.  The caller's own state (results, a "cancelled"
- *       flag, whom to tell) lives in arg; the job holds nothing else.
+ *       run(arg) on a thread of its own (a kept one that finished an
+ *       earlier job, or a new one); when it returns the loop is woken (a
+ *       non-blocking pipe), frees the job and calls done(arg) there.  The
+ *       caller's own state (results, a "cancelled" flag, whom to tell)
+ *       lives in arg; the job holds nothing else.
  *   rdb_bgjob_join(job)
- *       on the loop, instead: waits for the thread, frees the job; done
- *       is not called (the caller takes the result itself, now).
+ *       on the loop, instead: waits for run to return, frees the job;
+ *       done is not called (the caller takes the result itself, now).
  *
  * A job whose result nobody wants any more is left to end: its done sees
  * that in arg (and frees arg).  An event left over for a pipe that a join

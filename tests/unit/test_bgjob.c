@@ -24,11 +24,15 @@ struct task {
 	unsigned sleep_ms;
 	int result;		/* run's, read by done */
 	bool ran_elsewhere;	/* run was not on the loop's thread */
+	pthread_t ran_on;
+	int nth_here;		/* jobs its thread had run, with this one */
 	int done_calls;
 	bool done_elsewhere;	/* done was not on the loop's thread */
 	int seen_result;
 	int *done_total;
 };
+
+static __thread int jobs_here;
 
 static void run(void *arg)
 {
@@ -37,6 +41,8 @@ static void run(void *arg)
 
 	nanosleep(&ts, NULL);
 	t->ran_elsewhere = !pthread_equal(pthread_self(), t->loop_thread);
+	t->ran_on = pthread_self();
+	t->nth_here = ++jobs_here;
 	t->result = 42;
 }
 
@@ -139,12 +145,43 @@ static void test_many(void **state)
 	free(t);
 }
 
+/* One job after another: the second runs on the first's thread, kept
+ * (no new thread per job); while one runs, another gets a thread too. */
+static void test_thread_kept(void **state)
+{
+	struct rdb_evloop *loop;
+	struct task a = { .loop_thread = pthread_self() };
+	struct task b = { .loop_thread = pthread_self() };
+	struct task c = { .loop_thread = pthread_self(), .sleep_ms = 100 };
+	struct task d = { .loop_thread = pthread_self() };
+	int total = 0;
+
+	(void)state;
+	a.done_total = b.done_total = c.done_total = d.done_total = &total;
+	assert_int_equal(rdb_evloop_create(&loop), 0);
+	assert_int_equal(rdb_bgjob_start(loop, run, done, &a, &a.job), 0);
+	loop_until(loop, &total, 1);
+	usleep(20000);	/* (a's thread back on the idle list) */
+	assert_int_equal(rdb_bgjob_start(loop, run, done, &b, &b.job), 0);
+	loop_until(loop, &total, 2);
+	assert_true(pthread_equal(a.ran_on, b.ran_on));
+	assert_int_equal(b.nth_here, a.nth_here + 1);
+	assert_int_equal(b.seen_result, 42);
+	/* two at once: two threads */
+	assert_int_equal(rdb_bgjob_start(loop, run, done, &c, &c.job), 0);
+	assert_int_equal(rdb_bgjob_start(loop, run, done, &d, &d.job), 0);
+	loop_until(loop, &total, 4);
+	assert_false(pthread_equal(c.ran_on, d.ran_on));
+	rdb_evloop_destroy(loop);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_done_on_the_loop),
 		cmocka_unit_test(test_join_instead),
 		cmocka_unit_test(test_many),
+		cmocka_unit_test(test_thread_kept),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
