@@ -21,6 +21,10 @@
 
 /* Plaintext taken from one side per step: four TLS records. */
 #define RELAY_BUF (64 * 1024)
+/* TLS records written to the peer wait here until the relay has nothing
+ * more to encrypt (or this is full): one write() for what was one per
+ * 16 KiB record, and fewer, larger segments for the peer to wake on. */
+#define RELAY_WBUF (256 * 1024)
 #define RELAY_STACK (512 * 1024)
 
 enum phase {
@@ -38,6 +42,7 @@ struct rdb_tlsrelay {
 
 	/* the thread's own from here on */
 	SSL *ssl;
+	BIO *wbio;			/* the TLS records' buffer, before tcp */
 	int tcp, sp;
 	bool server;
 	uint64_t deadline_ns;
@@ -288,6 +293,19 @@ static int stream_failed(struct rdb_tlsrelay *r, int ret, const char *dir)
 	return -EPROTO;
 }
 
+/* The buffered records could not be written: a socket error. */
+static int flush_failed(struct rdb_tlsrelay *r)
+{
+	char why[256];
+	int e = errno ? errno : EIO;
+
+	ERR_clear_error();
+	snprintf(why, sizeof(why), "TLS error sending: %s", strerror(e));
+	set_phase(r, PHASE_FAILED, -e, why);
+	LOG(WARN, "replication link with %s: %s; link closed", r->peer, why);
+	return -e;
+}
+
 /*
  * Both directions until both have ended.  Each side's bytes are taken
  * only once the other side took the previous ones, so a slow reader
@@ -303,7 +321,7 @@ static int relay(struct rdb_tlsrelay *r)
 {
 	size_t rx_off = 0, rx_len = 0, tx_off = 0, tx_len = 0;
 	bool net_eof = false, loop_eof = false, loop_gone = false;
-	bool fin_sent = false;
+	bool fin_sent = false, shut = false;
 	/* may this side have bytes to read without poll() saying so? */
 	bool tcp_in = true, sp_in = true;
 	uint64_t linger_end = 0;
@@ -404,13 +422,19 @@ static int relay(struct rdb_tlsrelay *r)
 				return stream_failed(r, ret, "sending");
 			}
 		}
-		/* The loop is done sending and all it sent is out: say so. */
-		if (loop_eof && tx_len == 0 && !fin_sent) {
+		/* The loop is done sending and all it sent is out: say so
+		 * (the close_notify too, before the FIN). */
+		if (shut && !fin_sent && BIO_wpending(r->wbio) == 0) {
+			shutdown(r->tcp, SHUT_WR);
+			fin_sent = true;
+			progress = true;
+		}
+		if (loop_eof && tx_len == 0 && !shut &&
+		    BIO_wpending(r->wbio) == 0) {
 			ERR_clear_error();
 			ret = SSL_shutdown(r->ssl);
 			if (ret >= 0) {
-				shutdown(r->tcp, SHUT_WR);
-				fin_sent = true;
+				shut = true;
 				progress = true;
 			} else if (SSL_get_error(r->ssl, ret) == SSL_ERROR_WANT_WRITE) {
 				p[0].events |= POLLOUT;
@@ -422,6 +446,18 @@ static int relay(struct rdb_tlsrelay *r)
 		}
 		if (fin_sent && (net_eof || loop_gone))
 			return 0;
+		/* nothing more to encrypt for now: the records out */
+		if (!progress && BIO_wpending(r->wbio) > 0) {
+			errno = 0;
+			if (BIO_flush(r->wbio) > 0)
+				progress = true;
+			else if (BIO_should_retry(r->wbio))
+				p[0].events |= POLLOUT;
+			else if (errno == EPIPE || errno == ECONNRESET)
+				return 0;	/* the peer is gone: the loop reads EOF */
+			else
+				return flush_failed(r);
+		}
 		if (progress)
 			continue;
 		if (linger_end) {
@@ -485,7 +521,7 @@ int rdb_tlsrelay_start(struct ssl_st *ssl, int tcp_fd, bool server,
 	pthread_attr_t attr;
 	pthread_t tid;
 	int sp[2] = { -1, -1 }, rc;
-	BIO *bio;
+	BIO *bio, *wsock, *wbio;
 
 	if (atomic_fetch_add(&live, 1) >= RDB_TLSRELAY_MAX) {
 		atomic_fetch_sub(&live, 1);
@@ -502,11 +538,20 @@ int rdb_tlsrelay_start(struct ssl_st *ssl, int tcp_fd, bool server,
 		rc = -errno;
 		goto fail;
 	}
-	if (!SSL_set_fd(ssl, tcp_fd)) {
+	bio = BIO_new_socket(tcp_fd, BIO_NOCLOSE);
+	wsock = BIO_new_socket(tcp_fd, BIO_NOCLOSE);
+	wbio = BIO_new(BIO_f_buffer());
+	if (!bio || !wsock || !wbio ||
+	    BIO_set_write_buffer_size(wbio, RELAY_WBUF) <= 0) {
+		BIO_free(bio);
+		BIO_free(wsock);
+		BIO_free(wbio);
 		rc = -ENOMEM;
 		goto fail;
 	}
-	bio = SSL_get_rbio(ssl);
+	BIO_push(wbio, wsock);
+	SSL_set_bio(ssl, bio, wbio);	/* (the SSL owns them now) */
+	r->wbio = wbio;
 	BIO_set_callback_arg(bio, (char *)r);
 	BIO_set_callback_ex(bio, note_first);
 	pthread_mutex_init(&r->mu, NULL);
