@@ -64,7 +64,8 @@
 # outage_ms, lost_commits, sessions_lost.
 #
 # Reported per row: tps, latency p50/p99/mean (ms, from pgbench's
-# per-transaction log), the ratio to unprotected, CPU shares, and for
+# per-transaction log), the ratio to unprotected, CPU shares (over the
+# run's measured length, run_s, not the nominal seconds), and for
 # protected rows the epoch rate and the guest's pause over the measured
 # 20 s only (the daemon's per-epoch records inside the run's window:
 # pause_ms_p50/p99, pages of bytes per epoch) and pause_share (pause p50
@@ -194,6 +195,9 @@ one() {
 		-T "$secs" -l --log-prefix=txn bench > pgbench.out 2>&1) ||
 		rdb_fail "pgbench failed ($rname): $(tail -3 "$dir/pgbench.out")"
 	t1=$(date +%s.%N)
+	# the run's own length: a row outlasts its nominal seconds by its
+	# last transactions and the client's start (the shares divide by it)
+	el=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
 	q1=$(bcpu_ticks "$q") d1=$(bcpu_ticks "$d") b1=$(bcpu_ticks "$b")
 	c1p=$(bcpu_snap pgbench pri) c1b=$(bcpu_snap pgbench bak)
 	s1='{"vms":[{}]}' k1='{"vms":[{}]}'
@@ -205,7 +209,7 @@ one() {
 			[ "$(peer_pg_sync_state)" = sync ] ||
 			rdb_log "WARNING: $rname round $round: the Patroni pair changed during the run (leader $(peer_pg_leader), timeline $tl0 -> $tl1, pg2 '$(peer_pg_sync_state)')"
 	elif [ "$mode" != none ]; then
-		bcpu_protected_end "$dir" "$s0" "$c0p" "$c0b" "$c1p" "$c1b" "$secs"
+		bcpu_protected_end "$dir" "$s0" "$c0p" "$c0b" "$c1p" "$c1b" "$el"
 		s1=$BCPU_S1 k1=$BCPU_K1 dcpu=$BCPU_DCPU
 	fi
 	# field 3 of pgbench's log: the transaction's latency in microseconds
@@ -215,7 +219,7 @@ one() {
 		--arg place "$place" --arg setting "$setting" \
 		--argjson s0 "$s0" --argjson s1 "$s1" --slurpfile ep "$dir/epochs.json" --rawfile lat "$dir/lat.txt" \
 		--arg tps "$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$dir/pgbench.out" | head -n 1)" \
-		--argjson secs "$secs" --argjson hz "$(getconf CLK_TCK)" \
+		--argjson secs "$el" --argjson hz "$(getconf CLK_TCK)" \
 		--argjson t0 "$t0" --argjson t1 "$t1" \
 		--argjson tl0 "$tl0" --argjson tl1 "$tl1" --argjson dcpu "$dcpu" \
 		--argjson qc $((q1 - q0)) --argjson dc $((d1 - d0)) --argjson bc $((b1 - b0)) \
@@ -232,6 +236,7 @@ one() {
 		  workload: (if $sel == "-S" then "select-only" else "tpcb-like" end),
 		  epoch_ms: (if $p then $ckpt else null end),
 		  tps: ($tps | tonumber), transactions: $n,
+		  run_s: $secs,
 		  latency_ms_p50: ($l[($n * 0.5 | floor)] / 1000),
 		  latency_ms_p99: ($l[($n * 0.99 | floor)] / 1000),
 		  latency_ms_mean: (($l | add) / $n / 1000) } +

@@ -52,7 +52,9 @@
 # pause_ms_p50_ring: its status p50 over its last 4096 pauses, which
 # include the boot and the warm-up); daemon_cpu: where each host's
 # daemon CPU went, by role (tests/lib/benchcpu.sh), in shares of a CPU
-# and ms per epoch.  Nothing is asserted: a benchmark.
+# and ms per epoch; rates and shares are over the run's measured length
+# (run_s: its client's start to its end), not the nominal seconds.
+# Nothing is asserted: a benchmark.
 #
 #   SYSBENCH_SECONDS (default 20), SYSBENCH_THREADS (default 8),
 #   SYSBENCH_REPEATS (3), SYSBENCH_PLACEMENTS ("placed unplaced"),
@@ -147,6 +149,9 @@ one() {
 	sb "$secs" --histogram=on run > "$dir/sysbench.out" 2>&1 ||
 		rdb_fail "sysbench failed ($rname): $(tail -3 "$dir/sysbench.out")"
 	t1=$(date +%s.%N)
+	# the run's own length: a row outlasts its nominal seconds by its
+	# last transactions and the client's start (the shares divide by it)
+	el=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
 	q1=$(bcpu_ticks "$q") d1=$(bcpu_ticks "$d") b1=$(bcpu_ticks "$b")
 	c1p=$(bcpu_snap sysbench pri) c1b=$(bcpu_snap sysbench bak)
 	s1='{"vms":[{}]}' k1='{"vms":[{}]}' ss1='null'
@@ -162,13 +167,13 @@ one() {
 		[ "$(jq .async_commits <<<"$ss1")" = 0 ] && [ "$(jq -r .status <<<"$ss1")" = ON ] ||
 			rdb_log "WARNING: $rname round $round: semi-sync fell back to asynchronous ($ss1)"
 	elif [ "$mode" != none ]; then
-		bcpu_protected_end "$dir" "$s0" "$c0p" "$c0b" "$c1p" "$c1b" "$secs"
+		bcpu_protected_end "$dir" "$s0" "$c0p" "$c0b" "$c1p" "$c1b" "$el"
 		s1=$BCPU_S1 k1=$BCPU_K1 dcpu=$BCPU_DCPU
 	fi
 	jq -n -L tests/lib --arg name "$rname" --arg base "$name" --arg mode "$mode" --argjson ckpt "$ckpt" \
 		--argjson round "$round" --arg place "$place" --argjson flush "$flush" \
 		--argjson k1 "$k1" --arg policy "${policy:-writes}" --argjson semisync "$ss1" \
-		--argjson s0 "$s0" --argjson s1 "$s1" --argjson secs "$secs" \
+		--argjson s0 "$s0" --argjson s1 "$s1" --argjson secs "$el" \
 		--slurpfile ep "$dir/epochs.json" --argjson t0 "$t0" --argjson t1 "$t1" --argjson dcpu "$dcpu" \
 		--argjson hz "$(getconf CLK_TCK)" \
 		--argjson qc $((q1 - q0)) --argjson dc $((d1 - d0)) --argjson bc $((b1 - b0)) \
@@ -183,7 +188,7 @@ one() {
 		  epoch_ms: (if $p then $ckpt else null end),
 		  tps: ($tps | tonumber), latency_ms_p50: ($p50 | tonumber),
 		  latency_ms_mean: ($avg | tonumber),
-		  latency_ms_p99: ($p99 | tonumber) } +
+		  latency_ms_p99: ($p99 | tonumber), run_s: $secs } +
 		checkpoint_fields($p; $s0; $s1; $k1; $ep[0]; $t0; $t1; $secs) + {
 		  cpu_share: { guest_qemu: ($qc / $hz / $secs), primary_remusdbd: ($dc / $hz / $secs),
 			       (if $mode == "peer-semisync" then "standby_qemu" else "backup_remusdbd" end):
