@@ -199,12 +199,10 @@ void rdb_bgjob_join(struct rdb_bgjob *j)
 	for (;;) {
 		ssize_t n = read(j->rd, &c, 1);
 
-		if (n == 1 || (n < 0 && errno != EAGAIN && errno != EINTR))
-			break;
-		if (n == 0)
-			break;	/* (cannot be: the write end is ours) */
 		if (n < 0 && errno == EAGAIN)
 			poll(&pfd, 1, -1);
+		else if (!(n < 0 && errno == EINTR))
+			break;	/* the byte (EOF cannot be: the write end is ours) */
 	}
 	job_free(j);
 }
