@@ -95,6 +95,9 @@ for r in $(seq 1 "$repeats"); do
 done
 printf '%s\n' "${rows[@]}" | jq -s -L tests/lib 'include "bench";
 	def spread: (max - min);
+	# per role (any row has it), the median over the rows: 0 where absent
+	def role_medians: (map(keys) | add | unique) as $k
+		| [ $k[] as $r | { key: $r, value: (map(.[$r] // 0) | median) } ] | from_entries;
 	{ rows: .,
 	  summary: (group_by(.build) | map({
 	    build: .[0].build,
@@ -103,9 +106,7 @@ printf '%s\n' "${rows[@]}" | jq -s -L tests/lib 'include "bench";
 	    primary_ms_per_epoch: (map(.primary_ms_per_epoch.total) | { median: median, spread: spread }),
 	    backup_ms_per_epoch: (map(.backup_ms_per_epoch.total) | { median: median, spread: spread }),
 	    primary_us_per_page: (map(.primary_us_per_page) | { median: median, spread: spread }),
-	    primary_roles: (map(.primary_ms_per_epoch) | (.[0] | keys) as $k
-	      | [ $k[] as $r | { key: $r, value: (map(.[$r] // 0) | median) } ] | from_entries),
-	    backup_roles: (map(.backup_ms_per_epoch) | (.[0] | keys) as $k
-	      | [ $k[] as $r | { key: $r, value: (map(.[$r] // 0) | median) } ] | from_entries)
+	    primary_roles: (map(.primary_ms_per_epoch) | role_medians),
+	    backup_roles: (map(.backup_ms_per_epoch) | role_medians)
 	  })) }' > "$out/daemoncpu.json"
 jq '.summary' "$out/daemoncpu.json"
