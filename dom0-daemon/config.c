@@ -455,6 +455,26 @@ void rdb_config_dump_defaults(const struct rdb_config_table *t, FILE *f)
 
 /* -m as QEMU reads it: [size=]N[M|G|T][,...], N in MiB without a suffix.
  * Returns the MiB, or 0 when the form is not one of these. */
+/* A QEMU option string "type,key=value,..." has key=value (",," is an
+ * escaped comma, not a separator). */
+static bool has_opt(const char *opts, const char *key, const char *value)
+{
+	size_t kl = strlen(key), vl = strlen(value);
+
+	for (const char *p = opts; (p = strchr(p, ',')); ) {
+		if (p[1] == ',') {
+			p += 2;
+			continue;
+		}
+		p++;
+		if (!strncmp(p, key, kl) && p[kl] == '=' &&
+		    !strncmp(p + kl + 1, value, vl) &&
+		    (p[kl + 1 + vl] == 0 || p[kl + 1 + vl] == ','))
+			return true;
+	}
+	return false;
+}
+
 static uint64_t qemu_m_mib(const char *a)
 {
 	char *end;
@@ -676,12 +696,28 @@ int rdb_vm_config_check(const struct rdb_vm_config *c, char *err, size_t errlen)
 	}
 	for (size_t i = 0; i < c->qemu_arg.n; i++) {
 		const char *a = c->qemu_arg.v[i];
+		const char *next = i + 1 < c->qemu_arg.n ? c->qemu_arg.v[i + 1] : "";
 
 		if (!strcmp(a, "-qmp") || !strcmp(a, "-netdev") ||
 		    !strcmp(a, "-serial") || !strcmp(a, "-incoming") ||
 		    !strcmp(a, "-daemonize")) {
 			snprintf(err, errlen, "VM config: qemu_arg %s is host-specific: "
 				 "remusdbd adds it", a);
+			return -EINVAL;
+		}
+		/* The guest RAM's backend is each host's own: the backup
+		 * restores onto its RAM image (memory-backend-file id=pc.ram,
+		 * restore.c), which one here would meet at failover (-machine
+		 * memory-backend=pc.ram, as libvirt writes it, is the same on
+		 * both and stays). */
+		if (!strcmp(a, "-object") &&
+		    ((!strncmp(next, "memory-backend-", 15) && has_opt(next, "id", "pc.ram")) ||
+		     (next[0] == '{' && strstr(next, "\"memory-backend-") &&
+		      strstr(next, "\"pc.ram\"")))) {
+			snprintf(err, errlen, "VM config: qemu_arg %s %s: the guest "
+				 "RAM's backend (id=pc.ram) is host-specific: the backup "
+				 "adds its own; give the primary's on its QEMU command "
+				 "line only", a, next);
 			return -EINVAL;
 		}
 	}

@@ -30,8 +30,11 @@
  * stopped the guest, before it stalls */
 #define FAULT_INITIAL_BUSY_NS (400 * RDB_NS_PER_MS)
 /* slow-checkpoint: the next pause lasts this long (its resume is late,
- * the daemon beating meanwhile), as a slow hypervisor's would */
+ * the daemon beating meanwhile), as a slow hypervisor's would;
+ * slow-checkpoint=MS sets it, within these bounds */
 #define FAULT_SLOW_PAUSE_NS (1200 * RDB_NS_PER_MS)
+#define FAULT_SLOW_PAUSE_MIN_MS 100
+#define FAULT_SLOW_PAUSE_MAX_MS 10000
 /* A checkpoint's wait for the encoders this long is logged. */
 #define ENCODER_WAIT_LOG_NS (100 * RDB_NS_PER_MS)
 /* Fault slow-encode: the encoders finish an epoch this late. */
@@ -375,12 +378,12 @@ static uint64_t on_slow_resume(struct rdb_evloop *loop, uint64_t id,
 
 static int slow_resume_arm(struct rdb_primary *p, uint64_t epoch)
 {
-	uint64_t now = rdb_now_ns(), at = p->ckpt_start_ns + FAULT_SLOW_PAUSE_NS;
+	uint64_t now = rdb_now_ns(), at = p->ckpt_start_ns + p->fault_slow_pause_ns;
 
 	LOGVM(WARN, p->vm->name, "fault injection: the pause of epoch %llu "
 	      "lasts %.0f ms (remusdbd runs meanwhile)",
 	      (unsigned long long)epoch,
-	      (double)FAULT_SLOW_PAUSE_NS / RDB_NS_PER_MS);
+	      (double)p->fault_slow_pause_ns / RDB_NS_PER_MS);
 	p->slow_epoch = epoch;
 	return rdb_evloop_add_timer(p->d->loop, at > now ? at - now : 1,
 				    on_slow_resume, p, &p->slow_timer);
@@ -3038,7 +3041,23 @@ int rdb_primary_inject(struct rdb_vm *vm, const char *fault)
 		rdb_encpool_fault_delay(vm->pri->pool, FAULT_SLOW_ENCODE_NS);
 		return 0;
 	}
-	if (strcmp(fault, "slow-checkpoint") == 0) {
+	if (strncmp(fault, "slow-checkpoint", 15) == 0) {
+		uint64_t ns = FAULT_SLOW_PAUSE_NS;
+
+		if (fault[15] == '=') {
+			char *end;
+			unsigned long ms;
+
+			errno = 0;
+			ms = strtoul(fault + 16, &end, 10);
+			if (errno || end == fault + 16 || *end ||
+			    ms < FAULT_SLOW_PAUSE_MIN_MS || ms > FAULT_SLOW_PAUSE_MAX_MS)
+				return -EINVAL;
+			ns = (uint64_t)ms * RDB_NS_PER_MS;
+		} else if (fault[15]) {
+			return -EINVAL;
+		}
+		vm->pri->fault_slow_pause_ns = ns;
 		vm->pri->fault_slow_checkpoint = true;
 		return 0;
 	}

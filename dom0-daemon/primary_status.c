@@ -58,6 +58,8 @@ void rdb_primary_status(const struct rdb_vm *vm, json_t *o)
 			"attempting", p->arp.attempting));
 	}
 	json_object_set_new(o, "open_epoch", json_integer((json_int_t)p->ck.open_epoch));
+	/* the guest is stopped by a checkpoint right now */
+	json_object_set_new(o, "in_pause", json_boolean(p->ck.active && p->ck.in_pause));
 	/* the last protection's start, until epoch 0 was committed: the
 	 * disk copy (queued), then the memory copy (COLO start to ACK 0) */
 	if (vm->st.initial_ns) {

@@ -352,6 +352,18 @@ cluster_vm_up() {
 	fi
 	[ -n "${CL_EVENT_PORT:-}" ] &&
 		drive+=(-chardev "socket,id=rdbevent,path=$CL_DIR/$P/$CL_VM.event,server=on,wait=off")
+	# CL_RAM_SHARED=file|memfd: the primary's guest RAM (pc.ram) shared,
+	# on a file in /dev/shm (cl_pri_ram_file: tests read it) or a memfd;
+	# the backup's restore brings its own backend (the common arguments
+	# carry none)
+	case ${CL_RAM_SHARED:-} in
+	'') ;;
+	file) drive+=(-object "memory-backend-file,id=pc.ram,size=${CL_RAM_MB:-256}M,mem-path=$(cl_pri_ram_file "$P"),share=on,prealloc=on"
+		-machine memory-backend=pc.ram) ;;
+	memfd) drive+=(-object "memory-backend-memfd,id=pc.ram,size=${CL_RAM_MB:-256}M,share=on,prealloc=on"
+		-machine memory-backend=pc.ram) ;;
+	*) rdb_log "CL_RAM_SHARED must be file or memfd, not '$CL_RAM_SHARED'"; return 1 ;;
+	esac
 	local pin=() ev
 	for ((k = 1; k <= ${CL_EXTRA_NICS:-0}; k++)); do
 		drive+=(-netdev "stream,id=net$k,server=off,addr.type=unix,addr.path=$CL_DIR/$P/run/$CL_VM.net$k,reconnect-ms=100")
@@ -413,6 +425,11 @@ cluster_pull_power() {
 	netns_power_pull "$1"
 }
 
+# cl_pri_ram_file HOST: the guest RAM file of HOST's QEMU (CL_RAM_SHARED=file)
+cl_pri_ram_file() {
+	echo "/dev/shm/rdb-ram-$CL_RUN-$1-$CL_VM"
+}
+
 cluster_down() {
 	local rc=$? run=$1 side pid	# rc: the test's exit status (EXIT trap)
 	[ -n "${CL_DIR:-}" ] || return 0
@@ -431,7 +448,7 @@ cluster_down() {
 	# The backup's restored QEMU is the daemon's child but outlives it.
 	pkill -9 -f "$CL_DIR/bak/" 2>/dev/null
 	netns_cleanup "$run"
-	rm -rf "/dev/shm/rdb-wit-$CL_RUN"
+	rm -rf "/dev/shm/rdb-wit-$CL_RUN" "/dev/shm/rdb-ram-$CL_RUN-"*
 	[ -n "${NM_BLANK_DISK:-}" ] && rm -f "$NM_BLANK_DISK"
 	# A state change the lifecycle's table does not list (vm.c) is a
 	# bug, whatever the test checked

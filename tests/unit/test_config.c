@@ -362,6 +362,35 @@ static void test_vm_file_with_lists_and_errors(void **state)
 	assert_int_equal(rdb_vm_config_check(&c, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "-qmp"));
 	rdb_config_dispose(&rdb_vm_config_table, &c);
+	/* so is the guest RAM's backend (the backup's is its RAM image),
+	 * in either syntax; another object, or libvirt's -machine
+	 * memory-backend=pc.ram, is not */
+	{
+		static const struct { const char *obj; int rc; } objs[] = {
+			{ "memory-backend-memfd,id=pc.ram,size=256M,share=on", -EINVAL },
+			{ "memory-backend-file,size=1G,id=pc.ram", -EINVAL },
+			{ "{\"qom-type\":\"memory-backend-ram\",\"id\":\"pc.ram\",\"size\":1}", -EINVAL },
+			{ "memory-backend-ram,id=pc.ram2,size=1G", 0 },
+			{ "memory-backend-file,id=m0,mem-path=/x,,id=pc.ram", 0 },
+			{ "rng-random,id=rng0,filename=/dev/urandom", 0 },
+		};
+
+		for (size_t i = 0; i < sizeof(objs) / sizeof(objs[0]); i++) {
+			rdb_config_defaults(&rdb_vm_config_table, &c);
+			assert_int_equal(rdb_config_set(&rdb_vm_config_table, &c, "name", "x", err, sizeof(err)), 0);
+			assert_int_equal(rdb_config_set(&rdb_vm_config_table, &c, "peer", "b:7788", err, sizeof(err)), 0);
+			assert_int_equal(rdb_config_set(&rdb_vm_config_table, &c, "qmp", "/q", err, sizeof(err)), 0);
+			assert_int_equal(rdb_config_set(&rdb_vm_config_table, &c, "net_socket", "/n", err, sizeof(err)), 0);
+			assert_int_equal(rdb_config_set(&rdb_vm_config_table, &c, "qemu_arg", "-machine", err, sizeof(err)), 0);
+			assert_int_equal(rdb_config_set(&rdb_vm_config_table, &c, "qemu_arg", "pc,memory-backend=pc.ram", err, sizeof(err)), 0);
+			assert_int_equal(rdb_config_set(&rdb_vm_config_table, &c, "qemu_arg", "-object", err, sizeof(err)), 0);
+			assert_int_equal(rdb_config_set(&rdb_vm_config_table, &c, "qemu_arg", objs[i].obj, err, sizeof(err)), 0);
+			assert_int_equal(rdb_vm_config_check(&c, err, sizeof(err)), objs[i].rc);
+			if (objs[i].rc)
+				assert_non_null(strstr(err, "pc.ram"));
+			rdb_config_dispose(&rdb_vm_config_table, &c);
+		}
+	}
 
 	/* unknown key, with file and line */
 	rdb_config_defaults(&rdb_vm_config_table, &c);
