@@ -227,6 +227,8 @@ static const struct rdb_option vm_opts[] = {
 	  "memory of the read index (48 bytes per 4 KiB block read: 32 MiB tracks ~2.8 GiB of reads); the least recently used entries go" },
 	{ "verify_pages", RDB_OPT_BOOL, OFF(rdb_vm_config, verify_pages), "false", 0, 0, NULL,
 	  "test and debug: each epoch carries a digest of its pages as QEMU sent them, the backup checks its RAM image against it after every commit (costs a hash of every page on both hosts; needs compression or read tracking)" },
+	{ "shared_ram", RDB_OPT_BOOL, OFF(rdb_vm_config, shared_ram), "true", 0, 0, NULL,
+	  "QEMU: checkpoints read the guest's pages from the primary QEMU's shared memory instead of the checkpoint stream, when its pc.ram is shared (memory-backend-memfd, or -file with share=on) and QEMU has x-colo-mapped-ram (hypervisor/qemu patch 0007); otherwise, or false, the stream carries them" },
 	{ "protect_dscp", RDB_OPT_U32, OFF(rdb_vm_config, protect_dscp), "43", 0, 63, NULL,
 	  "IPv6 DSCP the guest module marks protected packets with (its dscp parameter; 43 = 0x2b)" },
 	{ "event_port", RDB_OPT_BOOL, OFF(rdb_vm_config, event_port), "false", 0, 0, NULL,
@@ -771,7 +773,7 @@ static const char *const protection_opts[] = {
 	"peer", "mode", "checkpoint_ms", "checkpoint_deadline_ms", "compression",
 	"page_cache_percent", "compress_threads", "protect_dscp", "event_port",
 	"failover_fence_ms", "on_peer_loss", "hold_bound_ms", "read_tracking",
-	"read_index_mb", "verify_pages", "libvirt_restore",
+	"read_index_mb", "verify_pages", "libvirt_restore", "shared_ram",
 };
 
 int rdb_vm_config_take_protection(struct rdb_vm_config *dst,

@@ -96,6 +96,7 @@ struct rdb_vm_config {
 	bool read_tracking;
 	uint32_t read_index_mb;
 	bool verify_pages;
+	bool shared_ram;	/* pages from QEMU's shared memory where it can */
 	uint32_t protect_dscp;
 	bool event_port;
 	char *libvirt_restore;	/* URI: restore into the libvirt domain */

@@ -665,6 +665,59 @@ static uint64_t on_mig_more(struct rdb_evloop *loop, uint64_t id, void *opaque)
 	return 0;
 }
 
+/*
+ * One read of the checkpoint stream.  recvmsg, not read: QEMU may pass a
+ * RAM block's memory fd with a byte of the stream (x-colo-mapped-ram),
+ * which a read() would drop; it goes to the stream before the bytes.
+ * -EPROTO (p->mig_err says why) when an fd came and was not taken.
+ */
+static ssize_t mig_read(struct rdb_primary *p, int fd, uint8_t *buf, size_t len)
+{
+	union {
+		char b[CMSG_SPACE(sizeof(int) * RDB_MAX_RAM_BLOCKS)];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	struct msghdr m = {
+		.msg_iov = &iov, .msg_iovlen = 1,
+		.msg_control = ctl.b, .msg_controllen = sizeof(ctl.b),
+	};
+	ssize_t r = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
+	int bad = 0;
+
+	if (r < 0)
+		return r;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+		size_t n;
+
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < n; i++) {
+			int f;
+
+			memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof(f));
+			if (bad || !p->hv->stream_take_fd) {
+				close(f);
+				bad = bad ? bad : -EPROTO;
+			} else if (p->hv->stream_take_fd(p->stream, f) < 0) {
+				bad = -EPROTO;
+			}
+		}
+	}
+	if (!bad && (m.msg_flags & MSG_CTRUNC))
+		bad = -ENOBUFS;
+	if (bad) {
+		snprintf(p->mig_err, sizeof(p->mig_err), "checkpoint stream: %s",
+			 bad == -ENOBUFS ? "more file descriptors passed at once "
+			 "than RAM blocks" : !p->hv->stream_take_fd ?
+			 "a file descriptor passed, which this hypervisor's "
+			 "stream does not take" : p->hv->stream_error(p->stream));
+		return -EPROTO;
+	}
+	return r;
+}
+
 static void on_mig(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 {
 	struct rdb_primary *p = opaque;
@@ -699,7 +752,12 @@ static void on_mig(struct rdb_evloop *loop, int fd, unsigned ev, void *opaque)
 			 * full meanwhile, and the hypervisor waits */
 			rc = p->hv->stream_feed(p->stream, NULL, 0);
 		} else {
-			r = read(fd, buf, sizeof(buf));
+			r = mig_read(p, fd, buf, sizeof(buf));
+			if (r == -EPROTO) {
+				rdb_pri_drop_protection(p, p->mig_err);
+				close_mig(p);
+				return;
+			}
 			if (r < 0 && (errno == EAGAIN || errno == EINTR))
 				return;
 			if (r <= 0) {
@@ -1472,7 +1530,7 @@ struct colo_job {
 	struct rdb_primary *p;		/* NULL: the protection was undone */
 	const struct rdb_hv_ops *hv;
 	char qmp_path[108], name[65], stream_path[108];
-	unsigned checkpoint_ms;
+	unsigned checkpoint_ms, ckpt_flags;
 	struct rdb_bgjob *job;
 	pthread_mutex_t lock;		/* cancelled, live_fd */
 	bool cancelled;
@@ -1504,7 +1562,7 @@ static void colo_run(void *opaque)
 		goto done;
 	}
 	rc = j->hv->checkpoint_start(j->ctl, j->stream_path, j->checkpoint_ms,
-				     deadline);
+				     j->ckpt_flags, deadline);
 	if (rc < 0)
 		snprintf(j->err, sizeof(j->err), "%s: %s", j->hv->name,
 			 rc == -EREMOTEIO ? j->hv->ctl_error(j->ctl) :
@@ -1664,6 +1722,7 @@ static int start_colo(struct rdb_primary *p, char *err, size_t errlen)
 	j->live_fd = -1;
 	pthread_mutex_init(&j->lock, NULL);
 	j->checkpoint_ms = vm->cfg.checkpoint_ms;
+	j->ckpt_flags = vm->cfg.shared_ram ? RDB_HV_CKPT_SHARED_RAM : 0;
 	snprintf(j->qmp_path, sizeof(j->qmp_path), "%s", vm->cfg.qmp);
 	snprintf(j->name, sizeof(j->name), "%s", vm->name);
 	snprintf(j->stream_path, sizeof(j->stream_path), "%s", p->mig_path);

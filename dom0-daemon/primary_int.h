@@ -271,6 +271,7 @@ struct rdb_primary {
 	uint64_t hb_timer, deadline_timer;
 	bool fault_stop_in_pause;
 	bool fault_stop_in_initial;	/* before taking epoch 0 (QEMU waits) */
+	char mig_err[300];		/* why the stream's read failed */
 	bool fault_slow_checkpoint;	/* the next pause lasts */
 	uint64_t fault_slow_pause_ns;	/* ... this long */
 	uint64_t slow_timer, slow_epoch;	/* ... resumed from this timer */

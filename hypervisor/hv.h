@@ -148,6 +148,11 @@ struct rdb_hv_state {
 	size_t devstate_len;
 };
 
+/* checkpoint_start: the checkpoints' pages may be read from the
+ * hypervisor's shared memory (passed over the stream: stream_take_fd)
+ * where the hypervisor can; not asked, the stream carries them. */
+#define RDB_HV_CKPT_SHARED_RAM 1u
+
 #define RDB_HV_DISK_QCOW2 1u
 #define RDB_HV_DISK_PFLASH 2u
 
@@ -177,6 +182,10 @@ struct rdb_hv_ops {
 	int (*stream_feed)(struct rdb_hv_stream *s, const uint8_t *buf,
 			   size_t len);
 	const char *(*stream_error)(const struct rdb_hv_stream *s);
+	/* Optional (NULL: close it): a file descriptor that came over the
+	 * stream's connection, given before the bytes read with it are fed.
+	 * The stream owns it.  0, or -EPROTO (not expected there). */
+	int (*stream_take_fd)(struct rdb_hv_stream *s, int fd);
 	void (*stream_free)(struct rdb_hv_stream *s);	/* NULL is fine */
 	/* The bytes of a reply, to write on the stream's connection at once
 	 * (one write: one wake-up of the hypervisor). */
@@ -199,9 +208,11 @@ struct rdb_hv_ops {
 	int (*guest)(struct rdb_hv_ctl *c, enum rdb_hv_guest *out,
 		     uint64_t deadline_ns);
 	/* Protection starts: the hypervisor sends the VM's state to
-	 * stream_path, then a checkpoint every checkpoint_ms. */
+	 * stream_path, then a checkpoint every checkpoint_ms.  flags:
+	 * RDB_HV_CKPT_*. */
 	int (*checkpoint_start)(struct rdb_hv_ctl *c, const char *stream_path,
-				unsigned checkpoint_ms, uint64_t deadline_ns);
+				unsigned checkpoint_ms, unsigned flags,
+				uint64_t deadline_ns);
 	/* No more checkpoints: the guest runs on by itself, now or as soon
 	 * as the one under way fails (the stream cut). */
 	int (*checkpoint_end)(struct rdb_hv_ctl *c, uint64_t deadline_ns);

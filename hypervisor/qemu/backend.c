@@ -21,7 +21,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* From the restored QEMU's start to its QMP answering. */
@@ -29,10 +32,129 @@
 
 /* ---- the stream ---- */
 
+/* With x-colo-mapped-ram, a block QEMU keeps in shared memory is mapped
+ * here read-only, and its pages at checkpoints are read from it. */
 struct rdb_hv_stream {
 	struct rdb_colo_parser parser;
 	struct rdb_colo_ops ops;
+	const struct rdb_hv_stream_cb *cb;
+	void *opaque;
+	struct {
+		const uint8_t *base;	/* NULL: not mapped */
+		size_t len;
+	} map[RDB_MAX_RAM_BLOCKS];
 };
+
+static int s_config(void *o, const uint8_t *section, size_t len)
+{
+	struct rdb_hv_stream *s = o;
+
+	return s->cb->config(s->opaque, section, len);
+}
+
+static int s_ram_blocks(void *o, const struct rdb_ram_block *blocks, size_t n)
+{
+	struct rdb_hv_stream *s = o;
+
+	return s->cb->ram_blocks(s->opaque, blocks, n);
+}
+
+static int s_page(void *o, uint32_t block, uint64_t offset,
+		  const uint8_t *data, uint8_t fill)
+{
+	struct rdb_hv_stream *s = o;
+
+	return s->cb->page(s->opaque, block, offset, data, fill);
+}
+
+static int s_epoch_end(void *o, uint64_t epoch, const uint8_t *dev, size_t len)
+{
+	struct rdb_hv_stream *s = o;
+
+	return s->cb->epoch_end(s->opaque, epoch, dev, len);
+}
+
+static int s_checkpoint_request(void *o, uint64_t epoch)
+{
+	struct rdb_hv_stream *s = o;
+
+	return s->cb->checkpoint_request(s->opaque, epoch);
+}
+
+static int s_initial_stop(void *o)
+{
+	struct rdb_hv_stream *s = o;
+
+	return s->cb->initial_stop ? s->cb->initial_stop(s->opaque) : 0;
+}
+
+/*
+ * Block blk's memory, passed by QEMU: mapped read-only (reopened
+ * O_RDONLY, so no bug here can write guest RAM) and shared.  Refused
+ * unless it is a regular file (a memfd is one) holding the whole block.
+ */
+static int s_map_block(void *o, uint32_t blk, int fd, uint64_t fd_offset,
+		       uint64_t length)
+{
+	struct rdb_hv_stream *s = o;
+	struct stat st;
+	char path[64];
+	void *m;
+	int ro, rc = 0;
+
+	if (fstat(fd, &st) < 0)
+		rc = -errno;
+	else if (!S_ISREG(st.st_mode))
+		rc = -EBADF;
+	else if ((uint64_t)st.st_size < fd_offset ||
+		 (uint64_t)st.st_size - fd_offset < length)
+		rc = -ERANGE;
+	if (rc == -ERANGE)
+		LOG(ERROR, "RAM block %s: QEMU's memory file is too short (%lld "
+		    "bytes for %llu at offset %llu)", s->parser.blocks[blk].idstr,
+		    (long long)st.st_size, (unsigned long long)length,
+		    (unsigned long long)fd_offset);
+	else if (rc < 0)
+		LOG(ERROR, "RAM block %s: QEMU's memory file: %s",
+		    s->parser.blocks[blk].idstr, rc == -EBADF ?
+		    "not a regular file or memfd" : strerror(-rc));
+	if (rc < 0) {
+		close(fd);
+		return rc;
+	}
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	ro = open(path, O_RDONLY | O_CLOEXEC);
+	close(fd);
+	if (ro < 0) {
+		rc = -errno;
+		LOG(ERROR, "RAM block %s: reopening QEMU's memory file read-only: %s",
+		    s->parser.blocks[blk].idstr, strerror(-rc));
+		return rc;
+	}
+	m = mmap(NULL, length, PROT_READ, MAP_SHARED, ro, (off_t)fd_offset);
+	rc = m == MAP_FAILED ? -errno : 0;
+	close(ro);
+	if (rc < 0) {
+		LOG(ERROR, "RAM block %s: mapping QEMU's memory (%llu bytes): %s",
+		    s->parser.blocks[blk].idstr, (unsigned long long)length,
+		    strerror(-rc));
+		return rc;
+	}
+	s->map[blk].base = m;
+	s->map[blk].len = length;
+	LOG(INFO, "RAM block %s (%llu MiB): checkpoints read its pages from "
+	    "QEMU's shared memory", s->parser.blocks[blk].idstr,
+	    (unsigned long long)(length >> 20));
+	return 0;
+}
+
+static int s_mapped_page(void *o, uint32_t blk, uint64_t offset)
+{
+	struct rdb_hv_stream *s = o;
+
+	/* (the parser checked the block is mapped and offset within it) */
+	return s->cb->page(s->opaque, blk, offset, s->map[blk].base + offset, 0);
+}
 
 static int stream_new(struct rdb_hv_stream **out,
 		      const struct rdb_hv_stream_cb *cb, void *opaque)
@@ -42,15 +164,19 @@ static int stream_new(struct rdb_hv_stream **out,
 
 	if (!s)
 		return -ENOMEM;
+	s->cb = cb;
+	s->opaque = opaque;
 	s->ops = (struct rdb_colo_ops){
-		.config = cb->config,
-		.ram_blocks = cb->ram_blocks,
-		.page = cb->page,
-		.epoch_end = cb->epoch_end,
-		.checkpoint_request = cb->checkpoint_request,
-		.initial_stop = cb->initial_stop,
+		.config = s_config,
+		.ram_blocks = s_ram_blocks,
+		.page = s_page,
+		.map_block = s_map_block,
+		.mapped_page = s_mapped_page,
+		.epoch_end = s_epoch_end,
+		.checkpoint_request = s_checkpoint_request,
+		.initial_stop = s_initial_stop,
 	};
-	rc = rdb_colo_parser_init(&s->parser, &s->ops, opaque);
+	rc = rdb_colo_parser_init(&s->parser, &s->ops, s);
 	if (rc < 0) {
 		free(s);
 		return rc;
@@ -64,6 +190,11 @@ static int stream_feed(struct rdb_hv_stream *s, const uint8_t *buf, size_t len)
 	return rdb_colo_parser_feed(&s->parser, buf, len);
 }
 
+static int stream_take_fd(struct rdb_hv_stream *s, int fd)
+{
+	return rdb_colo_parser_take_fd(&s->parser, fd);
+}
+
 static const char *stream_error(const struct rdb_hv_stream *s)
 {
 	return rdb_colo_parser_error(&s->parser);
@@ -74,6 +205,9 @@ static void stream_free(struct rdb_hv_stream *s)
 	if (!s)
 		return;
 	rdb_colo_parser_dispose(&s->parser);
+	for (size_t i = 0; i < RDB_MAX_RAM_BLOCKS; i++)
+		if (s->map[i].base)
+			munmap((void *)s->map[i].base, s->map[i].len);
 	free(s);
 }
 
@@ -179,16 +313,48 @@ static int guest(struct rdb_hv_ctl *c, enum rdb_hv_guest *out,
 	return 0;
 }
 
+/*
+ * With RDB_HV_CKPT_SHARED_RAM, capability x-colo-mapped-ram (QEMU patch
+ * 0007) is asked for: a RAM block QEMU keeps in shared memory (a memfd
+ * or a shared file backend) is passed over the stream once, and each
+ * checkpoint's pages of it are read from there (colo_stream.h).  A QEMU
+ * without the capability is not an error: its stream carries the pages.
+ * Without the flag it is switched off, in a QEMU that knows it (a
+ * capability outlives a protection in the same QEMU).
+ */
 static int checkpoint_start(struct rdb_hv_ctl *c, const char *stream_path,
-			    unsigned checkpoint_ms, uint64_t deadline_ns)
+			    unsigned checkpoint_ms, unsigned flags,
+			    uint64_t deadline_ns)
 {
+	bool mapped = flags & RDB_HV_CKPT_SHARED_RAM;
 	char uri[160];
+	int rc;
 
 	if ((size_t)snprintf(uri, sizeof(uri), "unix:%s", stream_path) >=
 	    sizeof(uri))
 		return -ENAMETOOLONG;
-	return rdb_qmp_migrate_colo_start(&c->qmp, uri, checkpoint_ms,
-					  deadline_ns);
+	/* As rdb_qmp_migrate_colo_start, with the mapped capability after
+	 * x-colo (QEMU refuses it without) */
+	rc = rdb_qmp_set_capability(&c->qmp, "x-ignore-shared", false, deadline_ns);
+	if (rc == 0)
+		rc = rdb_qmp_set_capability(&c->qmp, "x-colo", true, deadline_ns);
+	if (rc < 0)
+		return rc;
+	rc = rdb_qmp_set_capability(&c->qmp, RDB_QMP_CAP_MAPPED_RAM, mapped,
+				    deadline_ns);
+	if (rc == -EREMOTEIO) {
+		if (mapped)
+			LOG(INFO, "%s: QEMU has no %s (%s): checkpoints carry the "
+			    "guest's pages over the stream", c->qmp.vm,
+			    RDB_QMP_CAP_MAPPED_RAM, c->qmp.last_error);
+		rc = 0;
+	}
+	if (rc == 0)
+		rc = rdb_qmp_set_checkpoint_delay(&c->qmp, checkpoint_ms, deadline_ns);
+	if (rc == 0)
+		rc = rdb_qmp_execute(&c->qmp, "migrate", json_pack("{s:s}", "uri", uri),
+				     NULL, deadline_ns);
+	return rc;
 }
 
 static int checkpoint_end(struct rdb_hv_ctl *c, uint64_t deadline_ns)
@@ -420,6 +586,7 @@ const struct rdb_hv_ops rdb_hv_qemu_ops = {
 	.main_block = RDB_RESTORE_SHARED_BLOCK,
 	.stream_new = stream_new,
 	.stream_feed = stream_feed,
+	.stream_take_fd = stream_take_fd,
 	.stream_error = stream_error,
 	.stream_free = stream_free,
 	.reply = reply,

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #define VM_COMMAND 0x08
 #define VM_FOOTER 0x7e
 
+#define F_MAPPED 0x01	/* x-colo-mapped-ram (QEMU patch 0007) */
 #define F_ZERO 0x02
 #define F_MEM_SIZE 0x04
 #define F_PAGE 0x08
@@ -75,6 +77,42 @@ int rdb_colo_parser_init(struct rdb_colo_parser *p,
 void rdb_colo_parser_dispose(struct rdb_colo_parser *p)
 {
 	rdb_buf_dispose(&p->in);
+	for (size_t i = 0; i < p->nfds; i++)
+		close(p->fds[i]);
+	p->nfds = 0;
+}
+
+int rdb_colo_parser_take_fd(struct rdb_colo_parser *p, int fd)
+{
+	if (p->state == RDB_CP_FAILED) {
+		close(fd);
+		return -EPROTO;
+	}
+	if (p->blocks_reported) {
+		close(fd);
+		return fail(p, "a file descriptor passed after the RAM blocks "
+			    "were set up");
+	}
+	if (p->nfds == RDB_COLO_MAX_FDS) {
+		close(fd);
+		return fail(p, "more than %u file descriptors on the stream "
+			    "before the parser asked for them", RDB_COLO_MAX_FDS);
+	}
+	p->fds[p->nfds++] = fd;
+	return 0;
+}
+
+/* The first file descriptor passed and not yet used, or -1. */
+static int pop_fd(struct rdb_colo_parser *p)
+{
+	int fd;
+
+	if (p->nfds == 0)
+		return -1;
+	fd = p->fds[0];
+	memmove(p->fds, p->fds + 1, (p->nfds - 1) * sizeof(p->fds[0]));
+	p->nfds--;
+	return fd;
 }
 
 const char *rdb_colo_parser_error(const struct rdb_colo_parser *p)
@@ -231,12 +269,22 @@ static int find_block(struct rdb_colo_parser *p, const uint8_t *name, uint8_t l)
 	return -1;
 }
 
+/*
+ * ram START: the memory size record, then each block.  With
+ * x-colo-mapped-ram (F_MAPPED in the size record) each block's entry
+ * ends in "mapped:u8 [fd_offset:be64 carrier:u8]": for a mapped block
+ * QEMU passed the block's memory file descriptor (SCM_RIGHTS) with the
+ * carrier byte, so it was queued (take_fd) before that byte was fed.
+ */
 static int step_ram_setup(struct rdb_colo_parser *p, uint64_t v)
 {
 	const uint8_t *b = p->in.data;
 	size_t at = 8;
+	uint64_t fd_off[RDB_MAX_RAM_BLOCKS];
+	bool mapped = v & F_MAPPED;
 
-	if (!(v & F_MEM_SIZE) || (v & ~PAGE_MASK & ~(uint64_t)F_MEM_SIZE))
+	if (!(v & F_MEM_SIZE) ||
+	    (v & ~PAGE_MASK & ~(uint64_t)(F_MEM_SIZE | F_MAPPED)))
 		return fail(p, "ram START: expected the memory size record, got flags 0x%llx",
 			    (unsigned long long)(v & ~PAGE_MASK));
 	p->mem_total = v & PAGE_MASK;
@@ -248,20 +296,21 @@ static int step_ram_setup(struct rdb_colo_parser *p, uint64_t v)
 	while (p->mem_listed < p->mem_total) {
 		struct rdb_ram_block *rb;
 		uint8_t l;
+		size_t tail = 0;
 
 		if (p->in.len < at + 1)
 			return NEED_MORE;
 		l = b[at];
 		if (l == 0)
 			return fail(p, "ram START: empty block name");
-		if (p->in.len < at + 1 + l + 8)
+		if (p->in.len < at + 1 + l + 8 + (mapped ? 1 : 0))
 			return NEED_MORE;
 		if (memchr(b + at + 1, 0, l))
 			return fail(p, "ram START: block name with a NUL byte");
 		if (p->nblocks == RDB_MAX_RAM_BLOCKS)
 			return fail(p, "ram START: more than %u RAM blocks",
 				    RDB_MAX_RAM_BLOCKS);
-		rb = &p->blocks[p->nblocks++];
+		rb = &p->blocks[p->nblocks];
 		memcpy(rb->idstr, b + at + 1, l);
 		rb->idstr[l] = 0;
 		rb->used_length = be64_at(b + at + 1 + l);
@@ -269,11 +318,37 @@ static int step_ram_setup(struct rdb_colo_parser *p, uint64_t v)
 		    rb->used_length > p->mem_total - p->mem_listed)
 			return fail(p, "ram START: block %s has length 0x%llx",
 				    rb->idstr, (unsigned long long)rb->used_length);
+		p->block_mapped[p->nblocks] = false;
+		if (mapped) {
+			uint8_t m = b[at + 1 + l + 8];
+
+			tail = 1;
+			if (m > 1)
+				return fail(p, "ram START: block %s: mapped flag %u",
+					    rb->idstr, m);
+			if (m) {
+				if (p->in.len < at + 1 + l + 8 + 1 + 8 + 1)
+					return NEED_MORE;
+				fd_off[p->nblocks] = be64_at(b + at + 1 + l + 9);
+				if (b[at + 1 + l + 17] != RDB_COLO_FD_CARRIER)
+					return fail(p, "ram START: block %s: fd carrier "
+						    "byte 0x%02x", rb->idstr,
+						    b[at + 1 + l + 17]);
+				if (fd_off[p->nblocks] % RDB_PAGE_SIZE)
+					return fail(p, "ram START: block %s: file offset "
+						    "0x%llx not page-aligned", rb->idstr,
+						    (unsigned long long)fd_off[p->nblocks]);
+				p->block_mapped[p->nblocks] = true;
+				tail = 1 + 8 + 1;
+			}
+		}
+		p->nblocks++;
 		p->mem_listed += rb->used_length;
-		at += 1 + l + 8;
+		at += 1 + l + 8 + tail;
 	}
 	rdb_buf_consume(&p->in, at);
 	p->ram_setup = 0;
+	p->mapped = mapped;
 	if (!p->blocks_reported) {
 		int rc = p->ops->ram_blocks(p->opaque, p->blocks, p->nblocks);
 
@@ -281,6 +356,29 @@ static int step_ram_setup(struct rdb_colo_parser *p, uint64_t v)
 			return rc;
 		p->blocks_reported = 1;
 	}
+	/* every carrier byte was fed, so every fd came before it */
+	for (size_t i = 0; i < p->nblocks; i++) {
+		int fd, rc;
+
+		if (!p->block_mapped[i])
+			continue;
+		fd = pop_fd(p);
+		if (fd < 0)
+			return fail(p, "ram START: block %s is mapped but no file "
+				    "descriptor came with it", p->blocks[i].idstr);
+		if (!p->ops->map_block || !p->ops->mapped_page) {
+			close(fd);
+			return fail(p, "ram START: block %s is mapped and this "
+				    "reader cannot map", p->blocks[i].idstr);
+		}
+		rc = p->ops->map_block(p->opaque, (uint32_t)i, fd, fd_off[i],
+				       p->blocks[i].used_length);
+		if (rc < 0)
+			return rc;
+	}
+	if (p->nfds)
+		return fail(p, "ram START: %zu file descriptor(s) passed that no "
+			    "block asked for", p->nfds);
 	return PROGRESS;
 }
 
@@ -298,7 +396,7 @@ static int step_ram(struct rdb_colo_parser *p)
 		return step_ram_setup(p, v);
 	addr = v & PAGE_MASK;
 	flags = v & ~PAGE_MASK;
-	if (flags & ~(uint64_t)F_KNOWN)
+	if (flags & ~(uint64_t)(F_KNOWN | (p->mapped ? F_MAPPED : 0)))
 		return fail(p, "ram section: unknown flags 0x%llx at page addr "
 			    "0x%llx (XBZRLE, multifd, mapped-ram or RDMA on?)",
 			    (unsigned long long)flags, (unsigned long long)addr);
@@ -307,7 +405,7 @@ static int step_ram(struct rdb_colo_parser *p)
 		p->state = RDB_CP_FOOTER;
 		return PROGRESS;
 	}
-	if ((flags & (F_ZERO | F_PAGE)) == 0 || (flags & F_ZERO && flags & F_PAGE) ||
+	if (__builtin_popcountll(flags & (F_ZERO | F_PAGE | F_MAPPED)) != 1 ||
 	    flags & (F_MEM_SIZE | F_EOS))
 		return fail(p, "ram section: bad record flags 0x%llx",
 			    (unsigned long long)flags);
@@ -333,7 +431,18 @@ static int step_ram(struct rdb_colo_parser *p)
 		return fail(p, "ram section: page 0x%llx beyond block %s (0x%llx)",
 			    (unsigned long long)addr, p->blocks[blk].idstr,
 			    (unsigned long long)p->blocks[blk].used_length);
-	if (flags & F_ZERO) {
+	if (flags & F_MAPPED) {
+		/* a page QEMU left in the block's shared memory: only at a
+		 * checkpoint (the guest stopped), never in the initial copy */
+		if (!p->block_mapped[blk])
+			return fail(p, "ram section: mapped page 0x%llx of block %s, "
+				    "which is not mapped", (unsigned long long)addr,
+				    p->blocks[blk].idstr);
+		if (p->epoch == 0)
+			return fail(p, "ram section: mapped page 0x%llx in the "
+				    "initial stream", (unsigned long long)addr);
+		rc = p->ops->mapped_page(p->opaque, (uint32_t)blk, addr);
+	} else if (flags & F_ZERO) {
 		if (p->in.len < at + 1)
 			return NEED_MORE;
 		rc = p->ops->page(p->opaque, (uint32_t)blk, addr, NULL, b[at]);

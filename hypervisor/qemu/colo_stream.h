@@ -18,10 +18,16 @@
  *   ramsect    = (0x01 id:be32 len:u8 "ram" instance:be32 version:be32 4
  *                 memsize ramblock* | 0x02 id:be32 | 0x03 id:be32)
  *                page* eos [0x7e id:be32]
- *   memsize    = be64(total | MEM_SIZE 0x04); ramblock = len:u8 idstr used:be64
- *                (until the used lengths add up to total; 1..64 blocks)
+ *   memsize    = be64(total | MEM_SIZE 0x04 [| MAPPED 0x01])
+ *   ramblock   = len:u8 idstr used:be64 [mapped:u8 [fd_offset:be64 0x20]]
+ *                (until the used lengths add up to total; 1..64 blocks;
+ *                 the bracketed part with MAPPED in memsize: capability
+ *                 x-colo-mapped-ram, QEMU patch 0007: a mapped block's
+ *                 memory fd comes over the socket with the 0x20 byte)
  *   page       = be64(addr | flags) [len:u8 idstr  unless CONTINUE 0x20]
- *                (ZERO 0x02: fill:u8 | PAGE 0x08: 4096 bytes)
+ *                (ZERO 0x02: fill:u8 | PAGE 0x08: 4096 bytes |
+ *                 MAPPED 0x01: nothing, the page is in the block's shared
+ *                 memory; at checkpoints only, mapped blocks only)
  *   eos        = be64(EOS 0x10)
  *   devtail    = (0x04 device sections, not length-prefixed) ... 0x00 (EOF)
  *                0x06 len:be32 json[len]                 (len <= 16 MiB)
@@ -39,6 +45,7 @@
 #ifndef RDB_COLO_STREAM_H
 #define RDB_COLO_STREAM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -50,6 +57,10 @@
 /* Places in the initial device state that look like the start of the
  * vmdesc but whose JSON has not fully arrived yet (normally at most one). */
 #define RDB_COLO_MAX_CANDIDATES 64
+/* File descriptors passed ahead of the bytes that use them. */
+#define RDB_COLO_MAX_FDS 8
+/* The byte a passed fd rides on (QEMU's qemu_file_put_fd). */
+#define RDB_COLO_FD_CARRIER 0x20
 
 enum rdb_colo_msg {
 	RDB_COLO_CHECKPOINT_READY = 0,
@@ -80,6 +91,14 @@ struct rdb_colo_ops {
 	 * when no END came) in it.  QEMU writes no END before it stops the
 	 * guest (savevm's precopy completion). */
 	int (*initial_stop)(void *opaque);
+	/* Optional (NULL: a mapped stream is refused).  Block blk's memory
+	 * is fd (now the callee's to close) from fd_offset on, length bytes;
+	 * called after ram_blocks, before any page. */
+	int (*map_block)(void *opaque, uint32_t block, int fd,
+			 uint64_t fd_offset, uint64_t length);
+	/* A page of a mapped block, read from its memory during the call
+	 * (the guest is stopped).  Needed with map_block. */
+	int (*mapped_page)(void *opaque, uint32_t block, uint64_t offset);
 };
 
 enum rdb_colo_pstate {
@@ -112,6 +131,10 @@ struct rdb_colo_parser {
 	struct rdb_ram_block blocks[RDB_MAX_RAM_BLOCKS];
 	size_t nblocks;
 	int cur_block;		/* for CONTINUE; persists across sections */
+	bool mapped;		/* x-colo-mapped-ram: MAPPED records allowed */
+	bool block_mapped[RDB_MAX_RAM_BLOCKS];
+	int fds[RDB_COLO_MAX_FDS];	/* passed, not yet used */
+	size_t nfds;
 	uint64_t dev_len;
 	/* RDB_CP_DEVTAIL: offsets into `in`, which is not consumed there. */
 	size_t dt_scan;		/* next offset to test for EOF+VMDESCRIPTION */
@@ -128,6 +151,10 @@ void rdb_colo_parser_dispose(struct rdb_colo_parser *p);
 int rdb_colo_parser_feed(struct rdb_colo_parser *p, const uint8_t *buf,
 			 size_t len);
 const char *rdb_colo_parser_error(const struct rdb_colo_parser *p);
+/* A file descriptor that came over the stream's socket (SCM_RIGHTS), to
+ * queue before the bytes read with it are fed: the parser owns it (used
+ * by the next mapped block, closed by dispose).  0 or -EPROTO. */
+int rdb_colo_parser_take_fd(struct rdb_colo_parser *p, int fd);
 void rdb_colo_msg_encode(enum rdb_colo_msg m, uint8_t out[4]);
 
 #endif

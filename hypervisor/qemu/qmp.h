@@ -18,6 +18,10 @@
 
 #define RDB_QMP_MAX_LINE (1u << 20)
 
+/* QEMU patch 0007's capability: checkpoints' pages of shared RAM blocks
+ * stay in the shared memory (hypervisor/qemu/README.md) */
+#define RDB_QMP_CAP_MAPPED_RAM "x-colo-mapped-ram"
+
 struct rdb_qmp {
 	int fd;
 	char vm[65];

@@ -335,8 +335,10 @@ static int guest(struct rdb_hv_ctl *c, enum rdb_hv_guest *out,
 }
 
 static int checkpoint_start(struct rdb_hv_ctl *c, const char *stream_path,
-			    unsigned checkpoint_ms, uint64_t deadline_ns)
+			    unsigned checkpoint_ms, unsigned flags,
+			    uint64_t deadline_ns)
 {
+	(void)flags;	/* the save helper's stream always carries the pages */
 	char ms[16], log[160];
 	char *argv[] = { HELPER, "save", c->dom, (char *)stream_path, ms, NULL };
 	int rc;

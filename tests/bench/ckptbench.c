@@ -54,7 +54,7 @@ static int n_end(void *o, uint64_t e, const uint8_t *d, size_t n)
 	return 0;
 }
 static int n_req(void *o, uint64_t e) { send_msg(RDB_COLO_CHECKPOINT_REPLY); return 0; }
-static const struct rdb_colo_ops null_ops = { n_config, n_blocks, n_page, n_end, n_req, NULL };
+static const struct rdb_colo_ops null_ops = { n_config, n_blocks, n_page, n_end, n_req, NULL, NULL, NULL };
 
 static double ev_time(json_t *ev)
 {

@@ -27,7 +27,7 @@ static int c_end(void *o, uint64_t e, const uint8_t *d, size_t n)
 static int c_req(void *o, uint64_t e) { return 0; }
 static int c_stop(void *o) { sink ^= 1; return 0; }
 static const struct rdb_colo_ops ops = { c_config, c_blocks, c_page, c_end, c_req,
-					 c_stop };
+					 c_stop, NULL, NULL };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -184,7 +184,7 @@ int main(int argc, char **argv)
 		rc = r.ops->ctl_open(&ctl, dom, dom, rdb_now_ns() + 30 * RDB_NS_PER_S,
 				     r.err, sizeof(r.err));
 	if (rc == 0)
-		rc = r.ops->checkpoint_start(ctl, sock, interval,
+		rc = r.ops->checkpoint_start(ctl, sock, interval, 0,
 					     rdb_now_ns() + 30 * RDB_NS_PER_S);
 	if (rc == 0)
 		rc = r.ops->stream_new(&s, &cb, &r);

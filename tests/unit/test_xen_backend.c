@@ -272,8 +272,8 @@ static void test_control(void **state)
 	/* checkpoints: the saver runs until checkpoint_end, which waits for
 	 * it to leave, kills it at the deadline, and resumes the guest */
 	snprintf(sock, sizeof(sock), "%s/vm1.colo", dir);
-	assert_int_equal(ops->checkpoint_start(c, sock, 25, dl), 0);
-	assert_int_equal(ops->checkpoint_start(c, sock, 25, dl), -EREMOTEIO);
+	assert_int_equal(ops->checkpoint_start(c, sock, 25, 0, dl), 0);
+	assert_int_equal(ops->checkpoint_start(c, sock, 25, 0, dl), -EREMOTEIO);
 	assert_int_equal(ops->checkpoint_end(c, rdb_now_ns() + 50 * RDB_NS_PER_MS), 0);
 	ops->ctl_close(c);
 	snprintf(log, sizeof(log), "%s/calls", dir);
