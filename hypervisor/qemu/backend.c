@@ -314,25 +314,35 @@ static int guest(struct rdb_hv_ctl *c, enum rdb_hv_guest *out,
 }
 
 /*
- * With RDB_HV_CKPT_SHARED_RAM, capability x-colo-mapped-ram (QEMU patch
- * 0007) is asked for: a RAM block QEMU keeps in shared memory (a memfd
- * or a shared file backend) is passed over the stream once, and each
- * checkpoint's pages of it are read from there (colo_stream.h).  A QEMU
- * without the capability is not an error: its stream carries the pages.
- * Without the flag it is switched off, in a QEMU that knows it (a
- * capability outlives a protection in the same QEMU).
+ * With RDB_HV_CKPT_SHARED_RAM and the guest's main RAM (pc.ram) shared,
+ * capability x-colo-mapped-ram (QEMU patch 0007) is asked for: a RAM
+ * block QEMU keeps in shared memory (a memfd or a shared file backend)
+ * is passed over the stream once, and each checkpoint's pages of it are
+ * read from there (colo_stream.h).  A QEMU without the capability is not
+ * an error: its stream carries the pages.  Otherwise it is switched off,
+ * in a QEMU that knows it (a capability outlives a protection in the
+ * same QEMU): with it, QEMU's main loop waits for the end of every
+ * checkpoint, which is only worth it when pages are read from memory.
  */
 static int checkpoint_start(struct rdb_hv_ctl *c, const char *stream_path,
 			    unsigned checkpoint_ms, unsigned flags,
 			    uint64_t deadline_ns)
 {
-	bool mapped = flags & RDB_HV_CKPT_SHARED_RAM;
+	bool mapped = false;
 	char uri[160];
 	int rc;
 
 	if ((size_t)snprintf(uri, sizeof(uri), "unix:%s", stream_path) >=
 	    sizeof(uri))
 		return -ENAMETOOLONG;
+	if (flags & RDB_HV_CKPT_SHARED_RAM) {
+		rc = rdb_qmp_memdev_shared(&c->qmp, RDB_RESTORE_SHARED_BLOCK,
+					   &mapped, deadline_ns);
+		if (rc == -EREMOTEIO)
+			mapped = false;		/* no query-memdev: not shared */
+		else if (rc < 0)
+			return rc;
+	}
 	/* As rdb_qmp_migrate_colo_start, with the mapped capability after
 	 * x-colo (QEMU refuses it without) */
 	rc = rdb_qmp_set_capability(&c->qmp, "x-ignore-shared", false, deadline_ns);

@@ -288,6 +288,26 @@ int rdb_qmp_set_capability(struct rdb_qmp *q, const char *cap, bool on,
 			       NULL, deadline_ns);
 }
 
+int rdb_qmp_memdev_shared(struct rdb_qmp *q, const char *id, bool *shared,
+			  uint64_t deadline_ns)
+{
+	json_t *ret = NULL, *m;
+	size_t i;
+	int rc = rdb_qmp_execute(q, "query-memdev", NULL, &ret, deadline_ns);
+
+	*shared = false;
+	if (rc < 0)
+		return rc;
+	json_array_foreach(ret, i, m) {
+		const char *mid = json_string_value(json_object_get(m, "id"));
+
+		if (mid && !strcmp(mid, id))
+			*shared = json_is_true(json_object_get(m, "share"));
+	}
+	json_decref(ret);
+	return 0;
+}
+
 int rdb_qmp_set_checkpoint_delay(struct rdb_qmp *q, unsigned ms,
 				 uint64_t deadline_ns)
 {

@@ -56,6 +56,10 @@ int rdb_qmp_set_checkpoint_delay(struct rdb_qmp *q, unsigned ms,
 				 uint64_t deadline_ns);
 int rdb_qmp_set_capability(struct rdb_qmp *q, const char *cap, bool on,
 			   uint64_t deadline_ns);
+/* Whether memory backend id (e.g. "pc.ram") is share=on: false when
+ * QEMU lists no such backend. */
+int rdb_qmp_memdev_shared(struct rdb_qmp *q, const char *id, bool *shared,
+			  uint64_t deadline_ns);
 int rdb_qmp_colo_lost_heartbeat(struct rdb_qmp *q, uint64_t deadline_ns);
 int rdb_qmp_migrate_incoming(struct rdb_qmp *q, const char *uri,
 			     uint64_t deadline_ns);

@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # The daemons' CPU per checkpoint, by role, A against B -> build/bench/daemoncpu.json
 #
-#   bash tests/bench/daemoncpu.sh [BUILD_DIR...]   (default: $RDB_BUILD)
+#   bash tests/bench/daemoncpu.sh [BUILD_DIR[+VAR=VALUE...]...]   (default: $RDB_BUILD)
+#
+# A +VAR=VALUE suffix runs that variant's rows with VAR set (a cluster.sh
+# knob): build+CL_RAM_SHARED=memfd and
+# build+CL_RAM_SHARED=memfd+CL_VM_EXTRA=shared_ram=false compare pages
+# read from QEMU's shared memory with pages on the stream, one build.
 #
 # For comparing remusdbd builds (a change to the checkpoint path against
 # the commit before it): each build dir holds remusdbd and remusdbctl as
@@ -28,9 +33,11 @@ repeats=${REPEATS:-3}
 rate=${RATE:-8}
 [ $# -gt 0 ] || set -- "$RDB_BUILD"
 builds=()
-for b in "$@"; do
+for a in "$@"; do
+	b=${a%%+*} v=
+	[ "$b" = "$a" ] || v=+${a#*+}
 	[ -x "$b/remusdbd" ] && [ -x "$b/remusdbctl" ] || rdb_fail "$b: no remusdbd/remusdbctl there"
-	builds+=("$(realpath "$b")")
+	builds+=("$(realpath "$b")$v")
 done
 set -- "${builds[@]}"
 out=build/bench
@@ -46,7 +53,14 @@ row() {	# row BUILD ROUND
 	rdb_log "bench: daemon CPU, $build, round $round"
 	(
 		trap 'cluster_down dcpu' EXIT
-		export RDB_BUILD=$build
+		export RDB_BUILD=${build%%+*}
+		if [ "$build" != "$RDB_BUILD" ]; then
+			local kv
+			IFS=+ read -ra kv <<<"${build#*+}"
+			for a in "${kv[@]}"; do
+				export "${a%%=*}=${a#*=}"
+			done
+		fi
 		export CL_COMPRESSION=true CL_MODE=commit-protection CL_DAEMON_CPUS=0 CL_GUEST_CPUS=1
 		cli() { ip netns exec "$(netns_name dcpu cli)" taskset -c 0 "$@"; }
 		{ cluster_hosts_up dcpu && cluster_vm_up 25; } || rdb_fail "setup failed"

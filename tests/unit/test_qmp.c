@@ -413,6 +413,43 @@ static void test_execute_hands_back_the_return_value(void **state)
 	fake_free(f);
 }
 
+
+/* query-memdev as QEMU 10.0 answers it: pc.ram's share, whichever place
+ * it has in the list; absent, not shared */
+static void play_memdev(struct fake *f)
+{
+	srv_handshake(f);
+	srv_expect(f, "query-memdev", "[{\"id\": \"m0\", \"size\": 1, \"share\": true}, "
+		   "{\"id\": \"pc.ram\", \"size\": 536870912, \"merge\": true, "
+		   "\"dump\": true, \"prealloc\": true, \"share\": true, "
+		   "\"policy\": \"default\", \"host-nodes\": []}]");
+	srv_expect(f, "query-memdev", "[{\"id\": \"pc.ram\", \"size\": 1, \"share\": false}]");
+	srv_expect(f, "query-memdev", "[{\"size\": 1, \"share\": true}]");
+	srv_expect(f, "query-memdev", "[]");
+}
+
+static void test_memdev_shared(void **state)
+{
+	struct fake *f = fake_start(play_memdev, 0);
+	struct rdb_qmp q;
+	bool shared = false;
+
+	assert_int_equal(rdb_qmp_connect(&q, f->path, "vm1", in_ms(2000)), 0);
+	assert_int_equal(rdb_qmp_memdev_shared(&q, "pc.ram", &shared, in_ms(1000)), 0);
+	assert_true(shared);
+	assert_int_equal(rdb_qmp_memdev_shared(&q, "pc.ram", &shared, in_ms(1000)), 0);
+	assert_false(shared);
+	shared = true;
+	assert_int_equal(rdb_qmp_memdev_shared(&q, "pc.ram", &shared, in_ms(1000)), 0);
+	assert_false(shared);	/* (a backend without an id is not pc.ram) */
+	shared = true;
+	assert_int_equal(rdb_qmp_memdev_shared(&q, "pc.ram", &shared, in_ms(1000)), 0);
+	assert_false(shared);
+	assert_int_equal(fake_join(f), 0);
+	rdb_qmp_close(&q);
+	fake_free(f);
+}
+
 static void play_error(struct fake *f)
 {
 	json_int_t id;
@@ -724,6 +761,7 @@ int main(void)
 		cmocka_unit_test(test_connect_times_out_without_greeting),
 		cmocka_unit_test(test_wrappers_send_what_qemu_expects),
 		cmocka_unit_test(test_execute_hands_back_the_return_value),
+		cmocka_unit_test(test_memdev_shared),
 		cmocka_unit_test(test_error_reply_is_eremoteio_with_desc),
 		cmocka_unit_test(test_events_before_the_reply_are_queued_in_order),
 		cmocka_unit_test(test_deadline_expires_and_late_reply_is_dropped),
