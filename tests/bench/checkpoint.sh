@@ -38,6 +38,9 @@
 # defaults), placed and unplaced: pause p50/p99 observed from QMP during
 # the pgbench run, tps, and a traced placed run's breakdown.  Goals:
 # pause p50 <= 2 ms placed; placement does not lower tps (>= 0.95x).
+# pause_vs_dirty_set: tests/bench/pausedirty.sh's rows and summary (the
+# pause at ~1, 4 and 16 MiB dirtied per epoch, pages on the stream
+# against pages read from QEMU's shared memory).
 # No timing is asserted here: the numbers are reported.
 set -u
 cd "$(dirname "$0")/../.."
@@ -246,4 +249,12 @@ jq --slurpfile pn "$out/placed-null.json" --slurpfile pd "$out/placed-daemon.jso
 			    goal_pause_p50_at_most_2ms: ($gp[0].pause_ms_p50 <= 2.0),
 			    goal_placement_keeps_tps: (($gp[0].tps / $gu[0].tps) >= 0.95) } }' \
 	"$out/checkpoint-base.json" > "$out/checkpoint.json" || rdb_fail "could not write checkpoint.json"
+
+# ---- the pause against the dirty set: pages on the stream, or read
+# from QEMU's shared memory (tests/bench/pausedirty.sh) ----
+cluster_down bench
+bash tests/bench/pausedirty.sh >/dev/null || rdb_fail "pausedirty.sh failed"
+jq --slurpfile d "$out/pausedirty.json" '. + { pause_vs_dirty_set: $d[0] }' \
+	"$out/checkpoint.json" > "$out/checkpoint.json.new" &&
+	mv "$out/checkpoint.json.new" "$out/checkpoint.json" || rdb_fail "could not write checkpoint.json"
 cat "$out/checkpoint.json"

@@ -17,6 +17,8 @@
 # pgbench 4 clients at a fixed rate (RATE, 8 tps: the same work per
 # epoch in every row, as far as this guest keeps up; its achieved tps is
 # in the row) for SECONDS (20).  Per row: epochs, dirty pages per epoch,
+# the pause's p50/p99 (the daemon's ring of its last 4096 pauses: the
+# row, its warm-up and the protection's start),
 # each host's daemon CPU by role (tests/lib/benchcpu.sh) in ms per epoch
 # and in us per page.  Summary: per build, the medians and spread.
 # Nothing asserted: a benchmark.  Run alone: anything else on the host's
@@ -86,11 +88,13 @@ row() {	# row BUILD ROUND
 		jq -n --arg build "$build" --argjson round "$round" --argjson epochs "$ep" \
 			--argjson pages "$((pg1 - pg0))" --argjson tps "${tps:-null}" \
 			--argjson pri "$(bcpu_delta "$c0p" "$c1p" "$secs" "$ep")" \
-			--argjson bak "$(bcpu_delta "$c0b" "$c1b" "$secs" "$ep")" --argjson secs "$secs" '
+			--argjson bak "$(bcpu_delta "$c0b" "$c1b" "$secs" "$ep")" --argjson secs "$secs" \
+			--argjson s1 "$s1" '
 			def per_epoch($d): $d | del(.ms_per_epoch, .total)
 				| with_entries(.value = (.value * $secs * 1000 / $epochs))
 				| . + { total: ($d.ms_per_epoch) };
 			{ build: $build, round: $round, tps: $tps, epochs: $epochs,
+			  pause_ms_p50: $s1.vms[0].pause_ms_p50, pause_ms_p99: $s1.vms[0].pause_ms_p99,
 			  pages_per_epoch: ($pages / $epochs),
 			  primary_ms_per_epoch: per_epoch($pri),
 			  backup_ms_per_epoch: per_epoch($bak),
@@ -98,7 +102,7 @@ row() {	# row BUILD ROUND
 			> "$out/daemoncpu-row.json"
 	) || rdb_fail "row $build round $round failed"
 	rows+=("$(cat "$out/daemoncpu-row.json")")
-	jq -c '{build, round, tps, pages_per_epoch, primary: .primary_ms_per_epoch.total,
+	jq -c '{build, round, tps, pages_per_epoch, pause_ms_p50, primary: .primary_ms_per_epoch.total,
 		backup: .backup_ms_per_epoch.total}' "$out/daemoncpu-row.json"
 }
 
@@ -117,6 +121,8 @@ printf '%s\n' "${rows[@]}" | jq -s -L tests/lib 'include "bench";
 	    build: .[0].build,
 	    rounds: length,
 	    pages_per_epoch: (map(.pages_per_epoch) | median),
+	    pause_ms_p50: (map(.pause_ms_p50) | { median: median, spread: spread }),
+	    pause_ms_p99: (map(.pause_ms_p99) | median),
 	    primary_ms_per_epoch: (map(.primary_ms_per_epoch.total) | { median: median, spread: spread }),
 	    backup_ms_per_epoch: (map(.backup_ms_per_epoch.total) | { median: median, spread: spread }),
 	    primary_us_per_page: (map(.primary_us_per_page) | { median: median, spread: spread }),
