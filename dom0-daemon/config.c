@@ -455,8 +455,6 @@ void rdb_config_dump_defaults(const struct rdb_config_table *t, FILE *f)
 	}
 }
 
-/* -m as QEMU reads it: [size=]N[M|G|T][,...], N in MiB without a suffix.
- * Returns the MiB, or 0 when the form is not one of these. */
 /* A QEMU option string "type,key=value,..." has key=value (",," is an
  * escaped comma, not a separator). */
 static bool has_opt(const char *opts, const char *key, const char *value)
@@ -477,6 +475,8 @@ static bool has_opt(const char *opts, const char *key, const char *value)
 	return false;
 }
 
+/* -m as QEMU reads it: [size=]N[M|G|T][,...], N in MiB without a suffix.
+ * Returns the MiB, or 0 when the form is not one of these. */
 static uint64_t qemu_m_mib(const char *a)
 {
 	char *end;

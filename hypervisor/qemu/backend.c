@@ -88,6 +88,16 @@ static int s_initial_stop(void *o)
 	return s->cb->initial_stop ? s->cb->initial_stop(s->opaque) : 0;
 }
 
+/* The protection fails at its start: say how to go on without the mapping. */
+static int map_failed(struct rdb_hv_stream *s, int rc)
+{
+	(void)s;
+	LOG(ERROR, "checkpoints cannot read the guest's pages from QEMU's shared "
+	    "memory: protection fails; shared_ram = false in the VM's file "
+	    "keeps them on the checkpoint stream");
+	return rc;
+}
+
 /*
  * Block blk's memory, passed by QEMU: mapped read-only (reopened
  * O_RDONLY, so no bug here can write guest RAM) and shared.  Refused
@@ -120,7 +130,7 @@ static int s_map_block(void *o, uint32_t blk, int fd, uint64_t fd_offset,
 		    "not a regular file or memfd" : strerror(-rc));
 	if (rc < 0) {
 		close(fd);
-		return rc;
+		return map_failed(s, rc);
 	}
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	ro = open(path, O_RDONLY | O_CLOEXEC);
@@ -129,7 +139,7 @@ static int s_map_block(void *o, uint32_t blk, int fd, uint64_t fd_offset,
 		rc = -errno;
 		LOG(ERROR, "RAM block %s: reopening QEMU's memory file read-only: %s",
 		    s->parser.blocks[blk].idstr, strerror(-rc));
-		return rc;
+		return map_failed(s, rc);
 	}
 	m = mmap(NULL, length, PROT_READ, MAP_SHARED, ro, (off_t)fd_offset);
 	rc = m == MAP_FAILED ? -errno : 0;
@@ -138,7 +148,7 @@ static int s_map_block(void *o, uint32_t blk, int fd, uint64_t fd_offset,
 		LOG(ERROR, "RAM block %s: mapping QEMU's memory (%llu bytes): %s",
 		    s->parser.blocks[blk].idstr, (unsigned long long)length,
 		    strerror(-rc));
-		return rc;
+		return map_failed(s, rc);
 	}
 	s->map[blk].base = m;
 	s->map[blk].len = length;
