@@ -2,6 +2,7 @@
 #include "bgjob.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <openssl/err.h>
 #include <poll.h>
@@ -49,27 +50,41 @@ static void unlink_idle(struct worker *w)
 	}
 }
 
-/* Waits for the next job, or NULL: the thread is to end. */
-static struct rdb_bgjob *next_job(struct worker *w)
+/* Puts the thread on the idle list, unless KEEP_MAX are there: whether
+ * it was.  Before the job's end is told, so that a job started once the
+ * last one ended finds this thread (not a new one). */
+static bool park(struct worker *w)
 {
-	struct rdb_bgjob *j = NULL;
-	struct timespec until;
+	bool parked = false;
 
-	clock_gettime(CLOCK_MONOTONIC, &until);
-	until.tv_sec += (time_t)(KEEP_NS / 1000000000ULL);
 	pthread_mutex_lock(&idle_mu);
 	if (nidle < KEEP_MAX) {
 		w->job = NULL;
 		w->next = idle;
 		idle = w;
 		nidle++;
-		while (!w->job &&
-		       pthread_cond_timedwait(&w->cv, &idle_mu, &until) != ETIMEDOUT)
-			;
-		j = w->job;
-		if (!j)
-			unlink_idle(w);	/* (given one, it was taken off) */
+		parked = true;
 	}
+	pthread_mutex_unlock(&idle_mu);
+	return parked;
+}
+
+/* A parked thread's next job, or NULL after KEEP_NS without one: the
+ * thread is to end (and is off the list). */
+static struct rdb_bgjob *next_job(struct worker *w)
+{
+	struct rdb_bgjob *j;
+	struct timespec until;
+
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += (time_t)(KEEP_NS / 1000000000ULL);
+	pthread_mutex_lock(&idle_mu);
+	while (!w->job &&
+	       pthread_cond_timedwait(&w->cv, &idle_mu, &until) != ETIMEDOUT)
+		;
+	j = w->job;
+	if (!j)
+		unlink_idle(w);	/* (given one, it was taken off) */
 	pthread_mutex_unlock(&idle_mu);
 	return j;
 }
@@ -82,15 +97,19 @@ static void *job_thread(void *opaque)
 
 	pthread_setname_np(pthread_self(), "rdb-bgjob");
 	while (j) {
+		bool parked;
+
 		/* as on a new thread: no error left by an earlier job's TLS
 		 * (the link's handshake reads the queue's last entry) */
 		ERR_clear_error();
 		j->run(j->arg);
+		parked = park(w);
 		/* the last touch of the job: the loop (or a join) frees it
-		 * once this byte is there */
+		 * once this byte is there (a job given meanwhile waits in
+		 * w->job) */
 		while (write(j->wr, &one, 1) < 0 && errno == EINTR)
 			;
-		j = next_job(w);
+		j = parked ? next_job(w) : NULL;
 	}
 	pthread_cond_destroy(&w->cv);
 	free(w);
