@@ -811,6 +811,22 @@ int rdb_vm_config_take_protection(struct rdb_vm_config *dst,
 	return 0;
 }
 
+/*
+ * Options an earlier release (the rolling upgrade's, upgrade-rolling.sh)
+ * does not know: left out of the JSON at their default, so that a newer
+ * remusdbctl or primary still talks to an older daemon or backup, which
+ * refuses an unknown option (and behaves as the default anyway).
+ */
+static const char *const newer_bool_opts[] = { "shared_ram" };
+
+static bool newer_at_default(const struct rdb_option *opt, const char *field)
+{
+	for (size_t i = 0; i < sizeof(newer_bool_opts) / sizeof(newer_bool_opts[0]); i++)
+		if (opt->type == RDB_OPT_BOOL && !strcmp(opt->name, newer_bool_opts[i]))
+			return *(const bool *)field == !strcmp(opt->def, "true");
+	return false;
+}
+
 json_t *rdb_vm_config_to_json(const struct rdb_vm_config *c)
 {
 	json_t *o = json_object();
@@ -819,6 +835,8 @@ json_t *rdb_vm_config_to_json(const struct rdb_vm_config *c)
 		const struct rdb_option *opt = &rdb_vm_config_table.opts[i];
 		const char *field = (const char *)c + opt->offset;
 
+		if (newer_at_default(opt, field))
+			continue;
 		switch (opt->type) {
 		case RDB_OPT_BOOL:
 			json_object_set_new(o, opt->name, json_boolean(*(const bool *)field));

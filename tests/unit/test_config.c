@@ -178,6 +178,25 @@ static void test_vm_file_with_lists_and_errors(void **state)
 		assert_int_equal(c2.qemu_arg.n, 2);
 		rdb_config_dispose(&rdb_vm_config_table, &c2);
 	}
+	/* an option the rolling upgrade's earlier release does not know is
+	 * sent only when it is not at its default (that release refuses
+	 * unknown options) */
+	assert_null(json_object_get(j, "shared_ram"));
+	assert_non_null(json_object_get(j, "verify_pages"));
+	json_decref(j);
+	c.shared_ram = false;
+	j = rdb_vm_config_to_json(&c);
+	assert_true(json_is_false(json_object_get(j, "shared_ram")));
+	{
+		struct rdb_vm_config c2;
+
+		rdb_config_defaults(&rdb_vm_config_table, &c2);
+		assert_true(c2.shared_ram);
+		assert_int_equal(rdb_vm_config_from_json(j, &c2, err, sizeof(err)), 0);
+		assert_false(c2.shared_ram);
+		rdb_config_dispose(&rdb_vm_config_table, &c2);
+	}
+	c.shared_ram = true;
 	json_decref(j);
 	/* bounds, with the range in the message */
 	assert_int_equal(rdb_config_set(&rdb_vm_config_table, &c, "checkpoint_ms", "1",
