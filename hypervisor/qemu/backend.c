@@ -353,11 +353,8 @@ static int checkpoint_start(struct rdb_hv_ctl *c, const char *stream_path,
 		else if (rc < 0)
 			return rc;
 	}
-	/* As rdb_qmp_migrate_colo_start, with the mapped capability after
-	 * x-colo (QEMU refuses it without) */
-	rc = rdb_qmp_set_capability(&c->qmp, "x-ignore-shared", false, deadline_ns);
-	if (rc == 0)
-		rc = rdb_qmp_set_capability(&c->qmp, "x-colo", true, deadline_ns);
+	/* the mapped capability after x-colo (QEMU refuses it without) */
+	rc = rdb_qmp_colo_caps(&c->qmp, deadline_ns);
 	if (rc < 0)
 		return rc;
 	rc = rdb_qmp_set_capability(&c->qmp, RDB_QMP_CAP_MAPPED_RAM, mapped,
@@ -370,10 +367,7 @@ static int checkpoint_start(struct rdb_hv_ctl *c, const char *stream_path,
 		rc = 0;
 	}
 	if (rc == 0)
-		rc = rdb_qmp_set_checkpoint_delay(&c->qmp, checkpoint_ms, deadline_ns);
-	if (rc == 0)
-		rc = rdb_qmp_execute(&c->qmp, "migrate", json_pack("{s:s}", "uri", uri),
-				     NULL, deadline_ns);
+		rc = rdb_qmp_migrate_colo(&c->qmp, uri, checkpoint_ms, deadline_ns);
 	return rc;
 }
 

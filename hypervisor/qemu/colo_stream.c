@@ -320,20 +320,19 @@ static int step_ram_setup(struct rdb_colo_parser *p, uint64_t v)
 				    rb->idstr, (unsigned long long)rb->used_length);
 		p->block_mapped[p->nblocks] = false;
 		if (mapped) {
-			uint8_t m = b[at + 1 + l + 8];
+			const uint8_t *t = b + at + 1 + l + 8;	/* after used */
 
 			tail = 1;
-			if (m > 1)
+			if (t[0] > 1)
 				return fail(p, "ram START: block %s: mapped flag %u",
-					    rb->idstr, m);
-			if (m) {
+					    rb->idstr, t[0]);
+			if (t[0]) {
 				if (p->in.len < at + 1 + l + 8 + 1 + 8 + 1)
 					return NEED_MORE;
-				fd_off[p->nblocks] = be64_at(b + at + 1 + l + 9);
-				if (b[at + 1 + l + 17] != RDB_COLO_FD_CARRIER)
+				fd_off[p->nblocks] = be64_at(t + 1);
+				if (t[9] != RDB_COLO_FD_CARRIER)
 					return fail(p, "ram START: block %s: fd carrier "
-						    "byte 0x%02x", rb->idstr,
-						    b[at + 1 + l + 17]);
+						    "byte 0x%02x", rb->idstr, t[9]);
 				if (fd_off[p->nblocks] % RDB_PAGE_SIZE)
 					return fail(p, "ram START: block %s: file offset "
 						    "0x%llx not page-aligned", rb->idstr,

@@ -316,8 +316,7 @@ int rdb_qmp_set_checkpoint_delay(struct rdb_qmp *q, unsigned ms,
 			       NULL, deadline_ns);
 }
 
-int rdb_qmp_migrate_colo_start(struct rdb_qmp *q, const char *uri,
-			       unsigned checkpoint_ms, uint64_t deadline_ns)
+int rdb_qmp_colo_caps(struct rdb_qmp *q, uint64_t deadline_ns)
 {
 	/* A QEMU restored on a backup loaded its RAM with x-ignore-shared
 	 * (mapped, not sent): protected again it must send all of it. */
@@ -325,11 +324,27 @@ int rdb_qmp_migrate_colo_start(struct rdb_qmp *q, const char *uri,
 
 	if (rc == 0)
 		rc = rdb_qmp_set_capability(q, "x-colo", true, deadline_ns);
-	if (rc == 0)
-		rc = rdb_qmp_set_checkpoint_delay(q, checkpoint_ms, deadline_ns);
+	return rc;
+}
+
+int rdb_qmp_migrate_colo(struct rdb_qmp *q, const char *uri,
+			 unsigned checkpoint_ms, uint64_t deadline_ns)
+{
+	int rc = rdb_qmp_set_checkpoint_delay(q, checkpoint_ms, deadline_ns);
+
 	if (rc == 0)
 		rc = rdb_qmp_execute(q, "migrate", json_pack("{s:s}", "uri", uri),
 				     NULL, deadline_ns);
+	return rc;
+}
+
+int rdb_qmp_migrate_colo_start(struct rdb_qmp *q, const char *uri,
+			       unsigned checkpoint_ms, uint64_t deadline_ns)
+{
+	int rc = rdb_qmp_colo_caps(q, deadline_ns);
+
+	if (rc == 0)
+		rc = rdb_qmp_migrate_colo(q, uri, checkpoint_ms, deadline_ns);
 	return rc;
 }
 

@@ -50,6 +50,12 @@ json_t *rdb_qmp_next_event(struct rdb_qmp *q);
 
 int rdb_qmp_query_status(struct rdb_qmp *q, char *status, size_t len,
 			 uint64_t deadline_ns);
+/* COLO's capabilities (x-colo on, x-ignore-shared off), then the
+ * checkpoint delay and the migration to uri: the two halves, for a
+ * caller that sets more capabilities between them, and both. */
+int rdb_qmp_colo_caps(struct rdb_qmp *q, uint64_t deadline_ns);
+int rdb_qmp_migrate_colo(struct rdb_qmp *q, const char *uri,
+			 unsigned checkpoint_ms, uint64_t deadline_ns);
 int rdb_qmp_migrate_colo_start(struct rdb_qmp *q, const char *uri,
 			       unsigned checkpoint_ms, uint64_t deadline_ns);
 int rdb_qmp_set_checkpoint_delay(struct rdb_qmp *q, unsigned ms,
